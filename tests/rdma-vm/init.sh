@@ -1,0 +1,116 @@
+#!/bin/busybox sh
+# /init of the throw-away initramfs that tests/rdma-vm/vm-run.sh boots in QEMU.
+#
+# It runs as PID 1 under busybox ash.  Its job: load the modules for virtio, 9p,
+# soft-RoCE and FUSE, mount the host's root (read-only 9p) and the results
+# share (read-write 9p), create the rxe0 device on lo, chroot into the host root,
+# run the job script that vm-run.sh wrote into the results share, record the
+# job's exit status and power the machine off.
+#
+# Everything this script prints goes to the serial console, which vm-run.sh
+# keeps in a log and only shows when the guest fails.  The job's own stdout and
+# stderr go to two virtio-serial ports that QEMU connects to vm-run.sh's stdout
+# and stderr.  If anything here fails, no status is written; vm-run.sh then
+# reports a guest failure with the console tail.
+
+# Mount points.  /host and /results exist in the initramfs; HOST_RESULTS is
+# where the job sees the results share after the chroot (vm-run.sh relies on
+# this path when it writes the job script).
+HOST=/host
+RESULTS=/results
+HOST_RESULTS=/run/rdmafs-vm
+# Bigger 9p messages than the default mean fewer round trips through the
+# emulated virtio ring; 512 KiB is the largest the virtio transport accepts.
+NINEP_MSIZE=524288
+
+/bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+
+log() { echo "rdmafs-vm-init: $*"; }
+
+power_off() {
+	sync
+	poweroff -f
+	# poweroff -f needs ACPI; the sysrq trigger is the fallback.
+	echo o >/proc/sysrq-trigger
+	sleep 60
+}
+
+die() {
+	log "FAILED: $*"
+	power_off
+}
+
+mount -t proc proc /proc || die "mount /proc"
+mount -t sysfs sysfs /sys || die "mount /sys"
+mount -t devtmpfs devtmpfs /dev || die "mount /dev"
+
+# modules.order lists the module files in dependency order (vm-run.sh wrote it
+# from modprobe --show-depends), so plain insmod is enough.
+while read -r module; do
+	insmod "/lib/modules/$module" || die "insmod $module"
+done </lib/modules/modules.order
+
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=$NINEP_MSIZE \
+	hostroot "$HOST" || die "mount host root"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=$NINEP_MSIZE \
+	results "$RESULTS" || die "mount results share"
+
+# The job's working directory, as vm-run.sh saw it on the host.
+cwd=$(cat "$RESULTS/cwd") || die "read cwd"
+
+# Keep a view of the host's /tmp: the fresh tmpfs below hides it, but the
+# caller may be running from a directory under /tmp.
+mkdir -p /mnt/host-tmp
+mount --bind "$HOST/tmp" /mnt/host-tmp || die "bind host /tmp"
+
+# The host root is read-only and its /proc, /sys and /dev are the host's files
+# seen through 9p: put the guest's own on top, plus writable tmpfs where
+# programs expect to write.
+mount --rbind /proc "$HOST/proc" || die "bind /proc"
+mount --rbind /sys "$HOST/sys" || die "bind /sys"
+mount --rbind /dev "$HOST/dev" || die "bind /dev"
+mkdir -p "$HOST/dev/pts" "$HOST/dev/shm"
+mount -t devpts devpts "$HOST/dev/pts" || die "mount devpts"
+mount -t tmpfs -o mode=1777 tmpfs "$HOST/dev/shm" || die "mount /dev/shm"
+mount -t tmpfs -o mode=1777 tmpfs "$HOST/tmp" || die "mount /tmp"
+mount -t tmpfs -o mode=0755 tmpfs "$HOST/run" || die "mount /run"
+mkdir -p "$HOST$HOST_RESULTS"
+mount --bind "$RESULTS" "$HOST$HOST_RESULTS" || die "bind results share"
+
+case "$cwd" in
+/tmp/*)
+	mkdir -p "$HOST$cwd"
+	mount --bind "/mnt/host-tmp/${cwd#/tmp/}" "$HOST$cwd" || die "bind $cwd"
+	;;
+esac
+
+# Soft-RoCE on loopback: rdma_cm binds and connects to 127.0.0.1 over rxe0.
+ip link set lo up || die "lo up"
+chroot "$HOST" rdma link add rxe0 type rxe netdev lo || die "rdma link add rxe0"
+
+# RDMA pins memory: let the job register as much as it likes.
+ulimit -l unlimited || die "ulimit -l"
+
+# Find the two virtio-serial ports by the names vm-run.sh gave them.
+port_dev() {
+	for p in /sys/class/virtio-ports/*; do
+		if [ "$(cat "$p/name" 2>/dev/null)" = "$1" ]; then
+			echo "/dev/${p##*/}"
+			return 0
+		fi
+	done
+	return 1
+}
+out=$(port_dev rdmafs.stdout) || die "no stdout port"
+err=$(port_dev rdmafs.stderr) || die "no stderr port"
+
+log "running job, $(cut -d' ' -f1 /proc/uptime)s after boot"
+# env -i: the job script sets the whole environment itself.
+chroot "$HOST" /usr/bin/env -i /bin/bash "$HOST_RESULTS/job.sh" </dev/null >"$out" 2>"$err"
+status=$?
+log "job exited with status $status, $(cut -d' ' -f1 /proc/uptime)s after boot"
+
+echo "$status" >"$RESULTS/status.tmp" && mv "$RESULTS/status.tmp" "$RESULTS/status"
+power_off

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * libxprt: the rdmafs transport.
+ *
+ * It moves framed messages (RPC requests and responses) and performs one-sided
+ * RDMA READ/WRITE against memory a peer has registered and advertised. Two
+ * backends sit behind one API: "verbs" (rdma-core librdmacm + libibverbs RC
+ * queue pairs) and "tcp" (the same bytes on a stream socket, with one-sided
+ * operations emulated by the target, which checks keys and bounds as a NIC
+ * would). Nothing here knows about protobuf or files.
+ *
+ * Threads: every context runs one progress thread. Request handlers and
+ * asynchronous callbacks run on it and must not block; every other function
+ * may be called from any thread except where a comment says otherwise.
+ *
+ * Errors: functions return 0 or a negative errno. Calls that cross the wire
+ * return the peer's status (a negative errno the peer chose) or a transport
+ * error: -ETIMEDOUT (no answer in time; the connection is reset), -ECONNRESET
+ * (the connection died while the call was pending), -ENOTCONN (the connection
+ * was already dead), -EACCES (a one-sided operation was refused by the target:
+ * wrong key, access rights or bounds; the connection is dead afterwards).
+ */
+#ifndef RDMAFS_XPRT_H
+#define RDMAFS_XPRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct xprt_ctx;
+struct xprt_conn;
+struct xprt_listener;
+struct xprt_req;
+struct xprt_mr;
+struct xprt_pool;
+struct xprt_buf;
+
+/* Size of the fixed frame header in front of every message body. */
+#define XPRT_HDR_SIZE 32u
+
+enum xprt_kind {
+	XPRT_KIND_AUTO = 0, /* verbs if an RDMA device is present, tcp otherwise */
+	XPRT_KIND_VERBS,
+	XPRT_KIND_TCP,
+};
+
+/* Remote memory access rights of a registered region. */
+enum xprt_access {
+	XPRT_ACCESS_LOCAL = 0,
+	XPRT_ACCESS_REMOTE_READ = 1u << 0,
+	XPRT_ACCESS_REMOTE_WRITE = 1u << 1,
+};
+
+/*
+ * A buffer descriptor as advertised to a peer inside a request: the peer may
+ * read or write [addr, addr + len) with rkey, as the region's access allows.
+ */
+struct xprt_desc {
+	uint64_t addr;
+	uint32_t len;
+	uint32_t rkey;
+};
+
+struct xprt_options {
+	uint32_t recv_credits;     /* receive buffers posted per connection */
+	uint32_t max_msg_size;     /* largest message, header included */
+	const void *secret;        /* cluster secret for HELLO; NULL: no secret */
+	size_t secret_len;
+	uint32_t call_timeout_ms;  /* default for calls and one-sided operations */
+	uint32_t connect_timeout_ms;
+	uint32_t ping_interval_ms; /* idle connections are probed this often */
+	uint32_t max_rdma_inflight; /* one-sided operations in flight per connection */
+	const char *name;          /* our name, sent in HELLO (for the peer's logs) */
+};
+
+/* Fills @opts with the defaults: 64 credits of 16 KiB, 10 s calls, 2 s pings. */
+void xprt_options_init(struct xprt_options *opts);
+
+/*
+ * Creates a context: a progress thread, the RDMA devices (if any) and the
+ * registered memory. @opts is copied, the secret too. Returns -ENOMEM, or an
+ * errno from thread or epoll creation.
+ */
+int xprt_ctx_create(const struct xprt_options *opts, struct xprt_ctx **out);
+
+/*
+ * Closes every connection and listener of @ctx (pending calls fail with
+ * -ECONNRESET), stops the progress thread and frees the context. Memory
+ * regions and pools must have been released before. NULL is a no-op.
+ */
+void xprt_ctx_destroy(struct xprt_ctx *ctx);
+
+/* True when @ctx found at least one RDMA device. */
+bool xprt_ctx_has_rdma(const struct xprt_ctx *ctx);
+
+/*
+ * Parses "rdma://host:port", "tcp://host:port" or "auto://host:port" (a bare
+ * "host:port" means auto). IPv6 hosts are written in brackets. Returns
+ * -EINVAL for anything else, including a port outside 0..65535.
+ */
+int xprt_uri_parse(const char *uri, enum xprt_kind *kind, char *host, size_t host_size,
+		   uint16_t *port);
+
+/* Which backend @kind resolves to in @ctx (AUTO becomes VERBS or TCP). */
+enum xprt_kind xprt_ctx_resolve_kind(const struct xprt_ctx *ctx, enum xprt_kind kind);
+
+const char *xprt_kind_name(enum xprt_kind kind);
+
+/* ---- memory ---------------------------------------------------------- */
+
+/*
+ * Registers [addr, addr + len) with every backend of @ctx, once: use it for
+ * long-lived buffers, never per I/O. The caller keeps owning the memory and
+ * must keep it until xprt_mr_deregister(). -ENOMEM from the NIC usually means
+ * the memlock limit (ulimit -l) is too low; the log then says so.
+ */
+int xprt_mr_register(struct xprt_ctx *ctx, void *addr, size_t len, unsigned access,
+		     struct xprt_mr **out);
+
+/*
+ * Revokes every descriptor of @mr, then frees it. A peer's later access to it
+ * is refused (and fatal to that connection). NULL is a no-op.
+ */
+void xprt_mr_deregister(struct xprt_mr *mr);
+
+/*
+ * Describes [addr, addr + len) inside @mr for the peer of @conn, which may
+ * use a backend-specific key. -EINVAL if the range is not inside @mr.
+ */
+int xprt_mr_desc(struct xprt_conn *conn, struct xprt_mr *mr, const void *addr, size_t len,
+		 struct xprt_desc *out);
+
+/*
+ * A pool of @count buffers of @buf_size bytes each (rounded up to 4 KiB, and
+ * 4 KiB aligned so they suit O_DIRECT), registered once as one region.
+ */
+int xprt_pool_create(struct xprt_ctx *ctx, size_t buf_size, uint32_t count, unsigned access,
+		     struct xprt_pool **out);
+
+/* Frees the pool. Every buffer must have been put back. NULL is a no-op. */
+void xprt_pool_destroy(struct xprt_pool *pool);
+
+/*
+ * Takes a buffer, waiting up to @timeout_ms (-1: forever, 0: not at all) for
+ * one to be put back. -EAGAIN when none came in time.
+ */
+int xprt_pool_get(struct xprt_pool *pool, int timeout_ms, struct xprt_buf **out);
+
+void xprt_pool_put(struct xprt_buf *buf);
+
+void *xprt_buf_data(const struct xprt_buf *buf);
+size_t xprt_buf_size(const struct xprt_buf *buf);
+/* Index of the buffer in its pool: 0..count-1 (e.g. an io_uring fixed-buffer index). */
+uint32_t xprt_buf_index(const struct xprt_buf *buf);
+struct xprt_mr *xprt_buf_mr(const struct xprt_buf *buf);
+
+/* The pool's whole region, for registering it elsewhere (io_uring fixed buffers). */
+void xprt_pool_region(const struct xprt_pool *pool, void **addr, size_t *len);
+
+/* ---- connections and calls ------------------------------------------- */
+
+/*
+ * Connects to @uri and runs HELLO (mutual proof of the cluster secret).
+ * Blocks up to the connect timeout. Returns -ECONNREFUSED, -ETIMEDOUT,
+ * -EACCES (secret refused, by either side), -ENODEV (rdma:// without an RDMA
+ * device), -EPROTO (the peer speaks another protocol or version).
+ * The caller owns the connection and ends it with xprt_conn_close().
+ */
+int xprt_connect(struct xprt_ctx *ctx, const char *uri, struct xprt_conn **out);
+
+/*
+ * Closes @conn: waits (bounded) for what was already sent to leave, tells the
+ * peer, fails whatever is still pending with -ECONNRESET, drops the caller's
+ * reference. NULL is a no-op.
+ */
+void xprt_conn_close(struct xprt_conn *conn);
+
+/*
+ * Kills @conn at once, as an error would (QP to error, socket shut down):
+ * used when a buffer advertised on it must be reused although the peer may
+ * still write into it. Pending calls fail with -ECONNRESET.
+ */
+void xprt_conn_reset(struct xprt_conn *conn);
+
+/* False once the connection died; xprt_conn_error() then says why. */
+bool xprt_conn_alive(const struct xprt_conn *conn);
+int xprt_conn_error(const struct xprt_conn *conn);
+enum xprt_kind xprt_conn_kind(const struct xprt_conn *conn);
+/* The peer's name from HELLO ("" on a client's own connection). */
+const char *xprt_conn_peer_name(const struct xprt_conn *conn);
+/* Largest body a message on @conn can carry. */
+size_t xprt_conn_max_body(const struct xprt_conn *conn);
+
+/* Takes and drops references (for server code keeping a connection). */
+void xprt_conn_get(struct xprt_conn *conn);
+void xprt_conn_put(struct xprt_conn *conn);
+
+/*
+ * Called once a call completed: @status is the peer's status or a transport
+ * error; @body (valid only during the callback) holds @len bytes.
+ */
+typedef void (*xprt_reply_cb)(void *arg, int status, const void *body, size_t len);
+
+/*
+ * Sends a request and waits up to @timeout_ms (0: the context default) for the
+ * response, whose body is copied into @resp (@resp_cap bytes; a larger body
+ * gives -EMSGSIZE). Returns the peer's status, or a transport error. Many
+ * threads may call at once; at most recv_credits - 1 requests are on the wire,
+ * the rest wait for credits inside the timeout.
+ */
+int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+	      void *resp, size_t resp_cap, size_t *resp_len, int timeout_ms);
+
+/*
+ * The asynchronous form: @cb runs exactly once, on the progress thread (or
+ * before this returns, when it fails at once). @req is copied.
+ */
+int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+		    int timeout_ms, xprt_reply_cb cb, void *arg);
+
+/* ---- serving ----------------------------------------------------------- */
+
+/*
+ * Runs on the progress thread for every request after HELLO succeeded. The
+ * handler owns @req until it passes it to xprt_reply(), from any thread.
+ */
+typedef void (*xprt_request_cb)(struct xprt_req *req, void *arg);
+
+/*
+ * Listens on @uri (port 0 picks a free port; see xprt_listener_port()).
+ * Receives are posted before a connection is accepted.
+ */
+int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void *arg,
+		struct xprt_listener **out);
+
+/* Stops accepting; established connections stay. NULL is a no-op. */
+void xprt_listener_close(struct xprt_listener *listener);
+uint16_t xprt_listener_port(const struct xprt_listener *listener);
+enum xprt_kind xprt_listener_kind(const struct xprt_listener *listener);
+
+uint32_t xprt_req_method(const struct xprt_req *req);
+uint64_t xprt_req_id(const struct xprt_req *req);
+const void *xprt_req_body(const struct xprt_req *req, size_t *len);
+/* The connection the request came on; the request holds a reference. */
+struct xprt_conn *xprt_req_conn(const struct xprt_req *req);
+
+/*
+ * Sends the response (status 0 or a negative errno, and a body) and frees
+ * @req. A body larger than the connection allows is replaced by -EMSGSIZE.
+ * If the connection died meanwhile the response is dropped. Returns 0 or the
+ * reason the response could not be queued.
+ */
+int xprt_reply(struct xprt_req *req, int status, const void *body, size_t len);
+
+/* ---- one-sided operations (the server initiates them) -------------------- */
+
+typedef void (*xprt_rdma_cb)(void *arg, int status);
+
+/*
+ * Reads @len bytes at @remote_addr/@rkey of the peer of @conn into @local,
+ * which lies in @local_mr. Blocks until done or the timeout (0: default).
+ * Must not be called on the progress thread (use the _async form there).
+ */
+int xprt_rdma_read(struct xprt_conn *conn, void *local, struct xprt_mr *local_mr,
+		   uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms);
+
+/* Writes @len bytes from @local (in @local_mr) to the peer's memory. */
+int xprt_rdma_write(struct xprt_conn *conn, const void *local, struct xprt_mr *local_mr,
+		    uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms);
+
+int xprt_rdma_read_async(struct xprt_conn *conn, void *local, struct xprt_mr *local_mr,
+			 uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms,
+			 xprt_rdma_cb cb, void *arg);
+int xprt_rdma_write_async(struct xprt_conn *conn, const void *local, struct xprt_mr *local_mr,
+			  uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms,
+			  xprt_rdma_cb cb, void *arg);
+
+/* ---- statistics ----------------------------------------------------------- */
+
+struct xprt_conn_stats {
+	uint64_t msgs_sent, msgs_received;
+	uint64_t bytes_sent, bytes_received; /* message bytes, header included */
+	uint64_t rdma_reads, rdma_writes, rdma_bytes;
+	uint64_t credit_waits;   /* times a send waited for credits */
+	uint32_t send_credits;   /* peer receive buffers we may still use */
+	uint32_t recv_credits;   /* our receive buffers the peer may still use */
+	uint32_t calls_pending;
+};
+
+int xprt_conn_stats(struct xprt_conn *conn, struct xprt_conn_stats *out);
+
+/* Logging: the library writes through this (default: stderr, level WARN). */
+enum xprt_log_level { XPRT_LOG_ERR = 0, XPRT_LOG_WARN, XPRT_LOG_INFO, XPRT_LOG_DEBUG };
+typedef void (*xprt_log_cb)(enum xprt_log_level level, const char *msg, void *arg);
+void xprt_set_log(xprt_log_cb cb, void *arg, enum xprt_log_level max_level);
+
+/* A short text for any errno this library returns (strerror plus our meaning). */
+const char *xprt_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RDMAFS_XPRT_H */
