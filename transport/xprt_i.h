@@ -372,6 +372,13 @@ void xprt_core_conn_failed(struct xprt_conn *c, int err);
 void xprt_core_recv(struct xprt_conn *c, const uint8_t *frame, size_t len);
 void xprt_core_recv_reposted(struct xprt_conn *c, uint32_t n);
 
+/*
+ * The peer broke the protocol (bad header, refused one-sided access...): the
+ * core sends ERROR with @err and cuts the connection after a short grace, so
+ * the peer can read why. The backend reads nothing more from it.
+ */
+void xprt_core_protocol_error(struct xprt_conn *c, int err);
+
 /* A send slot became free: the core sends what it queued. */
 void xprt_core_send_space(struct xprt_conn *c);
 

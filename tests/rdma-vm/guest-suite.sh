@@ -1,0 +1,32 @@
+#!/bin/sh
+# Runs inside the rdma-vm guest (soft-RoCE rxe0 on lo): every data-path test
+# that has an rdma variant, over real verbs. Usage: guest-suite.sh BUILD_DIR
+# Exit: 0 all passed, 1 something failed, 77 no RDMA device came up.
+build=$1
+if ! ibv_devices 2>/dev/null | grep -q rxe; then
+	echo "SKIP: no rxe device in the guest" >&2
+	exit 77
+fi
+passed=0
+failed=0
+run() {
+	name=$1
+	shift
+	echo "=== rdma-vm: $name"
+	start=$(date +%s)
+	if "$@"; then
+		passed=$((passed + 1))
+		echo "=== rdma-vm: $name passed ($(( $(date +%s) - start )) s)"
+	else
+		failed=$((failed + 1))
+		echo "=== rdma-vm: $name FAILED ($(( $(date +%s) - start )) s)"
+	fi
+}
+# The guest runs under TCG, about 10x slower: fewer RPCs in the storm test, same checks.
+export RDMAFS_TEST_RPCS=${RDMAFS_TEST_RPCS:-20000}
+run conformance-rdma "$build/tests/transport/conformance" rdma
+for extra in "$build"/tests/rdma-vm/guest.d/*; do
+	[ -x "$extra" ] && run "$(basename "$extra")" "$extra" "$build"
+done
+echo "rdma-vm: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,632 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The transport conformance suite. The same tests run unchanged on each
+ * backend: `conformance tcp` here, `conformance rdma` over soft-RoCE in the
+ * rdma-vm suite. Both must give the same results and the same errors.
+ *
+ * Most tests talk to a server in this process (its own context); the tests
+ * that kill or restart a peer spawn this program again as `--serve`.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "xprt_i.h"
+
+#define SECRET        "conformance-secret"
+#define BIG           (16u << 20)
+#define M_ECHO        1
+#define M_PUSH        2 /* server RDMA WRITEs a pattern into the client's buffer */
+#define M_PULL        3 /* server RDMA READs the client's buffer, replies its hash */
+#define M_HOLD        4 /* server never answers (timeouts) */
+#define EXIT_SKIP     77
+
+extern char **environ;
+
+static const char *kind_name; /* "tcp" or "rdma" */
+static struct xprt_ctx *srv_ctx, *cli_ctx;
+static struct xprt_listener *srv_listener;
+static struct xprt_mr *srv_mr, *cli_mr;
+static uint8_t *srv_buf, *cli_buf;
+static char srv_uri[128];
+static int last_server_rdma_status;
+static struct xprt_conn *last_server_conn;
+static struct xprt_req *held_req;
+
+/* The request body of M_PUSH / M_PULL. */
+struct bulk_req {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+	uint64_t seed;
+};
+
+static uint64_t fnv1a(const uint8_t *p, size_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+static void fill_pattern(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 2654435761u + 1;
+
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static uint64_t now_ms(void)
+{
+	return xprt_now_ns() / 1000000u;
+}
+
+/* ---- the in-process server ---- */
+
+struct bulk_job {
+	struct xprt_req *req;
+	struct bulk_req br;
+};
+
+static void bulk_done(void *arg, int status)
+{
+	struct bulk_job *job = arg;
+	uint64_t hash;
+
+	last_server_rdma_status = status;
+	if (status == 0 && xprt_req_method(job->req) == M_PULL) {
+		hash = fnv1a(srv_buf, job->br.len);
+		xprt_reply(job->req, 0, &hash, sizeof(hash));
+	} else {
+		xprt_reply(job->req, status, NULL, 0);
+	}
+	free(job);
+}
+
+static void serve(struct xprt_req *req, void *arg)
+{
+	size_t len;
+	const void *body = xprt_req_body(req, &len);
+	struct bulk_job *job;
+	int ret;
+
+	last_server_conn = xprt_req_conn(req);
+	switch (xprt_req_method(req)) {
+	case M_ECHO:
+		xprt_reply(req, 0, body, len);
+		return;
+	case M_HOLD:
+		/* Keep it unanswered; the test frees it. */
+		if (held_req)
+			xprt_reply(held_req, -ECANCELED, NULL, 0);
+		held_req = req;
+		return;
+	case M_PUSH:
+	case M_PULL:
+		if (len != sizeof(struct bulk_req))
+			break;
+		job = malloc(sizeof(*job));
+		if (!job)
+			break;
+		job->req = req;
+		memcpy(&job->br, body, sizeof(job->br));
+		if (job->br.len > BIG) {
+			free(job);
+			break;
+		}
+		if (xprt_req_method(req) == M_PUSH) {
+			fill_pattern(srv_buf, job->br.len, job->br.seed);
+			ret = xprt_rdma_write_async(xprt_req_conn(req), srv_buf, srv_mr,
+						    job->br.addr, job->br.rkey, job->br.len, 0,
+						    bulk_done, job);
+		} else {
+			ret = xprt_rdma_read_async(xprt_req_conn(req), srv_buf, srv_mr,
+						   job->br.addr, job->br.rkey, job->br.len, 0,
+						   bulk_done, job);
+		}
+		if (ret) {
+			free(job);
+			xprt_reply(req, ret, NULL, 0);
+		}
+		return;
+	}
+	xprt_reply(req, -EINVAL, NULL, 0);
+}
+
+static struct xprt_ctx *make_ctx(const char *secret, uint32_t max_msg)
+{
+	struct xprt_options o;
+	struct xprt_ctx *ctx;
+
+	xprt_options_init(&o);
+	o.secret = secret;
+	o.secret_len = strlen(secret);
+	o.name = "conformance";
+	o.call_timeout_ms = 20000;
+	if (max_msg)
+		o.max_msg_size = max_msg;
+	if (xprt_ctx_create(&o, &ctx))
+		return NULL;
+	return ctx;
+}
+
+static struct xprt_conn *connect_ok(struct xprt_ctx *ctx, const char *uri)
+{
+	struct xprt_conn *c = NULL;
+	int ret = xprt_connect(ctx, uri, &c);
+
+	if (ret)
+		fprintf(stderr, "connect %s: %s\n", uri, xprt_strerror(ret));
+	assert_int_equal(ret, 0);
+	return c;
+}
+
+static void echo_ok(struct xprt_conn *c, size_t len)
+{
+	static uint8_t req[BIG / 64], resp[BIG / 64];
+	size_t got = 0;
+
+	fill_pattern(req, len, len);
+	assert_int_equal(xprt_call(c, M_ECHO, req, len, resp, sizeof(resp), &got, 0), 0);
+	assert_int_equal(got, len);
+	assert_memory_equal(req, resp, len);
+}
+
+/* ---- tests ---- */
+
+static void test_echo_sizes(void **state)
+{
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	size_t max = xprt_conn_max_body(c);
+	size_t sizes[] = { 0, 1, 31, 32, 100, 1000, 4096, max - 1, max };
+	uint8_t big[1];
+
+	assert_int_equal(xprt_conn_kind(c), strcmp(kind_name, "tcp") ? XPRT_KIND_VERBS
+								       : XPRT_KIND_TCP);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		echo_ok(c, sizes[i]);
+	/* One byte over the maximum is refused locally and the connection survives. */
+	assert_int_equal(xprt_call(c, M_ECHO, big, max + 1, NULL, 0, NULL, 0), -EMSGSIZE);
+	echo_ok(c, 10);
+	xprt_conn_close(c);
+}
+
+static void bulk(struct xprt_conn *c, uint32_t method, size_t off, size_t len, uint64_t seed,
+		 int expect)
+{
+	struct xprt_desc d;
+	struct bulk_req br;
+	uint64_t hash = 0;
+	size_t got = 0;
+	int ret;
+
+	assert_int_equal(xprt_mr_desc(c, cli_mr, cli_buf + off, len, &d), 0);
+	br.addr = d.addr;
+	br.rkey = d.rkey;
+	br.len = (uint32_t)len;
+	br.seed = seed;
+	if (method == M_PULL)
+		fill_pattern(cli_buf + off, len, seed);
+	else
+		memset(cli_buf + off, 0, len);
+	ret = xprt_call(c, method, &br, sizeof(br), &hash, sizeof(hash), &got, 0);
+	assert_int_equal(ret, expect);
+	if (expect)
+		return;
+	assert_int_equal(last_server_rdma_status, 0);
+	if (method == M_PULL) {
+		assert_int_equal(got, sizeof(hash));
+		assert_true(hash == fnv1a(cli_buf + off, len));
+	} else {
+		uint8_t *want = malloc(len ? len : 1);
+
+		fill_pattern(want, len, seed);
+		assert_memory_equal(want, cli_buf + off, len);
+		free(want);
+	}
+}
+
+static void test_bulk_read_write(void **state)
+{
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	size_t sizes[] = { 1, 7, 4096, 4097, 65536, 1u << 20, 3u << 20, BIG };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		bulk(c, M_PUSH, 0, sizes[i], i + 1, 0);
+		bulk(c, M_PULL, 0, sizes[i], i + 100, 0);
+	}
+	/* Unaligned offsets inside the region. */
+	bulk(c, M_PUSH, 13, 70000, 7, 0);
+	bulk(c, M_PULL, 4093, 12345, 8, 0);
+	xprt_conn_close(c);
+}
+
+struct storm {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint32_t outstanding, done, bad;
+};
+
+static void storm_reply(void *arg, int status, const void *body, size_t len)
+{
+	struct storm *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	if (status != 0 || len != sizeof(uint64_t))
+		s->bad++;
+	s->done++;
+	s->outstanding--;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void test_many_rpcs(void **state)
+{
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	const char *env = getenv("RDMAFS_TEST_RPCS");
+	uint32_t total = env ? (uint32_t)strtoul(env, NULL, 10) : 100000;
+	/* Far more in flight than there are credits: the rest must wait, not fail. */
+	const uint32_t window = 256;
+	struct xprt_conn_stats cs, ss;
+	struct storm s = { .outstanding = 0 };
+
+	pthread_mutex_init(&s.lock, NULL);
+	pthread_cond_init(&s.cond, NULL);
+	for (uint64_t i = 0; i < total; i++) {
+		pthread_mutex_lock(&s.lock);
+		while (s.outstanding >= window)
+			pthread_cond_wait(&s.cond, &s.lock);
+		s.outstanding++;
+		pthread_mutex_unlock(&s.lock);
+		assert_int_equal(xprt_call_async(c, M_ECHO, &i, sizeof(i), 0, storm_reply, &s), 0);
+	}
+	pthread_mutex_lock(&s.lock);
+	while (s.done < total)
+		pthread_cond_wait(&s.cond, &s.lock);
+	pthread_mutex_unlock(&s.lock);
+	assert_int_equal(s.bad, 0);
+	assert_true(xprt_conn_alive(c));
+	/* Quiet now: every credit must be accounted for on both sides. */
+	echo_ok(c, 8);
+	usleep(100000);
+	assert_int_equal(xprt_conn_stats(c, &cs), 0);
+	assert_int_equal(xprt_conn_stats(last_server_conn, &ss), 0);
+	assert_true(cs.msgs_sent >= total);
+	assert_true(cs.credit_waits > 0);
+	assert_int_equal(cs.send_credits, ss.recv_credits);
+	assert_int_equal(ss.send_credits, cs.recv_credits);
+	assert_int_equal(cs.calls_pending, 0);
+	xprt_conn_close(c);
+	pthread_cond_destroy(&s.cond);
+	pthread_mutex_destroy(&s.lock);
+}
+
+/* A bad one-sided access kills that connection (same error on both backends) and no other. */
+static void bad_access(uint64_t addr_delta, int rkey_delta, uint32_t len, bool overflow_addr)
+{
+	struct xprt_conn *bystander = connect_ok(cli_ctx, srv_uri);
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	struct xprt_desc d;
+	struct bulk_req br;
+	uint64_t hash;
+	int ret;
+
+	assert_int_equal(xprt_mr_desc(c, cli_mr, cli_buf, 4096, &d), 0);
+	br.addr = overflow_addr ? UINT64_MAX - 10 : d.addr + addr_delta;
+	br.rkey = d.rkey + (uint32_t)rkey_delta;
+	br.len = len;
+	br.seed = 1;
+	last_server_rdma_status = 0;
+	ret = xprt_call(c, M_PULL, &br, sizeof(br), &hash, sizeof(hash), NULL, 0);
+	assert_true(ret == -EACCES || ret == -ECONNRESET);
+	assert_int_equal(last_server_rdma_status, -EACCES);
+	/* The connection is dead on our side too, within a bounded time. */
+	for (int i = 0; i < 300 && xprt_conn_alive(c); i++)
+		usleep(10000);
+	assert_false(xprt_conn_alive(c));
+	assert_int_equal(xprt_call(c, M_ECHO, "x", 1, NULL, 0, NULL, 0), -ENOTCONN);
+	echo_ok(bystander, 100);
+	bulk(bystander, M_PULL, 0, 4096, 5, 0);
+	xprt_conn_close(c);
+	xprt_conn_close(bystander);
+}
+
+static void test_wrong_key(void **state)
+{
+	bad_access(0, 1, 4096, false);
+}
+
+static void test_out_of_bounds(void **state)
+{
+	/* Past the end of the region, and an address whose end wraps around. */
+	bad_access(BIG - 100, 0, 4096, false);
+	bad_access(0, 0, 4096, true);
+}
+
+static void test_wrong_secret(void **state)
+{
+	struct xprt_ctx *bad = make_ctx("not-the-secret", 0);
+	struct xprt_conn *c = NULL;
+
+	assert_non_null(bad);
+	assert_int_equal(xprt_connect(bad, srv_uri, &c), -EACCES);
+	assert_null(c);
+	xprt_ctx_destroy(bad);
+	/* The server is fine. */
+	c = connect_ok(cli_ctx, srv_uri);
+	echo_ok(c, 10);
+	xprt_conn_close(c);
+}
+
+static void test_call_timeout(void **state)
+{
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	uint64_t t0 = now_ms();
+
+	assert_int_equal(xprt_call(c, M_HOLD, NULL, 0, NULL, 0, NULL, 300), -ETIMEDOUT);
+	assert_true(now_ms() - t0 < 3000);
+	/* The connection was reset so no late answer can land in a reused buffer. */
+	assert_false(xprt_conn_alive(c));
+	xprt_conn_close(c);
+	c = connect_ok(cli_ctx, srv_uri);
+	echo_ok(c, 10);
+	xprt_conn_close(c);
+}
+
+static void raw_message_rejected(uint32_t magic, uint8_t version, size_t body_len,
+				 struct xprt_ctx *ctx)
+{
+	struct xprt_conn *c = connect_ok(ctx, srv_uri);
+	struct xprt_hdr h = { .magic = magic, .version = version, .type = XPRT_MSG_REQUEST,
+			      .request_id = 999, .method = M_ECHO,
+			      .body_len = (uint32_t)body_len, .credits = 0 };
+	uint8_t *raw = calloc(1, XPRT_HDR_SIZE + body_len);
+
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_conn_send_raw(c, raw, XPRT_HDR_SIZE + body_len), 0);
+	for (int i = 0; i < 500 && xprt_conn_alive(c); i++)
+		usleep(10000);
+	assert_false(xprt_conn_alive(c));
+	free(raw);
+	xprt_conn_close(c);
+	/* The server survived and serves others. */
+	c = connect_ok(cli_ctx, srv_uri);
+	echo_ok(c, 64);
+	xprt_conn_close(c);
+}
+
+static void test_bad_messages(void **state)
+{
+	/* This client may send bigger messages than the server takes. */
+	struct xprt_ctx *big = make_ctx(SECRET, 64u << 10);
+
+	assert_non_null(big);
+	raw_message_rejected(0xdeadbeef, XPRT_VERSION, 16, cli_ctx);
+	raw_message_rejected(XPRT_MAGIC, XPRT_VERSION + 1, 16, cli_ctx);
+	raw_message_rejected(XPRT_MAGIC, XPRT_VERSION, (32u << 10), big);
+	xprt_ctx_destroy(big);
+}
+
+/* ---- tests with a server in another process ---- */
+
+static pid_t spawn_server(uint16_t port, uint16_t *bound)
+{
+	char self[4096], port_s[16];
+	char *argv[] = { self, "--serve", (char *)kind_name, port_s, NULL };
+	posix_spawn_file_actions_t fa;
+	int fds[2];
+	pid_t pid;
+	FILE *f;
+	unsigned p = 0;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	assert_true(n > 0);
+	self[n] = '\0';
+	snprintf(port_s, sizeof(port_s), "%u", port);
+	assert_int_equal(pipe(fds), 0);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+	posix_spawn_file_actions_addclose(&fa, fds[0]);
+	assert_int_equal(posix_spawn(&pid, self, &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	assert_int_equal(fscanf(f, "READY %u", &p), 1);
+	fclose(f);
+	*bound = (uint16_t)p;
+	return pid;
+}
+
+static void kill_server(pid_t pid)
+{
+	int status;
+
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+}
+
+static void test_peer_killed(void **state)
+{
+	uint16_t port;
+	pid_t pid = spawn_server(0, &port);
+	char uri[128];
+	struct xprt_conn *c;
+	uint64_t t0;
+	int ret;
+
+	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%u", kind_name, port);
+	c = connect_ok(cli_ctx, uri);
+	echo_ok(c, 100);
+	/* The call would wait 20 s; the dead peer must end it much sooner. */
+	kill(pid, SIGKILL);
+	t0 = now_ms();
+	ret = xprt_call(c, M_HOLD, NULL, 0, NULL, 0, NULL, 20000);
+	assert_true(ret == -ECONNRESET || ret == -ETIMEDOUT || ret == -ENOTCONN);
+	assert_true(now_ms() - t0 < 10000);
+	assert_false(xprt_conn_alive(c));
+	xprt_conn_close(c);
+	waitpid(pid, NULL, 0);
+}
+
+static void *kill_later(void *arg)
+{
+	usleep(300000);
+	kill(*(pid_t *)arg, SIGKILL);
+	return NULL;
+}
+
+static void test_pending_call_fails_on_kill(void **state)
+{
+	pthread_t killer;
+	uint16_t port;
+	pid_t pid = spawn_server(0, &port);
+	char uri[128];
+	struct xprt_conn *c;
+	uint64_t t0;
+	int ret;
+
+	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%u", kind_name, port);
+	c = connect_ok(cli_ctx, uri);
+	/* The server holds the call; kill it from a thread while we wait (no fork after RDMA init). */
+	assert_int_equal(pthread_create(&killer, NULL, kill_later, &pid), 0);
+	t0 = now_ms();
+	ret = xprt_call(c, M_HOLD, NULL, 0, NULL, 0, NULL, 20000);
+	assert_true(ret == -ECONNRESET || ret == -ETIMEDOUT);
+	assert_true(now_ms() - t0 < 10000);
+	pthread_join(killer, NULL);
+	xprt_conn_close(c);
+	waitpid(pid, NULL, 0);
+}
+
+static void test_reconnect_after_restart(void **state)
+{
+	uint16_t port, port2;
+	pid_t pid = spawn_server(0, &port);
+	char uri[128];
+	struct xprt_conn *c;
+
+	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%u", kind_name, port);
+	c = connect_ok(cli_ctx, uri);
+	echo_ok(c, 100);
+	kill_server(pid);
+	for (int i = 0; i < 1000 && xprt_conn_alive(c); i++)
+		usleep(10000);
+	assert_false(xprt_conn_alive(c));
+	xprt_conn_close(c);
+	pid = spawn_server(port, &port2);
+	assert_int_equal(port, port2);
+	c = connect_ok(cli_ctx, uri);
+	echo_ok(c, 1000);
+	xprt_conn_close(c);
+	kill_server(pid);
+}
+
+static int serve_forever(const char *kind, const char *port)
+{
+	struct xprt_ctx *ctx = make_ctx(SECRET, 0);
+	struct xprt_listener *l;
+	char uri[128];
+
+	if (!ctx)
+		return 1;
+	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%s", kind, port);
+	if (xprt_listen(ctx, uri, serve, NULL, &l))
+		return 1;
+	printf("READY %u\n", xprt_listener_port(l));
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+/* ---- setup ---- */
+
+static int setup(void **state)
+{
+	size_t len = BIG;
+
+	srv_ctx = make_ctx(SECRET, 0);
+	cli_ctx = make_ctx(SECRET, 0);
+	if (!srv_ctx || !cli_ctx)
+		return -1;
+	srv_buf = aligned_alloc(4096, len);
+	cli_buf = aligned_alloc(4096, len);
+	if (!srv_buf || !cli_buf)
+		return -1;
+	if (xprt_mr_register(srv_ctx, srv_buf, len, XPRT_ACCESS_LOCAL, &srv_mr) ||
+	    xprt_mr_register(cli_ctx, cli_buf, len,
+			     XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE, &cli_mr))
+		return -1;
+	snprintf(srv_uri, sizeof(srv_uri), "%s://127.0.0.1:0", kind_name);
+	if (xprt_listen(srv_ctx, srv_uri, serve, NULL, &srv_listener))
+		return -1;
+	snprintf(srv_uri, sizeof(srv_uri), "%s://127.0.0.1:%u", kind_name,
+		 xprt_listener_port(srv_listener));
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	if (held_req)
+		xprt_reply(held_req, -ECANCELED, NULL, 0);
+	held_req = NULL;
+	xprt_ctx_destroy(cli_ctx);
+	xprt_mr_deregister(srv_mr);
+	xprt_ctx_destroy(srv_ctx);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_echo_sizes),
+		cmocka_unit_test(test_bulk_read_write),
+		cmocka_unit_test(test_many_rpcs),
+		cmocka_unit_test(test_wrong_key),
+		cmocka_unit_test(test_out_of_bounds),
+		cmocka_unit_test(test_wrong_secret),
+		cmocka_unit_test(test_call_timeout),
+		cmocka_unit_test(test_bad_messages),
+		cmocka_unit_test(test_peer_killed),
+		cmocka_unit_test(test_pending_call_fails_on_kill),
+		cmocka_unit_test(test_reconnect_after_restart),
+	};
+	struct xprt_ctx *probe;
+	bool has_rdma;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 4 && strcmp(argv[1], "--serve") == 0)
+		return serve_forever(argv[2], argv[3]);
+	if (argc != 2 || (strcmp(argv[1], "tcp") && strcmp(argv[1], "rdma"))) {
+		fprintf(stderr, "usage: conformance tcp|rdma\n");
+		return 2;
+	}
+	kind_name = argv[1];
+	if (strcmp(kind_name, "rdma") == 0) {
+		probe = make_ctx(SECRET, 0);
+		has_rdma = probe && xprt_ctx_has_rdma(probe);
+		xprt_ctx_destroy(probe);
+		if (!has_rdma) {
+			printf("SKIP: no RDMA device on this host (the rdma-vm suite runs this on soft-RoCE)\n");
+			return EXIT_SKIP;
+		}
+	}
+	xprt_set_log(NULL, NULL, getenv("RDMAFS_DEBUG") ? XPRT_LOG_DEBUG : XPRT_LOG_ERR);
+	return cmocka_run_group_tests_name(kind_name, tests, setup, teardown);
+}

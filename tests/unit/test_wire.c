@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Unit tests of the transport's pure parts: framing, credits, bounds checks, HELLO, URIs. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include <sodium.h>
+
+#include "xprt_i.h"
+
+static void test_hdr_roundtrip(void **state)
+{
+	struct xprt_hdr h = { .magic = XPRT_MAGIC, .version = XPRT_VERSION,
+			      .type = XPRT_MSG_RESPONSE, .flags = 0xbeef,
+			      .request_id = 0x0123456789abcdefull, .method = 0xfeedface,
+			      .body_len = 100, .credits = 7, .status = -ENOENT };
+	uint8_t raw[XPRT_HDR_SIZE];
+	struct xprt_hdr d;
+
+	xprt_hdr_encode(&h, raw);
+	/* Little-endian on the wire whatever the host is. */
+	assert_int_equal(raw[0], 0x52);
+	assert_int_equal(raw[8], 0xef);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), 0);
+	assert_int_equal(d.type, h.type);
+	assert_int_equal(d.flags, h.flags);
+	assert_true(d.request_id == h.request_id);
+	assert_int_equal(d.method, h.method);
+	assert_int_equal(d.body_len, h.body_len);
+	assert_int_equal(d.credits, h.credits);
+	assert_int_equal(d.status, -ENOENT);
+}
+
+static void test_hdr_rejects(void **state)
+{
+	struct xprt_hdr h = { .magic = XPRT_MAGIC, .version = XPRT_VERSION,
+			      .type = XPRT_MSG_REQUEST, .body_len = 4096 - XPRT_HDR_SIZE };
+	uint8_t raw[XPRT_HDR_SIZE];
+	struct xprt_hdr d;
+
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, XPRT_HDR_SIZE - 1, 4096, &d), -EBADMSG);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), 0);
+	/* One byte over the maximum message. */
+	h.body_len++;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EMSGSIZE);
+	/* A length near 4 GiB must not wrap around the check. */
+	h.body_len = UINT32_MAX;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EMSGSIZE);
+	/* One-sided data frames are not bounded by the message size. */
+	h.type = XPRT_MSG_RDMA_READ_RESP;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), 0);
+	h.body_len = 0;
+	h.magic = 0x12345678;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EPROTO);
+	h.magic = XPRT_MAGIC;
+	h.version = 2;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EPROTO);
+	h.version = XPRT_VERSION;
+	h.type = 0;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EPROTO);
+	h.type = 12;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EPROTO);
+}
+
+static void test_params(void **state)
+{
+	struct xprt_conn_params p = { XPRT_MAGIC, XPRT_VERSION, 64, 16384 }, d;
+	uint8_t raw[XPRT_PARAMS_SIZE];
+
+	/* It must fit rdma_cm private data (56 bytes). */
+	assert_true(XPRT_PARAMS_SIZE <= 56);
+	xprt_params_encode(&p, raw);
+	assert_int_equal(xprt_params_decode(raw, sizeof(raw), &d), 0);
+	assert_int_equal(d.credits, 64);
+	assert_int_equal(d.max_msg_size, 16384);
+	assert_int_equal(xprt_params_decode(raw, 8, &d), -EBADMSG);
+	p.credits = 1;
+	xprt_params_encode(&p, raw);
+	assert_int_equal(xprt_params_decode(raw, sizeof(raw), &d), -EPROTO);
+	p.credits = 64;
+	p.max_msg_size = 0xffffffffu;
+	xprt_params_encode(&p, raw);
+	assert_int_equal(xprt_params_decode(raw, sizeof(raw), &d), -EPROTO);
+}
+
+static void test_credits(void **state)
+{
+	struct xprt_credits c;
+	uint32_t window = 8;
+
+	xprt_credits_init(&c, window, window);
+	/* Normal messages leave the last credit for grants. */
+	for (uint32_t i = 0; i < window - 1; i++) {
+		assert_true(xprt_credits_can_send(&c, false));
+		assert_int_equal(xprt_credits_take(&c), 0);
+	}
+	assert_false(xprt_credits_can_send(&c, false));
+	assert_true(xprt_credits_can_send(&c, true));
+	/* Receiving: the peer may use the whole window, not one more. */
+	for (uint32_t i = 0; i < window; i++)
+		assert_int_equal(xprt_credits_on_receive(&c), 0);
+	assert_int_equal(xprt_credits_on_receive(&c), -EPROTO);
+
+	xprt_credits_init(&c, window, window);
+	for (uint32_t i = 0; i < window; i++)
+		assert_int_equal(xprt_credits_on_receive(&c), 0);
+	assert_false(xprt_credits_grant_due(&c));
+	xprt_credits_reposted(&c, window / 2);
+	assert_true(xprt_credits_grant_due(&c));
+	/* The grant rides on the next message and lets the peer send again. */
+	assert_int_equal(xprt_credits_take(&c), window / 2);
+	assert_false(xprt_credits_grant_due(&c));
+	assert_int_equal(xprt_credits_on_receive(&c), 0);
+	/* Grants give back what we used; one beyond the peer's window is a protocol error. */
+	xprt_credits_take(&c);
+	xprt_credits_take(&c);
+	assert_int_equal(c.send_avail, window - 3);
+	assert_int_equal(xprt_credits_on_grant(&c, 2, window), 0);
+	assert_int_equal(c.send_avail, window - 1);
+	assert_int_equal(xprt_credits_on_grant(&c, window, window), -EPROTO);
+}
+
+static void test_mr_bounds(void **state)
+{
+	static uint8_t region[4096];
+	struct xprt_mr mr = { .addr = region, .len = sizeof(region),
+			      .access = XPRT_ACCESS_REMOTE_READ };
+	uint64_t base = (uint64_t)(uintptr_t)region;
+
+	assert_int_equal(xprt_mr_check_access(&mr, base, 4096, XPRT_ACCESS_REMOTE_READ), 0);
+	assert_int_equal(xprt_mr_check_access(&mr, base + 4096, 0, XPRT_ACCESS_REMOTE_READ), 0);
+	assert_int_equal(xprt_mr_check_access(&mr, base + 1, 4096, XPRT_ACCESS_REMOTE_READ),
+			 -EACCES);
+	assert_int_equal(xprt_mr_check_access(&mr, base - 1, 2, XPRT_ACCESS_REMOTE_READ),
+			 -EACCES);
+	/* addr + len overflows 64 bits: must be refused, not wrap into the region. */
+	assert_int_equal(xprt_mr_check_access(&mr, base + 16, UINT64_MAX - 8,
+					      XPRT_ACCESS_REMOTE_READ), -EACCES);
+	assert_int_equal(xprt_mr_check_access(&mr, UINT64_MAX, 2, XPRT_ACCESS_REMOTE_READ),
+			 -EACCES);
+	/* Wrong access right, and no region at all (unknown key). */
+	assert_int_equal(xprt_mr_check_access(&mr, base, 16, XPRT_ACCESS_REMOTE_WRITE), -EACCES);
+	assert_int_equal(xprt_mr_check_access(NULL, base, 16, XPRT_ACCESS_REMOTE_READ), -EACCES);
+}
+
+static void test_hello(void **state)
+{
+	const char secret[] = "cluster secret";
+	uint8_t sn[XPRT_NONCE_SIZE], cn[XPRT_NONCE_SIZE], mac[XPRT_MAC_SIZE];
+
+	xprt_hello_nonce(sn);
+	xprt_hello_nonce(cn);
+	assert_memory_not_equal(sn, cn, XPRT_NONCE_SIZE);
+	xprt_hello_mac(secret, strlen(secret), false, sn, cn, mac);
+	assert_int_equal(xprt_hello_verify(secret, strlen(secret), false, sn, cn, mac), 0);
+	/* A wrong secret, a replayed nonce or the other direction's proof are refused. */
+	assert_int_equal(xprt_hello_verify("wrong", 5, false, sn, cn, mac), -EACCES);
+	assert_int_equal(xprt_hello_verify(secret, strlen(secret), true, sn, cn, mac), -EACCES);
+	cn[0] ^= 1;
+	assert_int_equal(xprt_hello_verify(secret, strlen(secret), false, sn, cn, mac), -EACCES);
+	cn[0] ^= 1;
+	mac[31] ^= 0x80;
+	assert_int_equal(xprt_hello_verify(secret, strlen(secret), false, sn, cn, mac), -EACCES);
+}
+
+static void test_uri(void **state)
+{
+	enum xprt_kind k;
+	char host[64];
+	uint16_t port;
+
+	assert_int_equal(xprt_uri_parse("rdma://10.0.0.1:7000", &k, host, sizeof(host), &port), 0);
+	assert_int_equal(k, XPRT_KIND_VERBS);
+	assert_string_equal(host, "10.0.0.1");
+	assert_int_equal(port, 7000);
+	assert_int_equal(xprt_uri_parse("tcp://[::1]:80", &k, host, sizeof(host), &port), 0);
+	assert_int_equal(k, XPRT_KIND_TCP);
+	assert_string_equal(host, "::1");
+	assert_int_equal(xprt_uri_parse("node1:9", &k, host, sizeof(host), &port), 0);
+	assert_int_equal(k, XPRT_KIND_AUTO);
+	assert_int_equal(xprt_uri_parse("http://x:1", &k, host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(xprt_uri_parse("tcp://x:65536", &k, host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(xprt_uri_parse("tcp://x:", &k, host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(xprt_uri_parse("tcp://:5", &k, host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(xprt_uri_parse("tcp://x:5a", &k, host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(xprt_uri_parse("tcp://[::1:5", &k, host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(xprt_uri_parse(NULL, &k, host, sizeof(host), &port), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hdr_roundtrip), cmocka_unit_test(test_hdr_rejects),
+		cmocka_unit_test(test_params),        cmocka_unit_test(test_credits),
+		cmocka_unit_test(test_mr_bounds),     cmocka_unit_test(test_hello),
+		cmocka_unit_test(test_uri),
+	};
+
+	if (sodium_init() < 0)
+		return 1;
+	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
+}

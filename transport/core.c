@@ -1,0 +1,1455 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The backend-independent part of libxprt: contexts and their progress thread,
+ * connections (setup, HELLO, credits, death), calls, requests, one-sided
+ * operation bookkeeping, timeouts and idle probes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sodium.h>
+
+#include "xprt_i.h"
+
+#define DEFAULT_CREDITS        64u
+#define DEFAULT_MAX_MSG        (16u << 10)
+#define DEFAULT_CALL_TIMEOUT   10000u
+#define DEFAULT_CONNECT_TIMEOUT 5000u
+#define DEFAULT_PING_INTERVAL  2000u
+#define DEFAULT_RDMA_INFLIGHT  16u
+/* A peer that answers no ping for this many intervals is dead. */
+#define PING_MISSES            3u
+/* How often the progress thread checks deadlines; bounds how late a timeout fires. */
+#define TIMER_PERIOD_MS        10
+/* Busy-poll this long after the last completion before sleeping (verbs latency). */
+#define BUSY_POLL_NS           20000ull
+/* How long a rejected or erring peer gets to read our last word before we cut it. */
+#define DOOM_GRACE_MS          500u
+#define EPOLL_BATCH            32
+
+/* ---- logging ---- */
+
+static xprt_log_cb log_cb;
+static void *log_arg;
+static enum xprt_log_level log_max = XPRT_LOG_WARN;
+
+void xprt_set_log(xprt_log_cb cb, void *arg, enum xprt_log_level max_level)
+{
+	log_cb = cb;
+	log_arg = arg;
+	log_max = max_level;
+}
+
+void xprt_log(enum xprt_log_level level, const char *fmt, ...)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+	char msg[512];
+	va_list ap;
+
+	if (level > log_max)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (log_cb)
+		log_cb(level, msg, log_arg);
+	else
+		fprintf(stderr, "xprt %s: %s\n", names[level], msg);
+}
+
+const char *xprt_strerror(int err)
+{
+	switch (err) {
+	case -ETIMEDOUT:
+		return "timed out (no answer from the peer; the connection was reset)";
+	case -ECONNRESET:
+		return "connection reset (the peer died or closed while the call was pending)";
+	case -ENOTCONN:
+		return "not connected (the connection had already died)";
+	case -EACCES:
+		return "access refused (wrong cluster secret, or a one-sided access with a wrong key or out of bounds)";
+	case -EPROTO:
+		return "protocol error (bad magic, version or message from the peer)";
+	case -EMSGSIZE:
+		return "message too long for the connection";
+	case -ENODEV:
+		return "no RDMA device (use tcp:// or auto://)";
+	default:
+		return strerror(err < 0 ? -err : err);
+	}
+}
+
+/* ---- options, URIs ---- */
+
+void xprt_options_init(struct xprt_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->recv_credits = DEFAULT_CREDITS;
+	opts->max_msg_size = DEFAULT_MAX_MSG;
+	opts->call_timeout_ms = DEFAULT_CALL_TIMEOUT;
+	opts->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT;
+	opts->ping_interval_ms = DEFAULT_PING_INTERVAL;
+	opts->max_rdma_inflight = DEFAULT_RDMA_INFLIGHT;
+	opts->name = "";
+}
+
+const char *xprt_kind_name(enum xprt_kind kind)
+{
+	switch (kind) {
+	case XPRT_KIND_VERBS:
+		return "rdma";
+	case XPRT_KIND_TCP:
+		return "tcp";
+	default:
+		return "auto";
+	}
+}
+
+int xprt_uri_parse(const char *uri, enum xprt_kind *kind, char *host, size_t host_size,
+		   uint16_t *port)
+{
+	const char *rest = uri, *colon, *host_start, *host_end;
+	unsigned long value;
+	char *end;
+	size_t n;
+
+	if (!uri)
+		return -EINVAL;
+	*kind = XPRT_KIND_AUTO;
+	if (strncmp(uri, "rdma://", 7) == 0) {
+		*kind = XPRT_KIND_VERBS;
+		rest = uri + 7;
+	} else if (strncmp(uri, "tcp://", 6) == 0) {
+		*kind = XPRT_KIND_TCP;
+		rest = uri + 6;
+	} else if (strncmp(uri, "auto://", 7) == 0) {
+		rest = uri + 7;
+	} else if (strstr(uri, "://")) {
+		return -EINVAL;
+	}
+	if (*rest == '[') {
+		host_start = rest + 1;
+		host_end = strchr(host_start, ']');
+		if (!host_end || host_end[1] != ':')
+			return -EINVAL;
+		colon = host_end + 1;
+	} else {
+		host_start = rest;
+		colon = strrchr(rest, ':');
+		if (!colon)
+			return -EINVAL;
+		host_end = colon;
+	}
+	n = (size_t)(host_end - host_start);
+	if (n == 0 || n >= host_size || memchr(host_start, '/', n))
+		return -EINVAL;
+	if (colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
+	errno = 0;
+	value = strtoul(colon + 1, &end, 10);
+	if (errno || *end != '\0' || value > 65535)
+		return -EINVAL;
+	memcpy(host, host_start, n);
+	host[n] = '\0';
+	*port = (uint16_t)value;
+	return 0;
+}
+
+bool xprt_ctx_has_rdma(const struct xprt_ctx *ctx)
+{
+	return ctx->backends[XPRT_KIND_VERBS] != NULL;
+}
+
+enum xprt_kind xprt_ctx_resolve_kind(const struct xprt_ctx *ctx, enum xprt_kind kind)
+{
+	if (kind == XPRT_KIND_AUTO)
+		return xprt_ctx_has_rdma(ctx) ? XPRT_KIND_VERBS : XPRT_KIND_TCP;
+	return kind;
+}
+
+/* ---- polling ---- */
+
+int xprt_core_poll_add(struct xprt_ctx *ctx, struct xprt_poller *p, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = p };
+
+	return epoll_ctl(ctx->epoll_fd, EPOLL_CTL_ADD, p->fd, &ev) ? -errno : 0;
+}
+
+int xprt_core_poll_mod(struct xprt_ctx *ctx, struct xprt_poller *p, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = p };
+
+	return epoll_ctl(ctx->epoll_fd, EPOLL_CTL_MOD, p->fd, &ev) ? -errno : 0;
+}
+
+void xprt_core_poll_del(struct xprt_ctx *ctx, struct xprt_poller *p)
+{
+	epoll_ctl(ctx->epoll_fd, EPOLL_CTL_DEL, p->fd, NULL);
+}
+
+/* ---- connections: lifetime ---- */
+
+static struct xprt_conn *conn_alloc(struct xprt_ctx *ctx, const struct xprt_backend_ops *ops)
+{
+	struct xprt_conn *c = calloc(1, sizeof(*c));
+	pthread_condattr_t attr;
+
+	if (!c)
+		return NULL;
+	c->ctx = ctx;
+	c->ops = ops;
+	c->refs = 1;
+	c->next_id = 1;
+	list_init(&c->sendq);
+	list_init(&c->calls);
+	list_init(&c->rdma_wait);
+	list_init(&c->rdma_posted);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->state_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	c->connect_deadline_ns = xprt_now_ns() + xprt_ms_to_ns(ctx->opts.connect_timeout_ms);
+	c->last_rx_ns = xprt_now_ns();
+	list_add_tail(&c->link, &ctx->conns);
+	return c;
+}
+
+/*
+ * True once @c can be freed: nobody refers to it and the backend has nothing
+ * outstanding. Freeing itself happens only in reap_conns(), on the progress
+ * thread between two epoll batches, so no backend ever sees its connection
+ * vanish in the middle of handling an event.
+ */
+static bool conn_reapable(const struct xprt_conn *c)
+{
+	return c->refs <= 0 && c->state == XPRT_CONN_DEAD && list_empty(&c->rdma_posted);
+}
+
+static void conn_free(struct xprt_conn *c)
+{
+	if (c->backend)
+		c->ops->conn_destroy(c);
+	list_del(&c->link);
+	pthread_cond_destroy(&c->state_cond);
+	free(c);
+}
+
+static void reap_conns(struct xprt_ctx *ctx)
+{
+	struct list_head *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &ctx->conns) {
+		struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
+
+		if (conn_reapable(c))
+			conn_free(c);
+	}
+}
+
+void xprt_conn_get(struct xprt_conn *conn)
+{
+	pthread_mutex_lock(&conn->ctx->lock);
+	conn->refs++;
+	pthread_mutex_unlock(&conn->ctx->lock);
+}
+
+static void conn_put_locked(struct xprt_conn *c)
+{
+	c->refs--;
+}
+
+void xprt_conn_put(struct xprt_conn *conn)
+{
+	struct xprt_ctx *ctx;
+
+	if (!conn)
+		return;
+	ctx = conn->ctx;
+	pthread_mutex_lock(&ctx->lock);
+	conn_put_locked(conn);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+struct xprt_conn *xprt_core_conn_new(struct xprt_listener *l)
+{
+	struct xprt_conn *c = conn_alloc(l->ctx, l->ops);
+
+	if (!c)
+		return NULL;
+	/* The server side's reference is held until the connection dies. */
+	c->listener = l;
+	c->is_server = true;
+	return c;
+}
+
+static void rdma_op_finish(struct xprt_rdma_op *op, int status)
+{
+	struct xprt_conn *c = op->conn;
+
+	list_del(&op->link);
+	op->cb(op->arg, status);
+	free(op);
+	(void)c;
+}
+
+/*
+ * Kills @c: the backend stops its traffic, every pending call and waiting op
+ * fails. @err says why; pending calls get -ETIMEDOUT if that was the cause,
+ * -ECONNRESET otherwise (the call itself did nothing wrong).
+ */
+static void conn_fail(struct xprt_conn *c, int err)
+{
+	struct list_head *pos, *tmp;
+	int call_err = err == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+	bool was_connecting = c->state == XPRT_CONN_CONNECTING || c->state == XPRT_CONN_HELLO;
+
+	if (c->state == XPRT_CONN_DEAD)
+		return;
+	if (was_connecting && (err == -EACCES || err == -EPROTO || err == -ENODEV))
+		call_err = err;
+	c->state = XPRT_CONN_DEAD;
+	c->error = err;
+	xprt_log(c->is_server ? XPRT_LOG_INFO : XPRT_LOG_WARN, "%s connection %s%s died: %s",
+		 c->ops->name, c->peer_name[0] ? "from " : "", c->peer_name, xprt_strerror(err));
+	if (c->backend)
+		c->ops->shutdown(c);
+	list_for_each_safe(pos, tmp, &c->sendq) {
+		list_del(pos);
+		free(list_entry(pos, struct xprt_out, link));
+	}
+	list_for_each_safe(pos, tmp, &c->rdma_wait)
+		rdma_op_finish(list_entry(pos, struct xprt_rdma_op, link), call_err);
+	list_for_each_safe(pos, tmp, &c->calls) {
+		struct xprt_call *call = list_entry(pos, struct xprt_call, link);
+
+		list_del(pos);
+		c->calls_pending--;
+		call->cb(call->arg, call_err, NULL, 0);
+		free(call);
+	}
+	pthread_cond_broadcast(&c->state_cond);
+	if (c->is_server)
+		conn_put_locked(c); /* the server side's own reference */
+}
+
+void xprt_core_conn_failed(struct xprt_conn *c, int err)
+{
+	conn_fail(c, err);
+}
+
+/* ---- sending ---- */
+
+/* Sends one message now. The caller checked credits. */
+static int send_now(struct xprt_conn *c, struct xprt_hdr *h, const void *body, size_t len,
+		    bool uses_credit)
+{
+	uint8_t raw[XPRT_HDR_SIZE];
+	uint32_t grant = 0;
+	int ret;
+
+	if (uses_credit) {
+		grant = c->credits.to_grant;
+		h->credits = grant;
+	} else {
+		h->credits = 0;
+	}
+	h->magic = XPRT_MAGIC;
+	h->version = XPRT_VERSION;
+	h->body_len = (uint32_t)len;
+	xprt_hdr_encode(h, raw);
+	ret = c->ops->send(c, raw, body, len);
+	if (ret)
+		return ret;
+	if (uses_credit)
+		xprt_credits_take(&c->credits);
+	c->stats.msgs_sent++;
+	c->stats.bytes_sent += XPRT_HDR_SIZE + len;
+	return 0;
+}
+
+static bool is_control(uint8_t type)
+{
+	return type == XPRT_MSG_CREDIT || type == XPRT_MSG_ERROR || type == XPRT_MSG_CLOSE;
+}
+
+/* Sends what waits in the queue while credits and send slots allow. */
+static void flush_sendq(struct xprt_conn *c)
+{
+	while (!list_empty(&c->sendq) && c->state != XPRT_CONN_DEAD) {
+		struct xprt_out *o = list_first_entry(&c->sendq, struct xprt_out, link);
+		int ret;
+
+		if (!xprt_credits_can_send(&c->credits, is_control(o->hdr.type)))
+			return;
+		ret = send_now(c, &o->hdr, o->body, o->len, true);
+		if (ret == -EAGAIN)
+			return;
+		if (ret) {
+			conn_fail(c, ret);
+			return;
+		}
+		list_del(&o->link);
+		free(o);
+	}
+}
+
+/*
+ * Sends a credit-using message, or queues a copy of it when credits or send
+ * slots are short. Order is kept: nothing overtakes what is queued.
+ */
+static int send_msg(struct xprt_conn *c, uint8_t type, uint16_t flags, uint64_t id,
+		    uint32_t method, int32_t status, const void *body, size_t len)
+{
+	struct xprt_hdr h = {
+		.type = type, .flags = flags, .request_id = id, .method = method, .status = status,
+	};
+	struct xprt_out *o;
+	int ret;
+
+	if (c->state == XPRT_CONN_DEAD)
+		return c->error ? c->error : -ENOTCONN;
+	if (XPRT_HDR_SIZE + len > c->max_msg && c->max_msg)
+		return -EMSGSIZE;
+	if (list_empty(&c->sendq) && xprt_credits_can_send(&c->credits, is_control(type))) {
+		ret = send_now(c, &h, body, len, true);
+		if (ret != -EAGAIN) {
+			if (ret)
+				conn_fail(c, ret);
+			return ret;
+		}
+	}
+	c->stats.credit_waits++;
+	o = malloc(sizeof(*o) + len);
+	if (!o)
+		return -ENOMEM;
+	o->hdr = h;
+	o->len = len;
+	if (len)
+		memcpy(o->body, body, len);
+	list_add_tail(&o->link, &c->sendq);
+	return 0;
+}
+
+/* Sends our last word (ERROR or a refused HELLO) and cuts the connection soon after. */
+static void conn_doom(struct xprt_conn *c, uint8_t type, uint16_t flags, int err)
+{
+	if (c->state == XPRT_CONN_DEAD)
+		return;
+	if (xprt_credits_can_send(&c->credits, true))
+		send_msg(c, type, flags, 0, 0, err, NULL, 0);
+	c->closing = true;
+	c->error = err;
+	/* Let the message reach the peer; the timer kills the connection after the grace. */
+	c->connect_deadline_ns = xprt_now_ns() + xprt_ms_to_ns(DOOM_GRACE_MS);
+}
+
+void xprt_core_protocol_error(struct xprt_conn *c, int err)
+{
+	conn_doom(c, XPRT_MSG_ERROR, 0, err);
+}
+
+void xprt_core_send_space(struct xprt_conn *c)
+{
+	flush_sendq(c);
+}
+
+static void maybe_grant(struct xprt_conn *c)
+{
+	if (c->state == XPRT_CONN_DEAD || c->closing || !xprt_credits_grant_due(&c->credits))
+		return;
+	/* A queued message will carry the grant when it goes. */
+	if (!list_empty(&c->sendq))
+		return;
+	send_msg(c, XPRT_MSG_CREDIT, 0, 0, 0, 0, NULL, 0);
+}
+
+void xprt_core_recv_reposted(struct xprt_conn *c, uint32_t n)
+{
+	xprt_credits_reposted(&c->credits, n);
+	maybe_grant(c);
+}
+
+/* ---- HELLO ---- */
+
+void xprt_core_local_params(struct xprt_ctx *ctx, struct xprt_conn_params *out)
+{
+	out->magic = XPRT_MAGIC;
+	out->version = XPRT_VERSION;
+	out->credits = ctx->opts.recv_credits;
+	out->max_msg_size = ctx->opts.max_msg_size;
+}
+
+void xprt_core_conn_established(struct xprt_conn *c, const struct xprt_conn_params *peer)
+{
+	struct xprt_ctx *ctx = c->ctx;
+
+	if (c->state != XPRT_CONN_CONNECTING)
+		return;
+	xprt_credits_init(&c->credits, ctx->opts.recv_credits, peer->credits);
+	c->peer_window = peer->credits;
+	c->peer_max_msg = peer->max_msg_size;
+	c->max_msg = peer->max_msg_size < ctx->opts.max_msg_size ? peer->max_msg_size
+								  : ctx->opts.max_msg_size;
+	c->state = XPRT_CONN_HELLO;
+	c->last_rx_ns = xprt_now_ns();
+	/* The handshake must finish within the connect timeout, on both sides. */
+	c->connect_deadline_ns = xprt_now_ns() + xprt_ms_to_ns(ctx->opts.connect_timeout_ms);
+	if (c->is_server) {
+		xprt_hello_nonce(c->server_nonce);
+		send_msg(c, XPRT_MSG_HELLO, XPRT_HELLO_CHALLENGE, 0, 0, 0, c->server_nonce,
+			 XPRT_NONCE_SIZE);
+	}
+}
+
+static void hello_client_challenge(struct xprt_conn *c, const uint8_t *body, size_t len)
+{
+	struct xprt_ctx *ctx = c->ctx;
+	uint8_t msg[XPRT_NONCE_SIZE + XPRT_MAC_SIZE + XPRT_NAME_MAX];
+	size_t name_len = strnlen(ctx->opts.name, XPRT_NAME_MAX);
+
+	if (len != XPRT_NONCE_SIZE) {
+		conn_fail(c, -EPROTO);
+		return;
+	}
+	memcpy(c->server_nonce, body, XPRT_NONCE_SIZE);
+	xprt_hello_nonce(c->client_nonce);
+	memcpy(msg, c->client_nonce, XPRT_NONCE_SIZE);
+	xprt_hello_mac(ctx->secret, ctx->opts.secret_len, false, c->server_nonce, c->client_nonce,
+		       msg + XPRT_NONCE_SIZE);
+	memcpy(msg + XPRT_NONCE_SIZE + XPRT_MAC_SIZE, ctx->opts.name, name_len);
+	send_msg(c, XPRT_MSG_HELLO, XPRT_HELLO_AUTH, 0, 0, 0, msg,
+		 XPRT_NONCE_SIZE + XPRT_MAC_SIZE + name_len);
+}
+
+static void hello_server_auth(struct xprt_conn *c, const uint8_t *body, size_t len)
+{
+	struct xprt_ctx *ctx = c->ctx;
+	uint8_t mac[XPRT_MAC_SIZE];
+	size_t name_len;
+
+	if (len < XPRT_NONCE_SIZE + XPRT_MAC_SIZE ||
+	    len > XPRT_NONCE_SIZE + XPRT_MAC_SIZE + XPRT_NAME_MAX) {
+		conn_doom(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, -EPROTO);
+		return;
+	}
+	memcpy(c->client_nonce, body, XPRT_NONCE_SIZE);
+	name_len = len - XPRT_NONCE_SIZE - XPRT_MAC_SIZE;
+	for (size_t i = 0; i < name_len; i++) {
+		char ch = (char)body[XPRT_NONCE_SIZE + XPRT_MAC_SIZE + i];
+
+		/* Names go to logs: keep them printable. */
+		c->peer_name[i] = (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+	}
+	c->peer_name[name_len] = '\0';
+	if (xprt_hello_verify(ctx->secret, ctx->opts.secret_len, false, c->server_nonce,
+			      c->client_nonce, body + XPRT_NONCE_SIZE)) {
+		xprt_log(XPRT_LOG_WARN, "refused client '%s': it does not know the cluster secret",
+			 c->peer_name);
+		conn_doom(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, -EACCES);
+		return;
+	}
+	xprt_hello_mac(ctx->secret, ctx->opts.secret_len, true, c->server_nonce, c->client_nonce,
+		       mac);
+	if (send_msg(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, 0, 0, 0, mac, sizeof(mac)) == 0)
+		c->state = XPRT_CONN_READY;
+}
+
+static void hello_client_accept(struct xprt_conn *c, const struct xprt_hdr *h,
+				const uint8_t *body, size_t len)
+{
+	struct xprt_ctx *ctx = c->ctx;
+
+	if (h->status) {
+		xprt_log(XPRT_LOG_ERR, "server refused us at HELLO: %s", xprt_strerror(h->status));
+		conn_fail(c, h->status == -EACCES ? -EACCES : -EPROTO);
+		return;
+	}
+	if (len != XPRT_MAC_SIZE ||
+	    xprt_hello_verify(ctx->secret, ctx->opts.secret_len, true, c->server_nonce,
+			      c->client_nonce, body)) {
+		xprt_log(XPRT_LOG_ERR, "server failed to prove it knows the cluster secret");
+		conn_fail(c, -EACCES);
+		return;
+	}
+	c->state = XPRT_CONN_READY;
+	pthread_cond_broadcast(&c->state_cond);
+}
+
+static void handle_hello(struct xprt_conn *c, const struct xprt_hdr *h, const uint8_t *body,
+			 size_t len)
+{
+	if (c->state != XPRT_CONN_HELLO) {
+		conn_doom(c, XPRT_MSG_ERROR, 0, -EPROTO);
+		return;
+	}
+	if (c->is_server && h->flags == XPRT_HELLO_AUTH)
+		hello_server_auth(c, body, len);
+	else if (!c->is_server && h->flags == XPRT_HELLO_CHALLENGE)
+		hello_client_challenge(c, body, len);
+	else if (!c->is_server && h->flags == XPRT_HELLO_ACCEPT)
+		hello_client_accept(c, h, body, len);
+	else
+		conn_doom(c, XPRT_MSG_ERROR, 0, -EPROTO);
+}
+
+/* ---- receiving ---- */
+
+static void handle_request(struct xprt_conn *c, const struct xprt_hdr *h, const uint8_t *body,
+			   size_t len)
+{
+	struct xprt_listener *l = c->listener;
+	struct xprt_req *req;
+
+	if (!c->is_server || !l || l->closed) {
+		send_msg(c, XPRT_MSG_RESPONSE, 0, h->request_id, h->method, -EOPNOTSUPP, NULL, 0);
+		return;
+	}
+	req = malloc(sizeof(*req) + len);
+	if (!req) {
+		send_msg(c, XPRT_MSG_RESPONSE, 0, h->request_id, h->method, -ENOMEM, NULL, 0);
+		return;
+	}
+	req->conn = c;
+	req->id = h->request_id;
+	req->method = h->method;
+	req->len = len;
+	if (len)
+		memcpy(req->body, body, len);
+	c->refs++;
+	l->cb(req, l->cb_arg);
+}
+
+static void handle_response(struct xprt_conn *c, const struct xprt_hdr *h, const uint8_t *body,
+			    size_t len)
+{
+	struct list_head *pos;
+
+	list_for_each(pos, &c->calls) {
+		struct xprt_call *call = list_entry(pos, struct xprt_call, link);
+
+		if (call->id != h->request_id)
+			continue;
+		list_del(pos);
+		c->calls_pending--;
+		call->cb(call->arg, h->status, body, len);
+		free(call);
+		return;
+	}
+	/* A response to a call that timed out would have killed the connection, so none is late. */
+	xprt_log(XPRT_LOG_WARN, "response to unknown request %llu: protocol error",
+		 (unsigned long long)h->request_id);
+	conn_doom(c, XPRT_MSG_ERROR, 0, -EPROTO);
+}
+
+void xprt_core_recv(struct xprt_conn *c, const uint8_t *frame, size_t len)
+{
+	struct xprt_hdr h;
+	const uint8_t *body;
+	int ret;
+
+	if (c->state == XPRT_CONN_DEAD || c->closing)
+		return;
+	ret = xprt_hdr_decode(frame, len, c->ctx->opts.max_msg_size, &h);
+	if (ret == 0 && !xprt_msg_uses_credit(h.type))
+		ret = -EPROTO; /* one-sided types never come as messages here */
+	if (ret == 0 && (size_t)h.body_len != len - XPRT_HDR_SIZE)
+		ret = -EBADMSG;
+	if (ret) {
+		xprt_log(XPRT_LOG_WARN, "%s peer %s sent a bad message (%s): closing it",
+			 c->ops->name, c->peer_name, xprt_strerror(ret));
+		conn_doom(c, XPRT_MSG_ERROR, 0, ret);
+		return;
+	}
+	c->stats.msgs_received++;
+	c->stats.bytes_received += len;
+	c->last_rx_ns = xprt_now_ns();
+	c->ping_sent_ns = 0;
+	if (xprt_credits_on_receive(&c->credits) ||
+	    xprt_credits_on_grant(&c->credits, h.credits, c->peer_window)) {
+		xprt_log(XPRT_LOG_WARN, "peer %s broke credit flow control", c->peer_name);
+		conn_doom(c, XPRT_MSG_ERROR, 0, -EPROTO);
+		return;
+	}
+	body = frame + XPRT_HDR_SIZE;
+	len -= XPRT_HDR_SIZE;
+	if (h.type != XPRT_MSG_HELLO && h.type != XPRT_MSG_ERROR && h.type != XPRT_MSG_CLOSE &&
+	    c->state != XPRT_CONN_READY) {
+		/* Until HELLO succeeds nothing else is served. */
+		xprt_log(XPRT_LOG_WARN, "peer sent message type %u before HELLO: refused", h.type);
+		conn_doom(c, XPRT_MSG_ERROR, 0, -EACCES);
+		return;
+	}
+	switch (h.type) {
+	case XPRT_MSG_REQUEST:
+		handle_request(c, &h, body, len);
+		break;
+	case XPRT_MSG_RESPONSE:
+		handle_response(c, &h, body, len);
+		break;
+	case XPRT_MSG_CREDIT:
+	case XPRT_MSG_PONG:
+		break;
+	case XPRT_MSG_PING:
+		send_msg(c, XPRT_MSG_PONG, 0, h.request_id, 0, 0, NULL, 0);
+		break;
+	case XPRT_MSG_CLOSE:
+		conn_fail(c, -ECONNRESET);
+		return;
+	case XPRT_MSG_ERROR:
+		xprt_log(XPRT_LOG_WARN, "peer reported a fatal error: %s", xprt_strerror(h.status));
+		conn_fail(c, h.status < 0 ? h.status : -EPROTO);
+		return;
+	case XPRT_MSG_HELLO:
+		handle_hello(c, &h, body, len);
+		break;
+	}
+	flush_sendq(c);
+}
+
+/* ---- one-sided operations ---- */
+
+static void rdma_start_waiting(struct xprt_conn *c)
+{
+	while (!list_empty(&c->rdma_wait) && c->state == XPRT_CONN_READY &&
+	       c->rdma_inflight < c->ctx->opts.max_rdma_inflight) {
+		struct xprt_rdma_op *op = list_first_entry(&c->rdma_wait, struct xprt_rdma_op, link);
+		int ret;
+
+		list_del(&op->link);
+		list_add_tail(&op->link, &c->rdma_posted);
+		ret = c->ops->rdma(c, op);
+		if (ret == -EAGAIN) {
+			list_del(&op->link);
+			list_add_head(&op->link, &c->rdma_wait);
+			return;
+		}
+		if (ret) {
+			rdma_op_finish(op, ret);
+			conn_fail(c, ret);
+			return;
+		}
+		c->rdma_inflight++;
+	}
+}
+
+void xprt_core_rdma_done(struct xprt_rdma_op *op, int status)
+{
+	struct xprt_conn *c = op->conn;
+
+	c->rdma_inflight--;
+	if (status == 0) {
+		if (op->is_write)
+			c->stats.rdma_writes++;
+		else
+			c->stats.rdma_reads++;
+		c->stats.rdma_bytes += op->len;
+	}
+	rdma_op_finish(op, status);
+	rdma_start_waiting(c);
+}
+
+static int rdma_submit(struct xprt_conn *c, bool is_write, void *local, struct xprt_mr *mr,
+		       uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms,
+		       xprt_rdma_cb cb, void *arg)
+{
+	struct xprt_ctx *ctx = c->ctx;
+	struct xprt_rdma_op *op;
+	int ret = 0;
+
+	if (!mr || (len && ((uint8_t *)local < mr->addr ||
+			    (size_t)((uint8_t *)local - mr->addr) > mr->len ||
+			    len > mr->len - (size_t)((uint8_t *)local - mr->addr))))
+		return -EINVAL;
+	if (len > UINT32_MAX)
+		return -EINVAL;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	op->conn = c;
+	op->is_write = is_write;
+	op->local = local;
+	op->len = len;
+	op->local_mr = mr;
+	op->remote_addr = remote_addr;
+	op->rkey = rkey;
+	op->cb = cb;
+	op->arg = arg;
+	pthread_mutex_lock(&ctx->lock);
+	if (c->state != XPRT_CONN_READY) {
+		ret = c->state == XPRT_CONN_DEAD ? -ENOTCONN : -EAGAIN;
+		free(op);
+		goto out_unlock;
+	}
+	op->id = c->next_id++;
+	op->deadline_ns = xprt_now_ns() +
+			  xprt_ms_to_ns(timeout_ms > 0 ? (uint32_t)timeout_ms : ctx->opts.call_timeout_ms);
+	list_add_tail(&op->link, &c->rdma_wait);
+	rdma_start_waiting(c);
+out_unlock:
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+int xprt_rdma_read_async(struct xprt_conn *conn, void *local, struct xprt_mr *local_mr,
+			 uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms,
+			 xprt_rdma_cb cb, void *arg)
+{
+	return rdma_submit(conn, false, local, local_mr, remote_addr, rkey, len, timeout_ms, cb,
+			   arg);
+}
+
+int xprt_rdma_write_async(struct xprt_conn *conn, const void *local, struct xprt_mr *local_mr,
+			  uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms,
+			  xprt_rdma_cb cb, void *arg)
+{
+	return rdma_submit(conn, true, (void *)local, local_mr, remote_addr, rkey, len, timeout_ms,
+			   cb, arg);
+}
+
+/* A blocking caller's wait for one call or op; the callback runs with ctx->lock held. */
+struct sync_wait {
+	pthread_cond_t cond;
+	bool done;
+	int status;
+	void *resp;
+	size_t resp_cap;
+	size_t resp_len;
+};
+
+static void sync_init(struct sync_wait *w)
+{
+	pthread_condattr_t attr;
+
+	memset(w, 0, sizeof(*w));
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+static void sync_rdma_done(void *arg, int status)
+{
+	struct sync_wait *w = arg;
+
+	w->status = status;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+}
+
+static void sync_reply_done(void *arg, int status, const void *body, size_t len)
+{
+	struct sync_wait *w = arg;
+
+	w->status = status;
+	if (status >= 0 && len > w->resp_cap) {
+		w->status = -EMSGSIZE;
+	} else if (len) {
+		memcpy(w->resp, body, len);
+	}
+	w->resp_len = len;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+}
+
+/*
+ * Waits for @w under ctx->lock. The progress thread enforces the real
+ * deadline; this wait only stops a stuck progress thread from hanging us.
+ */
+static void sync_wait_done(struct xprt_ctx *ctx, struct sync_wait *w)
+{
+	while (!w->done)
+		pthread_cond_wait(&w->cond, &ctx->lock);
+}
+
+static int rdma_sync(struct xprt_conn *c, bool is_write, void *local, struct xprt_mr *mr,
+		     uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms)
+{
+	struct xprt_ctx *ctx = c->ctx;
+	struct sync_wait w;
+	int ret;
+
+	sync_init(&w);
+	pthread_mutex_lock(&ctx->lock);
+	ret = rdma_submit(c, is_write, local, mr, remote_addr, rkey, len, timeout_ms,
+			  sync_rdma_done, &w);
+	if (ret == 0) {
+		sync_wait_done(ctx, &w);
+		ret = w.status;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	pthread_cond_destroy(&w.cond);
+	return ret;
+}
+
+int xprt_rdma_read(struct xprt_conn *conn, void *local, struct xprt_mr *local_mr,
+		   uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms)
+{
+	return rdma_sync(conn, false, local, local_mr, remote_addr, rkey, len, timeout_ms);
+}
+
+int xprt_rdma_write(struct xprt_conn *conn, const void *local, struct xprt_mr *local_mr,
+		    uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms)
+{
+	return rdma_sync(conn, true, (void *)local, local_mr, remote_addr, rkey, len, timeout_ms);
+}
+
+/* ---- calls ---- */
+
+int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+		    int timeout_ms, xprt_reply_cb cb, void *arg)
+{
+	struct xprt_ctx *ctx = conn->ctx;
+	struct xprt_call *call;
+	int ret;
+
+	call = malloc(sizeof(*call));
+	if (!call)
+		return -ENOMEM;
+	pthread_mutex_lock(&ctx->lock);
+	if (conn->state != XPRT_CONN_READY) {
+		ret = conn->state == XPRT_CONN_DEAD ? -ENOTCONN : -EAGAIN;
+		goto err_free;
+	}
+	if (XPRT_HDR_SIZE + req_len > conn->max_msg) {
+		ret = -EMSGSIZE;
+		goto err_free;
+	}
+	call->id = conn->next_id++;
+	call->deadline_ns = xprt_now_ns() +
+			    xprt_ms_to_ns(timeout_ms > 0 ? (uint32_t)timeout_ms
+							 : ctx->opts.call_timeout_ms);
+	call->cb = cb;
+	call->arg = arg;
+	/* Registered before sending: the response may come before send_msg returns. */
+	list_add_tail(&call->link, &conn->calls);
+	conn->calls_pending++;
+	ret = send_msg(conn, XPRT_MSG_REQUEST, 0, call->id, method, 0, req, req_len);
+	if (ret) {
+		/* send_msg failing killed the connection, which already failed the call. */
+		pthread_mutex_unlock(&ctx->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return 0;
+
+err_free:
+	pthread_mutex_unlock(&ctx->lock);
+	free(call);
+	return ret;
+}
+
+int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+	      void *resp, size_t resp_cap, size_t *resp_len, int timeout_ms)
+{
+	struct xprt_ctx *ctx = conn->ctx;
+	struct sync_wait w;
+	int ret;
+
+	sync_init(&w);
+	w.resp = resp;
+	w.resp_cap = resp_cap;
+	pthread_mutex_lock(&ctx->lock);
+	ret = xprt_call_async(conn, method, req, req_len, timeout_ms, sync_reply_done, &w);
+	if (ret == 0) {
+		sync_wait_done(ctx, &w);
+		ret = w.status;
+		if (resp_len)
+			*resp_len = w.resp_len;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	pthread_cond_destroy(&w.cond);
+	return ret;
+}
+
+/* ---- serving ---- */
+
+uint32_t xprt_req_method(const struct xprt_req *req)
+{
+	return req->method;
+}
+
+uint64_t xprt_req_id(const struct xprt_req *req)
+{
+	return req->id;
+}
+
+const void *xprt_req_body(const struct xprt_req *req, size_t *len)
+{
+	if (len)
+		*len = req->len;
+	return req->body;
+}
+
+struct xprt_conn *xprt_req_conn(const struct xprt_req *req)
+{
+	return req->conn;
+}
+
+int xprt_reply(struct xprt_req *req, int status, const void *body, size_t len)
+{
+	struct xprt_conn *c = req->conn;
+	struct xprt_ctx *ctx = c->ctx;
+	int ret;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (c->max_msg && XPRT_HDR_SIZE + len > c->max_msg) {
+		status = -EMSGSIZE;
+		len = 0;
+	}
+	ret = send_msg(c, XPRT_MSG_RESPONSE, 0, req->id, req->method, status, len ? body : NULL,
+		       len);
+	conn_put_locked(c);
+	pthread_mutex_unlock(&ctx->lock);
+	free(req);
+	return ret;
+}
+
+/* ---- connection API ---- */
+
+static const struct xprt_backend_ops *backend_for(struct xprt_ctx *ctx, enum xprt_kind kind)
+{
+	return ctx->backends[xprt_ctx_resolve_kind(ctx, kind)];
+}
+
+int xprt_connect(struct xprt_ctx *ctx, const char *uri, struct xprt_conn **out)
+{
+	const struct xprt_backend_ops *ops;
+	struct xprt_conn *c;
+	enum xprt_kind kind;
+	char host[256];
+	uint16_t port;
+	int ret;
+
+	ret = xprt_uri_parse(uri, &kind, host, sizeof(host), &port);
+	if (ret)
+		return ret;
+	ops = backend_for(ctx, kind);
+	if (!ops)
+		return -ENODEV;
+	pthread_mutex_lock(&ctx->lock);
+	c = conn_alloc(ctx, ops);
+	if (!c) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	ret = ops->connect(c, host, port);
+	if (ret) {
+		c->state = XPRT_CONN_DEAD;
+		c->error = ret;
+		goto err_put;
+	}
+	while (c->state != XPRT_CONN_READY && c->state != XPRT_CONN_DEAD)
+		pthread_cond_wait(&c->state_cond, &ctx->lock);
+	if (c->state == XPRT_CONN_DEAD) {
+		ret = c->error ? c->error : -ECONNREFUSED;
+		goto err_put;
+	}
+	*out = c;
+	goto out_unlock;
+
+err_put:
+	conn_put_locked(c);
+out_unlock:
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+void xprt_conn_reset(struct xprt_conn *conn)
+{
+	pthread_mutex_lock(&conn->ctx->lock);
+	conn_fail(conn, -ECONNRESET);
+	pthread_mutex_unlock(&conn->ctx->lock);
+}
+
+void xprt_conn_close(struct xprt_conn *conn)
+{
+	struct xprt_ctx *ctx;
+	struct timespec until;
+
+	if (!conn)
+		return;
+	ctx = conn->ctx;
+	pthread_mutex_lock(&ctx->lock);
+	if (conn->state == XPRT_CONN_READY && !conn->closing) {
+		/* Let queued messages leave first (bounded: credits may never come). */
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += 1;
+		while (!list_empty(&conn->sendq) && conn->state == XPRT_CONN_READY)
+			if (pthread_cond_timedwait(&conn->state_cond, &ctx->lock, &until))
+				break;
+		if (conn->state == XPRT_CONN_READY && xprt_credits_can_send(&conn->credits, true))
+			send_msg(conn, XPRT_MSG_CLOSE, 0, 0, 0, 0, NULL, 0);
+	}
+	conn_fail(conn, -ECONNRESET);
+	conn_put_locked(conn);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+bool xprt_conn_alive(const struct xprt_conn *conn)
+{
+	return __atomic_load_n(&conn->state, __ATOMIC_ACQUIRE) != XPRT_CONN_DEAD;
+}
+
+int xprt_conn_error(const struct xprt_conn *conn)
+{
+	return conn->error;
+}
+
+enum xprt_kind xprt_conn_kind(const struct xprt_conn *conn)
+{
+	return conn->ops->kind;
+}
+
+const char *xprt_conn_peer_name(const struct xprt_conn *conn)
+{
+	return conn->peer_name;
+}
+
+size_t xprt_conn_max_body(const struct xprt_conn *conn)
+{
+	return conn->max_msg - XPRT_HDR_SIZE;
+}
+
+int xprt_conn_stats(struct xprt_conn *conn, struct xprt_conn_stats *out)
+{
+	pthread_mutex_lock(&conn->ctx->lock);
+	*out = conn->stats;
+	out->send_credits = conn->credits.send_avail;
+	out->recv_credits = (uint32_t)(conn->credits.granted_total - conn->credits.received);
+	out->calls_pending = conn->calls_pending;
+	pthread_mutex_unlock(&conn->ctx->lock);
+	return 0;
+}
+
+int xprt_conn_send_raw(struct xprt_conn *conn, const void *bytes, size_t len)
+{
+	int ret;
+
+	if (len < XPRT_HDR_SIZE)
+		return -EINVAL;
+	pthread_mutex_lock(&conn->ctx->lock);
+	ret = conn->ops->send(conn, bytes, (const uint8_t *)bytes + XPRT_HDR_SIZE,
+			      len - XPRT_HDR_SIZE);
+	pthread_mutex_unlock(&conn->ctx->lock);
+	return ret;
+}
+
+/* ---- listeners ---- */
+
+int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void *arg,
+		struct xprt_listener **out)
+{
+	struct xprt_listener *l;
+	enum xprt_kind kind;
+	char host[256];
+	uint16_t port;
+	int ret;
+
+	ret = xprt_uri_parse(uri, &kind, host, sizeof(host), &port);
+	if (ret)
+		return ret;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->ctx = ctx;
+	l->ops = backend_for(ctx, kind);
+	l->cb = cb;
+	l->cb_arg = arg;
+	if (!l->ops) {
+		free(l);
+		return -ENODEV;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	ret = l->ops->listen(l, host, port);
+	if (ret == 0)
+		list_add_tail(&l->link, &ctx->listeners);
+	pthread_mutex_unlock(&ctx->lock);
+	if (ret) {
+		free(l);
+		return ret;
+	}
+	*out = l;
+	return 0;
+}
+
+static void listener_free_locked(struct xprt_listener *l)
+{
+	struct list_head *pos;
+
+	l->ops->listener_close(l);
+	list_del(&l->link);
+	/* Connections it accepted stay, but no longer point at it. */
+	list_for_each(pos, &l->ctx->conns) {
+		struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
+
+		if (c->listener == l)
+			c->listener = NULL;
+	}
+	free(l);
+}
+
+void xprt_listener_close(struct xprt_listener *listener)
+{
+	struct xprt_ctx *ctx;
+
+	if (!listener)
+		return;
+	ctx = listener->ctx;
+	pthread_mutex_lock(&ctx->lock);
+	listener_free_locked(listener);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+uint16_t xprt_listener_port(const struct xprt_listener *listener)
+{
+	return listener->port;
+}
+
+enum xprt_kind xprt_listener_kind(const struct xprt_listener *listener)
+{
+	return listener->ops->kind;
+}
+
+/* ---- timers and the progress thread ---- */
+
+static void conn_timers(struct xprt_conn *c, uint64_t now)
+{
+	uint64_t ping_ns = xprt_ms_to_ns(c->ctx->opts.ping_interval_ms);
+	struct list_head *pos;
+
+	if (c->state == XPRT_CONN_DEAD)
+		return;
+	if ((c->state != XPRT_CONN_READY || c->closing) && now > c->connect_deadline_ns) {
+		conn_fail(c, c->closing ? c->error : -ETIMEDOUT);
+		return;
+	}
+	list_for_each(pos, &c->calls) {
+		if (list_entry(pos, struct xprt_call, link)->deadline_ns < now) {
+			xprt_log(XPRT_LOG_WARN, "call timed out: resetting the connection");
+			conn_fail(c, -ETIMEDOUT);
+			return;
+		}
+	}
+	list_for_each(pos, &c->rdma_posted) {
+		if (list_entry(pos, struct xprt_rdma_op, link)->deadline_ns < now) {
+			conn_fail(c, -ETIMEDOUT);
+			return;
+		}
+	}
+	list_for_each(pos, &c->rdma_wait) {
+		if (list_entry(pos, struct xprt_rdma_op, link)->deadline_ns < now) {
+			conn_fail(c, -ETIMEDOUT);
+			return;
+		}
+	}
+	if (c->state != XPRT_CONN_READY || c->closing || ping_ns == 0)
+		return;
+	if (c->ping_sent_ns && now - c->ping_sent_ns > PING_MISSES * ping_ns) {
+		xprt_log(XPRT_LOG_WARN, "peer %s answers no ping: connection dead", c->peer_name);
+		conn_fail(c, -ETIMEDOUT);
+	} else if (!c->ping_sent_ns && now - c->last_rx_ns > ping_ns &&
+		   xprt_credits_can_send(&c->credits, false) && list_empty(&c->sendq)) {
+		c->ping_sent_ns = now;
+		send_msg(c, XPRT_MSG_PING, 0, 0, 0, 0, NULL, 0);
+	}
+}
+
+static void run_timers(struct xprt_ctx *ctx)
+{
+	struct list_head *pos, *tmp;
+	uint64_t now = xprt_now_ns();
+
+	if (now - ctx->last_timer_ns < xprt_ms_to_ns(TIMER_PERIOD_MS))
+		return;
+	ctx->last_timer_ns = now;
+	list_for_each_safe(pos, tmp, &ctx->conns) {
+		struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
+
+		conn_timers(c, now);
+	}
+}
+
+static int backends_progress(struct xprt_ctx *ctx)
+{
+	int n = 0;
+
+	for (int k = 0; k < 3; k++)
+		if (ctx->backends[k] && ctx->backends[k]->progress)
+			n += ctx->backends[k]->progress(ctx);
+	return n;
+}
+
+static void *progress_thread(void *arg)
+{
+	struct xprt_ctx *ctx = arg;
+	struct epoll_event events[EPOLL_BATCH];
+	uint64_t busy_until = 0;
+
+	for (;;) {
+		int n, done;
+
+		pthread_mutex_lock(&ctx->lock);
+		if (ctx->stopping) {
+			pthread_mutex_unlock(&ctx->lock);
+			break;
+		}
+		done = backends_progress(ctx);
+		run_timers(ctx);
+		reap_conns(ctx);
+		pthread_mutex_unlock(&ctx->lock);
+		if (done > 0)
+			busy_until = xprt_now_ns() + BUSY_POLL_NS;
+		n = epoll_wait(ctx->epoll_fd, events, EPOLL_BATCH,
+			       xprt_now_ns() < busy_until ? 0 : TIMER_PERIOD_MS);
+		if (n <= 0)
+			continue;
+		pthread_mutex_lock(&ctx->lock);
+		for (int i = 0; i < n; i++) {
+			struct xprt_poller *p = events[i].data.ptr;
+
+			if (!p) {
+				uint64_t v;
+
+				if (read(ctx->wake_fd, &v, sizeof(v)) < 0)
+					continue;
+				continue;
+			}
+			p->fn(p, events[i].events);
+		}
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	return NULL;
+}
+
+/* ---- contexts ---- */
+
+int xprt_ctx_create(const struct xprt_options *opts, struct xprt_ctx **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	pthread_mutexattr_t attr;
+	struct xprt_ctx *ctx;
+	int ret;
+
+	if (opts->recv_credits < 4 || opts->max_msg_size < 256 ||
+	    opts->max_msg_size > (16u << 20))
+		return -EINVAL;
+	if (sodium_init() < 0)
+		return -EIO;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	ctx->opts = *opts;
+	if (!ctx->opts.name)
+		ctx->opts.name = "";
+	if (opts->secret_len) {
+		ctx->secret = malloc(opts->secret_len);
+		if (!ctx->secret) {
+			ret = -ENOMEM;
+			goto err_free;
+		}
+		memcpy(ctx->secret, opts->secret, opts->secret_len);
+	}
+	ctx->opts.secret = NULL; /* the copy is ctx->secret */
+	list_init(&ctx->conns);
+	list_init(&ctx->listeners);
+	list_init(&ctx->mrs);
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&ctx->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+
+	ctx->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctx->epoll_fd < 0) {
+		ret = -errno;
+		goto err_mutex;
+	}
+	ctx->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ctx->wake_fd < 0) {
+		ret = -errno;
+		goto err_epoll;
+	}
+	if (epoll_ctl(ctx->epoll_fd, EPOLL_CTL_ADD, ctx->wake_fd, &ev)) {
+		ret = -errno;
+		goto err_wake;
+	}
+	if (xprt_tcp_ops.ctx_init(ctx) == 0)
+		ctx->backends[XPRT_KIND_TCP] = &xprt_tcp_ops;
+	if (xprt_verbs_ops.ctx_init(ctx) == 0)
+		ctx->backends[XPRT_KIND_VERBS] = &xprt_verbs_ops;
+	ret = -pthread_create(&ctx->thread, NULL, progress_thread, ctx);
+	if (ret)
+		goto err_backends;
+	*out = ctx;
+	return 0;
+
+err_backends:
+	for (int k = 0; k < 3; k++)
+		if (ctx->backends[k])
+			ctx->backends[k]->ctx_fini(ctx);
+err_wake:
+	close(ctx->wake_fd);
+err_epoll:
+	close(ctx->epoll_fd);
+err_mutex:
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx->secret);
+err_free:
+	free(ctx);
+	return ret;
+}
+
+void xprt_ctx_destroy(struct xprt_ctx *ctx)
+{
+	struct list_head *pos, *tmp;
+	uint64_t one = 1;
+	struct timespec pause = { 0, 1000000 };
+
+	if (!ctx)
+		return;
+	pthread_mutex_lock(&ctx->lock);
+	list_for_each_safe(pos, tmp, &ctx->listeners)
+		listener_free_locked(list_entry(pos, struct xprt_listener, link));
+	list_for_each_safe(pos, tmp, &ctx->conns) {
+		struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
+
+		conn_fail(c, -ECONNRESET);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	/* Let flushed completions of posted ops arrive (bounded) before the thread stops. */
+	for (int i = 0; i < 2000; i++) {
+		bool busy = false;
+
+		pthread_mutex_lock(&ctx->lock);
+		list_for_each(pos, &ctx->conns)
+			if (!list_empty(&list_entry(pos, struct xprt_conn, link)->rdma_posted))
+				busy = true;
+		pthread_mutex_unlock(&ctx->lock);
+		if (!busy)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	pthread_mutex_lock(&ctx->lock);
+	ctx->stopping = true;
+	pthread_mutex_unlock(&ctx->lock);
+	if (write(ctx->wake_fd, &one, sizeof(one)) < 0)
+		xprt_log(XPRT_LOG_WARN, "cannot wake the progress thread: %s", strerror(errno));
+	pthread_join(ctx->thread, NULL);
+	/* Whatever is left (owners that never closed) goes now; the thread is gone. */
+	list_for_each_safe(pos, tmp, &ctx->conns)
+		conn_free(list_entry(pos, struct xprt_conn, link));
+	for (int k = 0; k < 3; k++)
+		if (ctx->backends[k])
+			ctx->backends[k]->ctx_fini(ctx);
+	close(ctx->wake_fd);
+	close(ctx->epoll_fd);
+	pthread_mutex_destroy(&ctx->lock);
+	if (ctx->secret)
+		sodium_memzero(ctx->secret, ctx->opts.secret_len);
+	free(ctx->secret);
+	free(ctx);
+}
