@@ -1,0 +1,1679 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The verbs backend: rdma_cm (librdmacm) sets connections up, libibverbs RC
+ * queue pairs carry them.
+ *
+ * One rdma_cm event channel per context carries the events of every listener
+ * and connection; an id's context pointer says which (struct verbs_endpoint).
+ * Each connection owns one CQ with its own completion channel, one registered
+ * region of receive buffers (all posted before the connection is accepted or
+ * connected) and one registered ring of send slots. Every send WR and every
+ * one-sided WR is signalled, so a completion frees exactly the slot its WR
+ * held and the send queue can never overflow: the send queue is sized for all
+ * send slots plus all one-sided slots, the CQ for that plus every receive.
+ *
+ * wc.opcode is undefined on error completions, so a WR's wr_id names what it
+ * was: the kind in the low bits, a buffer or slot index above. One-sided ops
+ * are found through a slot table, never through a raw pointer in wr_id, so a
+ * completion that arrives after its op was given back to the core (see
+ * verbs_conn_destroy()) is harmless.
+ *
+ * Everything here runs with ctx->lock held: ops are called with it and the
+ * pollers run on the progress thread with it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "xprt_i.h"
+
+/* Address and route resolution give up after this long (rdma_cm's own timer). */
+#define VERBS_RESOLVE_TIMEOUT_MS 2000
+#define VERBS_LISTEN_BACKLOG 128
+/*
+ * Local ACK timeout 4.096 us * 2^14 = 67 ms and 7 retries: a dead peer gives
+ * IBV_WC_RETRY_EXC_ERR after about 0.5 s (DESIGN, "Verbs details that bite").
+ */
+#define VERBS_ACK_TIMEOUT 14
+#define VERBS_RETRY_COUNT 7
+/* No RNR retries: a receiver without a posted buffer is a credit bug; show it. */
+#define VERBS_RNR_RETRY_COUNT 0
+/* Send slots beyond the peer's credits, for CREDIT, PING/PONG, CLOSE and ERROR. */
+#define VERBS_CONTROL_SLOTS 4
+/* One-sided slots when the options leave max_rdma_inflight at 0. */
+#define VERBS_DEFAULT_RDMA_SLOTS 16
+/* Inline data we ask for; the provider may grant less (queried after creation). */
+#define VERBS_INLINE_WANTED 256
+/* Work completions taken per ibv_poll_cq() call. */
+#define VERBS_POLL_BATCH 16
+/* progress() takes at most this many completions per connection per call. */
+#define VERBS_PROGRESS_BUDGET 64
+/* CQ events are acknowledged in batches: the ack takes a lock in libibverbs. */
+#define VERBS_CQ_ACK_BATCH 64
+/* conn_destroy() waits this long for the flush of the send queue. */
+#define VERBS_DRAIN_TIMEOUT_MS 1000
+#define VERBS_DRAIN_SLEEP_NS 1000000L
+/* Buffers are page aligned: cheaper to pin, and O_DIRECT-friendly. */
+#define VERBS_BUF_ALIGN 4096
+/* rdma_cm private data we copy out of an event (ours are 16 and 8 bytes). */
+#define VERBS_PRIVATE_DATA_COPY 64
+/* Reject private data: magic, then the negated errno saying why. */
+#define VERBS_REJECT_DATA_SIZE 8
+/* Errno values a peer may send us in a reject (anything else: ECONNREFUSED). */
+#define VERBS_ERRNO_MAX 4095
+/* Room for "[ipv6]:port". */
+#define VERBS_PEER_NAME_SIZE (NI_MAXHOST + 8)
+
+/* What a work request was, in the low bits of its wr_id. */
+enum verbs_wr_kind {
+	VERBS_WR_RECV = 1,
+	VERBS_WR_SEND = 2,
+	VERBS_WR_RDMA = 3,
+};
+
+#define VERBS_WR_KIND_BITS 8
+#define VERBS_WR_KIND_MASK ((1u << VERBS_WR_KIND_BITS) - 1)
+
+static inline uint64_t verbs_wr_id(enum verbs_wr_kind kind, uint32_t idx)
+{
+	return ((uint64_t)idx << VERBS_WR_KIND_BITS) | kind;
+}
+
+struct verbs_dev {
+	struct ibv_context *verbs; /* owned by librdmacm */
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+};
+
+struct verbs_ctx {
+	struct xprt_ctx *ctx;
+	struct ibv_context **contexts; /* rdma_get_devices(); freed at fini */
+	struct verbs_dev *devs;
+	int ndevs;
+	struct rdma_event_channel *channel;
+	struct xprt_poller cm_poller;
+	struct list_head conns; /* struct verbs_conn */
+};
+
+/* What an rdma_cm_id's context points at. */
+enum verbs_endpoint_kind {
+	VERBS_EP_LISTENER = 1,
+	VERBS_EP_CONN,
+};
+
+struct verbs_endpoint {
+	enum verbs_endpoint_kind kind;
+};
+
+struct verbs_listener {
+	struct verbs_endpoint ep;
+	struct xprt_listener *l;
+	struct rdma_cm_id *id;
+};
+
+/* A one-sided slot: busy from post to completion; op is NULL once given back. */
+struct verbs_rdma_slot {
+	struct xprt_rdma_op *op;
+	bool is_read;
+};
+
+struct verbs_conn {
+	struct verbs_endpoint ep;
+	struct list_head link; /* verbs_ctx.conns */
+	struct xprt_conn *c;
+	struct verbs_ctx *vctx;
+	struct rdma_cm_id *id;
+	int dev;               /* index in vctx->devs; -1 until the address is known */
+	char peer[VERBS_PEER_NAME_SIZE];
+	struct xprt_conn_params peer_params;
+
+	struct ibv_comp_channel *comp_channel;
+	struct xprt_poller cq_poller;
+	bool cq_polled;        /* cq_poller is in the epoll set */
+	unsigned int cq_events_unacked;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;     /* id->qp, kept to know whether we created it */
+	uint32_t max_inline;
+	uint32_t max_reads;    /* the QP's max_rd_atomic */
+	uint32_t sq_posted;    /* WRs on the send queue (all signalled) */
+
+	uint32_t buf_size;
+
+	uint32_t recv_count;
+	uint8_t *recv_bufs;
+	struct ibv_mr *recv_mr;
+	uint32_t recv_posted;
+	uint32_t *recv_len;    /* byte_len of receives held until ESTABLISHED */
+	uint32_t *early;       /* FIFO of those receives */
+	uint32_t early_head, early_count;
+
+	uint32_t send_slots;
+	uint8_t *send_bufs;
+	struct ibv_mr *send_mr;
+	uint32_t *send_free;   /* stack of free slot indexes */
+	uint32_t send_free_count;
+	bool send_blocked;     /* send() said -EAGAIN: call xprt_core_send_space() */
+
+	uint32_t rdma_slots;
+	struct verbs_rdma_slot *rdma;
+	uint32_t *rdma_free;
+	uint32_t rdma_free_count;
+	uint32_t reads_inflight;
+
+	bool established;
+	bool qp_error;         /* the QP is (or is going) to ERR: post nothing */
+	bool failed;           /* xprt_core_conn_failed() was called */
+	bool shut;             /* shutdown() ran */
+	int in_poll;           /* nesting depth of verbs_conn_poll() */
+};
+
+/* A copy of an rdma_cm event, taken so the event can be acked at once. */
+struct verbs_cm_event {
+	enum rdma_cm_event_type type;
+	int status;
+	struct rdma_cm_id *id;
+	struct rdma_cm_id *listen_id;
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t private_data[VERBS_PRIVATE_DATA_COPY];
+	size_t private_data_len;
+};
+
+static inline struct verbs_conn *verbs_conn_of(struct verbs_endpoint *ep)
+{
+	return (struct verbs_conn *)((char *)ep - offsetof(struct verbs_conn, ep));
+}
+
+static inline struct verbs_listener *verbs_listener_of(struct verbs_endpoint *ep)
+{
+	return (struct verbs_listener *)((char *)ep - offsetof(struct verbs_listener, ep));
+}
+
+static inline struct verbs_dev *verbs_conn_dev(const struct verbs_conn *vc)
+{
+	return &vc->vctx->devs[vc->dev];
+}
+
+static inline uint32_t verbs_min_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * ibv_reg_mr() and ibv_create_cq() fail with ENOMEM when the locked-memory
+ * limit is too low; "ENOMEM" alone sends people hunting for a leak.
+ */
+static void verbs_log_nomem(const char *what, const char *detail)
+{
+	struct rlimit rl;
+	char limit[64];
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+		snprintf(limit, sizeof(limit), "unknown");
+	else if (rl.rlim_cur == RLIM_INFINITY)
+		snprintf(limit, sizeof(limit), "unlimited");
+	else
+		snprintf(limit, sizeof(limit), "%llu KiB",
+			 (unsigned long long)rl.rlim_cur / 1024);
+
+	xprt_log(XPRT_LOG_ERR,
+		 "verbs: %s (%s) failed: out of lockable memory. RDMA pins its buffers and the "
+		 "locked-memory limit (RLIMIT_MEMLOCK, `ulimit -l`) is %s: raise it "
+		 "(LimitMEMLOCK=infinity in the systemd unit, `ulimit -l unlimited` in a shell, "
+		 "or memlock in /etc/security/limits.conf)",
+		 what, detail, limit);
+}
+
+static void verbs_log_peer_addr(struct rdma_cm_id *id, char *out, size_t size)
+{
+	struct sockaddr *sa = rdma_get_peer_addr(id);
+	char host[NI_MAXHOST], serv[NI_MAXSERV];
+	socklen_t len = sa && sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+							 : sizeof(struct sockaddr_in);
+
+	if (!sa || getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
+			       NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+		snprintf(out, size, "?");
+		return;
+	}
+	if (sa->sa_family == AF_INET6)
+		snprintf(out, size, "[%s]:%s", host, serv);
+	else
+		snprintf(out, size, "%s:%s", host, serv);
+}
+
+static int verbs_dev_index(const struct verbs_ctx *vctx, const struct ibv_context *verbs)
+{
+	for (int i = 0; i < vctx->ndevs; i++)
+		if (vctx->devs[i].verbs == verbs)
+			return i;
+	return -1;
+}
+
+static struct ibv_mr *verbs_mr_of(const struct xprt_mr *mr, int dev)
+{
+	struct ibv_mr **mrs = mr->backend_data;
+
+	if (!mrs || dev < 0)
+		return NULL;
+	return mrs[dev];
+}
+
+static int verbs_set_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Marks @vc dead in the core, once: later errors are consequences of the first. */
+static void verbs_conn_fail(struct verbs_conn *vc, int err)
+{
+	if (vc->failed || vc->shut || vc->c->state == XPRT_CONN_DEAD) {
+		vc->failed = true;
+		return;
+	}
+	vc->failed = true;
+	xprt_core_conn_failed(vc->c, err);
+}
+
+/* ---- context ---------------------------------------------------------------------- */
+
+static void verbs_cm_poll(struct xprt_poller *p, uint32_t events);
+
+static void verbs_devs_free(struct verbs_ctx *vctx)
+{
+	for (int i = 0; i < vctx->ndevs; i++) {
+		int ret = ibv_dealloc_pd(vctx->devs[i].pd);
+
+		if (ret)
+			xprt_log(XPRT_LOG_WARN, "verbs: ibv_dealloc_pd(%s): %s (still in use)",
+				 ibv_get_device_name(vctx->devs[i].verbs->device), strerror(ret));
+	}
+	free(vctx->devs);
+	vctx->devs = NULL;
+	vctx->ndevs = 0;
+}
+
+/*
+ * Finds the RDMA devices, allocates a PD on each and opens the rdma_cm event
+ * channel. -ENODEV when there is no usable device or no rdma_cm (the tcp
+ * backend still works), -ENOMEM, or an errno from epoll.
+ */
+static int verbs_ctx_init(struct xprt_ctx *ctx)
+{
+	struct verbs_ctx *vctx;
+	int n = 0, err;
+
+	vctx = calloc(1, sizeof(*vctx));
+	if (!vctx)
+		return -ENOMEM;
+	vctx->ctx = ctx;
+	list_init(&vctx->conns);
+
+	vctx->contexts = rdma_get_devices(&n);
+	if (!vctx->contexts || n <= 0) {
+		xprt_log(XPRT_LOG_INFO, "verbs: no RDMA device found; the verbs backend is off");
+		err = -ENODEV;
+		goto err_free_devices;
+	}
+
+	vctx->devs = calloc((size_t)n, sizeof(*vctx->devs));
+	if (!vctx->devs) {
+		err = -ENOMEM;
+		goto err_free_devices;
+	}
+	for (int i = 0; i < n; i++) {
+		struct verbs_dev *d = &vctx->devs[vctx->ndevs];
+		const char *name = ibv_get_device_name(vctx->contexts[i]->device);
+
+		d->verbs = vctx->contexts[i];
+		err = ibv_query_device(d->verbs, &d->attr);
+		if (err) {
+			xprt_log(XPRT_LOG_WARN, "verbs: ibv_query_device(%s): %s; device skipped",
+				 name, strerror(err));
+			continue;
+		}
+		d->pd = ibv_alloc_pd(d->verbs);
+		if (!d->pd) {
+			xprt_log(XPRT_LOG_WARN, "verbs: ibv_alloc_pd(%s): %s; device skipped",
+				 name, strerror(errno));
+			continue;
+		}
+		vctx->ndevs++;
+	}
+	if (!vctx->ndevs) {
+		err = -ENODEV;
+		goto err_free_devs;
+	}
+
+	vctx->channel = rdma_create_event_channel();
+	if (!vctx->channel) {
+		xprt_log(XPRT_LOG_WARN,
+			 "verbs: rdma_create_event_channel: %s (is rdma_ucm loaded?); "
+			 "the verbs backend is off", strerror(errno));
+		err = -ENODEV;
+		goto err_free_devs;
+	}
+	err = verbs_set_nonblock(vctx->channel->fd);
+	if (err)
+		goto err_destroy_channel;
+
+	vctx->cm_poller.fd = vctx->channel->fd;
+	vctx->cm_poller.fn = verbs_cm_poll;
+	err = xprt_core_poll_add(ctx, &vctx->cm_poller, EPOLLIN);
+	if (err)
+		goto err_destroy_channel;
+
+	ctx->verbs = vctx;
+	return 0;
+
+err_destroy_channel:
+	rdma_destroy_event_channel(vctx->channel);
+err_free_devs:
+	verbs_devs_free(vctx);
+err_free_devices:
+	if (vctx->contexts)
+		rdma_free_devices(vctx->contexts);
+	free(vctx);
+	return err;
+}
+
+static void verbs_ctx_fini(struct xprt_ctx *ctx)
+{
+	struct verbs_ctx *vctx = ctx->verbs;
+
+	if (!vctx)
+		return;
+	if (!list_empty(&vctx->conns))
+		xprt_log(XPRT_LOG_WARN, "verbs: context closed with connections left");
+	xprt_core_poll_del(ctx, &vctx->cm_poller);
+	rdma_destroy_event_channel(vctx->channel);
+	verbs_devs_free(vctx);
+	rdma_free_devices(vctx->contexts);
+	free(vctx);
+	ctx->verbs = NULL;
+}
+
+/* ---- memory ------------------------------------------------------------------------ */
+
+static int verbs_mr_access(unsigned int access)
+{
+	int flags = IBV_ACCESS_LOCAL_WRITE;
+
+	if (access & XPRT_ACCESS_REMOTE_READ)
+		flags |= IBV_ACCESS_REMOTE_READ;
+	if (access & XPRT_ACCESS_REMOTE_WRITE)
+		flags |= IBV_ACCESS_REMOTE_WRITE;
+	return flags;
+}
+
+/* Registers @mr with the PD of every device: mr->backend_data is an ibv_mr array. */
+static int verbs_mr_register(struct xprt_ctx *ctx, struct xprt_mr *mr)
+{
+	struct verbs_ctx *vctx = ctx->verbs;
+	struct ibv_mr **mrs;
+	int i, err;
+
+	mrs = calloc((size_t)vctx->ndevs, sizeof(*mrs));
+	if (!mrs)
+		return -ENOMEM;
+
+	for (i = 0; i < vctx->ndevs; i++) {
+		mrs[i] = ibv_reg_mr(vctx->devs[i].pd, mr->addr, mr->len,
+				    verbs_mr_access(mr->access));
+		if (!mrs[i]) {
+			char detail[96];
+
+			err = errno ? -errno : -ENOMEM;
+			snprintf(detail, sizeof(detail), "%zu bytes on %s", mr->len,
+				 ibv_get_device_name(vctx->devs[i].verbs->device));
+			if (err == -ENOMEM || err == -EAGAIN)
+				verbs_log_nomem("ibv_reg_mr", detail);
+			else
+				xprt_log(XPRT_LOG_ERR, "verbs: ibv_reg_mr(%s): %s", detail,
+					 strerror(-err));
+			goto err_dereg;
+		}
+	}
+	mr->backend_data = mrs;
+	return 0;
+
+err_dereg:
+	while (i-- > 0)
+		ibv_dereg_mr(mrs[i]);
+	free(mrs);
+	return err;
+}
+
+static void verbs_mr_deregister(struct xprt_ctx *ctx, struct xprt_mr *mr)
+{
+	struct verbs_ctx *vctx = ctx->verbs;
+	struct ibv_mr **mrs = mr->backend_data;
+
+	if (!mrs)
+		return;
+	for (int i = 0; i < vctx->ndevs; i++) {
+		int ret = ibv_dereg_mr(mrs[i]);
+
+		if (ret)
+			xprt_log(XPRT_LOG_WARN, "verbs: ibv_dereg_mr: %s", strerror(ret));
+	}
+	free(mrs);
+	mr->backend_data = NULL;
+}
+
+static uint32_t verbs_mr_rkey(struct xprt_conn *c, struct xprt_mr *mr)
+{
+	struct verbs_conn *vc = c->backend;
+	struct ibv_mr *ib_mr;
+
+	if (!vc)
+		return 0;
+	ib_mr = verbs_mr_of(mr, vc->dev);
+	return ib_mr ? ib_mr->rkey : 0;
+}
+
+/* ---- connection resources --------------------------------------------------------- */
+
+static uint8_t *verbs_recv_buf(const struct verbs_conn *vc, uint32_t idx)
+{
+	return vc->recv_bufs + (size_t)idx * vc->buf_size;
+}
+
+static uint8_t *verbs_send_buf(const struct verbs_conn *vc, uint32_t idx)
+{
+	return vc->send_bufs + (size_t)idx * vc->buf_size;
+}
+
+static int verbs_post_recv(struct verbs_conn *vc, uint32_t idx)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)verbs_recv_buf(vc, idx),
+		.length = vc->buf_size,
+		.lkey = vc->recv_mr->lkey,
+	};
+	struct ibv_recv_wr wr = {
+		.wr_id = verbs_wr_id(VERBS_WR_RECV, idx),
+		.sg_list = &sge,
+		.num_sge = 1,
+	}, *bad;
+	int ret;
+
+	if (vc->qp_error)
+		return -ENOTCONN;
+	ret = ibv_post_recv(vc->qp, &wr, &bad);
+	if (ret) {
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_recv: %s", vc->peer, strerror(ret));
+		return -ret;
+	}
+	vc->recv_posted++;
+	return 0;
+}
+
+/* Allocates and registers a region of @count buffers of vc->buf_size bytes. */
+static int verbs_buffers_alloc(struct verbs_conn *vc, uint32_t count, int access,
+			       uint8_t **bufs, struct ibv_mr **mr, const char *what)
+{
+	size_t len = (size_t)count * vc->buf_size;
+	void *mem;
+	int err;
+
+	err = posix_memalign(&mem, VERBS_BUF_ALIGN, len);
+	if (err)
+		return -err;
+	*mr = ibv_reg_mr(verbs_conn_dev(vc)->pd, mem, len, access);
+	if (!*mr) {
+		char detail[VERBS_PEER_NAME_SIZE + 64];
+
+		err = errno ? -errno : -ENOMEM;
+		snprintf(detail, sizeof(detail), "%zu bytes of %s buffers for %s", len, what,
+			 vc->peer);
+		if (err == -ENOMEM || err == -EAGAIN)
+			verbs_log_nomem("ibv_reg_mr", detail);
+		else
+			xprt_log(XPRT_LOG_ERR, "verbs: ibv_reg_mr(%s): %s", detail, strerror(-err));
+		free(mem);
+		return err;
+	}
+	*bufs = mem;
+	return 0;
+}
+
+/* Creates the QP, asking for inline data and falling back to none. */
+static int verbs_qp_create(struct verbs_conn *vc, uint32_t sq_depth)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = vc->cq,
+		.recv_cq = vc->cq,
+		.cap = {
+			.max_send_wr = sq_depth,
+			.max_recv_wr = vc->recv_count,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+			.max_inline_data = VERBS_INLINE_WANTED,
+		},
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0,
+	};
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr queried;
+	int err;
+
+	if (rdma_create_qp(vc->id, verbs_conn_dev(vc)->pd, &init)) {
+		init.cap.max_inline_data = 0;
+		if (rdma_create_qp(vc->id, verbs_conn_dev(vc)->pd, &init)) {
+			err = -errno;
+			if (err == -ENOMEM)
+				verbs_log_nomem("rdma_create_qp", vc->peer);
+			else
+				xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_create_qp: %s", vc->peer,
+					 strerror(-err));
+			return err;
+		}
+	}
+	vc->qp = vc->id->qp;
+
+	/* What the provider really granted; some report it only through a query. */
+	vc->max_inline = init.cap.max_inline_data;
+	if (ibv_query_qp(vc->qp, &attr, IBV_QP_CAP, &queried) == 0)
+		vc->max_inline = verbs_min_u32(vc->max_inline, attr.cap.max_inline_data);
+	return 0;
+}
+
+/*
+ * Creates what a connection needs once its device is known: completion
+ * channel, CQ, QP, receive buffers (all posted), send slots, one-sided slots.
+ * On error whatever was made stays in @vc for verbs_conn_release().
+ */
+static int verbs_conn_setup(struct verbs_conn *vc)
+{
+	struct verbs_ctx *vctx = vc->vctx;
+	struct xprt_ctx *ctx = vctx->ctx;
+	const struct ibv_device_attr *attr;
+	uint32_t sq_depth, cqe, i;
+	int err;
+
+	vc->dev = verbs_dev_index(vctx, vc->id->verbs);
+	if (vc->dev < 0) {
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: the route uses a device unknown at startup",
+			 vc->peer);
+		return -ENODEV;
+	}
+	attr = &verbs_conn_dev(vc)->attr;
+
+	vc->buf_size = ctx->opts.max_msg_size;
+	vc->recv_count = ctx->opts.recv_credits;
+	vc->send_slots = ctx->opts.recv_credits + VERBS_CONTROL_SLOTS;
+	vc->rdma_slots = ctx->opts.max_rdma_inflight ? ctx->opts.max_rdma_inflight
+						     : VERBS_DEFAULT_RDMA_SLOTS;
+	sq_depth = vc->send_slots + vc->rdma_slots;
+	cqe = sq_depth + vc->recv_count;
+	if (!vc->buf_size || !vc->recv_count || sq_depth > (uint32_t)attr->max_qp_wr ||
+	    vc->recv_count > (uint32_t)attr->max_qp_wr || cqe > (uint32_t)attr->max_cqe) {
+		xprt_log(XPRT_LOG_ERR,
+			 "verbs: %s: %u receives, %u sends and %u one-sided ops per connection "
+			 "exceed the device (max_qp_wr %d, max_cqe %d)",
+			 vc->peer, vc->recv_count, vc->send_slots, vc->rdma_slots,
+			 attr->max_qp_wr, attr->max_cqe);
+		return -EINVAL;
+	}
+
+	vc->comp_channel = ibv_create_comp_channel(vc->id->verbs);
+	if (!vc->comp_channel) {
+		err = -errno;
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_create_comp_channel: %s", vc->peer,
+			 strerror(-err));
+		return err;
+	}
+	err = verbs_set_nonblock(vc->comp_channel->fd);
+	if (err)
+		return err;
+	vc->cq_poller.fd = vc->comp_channel->fd;
+
+	vc->cq = ibv_create_cq(vc->id->verbs, (int)cqe, vc, vc->comp_channel, 0);
+	if (!vc->cq) {
+		err = -errno;
+		if (err == -ENOMEM)
+			verbs_log_nomem("ibv_create_cq", vc->peer);
+		else
+			xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_create_cq(%u): %s", vc->peer, cqe,
+				 strerror(-err));
+		return err;
+	}
+	err = ibv_req_notify_cq(vc->cq, 0);
+	if (err) {
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_req_notify_cq: %s", vc->peer,
+			 strerror(err));
+		return -err;
+	}
+	err = xprt_core_poll_add(ctx, &vc->cq_poller, EPOLLIN);
+	if (err)
+		return err;
+	vc->cq_polled = true;
+
+	err = verbs_qp_create(vc, sq_depth);
+	if (err)
+		return err;
+
+	vc->recv_len = calloc(vc->recv_count, sizeof(*vc->recv_len));
+	vc->early = calloc(vc->recv_count, sizeof(*vc->early));
+	vc->send_free = calloc(vc->send_slots, sizeof(*vc->send_free));
+	vc->rdma = calloc(vc->rdma_slots, sizeof(*vc->rdma));
+	vc->rdma_free = calloc(vc->rdma_slots, sizeof(*vc->rdma_free));
+	if (!vc->recv_len || !vc->early || !vc->send_free || !vc->rdma || !vc->rdma_free)
+		return -ENOMEM;
+
+	err = verbs_buffers_alloc(vc, vc->recv_count, IBV_ACCESS_LOCAL_WRITE, &vc->recv_bufs,
+				  &vc->recv_mr, "receive");
+	if (err)
+		return err;
+	/* Send sources are only read by the NIC. */
+	err = verbs_buffers_alloc(vc, vc->send_slots, 0, &vc->send_bufs, &vc->send_mr, "send");
+	if (err)
+		return err;
+
+	/* Popped from the top: slot 0 first, for readable traces. */
+	for (i = 0; i < vc->send_slots; i++)
+		vc->send_free[i] = vc->send_slots - 1 - i;
+	vc->send_free_count = vc->send_slots;
+	for (i = 0; i < vc->rdma_slots; i++)
+		vc->rdma_free[i] = vc->rdma_slots - 1 - i;
+	vc->rdma_free_count = vc->rdma_slots;
+
+	/* Every receive is posted before the connection can carry a message. */
+	for (i = 0; i < vc->recv_count; i++) {
+		err = verbs_post_recv(vc, i);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Frees every resource of @vc in reverse order of creation. The QP goes
+ * first: once it is destroyed the NIC touches none of the buffers.
+ */
+static void verbs_conn_release(struct verbs_conn *vc)
+{
+	struct xprt_ctx *ctx = vc->vctx->ctx;
+	int ret;
+
+	if (vc->qp) {
+		rdma_destroy_qp(vc->id);
+		vc->qp = NULL;
+	}
+	if (vc->send_mr)
+		ibv_dereg_mr(vc->send_mr);
+	free(vc->send_bufs);
+	if (vc->recv_mr)
+		ibv_dereg_mr(vc->recv_mr);
+	free(vc->recv_bufs);
+	free(vc->rdma_free);
+	free(vc->rdma);
+	free(vc->send_free);
+	free(vc->early);
+	free(vc->recv_len);
+	vc->send_mr = vc->recv_mr = NULL;
+	vc->send_bufs = vc->recv_bufs = NULL;
+
+	if (vc->cq_polled) {
+		xprt_core_poll_del(ctx, &vc->cq_poller);
+		vc->cq_polled = false;
+	}
+	if (vc->cq) {
+		/* ibv_destroy_cq() waits for every CQ event to be acked. */
+		if (vc->cq_events_unacked)
+			ibv_ack_cq_events(vc->cq, vc->cq_events_unacked);
+		vc->cq_events_unacked = 0;
+		ret = ibv_destroy_cq(vc->cq);
+		if (ret)
+			xprt_log(XPRT_LOG_WARN, "verbs: %s: ibv_destroy_cq: %s", vc->peer,
+				 strerror(ret));
+		vc->cq = NULL;
+	}
+	if (vc->comp_channel) {
+		ibv_destroy_comp_channel(vc->comp_channel);
+		vc->comp_channel = NULL;
+	}
+	if (vc->id) {
+		rdma_destroy_id(vc->id);
+		vc->id = NULL;
+	}
+}
+
+static void verbs_cq_poll(struct xprt_poller *p, uint32_t events);
+
+static struct verbs_conn *verbs_conn_alloc(struct verbs_ctx *vctx, struct xprt_conn *c)
+{
+	struct verbs_conn *vc = calloc(1, sizeof(*vc));
+
+	if (!vc)
+		return NULL;
+	vc->ep.kind = VERBS_EP_CONN;
+	vc->c = c;
+	vc->vctx = vctx;
+	vc->dev = -1;
+	vc->cq_poller.fd = -1;
+	vc->cq_poller.fn = verbs_cq_poll;
+	list_add_tail(&vc->link, &vctx->conns);
+	return vc;
+}
+
+static void verbs_conn_free(struct verbs_conn *vc)
+{
+	verbs_conn_release(vc);
+	list_del(&vc->link);
+	free(vc);
+}
+
+/* ---- completions ------------------------------------------------------------------ */
+
+/* The errno a failed work completion stands for (the connection dies with it). */
+static int verbs_wc_errno(enum ibv_wc_status status)
+{
+	switch (status) {
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;
+	case IBV_WC_RETRY_EXC_ERR:
+		return -ETIMEDOUT;
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -EPROTO;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECONNRESET;
+	case IBV_WC_LOC_LEN_ERR:
+		return -EMSGSIZE;
+	default:
+		return -EIO;
+	}
+}
+
+static const char *verbs_wr_kind_name(unsigned int kind)
+{
+	switch (kind) {
+	case VERBS_WR_RECV:
+		return "receive";
+	case VERBS_WR_SEND:
+		return "send";
+	case VERBS_WR_RDMA:
+		return "one-sided";
+	default:
+		return "unknown";
+	}
+}
+
+/* Logs a failed completion (flushes quietly: they follow the real error). */
+static int verbs_wc_error(struct verbs_conn *vc, const struct ibv_wc *wc, unsigned int kind)
+{
+	int err = verbs_wc_errno(wc->status);
+
+	vc->qp_error = true;
+	if (wc->status == IBV_WC_WR_FLUSH_ERR || vc->failed || vc->shut) {
+		xprt_log(XPRT_LOG_DEBUG, "verbs: %s: %s WR flushed: %s", vc->peer,
+			 verbs_wr_kind_name(kind), ibv_wc_status_str(wc->status));
+	} else if (wc->status == IBV_WC_LOC_LEN_ERR && kind == VERBS_WR_RECV) {
+		xprt_log(XPRT_LOG_ERR,
+			 "verbs: %s: the peer sent a message longer than our receive buffers "
+			 "(%u bytes); closing the connection", vc->peer, vc->buf_size);
+	} else if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR) {
+		xprt_log(XPRT_LOG_ERR,
+			 "verbs: %s: the peer had no receive buffer posted (credit accounting "
+			 "bug); closing the connection", vc->peer);
+	} else {
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: %s WR failed: %s (vendor error 0x%x)",
+			 vc->peer, verbs_wr_kind_name(kind), ibv_wc_status_str(wc->status),
+			 wc->vendor_err);
+	}
+	return err;
+}
+
+/* Hands a receive to the core, then reposts its buffer. */
+static void verbs_recv_deliver(struct verbs_conn *vc, uint32_t idx, uint32_t len)
+{
+	struct xprt_conn *c = vc->c;
+	int err;
+
+	xprt_core_recv(c, verbs_recv_buf(vc, idx), len);
+	if (c->state == XPRT_CONN_DEAD || vc->qp_error || vc->shut)
+		return;
+	err = verbs_post_recv(vc, idx);
+	if (err) {
+		verbs_conn_fail(vc, err);
+		return;
+	}
+	xprt_core_recv_reposted(c, 1);
+}
+
+/* Delivers the receives that completed before ESTABLISHED was handled, in order. */
+static void verbs_deliver_early(struct verbs_conn *vc)
+{
+	while (vc->early_count && !vc->shut && vc->c->state != XPRT_CONN_DEAD) {
+		uint32_t idx = vc->early[vc->early_head];
+
+		vc->early_head = (vc->early_head + 1) % vc->recv_count;
+		vc->early_count--;
+		verbs_recv_deliver(vc, idx, vc->recv_len[idx]);
+	}
+}
+
+static void verbs_recv_done(struct verbs_conn *vc, uint32_t idx, uint32_t len)
+{
+	if (idx >= vc->recv_count)
+		return;
+	if (vc->failed || vc->shut || vc->c->state == XPRT_CONN_DEAD)
+		return;
+	/*
+	 * The peer may send as soon as its side is established, and the CQ can be
+	 * polled before our ESTABLISHED event is read: hold such receives back.
+	 */
+	if (!vc->established) {
+		vc->recv_len[idx] = len;
+		vc->early[(vc->early_head + vc->early_count) % vc->recv_count] = idx;
+		vc->early_count++;
+		return;
+	}
+	verbs_recv_deliver(vc, idx, len);
+}
+
+static void verbs_send_done(struct verbs_conn *vc, uint32_t idx, int err)
+{
+	if (idx >= vc->send_slots)
+		return;
+	vc->send_free[vc->send_free_count++] = idx;
+	if (err) {
+		verbs_conn_fail(vc, err);
+		return;
+	}
+	if (vc->send_blocked && !vc->shut && vc->c->state != XPRT_CONN_DEAD) {
+		vc->send_blocked = false;
+		xprt_core_send_space(vc->c);
+	}
+}
+
+static void verbs_rdma_done(struct verbs_conn *vc, uint32_t idx, int err)
+{
+	struct verbs_rdma_slot *slot;
+	struct xprt_rdma_op *op;
+
+	if (idx >= vc->rdma_slots)
+		return;
+	slot = &vc->rdma[idx];
+	op = slot->op;
+	if (slot->is_read)
+		vc->reads_inflight--;
+	slot->op = NULL;
+	slot->is_read = false;
+	vc->rdma_free[vc->rdma_free_count++] = idx;
+
+	/* The connection dies first, so the core posts nothing more from rdma_done. */
+	if (err)
+		verbs_conn_fail(vc, err);
+	if (op) {
+		op->backend_data = NULL;
+		xprt_core_rdma_done(op, err);
+	}
+}
+
+static void verbs_handle_wc(struct verbs_conn *vc, const struct ibv_wc *wc)
+{
+	unsigned int kind = (unsigned int)(wc->wr_id & VERBS_WR_KIND_MASK);
+	uint32_t idx = (uint32_t)(wc->wr_id >> VERBS_WR_KIND_BITS);
+	int err = 0;
+
+	if (wc->status != IBV_WC_SUCCESS)
+		err = verbs_wc_error(vc, wc, kind);
+
+	switch (kind) {
+	case VERBS_WR_RECV:
+		vc->recv_posted--;
+		if (err)
+			verbs_conn_fail(vc, err);
+		else
+			verbs_recv_done(vc, idx, wc->byte_len);
+		break;
+	case VERBS_WR_SEND:
+		vc->sq_posted--;
+		verbs_send_done(vc, idx, err);
+		break;
+	case VERBS_WR_RDMA:
+		vc->sq_posted--;
+		verbs_rdma_done(vc, idx, err);
+		break;
+	default:
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: completion with unknown wr_id 0x%llx",
+			 vc->peer, (unsigned long long)wc->wr_id);
+		break;
+	}
+}
+
+/* Handles up to @budget completions of @vc without sleeping; returns how many. */
+static int verbs_conn_poll(struct verbs_conn *vc, int budget)
+{
+	struct ibv_wc wc[VERBS_POLL_BATCH];
+	int total = 0, n;
+
+	if (!vc->cq)
+		return 0;
+	vc->in_poll++;
+	while (total < budget) {
+		int want = budget - total < VERBS_POLL_BATCH ? budget - total : VERBS_POLL_BATCH;
+
+		n = ibv_poll_cq(vc->cq, want, wc);
+		if (n < 0) {
+			xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_poll_cq failed", vc->peer);
+			vc->qp_error = true;
+			verbs_conn_fail(vc, -EIO);
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			verbs_handle_wc(vc, &wc[i]);
+		total += n;
+		if (n < want)
+			break;
+	}
+	vc->in_poll--;
+	return total;
+}
+
+/* The completion channel is readable: take its events, re-arm, poll to empty. */
+static void verbs_cq_poll(struct xprt_poller *p, uint32_t events)
+{
+	struct verbs_conn *vc = (struct verbs_conn *)((char *)p -
+						      offsetof(struct verbs_conn, cq_poller));
+	struct ibv_cq *cq;
+	void *cq_context;
+	int ret;
+
+	while (ibv_get_cq_event(vc->comp_channel, &cq, &cq_context) == 0)
+		vc->cq_events_unacked++;
+	if (vc->cq_events_unacked >= VERBS_CQ_ACK_BATCH) {
+		ibv_ack_cq_events(vc->cq, vc->cq_events_unacked);
+		vc->cq_events_unacked = 0;
+	}
+
+	verbs_conn_poll(vc, INT_MAX);
+	/* Arm, then poll again: a completion that came before the arm raises no event. */
+	ret = ibv_req_notify_cq(vc->cq, 0);
+	if (ret) {
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_req_notify_cq: %s", vc->peer,
+			 strerror(ret));
+		verbs_conn_fail(vc, -ret);
+	}
+	verbs_conn_poll(vc, INT_MAX);
+}
+
+static int verbs_progress(struct xprt_ctx *ctx)
+{
+	struct verbs_ctx *vctx = ctx->verbs;
+	struct list_head *pos, *tmp;
+	int total = 0;
+
+	if (!vctx)
+		return 0;
+	list_for_each_safe(pos, tmp, &vctx->conns) {
+		struct verbs_conn *vc = list_entry(pos, struct verbs_conn, link);
+
+		total += verbs_conn_poll(vc, VERBS_PROGRESS_BUDGET);
+	}
+	return total;
+}
+
+/* ---- data path --------------------------------------------------------------------- */
+
+static bool verbs_conn_can_post(const struct verbs_conn *vc)
+{
+	return vc && vc->qp && vc->established && !vc->qp_error && !vc->shut;
+}
+
+static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body, size_t len)
+{
+	struct verbs_conn *vc = c->backend;
+	size_t hdr_len = hdr ? XPRT_HDR_SIZE : 0;
+	size_t total = hdr_len + len;
+	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_sge sge;
+	uint32_t slot;
+	uint8_t *buf;
+	int ret;
+
+	if (!verbs_conn_can_post(vc))
+		return -ENOTCONN;
+	if (total > vc->buf_size)
+		return -EMSGSIZE;
+	if (!vc->send_free_count) {
+		vc->send_blocked = true;
+		return -EAGAIN;
+	}
+
+	slot = vc->send_free[--vc->send_free_count];
+	buf = verbs_send_buf(vc, slot);
+	if (hdr_len)
+		memcpy(buf, hdr, hdr_len);
+	if (len)
+		memcpy(buf + hdr_len, body, len);
+
+	sge.addr = (uintptr_t)buf;
+	sge.length = (uint32_t)total;
+	sge.lkey = vc->send_mr->lkey;
+	wr.wr_id = verbs_wr_id(VERBS_WR_SEND, slot);
+	wr.sg_list = &sge;
+	wr.num_sge = total ? 1 : 0;
+	wr.opcode = IBV_WR_SEND;
+	/* Signalled always: the completion gives the slot back (see the top). */
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (total && total <= vc->max_inline)
+		wr.send_flags |= IBV_SEND_INLINE;
+
+	ret = ibv_post_send(vc->qp, &wr, &bad);
+	if (ret) {
+		vc->send_free[vc->send_free_count++] = slot;
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(SEND, %zu bytes): %s", vc->peer,
+			 total, strerror(ret));
+		return -ret;
+	}
+	vc->sq_posted++;
+	return 0;
+}
+
+static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
+{
+	struct verbs_conn *vc = c->backend;
+	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_sge sge = { 0 };
+	struct ibv_mr *ib_mr = NULL;
+	uint32_t idx;
+	int ret;
+
+	if (!verbs_conn_can_post(vc))
+		return -ENOTCONN;
+	if (op->len > UINT32_MAX)
+		return -EINVAL;
+	if (op->len) {
+		if (!op->local_mr || op->local < op->local_mr->addr ||
+		    op->len > op->local_mr->len ||
+		    (size_t)(op->local - op->local_mr->addr) > op->local_mr->len - op->len)
+			return -EINVAL;
+		ib_mr = verbs_mr_of(op->local_mr, vc->dev);
+		if (!ib_mr)
+			return -EINVAL;
+	}
+	if (!op->is_write) {
+		if (!vc->max_reads) {
+			xprt_log(XPRT_LOG_ERR, "verbs: %s: RDMA READ impossible: the QP allows "
+				 "no outstanding reads", vc->peer);
+			return -EOPNOTSUPP;
+		}
+		if (vc->reads_inflight >= vc->max_reads)
+			return -EAGAIN;
+	}
+	if (!vc->rdma_free_count)
+		return -EAGAIN;
+
+	idx = vc->rdma_free[vc->rdma_free_count - 1];
+	if (op->len) {
+		sge.addr = (uintptr_t)op->local;
+		sge.length = (uint32_t)op->len;
+		sge.lkey = ib_mr->lkey;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+	}
+	wr.wr_id = verbs_wr_id(VERBS_WR_RDMA, idx);
+	wr.opcode = op->is_write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = op->remote_addr;
+	wr.wr.rdma.rkey = op->rkey;
+
+	ret = ibv_post_send(vc->qp, &wr, &bad);
+	if (ret) {
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(RDMA %s, %zu bytes): %s",
+			 vc->peer, op->is_write ? "WRITE" : "READ", op->len, strerror(ret));
+		return -ret;
+	}
+	vc->rdma_free_count--;
+	vc->rdma[idx].op = op;
+	vc->rdma[idx].is_read = !op->is_write;
+	op->backend_data = &vc->rdma[idx];
+	if (!op->is_write)
+		vc->reads_inflight++;
+	vc->sq_posted++;
+	return 0;
+}
+
+/* ---- connection management ---------------------------------------------------------- */
+
+static void verbs_set_ack_timeout(struct verbs_conn *vc)
+{
+	uint8_t timeout = VERBS_ACK_TIMEOUT;
+
+	if (rdma_set_option(vc->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
+			    sizeof(timeout)))
+		xprt_log(XPRT_LOG_DEBUG, "verbs: %s: cannot set the ACK timeout: %s", vc->peer,
+			 strerror(errno));
+}
+
+static uint8_t verbs_clamp_u8(int v)
+{
+	if (v < 0)
+		return 0;
+	return v > UINT8_MAX ? UINT8_MAX : (uint8_t)v;
+}
+
+/* ROUTE_RESOLVED: sends the connect request with our parameters. */
+static int verbs_client_connect(struct verbs_conn *vc)
+{
+	const struct ibv_device_attr *attr = &verbs_conn_dev(vc)->attr;
+	uint8_t private_data[XPRT_PARAMS_SIZE];
+	struct xprt_conn_params ours;
+	struct rdma_conn_param param = {
+		.private_data = private_data,
+		.private_data_len = sizeof(private_data),
+		/* RDMA READ needs both: either side may read from the other. */
+		.responder_resources = verbs_clamp_u8(attr->max_qp_rd_atom),
+		.initiator_depth = verbs_clamp_u8(attr->max_qp_init_rd_atom),
+		.retry_count = VERBS_RETRY_COUNT,
+		.rnr_retry_count = VERBS_RNR_RETRY_COUNT,
+	};
+
+	xprt_core_local_params(vc->vctx->ctx, &ours);
+	xprt_params_encode(&ours, private_data);
+	if (rdma_connect(vc->id, &param)) {
+		int err = -errno;
+
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_connect: %s", vc->peer, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+static int verbs_decode_private_data(const struct verbs_cm_event *ev,
+				     struct xprt_conn_params *p)
+{
+	return xprt_params_decode(ev->private_data, ev->private_data_len, p);
+}
+
+/* The QP is up: learn how many reads it may have in flight, then tell the core. */
+static void verbs_conn_established(struct verbs_conn *vc, const struct verbs_cm_event *ev)
+{
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr init;
+	int err;
+
+	if (!vc->c->is_server) {
+		err = verbs_decode_private_data(ev, &vc->peer_params);
+		if (err) {
+			xprt_log(XPRT_LOG_ERR, "verbs: %s: bad connection parameters from the "
+				 "server: %s", vc->peer, strerror(-err));
+			verbs_conn_fail(vc, err);
+			return;
+		}
+	}
+	if (ibv_query_qp(vc->qp, &attr, IBV_QP_MAX_QP_RD_ATOMIC, &init) == 0)
+		vc->max_reads = attr.max_rd_atomic;
+	else
+		vc->max_reads = ev->initiator_depth;
+
+	vc->established = true;
+	xprt_core_conn_established(vc->c, &vc->peer_params);
+	verbs_deliver_early(vc);
+}
+
+/* Why the peer refused us: our own reject data carries an errno, else ECONNREFUSED. */
+static int verbs_reject_reason(const struct verbs_cm_event *ev)
+{
+	if (ev->private_data_len >= VERBS_REJECT_DATA_SIZE &&
+	    xprt_get_le32(ev->private_data) == XPRT_MAGIC) {
+		uint32_t reason = xprt_get_le32(ev->private_data + 4);
+
+		if (reason > 0 && reason <= VERBS_ERRNO_MAX)
+			return -(int)reason;
+	}
+	return -ECONNREFUSED;
+}
+
+static void verbs_reject(struct rdma_cm_id *id, int err, const char *peer)
+{
+	uint8_t data[VERBS_REJECT_DATA_SIZE];
+
+	xprt_put_le32(data, XPRT_MAGIC);
+	xprt_put_le32(data + 4, (uint32_t)-err);
+	if (rdma_reject(id, data, sizeof(data)))
+		xprt_log(XPRT_LOG_WARN, "verbs: %s: rdma_reject: %s", peer, strerror(errno));
+}
+
+/* A CM event on a connection's id. */
+static void verbs_conn_cm_event(struct verbs_conn *vc, const struct verbs_cm_event *ev)
+{
+	int err;
+
+	if (vc->shut && ev->type != RDMA_CM_EVENT_DISCONNECTED &&
+	    ev->type != RDMA_CM_EVENT_TIMEWAIT_EXIT)
+		return;
+
+	switch (ev->type) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		err = verbs_conn_setup(vc);
+		if (!err && rdma_resolve_route(vc->id, VERBS_RESOLVE_TIMEOUT_MS)) {
+			err = -errno;
+			xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_resolve_route: %s", vc->peer,
+				 strerror(-err));
+		}
+		if (err)
+			verbs_conn_fail(vc, err);
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		err = verbs_client_connect(vc);
+		if (err)
+			verbs_conn_fail(vc, err);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		verbs_conn_established(vc, ev);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		xprt_log(XPRT_LOG_INFO, "verbs: %s: %s: %s", vc->peer, rdma_event_str(ev->type),
+			 strerror(ev->status < 0 ? -ev->status : ev->status));
+		verbs_conn_fail(vc, ev->status == -ETIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH);
+		break;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		xprt_log(XPRT_LOG_INFO, "verbs: %s: unreachable (status %d)", vc->peer,
+			 ev->status);
+		verbs_conn_fail(vc, ev->status == -ETIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH);
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		err = verbs_reject_reason(ev);
+		xprt_log(XPRT_LOG_INFO, "verbs: %s: connection rejected (reason %d): %s",
+			 vc->peer, ev->status, strerror(-err));
+		verbs_conn_fail(vc, err);
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		xprt_log(XPRT_LOG_INFO, "verbs: %s: connect error (status %d)", vc->peer,
+			 ev->status);
+		verbs_conn_fail(vc, -ECONNREFUSED);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		verbs_conn_fail(vc, -ECONNRESET);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: the RDMA device was removed", vc->peer);
+		verbs_conn_fail(vc, -ENODEV);
+		break;
+	default:
+		xprt_log(XPRT_LOG_DEBUG, "verbs: %s: %s ignored", vc->peer,
+			 rdma_event_str(ev->type));
+		break;
+	}
+}
+
+/*
+ * CONNECT_REQUEST: the core gets a connection, which gets a QP with every
+ * receive posted, then we accept with our parameters. Anything wrong before
+ * the core knows of it is rejected here.
+ */
+static void verbs_connect_request(struct verbs_ctx *vctx, const struct verbs_cm_event *ev)
+{
+	struct verbs_listener *vl = verbs_listener_of(ev->listen_id->context);
+	struct rdma_cm_id *id = ev->id;
+	const struct ibv_device_attr *attr;
+	uint8_t private_data[XPRT_PARAMS_SIZE];
+	struct xprt_conn_params peer, ours;
+	struct rdma_conn_param param = { 0 };
+	struct verbs_conn *vc;
+	struct xprt_conn *c;
+	char name[VERBS_PEER_NAME_SIZE];
+	int err;
+
+	verbs_log_peer_addr(id, name, sizeof(name));
+	if (vl->l->closed) {
+		err = -ECONNREFUSED;
+		goto err_reject;
+	}
+	err = verbs_decode_private_data(ev, &peer);
+	if (err) {
+		xprt_log(XPRT_LOG_WARN, "verbs: %s: connection refused: bad parameters: %s", name,
+			 strerror(-err));
+		goto err_reject;
+	}
+	c = xprt_core_conn_new(vl->l);
+	if (!c) {
+		err = -ENOMEM;
+		goto err_reject;
+	}
+	vc = verbs_conn_alloc(vctx, c);
+	if (!vc) {
+		err = -ENOMEM;
+		verbs_reject(id, err, name);
+		rdma_destroy_id(id);
+		xprt_core_conn_failed(c, err);
+		return;
+	}
+	/* From here on conn_destroy() frees the id with the rest. */
+	c->backend = vc;
+	vc->id = id;
+	id->context = &vc->ep;
+	vc->peer_params = peer;
+	snprintf(vc->peer, sizeof(vc->peer), "%s", name);
+	verbs_set_ack_timeout(vc);
+
+	err = verbs_conn_setup(vc);
+	if (err) {
+		verbs_reject(id, err, name);
+		verbs_conn_fail(vc, err);
+		return;
+	}
+
+	attr = &verbs_conn_dev(vc)->attr;
+	xprt_core_local_params(vctx->ctx, &ours);
+	xprt_params_encode(&ours, private_data);
+	param.private_data = private_data;
+	param.private_data_len = sizeof(private_data);
+	/* At this event the values are already from our side's point of view. */
+	param.responder_resources = verbs_clamp_u8(ev->responder_resources < attr->max_qp_rd_atom
+						   ? ev->responder_resources
+						   : attr->max_qp_rd_atom);
+	param.initiator_depth = verbs_clamp_u8(ev->initiator_depth < attr->max_qp_init_rd_atom
+					       ? ev->initiator_depth
+					       : attr->max_qp_init_rd_atom);
+	param.retry_count = VERBS_RETRY_COUNT;
+	param.rnr_retry_count = VERBS_RNR_RETRY_COUNT;
+	if (rdma_accept(id, &param)) {
+		err = -errno;
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_accept: %s", name, strerror(-err));
+		verbs_conn_fail(vc, err);
+	}
+	return;
+
+err_reject:
+	verbs_reject(id, err, name);
+	rdma_destroy_id(id);
+}
+
+/* Copies what we need out of @event, so it can be acked before we act on it. */
+static void verbs_cm_event_copy(const struct rdma_cm_event *event, struct verbs_cm_event *ev)
+{
+	const struct rdma_conn_param *conn = &event->param.conn;
+
+	memset(ev, 0, sizeof(*ev));
+	ev->type = event->event;
+	ev->status = event->status;
+	ev->id = event->id;
+	ev->listen_id = event->listen_id;
+	ev->responder_resources = conn->responder_resources;
+	ev->initiator_depth = conn->initiator_depth;
+	if (conn->private_data && conn->private_data_len) {
+		ev->private_data_len = conn->private_data_len < sizeof(ev->private_data)
+					       ? conn->private_data_len
+					       : sizeof(ev->private_data);
+		memcpy(ev->private_data, conn->private_data, ev->private_data_len);
+	}
+}
+
+/*
+ * The event channel is readable. Each event is copied and acked before it is
+ * handled, so handling may destroy its id (rdma_destroy_id() waits for the
+ * acks of an id's events).
+ */
+static void verbs_cm_poll(struct xprt_poller *p, uint32_t events)
+{
+	struct verbs_ctx *vctx = (struct verbs_ctx *)((char *)p -
+						      offsetof(struct verbs_ctx, cm_poller));
+	struct rdma_cm_event *event;
+	struct verbs_cm_event ev;
+
+	while (rdma_get_cm_event(vctx->channel, &event) == 0) {
+		struct verbs_endpoint *ep;
+
+		verbs_cm_event_copy(event, &ev);
+		rdma_ack_cm_event(event);
+
+		if (ev.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			verbs_connect_request(vctx, &ev);
+			continue;
+		}
+		ep = ev.id ? ev.id->context : NULL;
+		if (!ep || ep->kind != VERBS_EP_CONN) {
+			xprt_log(ev.type == RDMA_CM_EVENT_DEVICE_REMOVAL ? XPRT_LOG_ERR
+									 : XPRT_LOG_DEBUG,
+				 "verbs: listener: %s ignored", rdma_event_str(ev.type));
+			continue;
+		}
+		verbs_conn_cm_event(verbs_conn_of(ep), &ev);
+	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		xprt_log(XPRT_LOG_ERR, "verbs: rdma_get_cm_event: %s", strerror(errno));
+}
+
+/* Picks the address to use: IPv4 first (soft-RoCE setups often lack IPv6 GIDs). */
+static const struct addrinfo *verbs_pick_addr(const struct addrinfo *res)
+{
+	for (const struct addrinfo *ai = res; ai; ai = ai->ai_next)
+		if (ai->ai_family == AF_INET)
+			return ai;
+	return res;
+}
+
+static int verbs_getaddrinfo(const char *host, uint16_t port, bool passive,
+			     struct addrinfo **res)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
+	};
+	char serv[8];
+	int ret;
+
+	if (host && (!host[0] || !strcmp(host, "*")))
+		host = NULL;
+	snprintf(serv, sizeof(serv), "%u", port);
+	ret = getaddrinfo(host, serv, &hints, res);
+	if (ret) {
+		xprt_log(XPRT_LOG_ERR, "verbs: cannot resolve %s:%u: %s", host ? host : "*", port,
+			 ret == EAI_SYSTEM ? strerror(errno) : gai_strerror(ret));
+		return passive ? -EADDRNOTAVAIL : -EHOSTUNREACH;
+	}
+	return 0;
+}
+
+/* Starts connecting: the rest happens in CM events (ADDR_RESOLVED onwards). */
+static int verbs_connect(struct xprt_conn *c, const char *host, uint16_t port)
+{
+	struct verbs_ctx *vctx = c->ctx->verbs;
+	struct addrinfo *res;
+	struct verbs_conn *vc;
+	int err;
+
+	vc = verbs_conn_alloc(vctx, c);
+	if (!vc)
+		return -ENOMEM;
+	snprintf(vc->peer, sizeof(vc->peer), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
+		 port);
+
+	err = verbs_getaddrinfo(host, port, false, &res);
+	if (err)
+		goto err_free_conn;
+
+	if (rdma_create_id(vctx->channel, &vc->id, &vc->ep, RDMA_PS_TCP)) {
+		err = -errno;
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_create_id: %s", vc->peer, strerror(-err));
+		goto err_free_addr;
+	}
+	verbs_set_ack_timeout(vc);
+	if (rdma_resolve_addr(vc->id, NULL, verbs_pick_addr(res)->ai_addr,
+			      VERBS_RESOLVE_TIMEOUT_MS)) {
+		err = -errno;
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_resolve_addr: %s", vc->peer,
+			 strerror(-err));
+		goto err_free_addr;
+	}
+	freeaddrinfo(res);
+	c->backend = vc;
+	return 0;
+
+err_free_addr:
+	freeaddrinfo(res);
+err_free_conn:
+	verbs_conn_free(vc); /* destroys the id too */
+	return err;
+}
+
+/*
+ * Stops all traffic: QP to ERR, disconnect. Posted one-sided ops complete
+ * with a flush error as their completions come back (the comp channel stays
+ * armed until conn_destroy()); those already there are handled now.
+ */
+static void verbs_shutdown(struct xprt_conn *c)
+{
+	struct verbs_conn *vc = c->backend;
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	int ret;
+
+	if (!vc || vc->shut)
+		return;
+	vc->shut = true;
+	vc->qp_error = true;
+	if (vc->qp) {
+		ret = ibv_modify_qp(vc->qp, &attr, IBV_QP_STATE);
+		if (ret)
+			xprt_log(XPRT_LOG_WARN, "verbs: %s: ibv_modify_qp(ERR): %s", vc->peer,
+				 strerror(ret));
+	}
+	/* Fails harmlessly (EINVAL) on an id that never connected. */
+	if (vc->qp)
+		rdma_disconnect(vc->id);
+	if (!vc->in_poll)
+		verbs_conn_poll(vc, INT_MAX);
+}
+
+/*
+ * Waits (bounded) for the send queue to flush, so every one-sided op gets its
+ * completion, then frees everything. Ops whose flush never came are completed
+ * with -ECONNRESET after the QP is destroyed (the NIC is done with their
+ * memory then).
+ */
+static void verbs_conn_destroy(struct xprt_conn *c)
+{
+	struct verbs_conn *vc = c->backend;
+	uint64_t deadline;
+
+	if (!vc)
+		return;
+	verbs_shutdown(c);
+
+	deadline = xprt_now_ns() + xprt_ms_to_ns(VERBS_DRAIN_TIMEOUT_MS);
+	while (vc->cq && vc->sq_posted && xprt_now_ns() < deadline) {
+		if (!verbs_conn_poll(vc, INT_MAX)) {
+			struct timespec ts = { .tv_nsec = VERBS_DRAIN_SLEEP_NS };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (vc->sq_posted)
+		xprt_log(XPRT_LOG_WARN, "verbs: %s: %u WRs not flushed after %d ms", vc->peer,
+			 vc->sq_posted, VERBS_DRAIN_TIMEOUT_MS);
+
+	if (vc->qp) {
+		rdma_destroy_qp(vc->id);
+		vc->qp = NULL;
+	}
+	for (uint32_t i = 0; i < vc->rdma_slots && vc->rdma; i++) {
+		struct xprt_rdma_op *op = vc->rdma[i].op;
+
+		if (op) {
+			vc->rdma[i].op = NULL;
+			op->backend_data = NULL;
+			xprt_core_rdma_done(op, -ECONNRESET);
+		}
+	}
+	verbs_conn_free(vc);
+	c->backend = NULL;
+}
+
+/* ---- listeners ------------------------------------------------------------------------ */
+
+static int verbs_listen(struct xprt_listener *l, const char *host, uint16_t port)
+{
+	struct verbs_ctx *vctx = l->ctx->verbs;
+	struct verbs_listener *vl;
+	struct addrinfo *res;
+	int err;
+
+	vl = calloc(1, sizeof(*vl));
+	if (!vl)
+		return -ENOMEM;
+	vl->ep.kind = VERBS_EP_LISTENER;
+	vl->l = l;
+
+	err = verbs_getaddrinfo(host, port, true, &res);
+	if (err)
+		goto err_free_listener;
+	if (rdma_create_id(vctx->channel, &vl->id, &vl->ep, RDMA_PS_TCP)) {
+		err = -errno;
+		xprt_log(XPRT_LOG_ERR, "verbs: listen on %s:%u: rdma_create_id: %s",
+			 host ? host : "*", port, strerror(-err));
+		goto err_free_addr;
+	}
+	if (rdma_bind_addr(vl->id, verbs_pick_addr(res)->ai_addr)) {
+		err = -errno;
+		xprt_log(XPRT_LOG_ERR, "verbs: listen on %s:%u: rdma_bind_addr: %s",
+			 host ? host : "*", port, strerror(-err));
+		goto err_destroy_id;
+	}
+	if (rdma_listen(vl->id, VERBS_LISTEN_BACKLOG)) {
+		err = -errno;
+		xprt_log(XPRT_LOG_ERR, "verbs: listen on %s:%u: rdma_listen: %s",
+			 host ? host : "*", port, strerror(-err));
+		goto err_destroy_id;
+	}
+	l->port = ntohs(rdma_get_src_port(vl->id));
+	l->backend = vl;
+	freeaddrinfo(res);
+	return 0;
+
+err_destroy_id:
+	rdma_destroy_id(vl->id);
+err_free_addr:
+	freeaddrinfo(res);
+err_free_listener:
+	free(vl);
+	return err;
+}
+
+static void verbs_listener_close(struct xprt_listener *l)
+{
+	struct verbs_listener *vl = l->backend;
+
+	if (!vl)
+		return;
+	rdma_destroy_id(vl->id);
+	free(vl);
+	l->backend = NULL;
+}
+
+const struct xprt_backend_ops xprt_verbs_ops = {
+	.name = "verbs",
+	.kind = XPRT_KIND_VERBS,
+	.ctx_init = verbs_ctx_init,
+	.ctx_fini = verbs_ctx_fini,
+	.progress = verbs_progress,
+	.listen = verbs_listen,
+	.listener_close = verbs_listener_close,
+	.connect = verbs_connect,
+	.send = verbs_send,
+	.rdma = verbs_rdma,
+	.shutdown = verbs_shutdown,
+	.conn_destroy = verbs_conn_destroy,
+	.mr_register = verbs_mr_register,
+	.mr_deregister = verbs_mr_deregister,
+	.mr_rkey = verbs_mr_rkey,
+};
