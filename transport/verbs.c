@@ -62,6 +62,14 @@
 /* conn_destroy() waits this long for the flush of the send queue. */
 #define VERBS_DRAIN_TIMEOUT_MS 1000
 #define VERBS_DRAIN_SLEEP_NS 1000000L
+/*
+ * A flush we did not cause means the NIC put our QP in ERR, usually because
+ * the peer broke a rule at our side (a bad rkey): the peer learns it from its
+ * own completion and disconnects. We wait that long for its DISCONNECTED, so
+ * the peer's side of the story (its op failing with -EACCES) comes first, as
+ * on tcp; then the connection dies anyway.
+ */
+#define VERBS_PEER_ERROR_GRACE_MS 1000
 /* Buffers are page aligned: cheaper to pin, and O_DIRECT-friendly. */
 #define VERBS_BUF_ALIGN 4096
 /* rdma_cm private data we copy out of an event (ours are 16 and 8 bytes). */
@@ -70,8 +78,8 @@
 #define VERBS_REJECT_DATA_SIZE 8
 /* Errno values a peer may send us in a reject (anything else: ECONNREFUSED). */
 #define VERBS_ERRNO_MAX 4095
-/* Room for "[ipv6]:port". */
-#define VERBS_PEER_NAME_SIZE (NI_MAXHOST + 8)
+/* Room for "[host]:port" and a terminator. */
+#define VERBS_PEER_NAME_SIZE (NI_MAXHOST + NI_MAXSERV + 4)
 
 /* What a work request was, in the low bits of its wr_id. */
 enum verbs_wr_kind {
@@ -92,6 +100,8 @@ struct verbs_dev {
 	struct ibv_context *verbs; /* owned by librdmacm */
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
+	struct xprt_poller async_poller; /* the device's async events */
+	bool async_polled;
 };
 
 struct verbs_ctx {
@@ -168,6 +178,9 @@ struct verbs_conn {
 	uint32_t *rdma_free;
 	uint32_t rdma_free_count;
 	uint32_t reads_inflight;
+
+	uint64_t flush_deadline_ns; /* see VERBS_PEER_ERROR_GRACE_MS; 0: none */
+	int peer_error;        /* what an async event said the peer did wrong */
 
 	bool established;
 	bool qp_error;         /* the QP is (or is going) to ERR: post nothing */
@@ -291,11 +304,16 @@ static void verbs_conn_fail(struct verbs_conn *vc, int err)
 /* ---- context ---------------------------------------------------------------------- */
 
 static void verbs_cm_poll(struct xprt_poller *p, uint32_t events);
+static void verbs_async_poll(struct xprt_poller *p, uint32_t events);
 
 static void verbs_devs_free(struct verbs_ctx *vctx)
 {
 	for (int i = 0; i < vctx->ndevs; i++) {
-		int ret = ibv_dealloc_pd(vctx->devs[i].pd);
+		int ret;
+
+		if (vctx->devs[i].async_polled)
+			xprt_core_poll_del(vctx->ctx, &vctx->devs[i].async_poller);
+		ret = ibv_dealloc_pd(vctx->devs[i].pd);
 
 		if (ret)
 			xprt_log(XPRT_LOG_WARN, "verbs: ibv_dealloc_pd(%s): %s (still in use)",
@@ -375,6 +393,20 @@ static int verbs_ctx_init(struct xprt_ctx *ctx)
 	err = xprt_core_poll_add(ctx, &vctx->cm_poller, EPOLLIN);
 	if (err)
 		goto err_destroy_channel;
+
+	/* Async events name what killed a QP; without them we only see flushes. */
+	for (int i = 0; i < vctx->ndevs; i++) {
+		struct verbs_dev *d = &vctx->devs[i];
+
+		d->async_poller.fd = d->verbs->async_fd;
+		d->async_poller.fn = verbs_async_poll;
+		if (verbs_set_nonblock(d->verbs->async_fd) == 0 &&
+		    xprt_core_poll_add(ctx, &d->async_poller, EPOLLIN) == 0)
+			d->async_polled = true;
+		else
+			xprt_log(XPRT_LOG_WARN, "verbs: %s: async events not watched",
+				 ibv_get_device_name(d->verbs->device));
+	}
 
 	ctx->verbs = vctx;
 	return 0;
@@ -564,6 +596,7 @@ static int verbs_qp_create(struct verbs_conn *vc, uint32_t sq_depth)
 			.max_recv_sge = 1,
 			.max_inline_data = VERBS_INLINE_WANTED,
 		},
+		.qp_context = vc, /* for async events */
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 0,
 	};
@@ -813,6 +846,17 @@ static const char *verbs_wr_kind_name(unsigned int kind)
 	}
 }
 
+/*
+ * A receive that failed because the message did not fit: LOC_LEN_ERR by the
+ * spec; soft-RoCE (rdma_rxe) reports LOC_QP_OP_ERR instead, and a receive
+ * WR has nothing else that could fail that way.
+ */
+static bool verbs_wc_too_long(const struct ibv_wc *wc, unsigned int kind)
+{
+	return kind == VERBS_WR_RECV &&
+	       (wc->status == IBV_WC_LOC_LEN_ERR || wc->status == IBV_WC_LOC_QP_OP_ERR);
+}
+
 /* Logs a failed completion (flushes quietly: they follow the real error). */
 static int verbs_wc_error(struct verbs_conn *vc, const struct ibv_wc *wc, unsigned int kind)
 {
@@ -822,10 +866,12 @@ static int verbs_wc_error(struct verbs_conn *vc, const struct ibv_wc *wc, unsign
 	if (wc->status == IBV_WC_WR_FLUSH_ERR || vc->failed || vc->shut) {
 		xprt_log(XPRT_LOG_DEBUG, "verbs: %s: %s WR flushed: %s", vc->peer,
 			 verbs_wr_kind_name(kind), ibv_wc_status_str(wc->status));
-	} else if (wc->status == IBV_WC_LOC_LEN_ERR && kind == VERBS_WR_RECV) {
+	} else if (verbs_wc_too_long(wc, kind)) {
 		xprt_log(XPRT_LOG_ERR,
 			 "verbs: %s: the peer sent a message longer than our receive buffers "
-			 "(%u bytes); closing the connection", vc->peer, vc->buf_size);
+			 "(%u bytes): %s; closing the connection", vc->peer, vc->buf_size,
+			 ibv_wc_status_str(wc->status));
+		err = -EMSGSIZE;
 	} else if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR) {
 		xprt_log(XPRT_LOG_ERR,
 			 "verbs: %s: the peer had no receive buffer posted (credit accounting "
@@ -836,6 +882,22 @@ static int verbs_wc_error(struct verbs_conn *vc, const struct ibv_wc *wc, unsign
 			 wc->vendor_err);
 	}
 	return err;
+}
+
+/*
+ * An error completion kills the connection, except a flush nobody asked for:
+ * then the peer caused it and we give it VERBS_PEER_ERROR_GRACE_MS to say so
+ * (see there). Until then posting answers -EAGAIN.
+ */
+static void verbs_conn_wc_fail(struct verbs_conn *vc, int err)
+{
+	if (err == -ECONNRESET && !vc->failed && !vc->shut) {
+		if (!vc->flush_deadline_ns)
+			vc->flush_deadline_ns = xprt_now_ns() +
+						xprt_ms_to_ns(VERBS_PEER_ERROR_GRACE_MS);
+		return;
+	}
+	verbs_conn_fail(vc, err);
 }
 
 /* Hands a receive to the core, then reposts its buffer. */
@@ -892,7 +954,7 @@ static void verbs_send_done(struct verbs_conn *vc, uint32_t idx, int err)
 		return;
 	vc->send_free[vc->send_free_count++] = idx;
 	if (err) {
-		verbs_conn_fail(vc, err);
+		verbs_conn_wc_fail(vc, err);
 		return;
 	}
 	if (vc->send_blocked && !vc->shut && vc->c->state != XPRT_CONN_DEAD) {
@@ -916,13 +978,18 @@ static void verbs_rdma_done(struct verbs_conn *vc, uint32_t idx, int err)
 	slot->is_read = false;
 	vc->rdma_free[vc->rdma_free_count++] = idx;
 
-	/* The connection dies first, so the core posts nothing more from rdma_done. */
-	if (err)
-		verbs_conn_fail(vc, err);
+	/*
+	 * The op completes before the connection dies, so its owner learns why
+	 * (-EACCES) before the peer can see the disconnect. Whatever the core
+	 * sends or posts from inside this callback gets -EAGAIN and is then
+	 * failed with the connection (see verbs_conn_check_post()).
+	 */
 	if (op) {
 		op->backend_data = NULL;
 		xprt_core_rdma_done(op, err);
 	}
+	if (err)
+		verbs_conn_wc_fail(vc, err);
 }
 
 static void verbs_handle_wc(struct verbs_conn *vc, const struct ibv_wc *wc)
@@ -938,7 +1005,7 @@ static void verbs_handle_wc(struct verbs_conn *vc, const struct ibv_wc *wc)
 	case VERBS_WR_RECV:
 		vc->recv_posted--;
 		if (err)
-			verbs_conn_fail(vc, err);
+			verbs_conn_wc_fail(vc, err);
 		else
 			verbs_recv_done(vc, idx, wc->byte_len);
 		break;
@@ -1013,6 +1080,51 @@ static void verbs_cq_poll(struct xprt_poller *p, uint32_t events)
 	verbs_conn_poll(vc, INT_MAX);
 }
 
+/*
+ * The device reports an error of one of our QPs. The QP is alive until the
+ * event is acked (ibv_destroy_qp() waits for that), so its context is too.
+ */
+static void verbs_async_poll(struct xprt_poller *p, uint32_t events)
+{
+	struct verbs_dev *d = (struct verbs_dev *)((char *)p -
+						   offsetof(struct verbs_dev, async_poller));
+	struct ibv_async_event ev;
+
+	while (ibv_get_async_event(d->verbs, &ev) == 0) {
+		struct verbs_conn *vc = NULL;
+		int err = 0;
+
+		switch (ev.event_type) {
+		case IBV_EVENT_QP_ACCESS_ERR:
+			err = -EACCES;
+			break;
+		case IBV_EVENT_QP_REQ_ERR:
+			err = -EPROTO;
+			break;
+		case IBV_EVENT_QP_FATAL:
+			err = -EIO;
+			break;
+		default:
+			break;
+		}
+		if (err && ev.element.qp)
+			vc = ev.element.qp->qp_context;
+		if (vc && !vc->failed && !vc->shut) {
+			xprt_log(XPRT_LOG_ERR, "verbs: %s: %s%s", vc->peer,
+				 ibv_event_type_str(ev.event_type),
+				 err == -EACCES ? ": the peer made a one-sided access our memory "
+						  "refuses (wrong key, rights or bounds)" : "");
+			vc->peer_error = err;
+		} else if (!err) {
+			xprt_log(ev.event_type == IBV_EVENT_DEVICE_FATAL ? XPRT_LOG_ERR
+									 : XPRT_LOG_INFO,
+				 "verbs: %s: %s", ibv_get_device_name(d->verbs->device),
+				 ibv_event_type_str(ev.event_type));
+		}
+		ibv_ack_async_event(&ev);
+	}
+}
+
 static int verbs_progress(struct xprt_ctx *ctx)
 {
 	struct verbs_ctx *vctx = ctx->verbs;
@@ -1025,15 +1137,27 @@ static int verbs_progress(struct xprt_ctx *ctx)
 		struct verbs_conn *vc = list_entry(pos, struct verbs_conn, link);
 
 		total += verbs_conn_poll(vc, VERBS_PROGRESS_BUDGET);
+		if (vc->flush_deadline_ns && !vc->failed && xprt_now_ns() > vc->flush_deadline_ns)
+			verbs_conn_fail(vc, vc->peer_error ? vc->peer_error : -ECONNRESET);
 	}
 	return total;
 }
 
 /* ---- data path --------------------------------------------------------------------- */
 
-static bool verbs_conn_can_post(const struct verbs_conn *vc)
+/*
+ * 0 when @vc may post. An error completion is reported to the core only once
+ * its handling is over: until then the QP is in ERR but the connection not yet
+ * dead, and new work waits (-EAGAIN) to be failed with the connection, so the
+ * connection dies of the real error rather than of a refused post.
+ */
+static int verbs_conn_check_post(const struct verbs_conn *vc)
 {
-	return vc && vc->qp && vc->established && !vc->qp_error && !vc->shut;
+	if (!vc || !vc->qp || !vc->established || vc->shut || vc->failed)
+		return -ENOTCONN;
+	if (vc->qp_error)
+		return -EAGAIN;
+	return 0;
 }
 
 static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body, size_t len)
@@ -1047,8 +1171,9 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	uint8_t *buf;
 	int ret;
 
-	if (!verbs_conn_can_post(vc))
-		return -ENOTCONN;
+	ret = verbs_conn_check_post(vc);
+	if (ret)
+		return ret;
 	if (total > vc->buf_size)
 		return -EMSGSIZE;
 	if (!vc->send_free_count) {
@@ -1095,8 +1220,9 @@ static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 	uint32_t idx;
 	int ret;
 
-	if (!verbs_conn_can_post(vc))
-		return -ENOTCONN;
+	ret = verbs_conn_check_post(vc);
+	if (ret)
+		return ret;
 	if (op->len > UINT32_MAX)
 		return -EINVAL;
 	if (op->len) {
@@ -1302,7 +1428,7 @@ static void verbs_conn_cm_event(struct verbs_conn *vc, const struct verbs_cm_eve
 		verbs_conn_fail(vc, -ECONNREFUSED);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		verbs_conn_fail(vc, -ECONNRESET);
+		verbs_conn_fail(vc, vc->peer_error ? vc->peer_error : -ECONNRESET);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		xprt_log(XPRT_LOG_ERR, "verbs: %s: the RDMA device was removed", vc->peer);
