@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rdmafs-daemon internals: logging, configuration, the data directory, the
+ * chunk store and the RPC server. Nothing here is exported; the prefixes say
+ * which file a function lives in (daemon_log, config_, datadir_, store_,
+ * server_).
+ */
+#ifndef RDMAFS_DAEMON_I_H
+#define RDMAFS_DAEMON_I_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <isa-l/crc.h>
+
+struct xprt_ctx;
+struct xprt_pool;
+struct xprt_req;
+
+/* ---- logging (log.c) ---- */
+
+enum daemon_log_level { DLOG_ERR = 0, DLOG_WARN, DLOG_INFO, DLOG_DEBUG };
+
+/* Everything the daemon says goes through here, to stderr (journald under systemd). */
+void daemon_log(enum daemon_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void daemon_log_set_level(enum daemon_log_level level);
+/* Parses "err", "warn", "info", "debug". -EINVAL otherwise. */
+int daemon_log_parse_level(const char *text, enum daemon_log_level *out);
+/* Routes libxprt's messages through daemon_log(). */
+void daemon_log_hook_xprt(void);
+
+/* ---- checksums ---- */
+
+/*
+ * Standard CRC-32C (Castagnoli, the iSCSI one: "123456789" -> 0xe3069283).
+ * ISA-L's crc32_iscsi() leaves out the initial and final inversion.
+ */
+static inline uint32_t daemon_crc32c(const void *buf, size_t len)
+{
+	return ~crc32_iscsi((unsigned char *)buf, (int)len, 0xffffffffu);
+}
+
+/* The CRC-32C of the bytes behind @crc followed by @len more bytes. */
+static inline uint32_t daemon_crc32c_extend(uint32_t crc, const void *buf, size_t len)
+{
+	return ~crc32_iscsi((unsigned char *)buf, (int)len, ~crc);
+}
+
+/* ---- configuration (config.c) ---- */
+
+#define DAEMON_MAX_LISTEN 8
+
+struct daemon_config {
+	char *config_file;
+	char *data_dir;
+	char *listen[DAEMON_MAX_LISTEN];
+	unsigned listen_count;
+	char *secret_file;
+	char *port_file;
+	char *name;
+	unsigned workers;        /* worker threads, each with its own io_uring */
+	unsigned queue_depth;    /* requests queued for the workers, then -EBUSY */
+	uint32_t max_chunk_size; /* largest chunk served; sizes the buffers */
+	uint64_t lmdb_map_size;
+	enum daemon_log_level log_level;
+	bool foreground;
+};
+
+/*
+ * Fills @cfg from the command line and the INI file it names (flags win).
+ * Prints a clear message and returns -EINVAL on any unknown key, bad value
+ * or missing setting; 1 when --help was asked for.
+ */
+int config_load(struct daemon_config *cfg, int argc, char **argv);
+void config_free(struct daemon_config *cfg);
+
+/* ---- data directory (datadir.c) ---- */
+
+#define DATADIR_FORMAT_VERSION 1
+#define DATADIR_MARKER "rdmafs-format"
+
+struct datadir {
+	int dir_fd;
+	int marker_fd; /* holds the flock that keeps a second daemon out */
+	uint8_t uuid[16];
+	char uuid_text[37];
+};
+
+/*
+ * Opens (and on first use creates) the data directory at @path. A non-empty
+ * directory without a marker, a foreign marker or a newer format is refused
+ * with a message saying so, and nothing in it is changed: -EINVAL, -EBUSY
+ * when another daemon holds it, or an errno from the file system.
+ */
+int datadir_open(const char *path, struct datadir *out);
+void datadir_close(struct datadir *dd);
+
+/* ---- chunk store (store.c) ---- */
+
+/* Granularity of the stored checksums; writes are read-modify-write of whole blocks. */
+#define STORE_BLOCK_SIZE 4096u
+
+struct store;
+struct store_io;
+
+struct store_chunk_id {
+	uint64_t inode;
+	uint64_t index;
+};
+
+struct store_chunk_info {
+	bool exists;
+	uint32_t length;
+	uint64_t version;
+	uint32_t block_count;
+};
+
+/*
+ * Opens the chunk store inside the data directory @dir_fd: chunk files under
+ * chunks/, their metadata in the LMDB environment meta/. Returns an errno.
+ */
+int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct store **out);
+/* Syncs and closes. Every store_io must be destroyed before. NULL is a no-op. */
+void store_close(struct store *st);
+
+/*
+ * Per-thread I/O state: an io_uring with @pool's region registered as a fixed
+ * buffer (falls back to plain reads and writes when registration is refused).
+ */
+int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **out);
+void store_io_destroy(struct store_io *io);
+
+/*
+ * Writes @len bytes at @offset of a chunk. The payload is already in @buf at
+ * @buf + (@offset % STORE_BLOCK_SIZE); @buf (a pool buffer) holds the whole
+ * block range, which this completes from disk. -ENOSPC, -EBADMSG (stored
+ * data fails its checksum), -EIO, -EINVAL.
+ */
+int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
+		uint8_t *buf, bool sync, struct store_chunk_info *info);
+
+/*
+ * Reads up to @len bytes at @offset into @buf (starting at
+ * @buf + (@offset % STORE_BLOCK_SIZE)), checking the stored checksums.
+ * *@bytes is less than @len at the chunk's end, 0 for a missing chunk.
+ * -EBADMSG on a checksum mismatch (the server turns it into -EIO).
+ */
+int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
+	       uint8_t *buf, uint32_t *bytes, uint32_t *chunk_length);
+
+/* Sets a chunk's length (creating it when missing); zeros when it grows. */
+int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t length,
+		   struct store_chunk_info *info);
+
+/*
+ * Visits chunks of @inode: the @count in @indexes, or with @range every chunk
+ * with index >= @first_index.
+ */
+struct store_selection {
+	uint64_t inode;
+	bool range;
+	const uint64_t *indexes;
+	size_t count;
+	uint64_t first_index;
+};
+
+/* Makes the selected chunks durable (fdatasync via io_uring) and the metadata. */
+int store_commit(struct store_io *io, const struct store_selection *sel);
+int store_remove(struct store_io *io, const struct store_selection *sel, uint64_t *removed,
+		 uint64_t *bytes_freed);
+int store_stat(struct store *st, struct store_chunk_id id, struct store_chunk_info *info);
+
+struct store_list_entry {
+	struct store_chunk_id id;
+	uint32_t length;
+	uint64_t version;
+};
+
+/* Up to @max chunks after @after (or from the first when @after is NULL). */
+int store_list(struct store *st, const struct store_chunk_id *after, struct store_list_entry *out,
+	       size_t max, size_t *count, bool *done);
+uint64_t store_chunk_count(struct store *st);
+/* A descriptor inside the data file system (for statvfs). */
+int store_data_fd(const struct store *st);
+uint32_t store_max_chunk_size(const struct store *st);
+
+/* ---- server (server.c) ---- */
+
+struct server;
+
+struct server_params {
+	struct xprt_ctx *ctx;
+	struct store *store;
+	const uint8_t *uuid;
+	unsigned workers;
+	unsigned queue_depth;
+	uint32_t max_chunk_size;
+};
+
+/*
+ * Creates the daemon's buffer pool (registered with the NIC and with each
+ * worker's io_uring) and starts the worker threads. Requests come through
+ * server_request_cb().
+ */
+int server_create(const struct server_params *p, struct server **out);
+/* The xprt_request_cb to pass to xprt_listen(); @arg is the server. */
+void server_request_cb(struct xprt_req *req, void *arg);
+/*
+ * Refuses new requests (-ESHUTDOWN), finishes the queued ones, joins the
+ * workers and releases the pool. Call before xprt_ctx_destroy().
+ */
+void server_stop(struct server *srv);
+/* Frees the server, after xprt_ctx_destroy() (no more callbacks). NULL is a no-op. */
+void server_destroy(struct server *srv);
+
+#endif /* RDMAFS_DAEMON_I_H */

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rdmafs-daemon: the storage daemon.
+ *
+ *   rdmafs-daemon --config /etc/rdmafs/daemon.conf
+ *   rdmafs-daemon --data-dir /srv/rdmafs --listen tcp://0.0.0.0:7471 \
+ *                 --secret-file /etc/rdmafs/secret
+ *
+ * It never forks: run it under systemd (Type=notify; READY=1 is sent once
+ * every listener is up) or in the foreground. SIGTERM or SIGINT stop
+ * accepting, finish the requests already queued, sync and exit 0.
+ * Exit status: 0 clean stop, 1 refused to start (the log says why).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#ifdef HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "xprt.h"
+#include "daemon_i.h"
+
+#define SECRET_MAX 4096
+
+static void notify(const char *state)
+{
+#ifdef HAVE_SYSTEMD
+	sd_notify(0, state);
+#else
+	(void)state;
+#endif
+}
+
+/* Reads the cluster secret; trailing newlines are not part of it. */
+static int read_secret(const char *path, uint8_t *out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0) {
+		daemon_log(DLOG_ERR, "cannot read secret file %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	n = read(fd, out, SECRET_MAX);
+	close(fd);
+	if (n < 0) {
+		daemon_log(DLOG_ERR, "cannot read secret file %s: %s", path, strerror(errno));
+		return -EIO;
+	}
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+		n--;
+	if (n == 0 || n == SECRET_MAX) {
+		daemon_log(DLOG_ERR, "secret file %s must hold 1 to %d bytes", path,
+			   SECRET_MAX - 1);
+		return -EINVAL;
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+/* Writes @port to @path atomically (tmp + rename), for scripts and tests. */
+static int write_port_file(const char *path, unsigned port)
+{
+	char tmp[4096], text[16];
+	int fd, len;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	len = snprintf(text, sizeof(text), "%u\n", port);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, (size_t)len) != len) {
+		close(fd);
+		unlink(tmp);
+		return -EIO;
+	}
+	close(fd);
+	if (rename(tmp, path)) {
+		unlink(tmp);
+		return -errno;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct xprt_listener *listeners[DAEMON_MAX_LISTEN] = { NULL };
+	struct server_params sp = { 0 };
+	struct daemon_config cfg;
+	struct xprt_options opts;
+	struct xprt_ctx *ctx;
+	struct server *srv = NULL;
+	struct store *store;
+	struct datadir dd;
+	uint8_t secret[SECRET_MAX];
+	size_t secret_len = 0;
+	sigset_t sigs;
+	int ret, sig, status = 1;
+
+	ret = config_load(&cfg, argc, argv);
+	if (ret)
+		return ret > 0 ? 0 : 1;
+	daemon_log_set_level(cfg.log_level);
+	daemon_log_hook_xprt();
+	if (read_secret(cfg.secret_file, secret, &secret_len))
+		goto out_free_config;
+
+	/* Every thread inherits this mask; only sigwait() below takes the signals. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (datadir_open(cfg.data_dir, &dd))
+		goto out_free_config;
+	ret = store_open(dd.dir_fd, cfg.max_chunk_size, cfg.lmdb_map_size, &store);
+	if (ret) {
+		daemon_log(DLOG_ERR, "cannot open the chunk store in %s: %s", cfg.data_dir,
+			   strerror(-ret));
+		goto out_close_datadir;
+	}
+
+	xprt_options_init(&opts);
+	opts.secret = secret;
+	opts.secret_len = secret_len;
+	opts.name = cfg.name ? cfg.name : "rdmafs-daemon";
+	ret = xprt_ctx_create(&opts, &ctx);
+	if (ret) {
+		daemon_log(DLOG_ERR, "cannot start the transport: %s", xprt_strerror(ret));
+		goto out_close_store;
+	}
+	sp.ctx = ctx;
+	sp.store = store;
+	sp.uuid = dd.uuid;
+	sp.workers = cfg.workers;
+	sp.queue_depth = cfg.queue_depth;
+	sp.max_chunk_size = cfg.max_chunk_size;
+	ret = server_create(&sp, &srv);
+	if (ret) {
+		daemon_log(DLOG_ERR, "cannot start the workers: %s", strerror(-ret));
+		goto out_destroy_ctx;
+	}
+	for (unsigned i = 0; i < cfg.listen_count; i++) {
+		ret = xprt_listen(ctx, cfg.listen[i], server_request_cb, srv, &listeners[i]);
+		if (ret) {
+			daemon_log(DLOG_ERR, "cannot listen on %s: %s", cfg.listen[i],
+				   xprt_strerror(ret));
+			goto out_close_listeners;
+		}
+		daemon_log(DLOG_INFO, "listening on %s (port %u, %s)", cfg.listen[i],
+			   xprt_listener_port(listeners[i]),
+			   xprt_kind_name(xprt_listener_kind(listeners[i])));
+	}
+	if (cfg.port_file) {
+		ret = write_port_file(cfg.port_file, xprt_listener_port(listeners[0]));
+		if (ret) {
+			daemon_log(DLOG_ERR, "cannot write port file %s: %s", cfg.port_file,
+				   strerror(-ret));
+			goto out_close_listeners;
+		}
+	}
+	notify("READY=1");
+	daemon_log(DLOG_INFO, "serving data directory %s (uuid %s, %u workers)", cfg.data_dir,
+		   dd.uuid_text, cfg.workers);
+
+	for (;;) {
+		if (sigwait(&sigs, &sig))
+			continue;
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+	}
+	notify("STOPPING=1");
+	daemon_log(DLOG_INFO, "stopping: draining requests in flight");
+	status = 0;
+
+out_close_listeners:
+	for (unsigned i = 0; i < cfg.listen_count; i++)
+		xprt_listener_close(listeners[i]);
+	server_stop(srv);
+out_destroy_ctx:
+	xprt_ctx_destroy(ctx);
+	server_destroy(srv);
+out_close_store:
+	store_close(store);
+out_close_datadir:
+	datadir_close(&dd);
+out_free_config:
+	config_free(&cfg);
+	if (status == 0)
+		daemon_log(DLOG_INFO, "stopped");
+	return status;
+}

@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The RPC server: the listener callback (on the transport's progress thread,
+ * which must not block) only queues a request; worker threads unpack it,
+ * validate every field, move the data with one-sided RDMA and the disk with
+ * their own io_uring, and reply.
+ *
+ * Limits: one pool buffer per worker bounds the RDMA in flight on the whole
+ * daemon to `workers` operations of at most max_chunk_size bytes; the queue
+ * holds at most queue_depth requests, beyond which a request gets -EBUSY at
+ * once (the transport's credits already bound each connection).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/statvfs.h>
+
+#include "xprt.h"
+#include "rdmafs.pb-c.h"
+#include "daemon_i.h"
+
+#define REPLY_MAX    (64u << 10)
+#define LIST_MAX     1024u
+#define SELECT_MAX   65536u
+
+static const uint64_t latency_bounds_us[] = {
+	50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000,
+};
+#define BOUNDS  (sizeof(latency_bounds_us) / sizeof(latency_bounds_us[0]))
+#define BUCKETS (BOUNDS + 1)
+
+enum op_slot {
+	OP_WRITE, OP_READ, OP_COMMIT, OP_TRUNCATE, OP_REMOVE, OP_STAT, OP_LIST, OP_STATS,
+	OP_SCRUB, OP_OTHER, OP_COUNT
+};
+
+static const uint32_t op_methods[OP_COUNT] = {
+	RDMAFS__METHOD__METHOD_CHUNK_WRITE,    RDMAFS__METHOD__METHOD_CHUNK_READ,
+	RDMAFS__METHOD__METHOD_CHUNK_COMMIT,   RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
+	RDMAFS__METHOD__METHOD_CHUNK_REMOVE,   RDMAFS__METHOD__METHOD_CHUNK_STAT,
+	RDMAFS__METHOD__METHOD_CHUNK_LIST,     RDMAFS__METHOD__METHOD_DAEMON_STATS,
+	RDMAFS__METHOD__METHOD_SCRUB,          RDMAFS__METHOD__METHOD_UNSPECIFIED,
+};
+
+struct op_counters {
+	uint64_t count, errors, bytes;
+	uint64_t buckets[BUCKETS];
+};
+
+struct queued {
+	struct xprt_req *req;
+	uint64_t start_ns;
+};
+
+struct worker {
+	struct server *srv;
+	pthread_t thread;
+	bool started;
+	struct store_io *io;
+	struct xprt_buf *buf;
+	uint8_t *reply;
+};
+
+struct server {
+	struct xprt_ctx *ctx;
+	struct store *store;
+	uint8_t uuid[16];
+	uint32_t max_chunk_size;
+	struct xprt_pool *pool;
+	unsigned worker_count;
+	struct worker *workers;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct queued *queue;
+	unsigned queue_cap, queue_head, queue_len;
+	bool stopping;
+
+	uint64_t start_ns;
+	struct op_counters ops[OP_COUNT];
+	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
+	uint32_t in_flight;
+	uint64_t rdma_bytes_in_flight;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define STAT_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
+#define STAT_GET(field)    __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+static enum op_slot op_slot_of(uint32_t method)
+{
+	for (unsigned i = 0; i < OP_OTHER; i++)
+		if (op_methods[i] == method)
+			return (enum op_slot)i;
+	return OP_OTHER;
+}
+
+static void account(struct server *srv, uint32_t method, int status, uint64_t bytes,
+		    uint64_t start_ns)
+{
+	struct op_counters *c = &srv->ops[op_slot_of(method)];
+	uint64_t us = (now_ns() - start_ns) / 1000u;
+	unsigned b = 0;
+
+	while (b < BOUNDS && us > latency_bounds_us[b])
+		b++;
+	STAT_ADD(c->count, 1);
+	STAT_ADD(c->buckets[b], 1);
+	STAT_ADD(c->bytes, bytes);
+	if (status) {
+		STAT_ADD(c->errors, 1);
+		STAT_ADD(srv->errors, 1);
+	}
+}
+
+/* ---- validation helpers ---- */
+
+static int chunk_id_from(const Rdmafs__ChunkId *c, struct store_chunk_id *id)
+{
+	if (!c)
+		return -EINVAL;
+	id->inode = c->inode;
+	id->index = c->index;
+	return 0;
+}
+
+static int selection_from(const Rdmafs__ChunkSelection *c, struct store_selection *sel)
+{
+	if (!c || (!c->range && c->n_indexes > SELECT_MAX) || (c->range && c->n_indexes))
+		return -EINVAL;
+	sel->inode = c->inode;
+	sel->range = c->range;
+	sel->indexes = c->indexes;
+	sel->count = c->n_indexes;
+	sel->first_index = c->first_index;
+	return 0;
+}
+
+/* Packs @msg into the worker's reply buffer. */
+static int pack_reply(struct worker *w, const ProtobufCMessage *msg, size_t *len)
+{
+	size_t need = protobuf_c_message_get_packed_size(msg);
+
+	if (need > REPLY_MAX)
+		return -EMSGSIZE;
+	*len = protobuf_c_message_pack(msg, w->reply);
+	return 0;
+}
+
+static void rdma_account(struct server *srv, int64_t delta)
+{
+	__atomic_add_fetch(&srv->rdma_bytes_in_flight, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+/* ---- handlers: each returns a status and sets *reply_len ---- */
+
+static int do_write(struct worker *w, struct xprt_req *req, const void *body, size_t len,
+		    size_t *reply_len, uint64_t *moved)
+{
+	struct server *srv = w->srv;
+	Rdmafs__ChunkWriteReq *m = rdmafs__chunk_write_req__unpack(NULL, len, body);
+	Rdmafs__ChunkWriteResp resp = RDMAFS__CHUNK_WRITE_RESP__INIT;
+	struct store_chunk_info info;
+	struct store_chunk_id id;
+	uint8_t *base = xprt_buf_data(w->buf), *payload;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	ret = chunk_id_from(m->chunk, &id);
+	if (ret || !m->buf || m->chunk_size == 0 || m->chunk_size > srv->max_chunk_size ||
+	    (uint64_t)m->offset + m->length > m->chunk_size || m->buf->len < m->length ||
+	    m->length == 0) {
+		ret = -EINVAL;
+		goto out_free;
+	}
+	payload = base + m->offset % STORE_BLOCK_SIZE;
+	rdma_account(srv, m->length);
+	ret = xprt_rdma_read(xprt_req_conn(req), payload, xprt_buf_mr(w->buf), m->buf->addr,
+			     m->buf->rkey, m->length, 0);
+	rdma_account(srv, -(int64_t)m->length);
+	if (ret)
+		goto out_free;
+	*moved = m->length;
+	if (daemon_crc32c(payload, m->length) != m->crc32c) {
+		daemon_log(DLOG_WARN,
+			   "chunk %016" PRIx64 "/%016" PRIx64 ": write payload from %s fails"
+			   " its checksum (%u bytes at %u)",
+			   id.inode, id.index, xprt_conn_peer_name(xprt_req_conn(req)), m->length,
+			   m->offset);
+		STAT_ADD(srv->checksum_errors, 1);
+		ret = -EIO;
+		goto out_free;
+	}
+	ret = store_write(w->io, id, m->offset, m->length, base, m->commit, &info);
+	if (ret == -EBADMSG) {
+		STAT_ADD(srv->checksum_errors, 1);
+		ret = -EIO;
+	}
+	if (ret)
+		goto out_free;
+	STAT_ADD(srv->bytes_written, m->length);
+	resp.chunk_length = info.length;
+	resp.version = info.version;
+	ret = pack_reply(w, &resp.base, reply_len);
+out_free:
+	rdmafs__chunk_write_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+static int do_read(struct worker *w, struct xprt_req *req, const void *body, size_t len,
+		   size_t *reply_len, uint64_t *moved)
+{
+	struct server *srv = w->srv;
+	Rdmafs__ChunkReadReq *m = rdmafs__chunk_read_req__unpack(NULL, len, body);
+	Rdmafs__ChunkReadResp resp = RDMAFS__CHUNK_READ_RESP__INIT;
+	struct store_chunk_id id;
+	uint8_t *base = xprt_buf_data(w->buf), *data;
+	uint32_t bytes, chunk_length;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	ret = chunk_id_from(m->chunk, &id);
+	if (ret || !m->buf || (uint64_t)m->offset + m->length > srv->max_chunk_size ||
+	    m->buf->len < m->length) {
+		ret = -EINVAL;
+		goto out_free;
+	}
+	data = base + m->offset % STORE_BLOCK_SIZE;
+	ret = store_read(w->io, id, m->offset, m->length, base, &bytes, &chunk_length);
+	if (ret == -EBADMSG) {
+		STAT_ADD(srv->checksum_errors, 1);
+		ret = -EIO;
+	}
+	if (ret)
+		goto out_free;
+	if (bytes) {
+		rdma_account(srv, bytes);
+		ret = xprt_rdma_write(xprt_req_conn(req), data, xprt_buf_mr(w->buf), m->buf->addr,
+				      m->buf->rkey, bytes, 0);
+		rdma_account(srv, -(int64_t)bytes);
+		if (ret)
+			goto out_free;
+	}
+	*moved = bytes;
+	STAT_ADD(srv->bytes_read, bytes);
+	resp.bytes = bytes;
+	resp.crc32c = daemon_crc32c(data, bytes);
+	resp.chunk_length = chunk_length;
+	ret = pack_reply(w, &resp.base, reply_len);
+out_free:
+	rdmafs__chunk_read_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+static int do_commit(struct worker *w, const void *body, size_t len, size_t *reply_len)
+{
+	Rdmafs__ChunkCommitReq *m = rdmafs__chunk_commit_req__unpack(NULL, len, body);
+	Rdmafs__Empty resp = RDMAFS__EMPTY__INIT;
+	struct store_selection sel;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	ret = selection_from(m->chunks, &sel);
+	if (!ret)
+		ret = store_commit(w->io, &sel);
+	if (!ret)
+		ret = pack_reply(w, &resp.base, reply_len);
+	rdmafs__chunk_commit_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+static int do_truncate(struct worker *w, const void *body, size_t len, size_t *reply_len)
+{
+	Rdmafs__ChunkTruncateReq *m = rdmafs__chunk_truncate_req__unpack(NULL, len, body);
+	Rdmafs__ChunkTruncateResp resp = RDMAFS__CHUNK_TRUNCATE_RESP__INIT;
+	struct store_chunk_info info;
+	struct store_chunk_id id;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	ret = chunk_id_from(m->chunk, &id);
+	if (!ret && m->length > w->srv->max_chunk_size)
+		ret = -EINVAL;
+	if (!ret)
+		ret = store_truncate(w->io, id, m->length, &info);
+	if (ret == -EBADMSG) {
+		STAT_ADD(w->srv->checksum_errors, 1);
+		ret = -EIO;
+	}
+	if (!ret) {
+		resp.chunk_length = info.length;
+		resp.version = info.version;
+		ret = pack_reply(w, &resp.base, reply_len);
+	}
+	rdmafs__chunk_truncate_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+static int do_remove(struct worker *w, const void *body, size_t len, size_t *reply_len)
+{
+	Rdmafs__ChunkRemoveReq *m = rdmafs__chunk_remove_req__unpack(NULL, len, body);
+	Rdmafs__ChunkRemoveResp resp = RDMAFS__CHUNK_REMOVE_RESP__INIT;
+	struct store_selection sel;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	ret = selection_from(m->chunks, &sel);
+	if (!ret)
+		ret = store_remove(w->io, &sel, &resp.removed, &resp.bytes_freed);
+	if (!ret)
+		ret = pack_reply(w, &resp.base, reply_len);
+	rdmafs__chunk_remove_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+static int do_stat(struct worker *w, const void *body, size_t len, size_t *reply_len)
+{
+	Rdmafs__ChunkStatReq *m = rdmafs__chunk_stat_req__unpack(NULL, len, body);
+	Rdmafs__ChunkStatResp resp = RDMAFS__CHUNK_STAT_RESP__INIT;
+	struct store_chunk_info info;
+	struct store_chunk_id id;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	ret = chunk_id_from(m->chunk, &id);
+	if (!ret)
+		ret = store_stat(w->srv->store, id, &info);
+	if (!ret) {
+		resp.exists = info.exists;
+		resp.length = info.length;
+		resp.version = info.version;
+		resp.block_size = STORE_BLOCK_SIZE;
+		resp.block_count = info.block_count;
+		ret = pack_reply(w, &resp.base, reply_len);
+	}
+	rdmafs__chunk_stat_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+static int do_list(struct worker *w, struct xprt_req *req, const void *body, size_t len,
+		   size_t *reply_len)
+{
+	Rdmafs__ChunkListReq *m = rdmafs__chunk_list_req__unpack(NULL, len, body);
+	Rdmafs__ChunkListResp resp = RDMAFS__CHUNK_LIST_RESP__INIT;
+	/* An entry packs to at most 2 + (2 + 11 + 11) + 6 + 11 bytes. */
+	size_t fit = xprt_conn_max_body(xprt_req_conn(req)) / 48, max, count = 0;
+	struct store_list_entry *entries = NULL;
+	Rdmafs__ChunkListEntry *msgs = NULL, **ptrs = NULL;
+	Rdmafs__ChunkId *ids = NULL;
+	struct store_chunk_id after;
+	bool done;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	max = fit < LIST_MAX ? fit : LIST_MAX;
+	if (m->limit && m->limit < max)
+		max = m->limit;
+	if (m->start_after) {
+		after.inode = m->start_after->inode;
+		after.index = m->start_after->index;
+	}
+	entries = calloc(max ? max : 1, sizeof(*entries));
+	msgs = calloc(max ? max : 1, sizeof(*msgs));
+	ptrs = calloc(max ? max : 1, sizeof(*ptrs));
+	ids = calloc(max ? max : 1, sizeof(*ids));
+	if (!entries || !msgs || !ptrs || !ids) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	ret = store_list(w->srv->store, m->start_after ? &after : NULL, entries, max, &count,
+			 &done);
+	if (ret)
+		goto out_free;
+	for (size_t i = 0; i < count; i++) {
+		rdmafs__chunk_list_entry__init(&msgs[i]);
+		rdmafs__chunk_id__init(&ids[i]);
+		ids[i].inode = entries[i].id.inode;
+		ids[i].index = entries[i].id.index;
+		msgs[i].chunk = &ids[i];
+		msgs[i].length = entries[i].length;
+		msgs[i].version = entries[i].version;
+		ptrs[i] = &msgs[i];
+	}
+	resp.n_chunks = count;
+	resp.chunks = ptrs;
+	resp.done = done;
+	ret = pack_reply(w, &resp.base, reply_len);
+out_free:
+	free(ids);
+	free(ptrs);
+	free(msgs);
+	free(entries);
+	rdmafs__chunk_list_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+static int do_stats(struct worker *w, const void *body, size_t len, size_t *reply_len)
+{
+	struct server *srv = w->srv;
+	Rdmafs__DaemonStatsReq *m = rdmafs__daemon_stats_req__unpack(NULL, len, body);
+	Rdmafs__DaemonStatsResp resp = RDMAFS__DAEMON_STATS_RESP__INIT;
+	Rdmafs__OpStats ops[OP_COUNT], *op_ptrs[OP_COUNT];
+	uint64_t buckets[OP_COUNT][BUCKETS], bounds[BOUNDS];
+	struct statvfs vfs;
+
+	if (!m)
+		return -EBADMSG;
+	rdmafs__daemon_stats_req__free_unpacked(m, NULL);
+	resp.uuid.data = srv->uuid;
+	resp.uuid.len = sizeof(srv->uuid);
+	resp.version = (char *)RDMAFS_VERSION;
+	resp.uptime_sec = (now_ns() - srv->start_ns) / 1000000000u;
+	memcpy(bounds, latency_bounds_us, sizeof(bounds));
+	resp.latency_bounds_us = bounds;
+	resp.n_latency_bounds_us = BOUNDS;
+	for (unsigned i = 0; i < OP_COUNT; i++) {
+		rdmafs__op_stats__init(&ops[i]);
+		ops[i].method = (Rdmafs__Method)op_methods[i];
+		ops[i].count = STAT_GET(srv->ops[i].count);
+		ops[i].errors = STAT_GET(srv->ops[i].errors);
+		ops[i].bytes = STAT_GET(srv->ops[i].bytes);
+		for (unsigned b = 0; b < BUCKETS; b++)
+			buckets[i][b] = STAT_GET(srv->ops[i].buckets[b]);
+		ops[i].latency_buckets = buckets[i];
+		ops[i].n_latency_buckets = BUCKETS;
+		op_ptrs[i] = &ops[i];
+	}
+	resp.ops = op_ptrs;
+	resp.n_ops = OP_COUNT;
+	resp.bytes_read = STAT_GET(srv->bytes_read);
+	resp.bytes_written = STAT_GET(srv->bytes_written);
+	resp.errors = STAT_GET(srv->errors);
+	resp.checksum_errors = STAT_GET(srv->checksum_errors);
+	if (fstatvfs(store_data_fd(srv->store), &vfs) == 0) {
+		resp.capacity_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+		resp.free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	}
+	resp.chunks = store_chunk_count(srv->store);
+	resp.requests_in_flight = STAT_GET(srv->in_flight);
+	resp.rdma_bytes_in_flight = STAT_GET(srv->rdma_bytes_in_flight);
+	return pack_reply(w, &resp.base, reply_len);
+}
+
+static void handle(struct worker *w, struct queued *q)
+{
+	struct xprt_req *req = q->req;
+	uint32_t method = xprt_req_method(req);
+	size_t len, reply_len = 0;
+	const void *body = xprt_req_body(req, &len);
+	uint64_t moved = 0;
+	int ret;
+
+	switch (method) {
+	case RDMAFS__METHOD__METHOD_CHUNK_WRITE:
+		ret = do_write(w, req, body, len, &reply_len, &moved);
+		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_READ:
+		ret = do_read(w, req, body, len, &reply_len, &moved);
+		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_COMMIT:
+		ret = do_commit(w, body, len, &reply_len);
+		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE:
+		ret = do_truncate(w, body, len, &reply_len);
+		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_REMOVE:
+		ret = do_remove(w, body, len, &reply_len);
+		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_STAT:
+		ret = do_stat(w, body, len, &reply_len);
+		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_LIST:
+		ret = do_list(w, req, body, len, &reply_len);
+		break;
+	case RDMAFS__METHOD__METHOD_DAEMON_STATS:
+		ret = do_stats(w, body, len, &reply_len);
+		break;
+	default:
+		/* SCRUB and the metadata service are not served by this daemon yet. */
+		ret = -EOPNOTSUPP;
+		break;
+	}
+	if (ret && ret != -ENOSPC && ret != -EINVAL && ret != -EBADMSG && ret != -EOPNOTSUPP)
+		daemon_log(DLOG_DEBUG, "method %u from %s: %s", method,
+			   xprt_conn_peer_name(xprt_req_conn(req)), strerror(-ret));
+	account(w->srv, method, ret, moved, q->start_ns);
+	xprt_reply(req, ret, ret ? NULL : w->reply, ret ? 0 : reply_len);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct server *srv = w->srv;
+	struct queued q;
+
+	for (;;) {
+		pthread_mutex_lock(&srv->lock);
+		while (!srv->queue_len && !srv->stopping)
+			pthread_cond_wait(&srv->cond, &srv->lock);
+		if (!srv->queue_len) {
+			pthread_mutex_unlock(&srv->lock);
+			break;
+		}
+		q = srv->queue[srv->queue_head];
+		srv->queue_head = (srv->queue_head + 1) % srv->queue_cap;
+		srv->queue_len--;
+		srv->in_flight++;
+		pthread_mutex_unlock(&srv->lock);
+
+		handle(w, &q);
+
+		pthread_mutex_lock(&srv->lock);
+		srv->in_flight--;
+		pthread_mutex_unlock(&srv->lock);
+	}
+	return NULL;
+}
+
+void server_request_cb(struct xprt_req *req, void *arg)
+{
+	struct server *srv = arg;
+	int status = 0;
+
+	pthread_mutex_lock(&srv->lock);
+	if (srv->stopping) {
+		status = -ESHUTDOWN;
+	} else if (srv->queue_len == srv->queue_cap) {
+		status = -EBUSY;
+		srv->busy++;
+	} else {
+		srv->queue[(srv->queue_head + srv->queue_len) % srv->queue_cap] =
+			(struct queued){ .req = req, .start_ns = now_ns() };
+		srv->queue_len++;
+		pthread_cond_signal(&srv->cond);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	if (status)
+		xprt_reply(req, status, NULL, 0);
+}
+
+int server_create(const struct server_params *p, struct server **out)
+{
+	struct server *srv = calloc(1, sizeof(*srv));
+	int ret;
+
+	if (!srv)
+		return -ENOMEM;
+	srv->ctx = p->ctx;
+	srv->store = p->store;
+	memcpy(srv->uuid, p->uuid, sizeof(srv->uuid));
+	srv->max_chunk_size = p->max_chunk_size;
+	srv->start_ns = now_ns();
+	srv->queue_cap = p->queue_depth;
+	srv->worker_count = p->workers;
+	pthread_mutex_init(&srv->lock, NULL);
+	pthread_cond_init(&srv->cond, NULL);
+	srv->queue = calloc(srv->queue_cap, sizeof(*srv->queue));
+	srv->workers = calloc(srv->worker_count, sizeof(*srv->workers));
+	if (!srv->queue || !srv->workers) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	/* The daemon's memory is never exposed: local access only. */
+	ret = xprt_pool_create(p->ctx, p->max_chunk_size, p->workers, XPRT_ACCESS_LOCAL,
+			       &srv->pool);
+	if (ret) {
+		daemon_log(DLOG_ERR, "cannot create the buffer pool (%u x %u bytes): %s",
+			   p->workers, p->max_chunk_size, xprt_strerror(ret));
+		goto err_free;
+	}
+	for (unsigned i = 0; i < srv->worker_count; i++) {
+		struct worker *w = &srv->workers[i];
+
+		w->srv = srv;
+		w->reply = malloc(REPLY_MAX);
+		if (!w->reply) {
+			ret = -ENOMEM;
+			goto err_stop;
+		}
+		ret = xprt_pool_get(srv->pool, 0, &w->buf);
+		if (ret)
+			goto err_stop;
+		ret = store_io_create(srv->store, srv->pool, &w->io);
+		if (ret)
+			goto err_stop;
+		ret = -pthread_create(&w->thread, NULL, worker_main, w);
+		if (ret)
+			goto err_stop;
+		w->started = true;
+	}
+	*out = srv;
+	return 0;
+
+err_stop:
+	server_stop(srv);
+err_free:
+	server_destroy(srv);
+	return ret;
+}
+
+void server_stop(struct server *srv)
+{
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	srv->stopping = true;
+	pthread_cond_broadcast(&srv->cond);
+	pthread_mutex_unlock(&srv->lock);
+	for (unsigned i = 0; srv->workers && i < srv->worker_count; i++) {
+		struct worker *w = &srv->workers[i];
+
+		if (w->started)
+			pthread_join(w->thread, NULL);
+		w->started = false;
+		store_io_destroy(w->io);
+		w->io = NULL;
+		if (w->buf)
+			xprt_pool_put(w->buf);
+		w->buf = NULL;
+	}
+	xprt_pool_destroy(srv->pool);
+	srv->pool = NULL;
+}
+
+void server_destroy(struct server *srv)
+{
+	if (!srv)
+		return;
+	for (unsigned i = 0; srv->workers && i < srv->worker_count; i++)
+		free(srv->workers[i].reply);
+	free(srv->workers);
+	free(srv->queue);
+	pthread_cond_destroy(&srv->cond);
+	pthread_mutex_destroy(&srv->lock);
+	free(srv);
+}

@@ -1,0 +1,1009 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The chunk store.
+ *
+ * Data: one file per chunk, chunks/<inode>/<index> (16 hex digits each). Its
+ * length is the chunk's length; a file longer than its metadata says is the
+ * leftover of a write that was never acknowledged, and is cut back before the
+ * next write.
+ *
+ * Metadata: one LMDB record per chunk, keyed by (inode, index) big-endian so a
+ * cursor walks a file's chunks in order. The value is struct chunk_meta
+ * (host-endian): length, version, and a CRC-32C for every 4 KiB block over the
+ * block's bytes inside the chunk (the last block may be shorter).
+ *
+ * A write reads the partly covered first and last blocks (checking their
+ * stored CRCs, so bad data is never laundered into a fresh CRC), merges the
+ * payload, and writes whole blocks: the file offset is always 4 KiB aligned,
+ * so the write uses O_DIRECT unless its end is the unaligned end of the chunk.
+ * Reads always cover whole blocks and use O_DIRECT. Data goes to disk before
+ * the metadata, and the metadata is written without sync (MDB_NOSYNC); COMMIT
+ * fdatasyncs the chunk files and then syncs LMDB. A daemon killed between the
+ * two leaves blocks that fail their CRC (EIO, never bad data) only where a
+ * write was in flight and therefore not acknowledged.
+ *
+ * Concurrency: a striped reader/writer lock per chunk keeps a chunk's data
+ * and metadata in step; LMDB serialises its own writers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include <liburing.h>
+#include <lmdb.h>
+
+#include "xprt.h"
+#include "daemon_i.h"
+
+#define BS          STORE_BLOCK_SIZE
+#define META_MAGIC  0x314d4352u /* "RCM1" */
+#define LOCK_STRIPES 64
+#define RING_ENTRIES 8
+
+struct chunk_meta {
+	uint32_t magic;
+	uint32_t length;
+	uint64_t version;
+	uint32_t block_size;
+	uint32_t block_count;
+	uint32_t crc[];
+};
+
+struct store {
+	char *meta_path;
+	int chunks_fd;
+	MDB_env *env;
+	MDB_dbi dbi;
+	uint32_t max_chunk_size;
+	uint32_t max_blocks;
+	int direct_ok; /* cleared (atomically) when the file system refuses O_DIRECT */
+	pthread_rwlock_t locks[LOCK_STRIPES];
+};
+
+struct store_io {
+	struct store *st;
+	struct io_uring ring;
+	bool fixed;
+	uint8_t *region;
+	size_t region_len;
+	uint8_t *aux;             /* two blocks, aligned, for the old head and tail */
+	struct chunk_meta *meta;  /* room for max_blocks CRCs */
+};
+
+static const uint8_t zero_block[BS];
+
+static inline uint32_t div_up(uint32_t a, uint32_t b)
+{
+	return (uint32_t)(((uint64_t)a + b - 1) / b);
+}
+
+static inline uint32_t min_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+static size_t meta_size(uint32_t blocks)
+{
+	return sizeof(struct chunk_meta) + (size_t)blocks * sizeof(uint32_t);
+}
+
+static void key_encode(struct store_chunk_id id, uint8_t *key)
+{
+	for (int i = 0; i < 8; i++) {
+		key[i] = (uint8_t)(id.inode >> (56 - 8 * i));
+		key[8 + i] = (uint8_t)(id.index >> (56 - 8 * i));
+	}
+}
+
+static struct store_chunk_id key_decode(const uint8_t *key)
+{
+	struct store_chunk_id id = { 0, 0 };
+
+	for (int i = 0; i < 8; i++) {
+		id.inode = (id.inode << 8) | key[i];
+		id.index = (id.index << 8) | key[8 + i];
+	}
+	return id;
+}
+
+static pthread_rwlock_t *chunk_lock(struct store *st, struct store_chunk_id id)
+{
+	uint64_t h = id.inode * 0x9e3779b97f4a7c15ull ^ (id.index + 0x632be59bd9b4e019ull);
+
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	return &st->locks[(h >> 40) % LOCK_STRIPES];
+}
+
+static int mdb_to_errno(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return 0;
+	case MDB_MAP_FULL:
+		return -ENOSPC;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	default:
+		return rc > 0 && rc < 1000 ? -rc : -EIO;
+	}
+}
+
+/* ---- metadata ---- */
+
+/* Loads @id's metadata into @m; *@exists false (and @m an empty chunk) if none. */
+static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_meta *m,
+		     bool *exists)
+{
+	uint8_t key[16];
+	MDB_val k = { sizeof(key), key }, v;
+	const struct chunk_meta *disk;
+	MDB_txn *txn;
+	int rc, ret = 0;
+
+	memset(m, 0, sizeof(*m));
+	m->magic = META_MAGIC;
+	m->block_size = BS;
+	*exists = false;
+	key_encode(id, key);
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return mdb_to_errno(rc);
+	rc = mdb_get(txn, st->dbi, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		goto out_abort;
+	if (rc) {
+		ret = mdb_to_errno(rc);
+		goto out_abort;
+	}
+	disk = v.mv_data;
+	if (v.mv_size < sizeof(*disk) || disk->magic != META_MAGIC || disk->block_size != BS ||
+	    disk->length > st->max_chunk_size ||
+	    disk->block_count != div_up(disk->length, BS) ||
+	    v.mv_size != meta_size(disk->block_count)) {
+		daemon_log(DLOG_ERR,
+			   "chunk %016" PRIx64 "/%016" PRIx64
+			   ": metadata damaged or larger than max_chunk_size",
+			   id.inode, id.index);
+		ret = -EIO;
+		goto out_abort;
+	}
+	memcpy(m, disk, v.mv_size);
+	*exists = true;
+out_abort:
+	mdb_txn_abort(txn);
+	return ret;
+}
+
+static int meta_put(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
+{
+	uint8_t key[16];
+	MDB_val k = { sizeof(key), key }, v = { meta_size(m->block_count), (void *)m };
+	MDB_txn *txn;
+	int rc;
+
+	key_encode(id, key);
+	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc)
+		return mdb_to_errno(rc);
+	rc = mdb_put(txn, st->dbi, &k, &v, 0);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return mdb_to_errno(rc);
+	}
+	return mdb_to_errno(mdb_txn_commit(txn));
+}
+
+static int meta_delete(struct store *st, struct store_chunk_id id)
+{
+	uint8_t key[16];
+	MDB_val k = { sizeof(key), key };
+	MDB_txn *txn;
+	int rc;
+
+	key_encode(id, key);
+	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc)
+		return mdb_to_errno(rc);
+	rc = mdb_del(txn, st->dbi, &k, NULL);
+	if (rc && rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return mdb_to_errno(rc);
+	}
+	return mdb_to_errno(mdb_txn_commit(txn));
+}
+
+/* ---- files ---- */
+
+static void chunk_path(struct store_chunk_id id, char *out, size_t size)
+{
+	snprintf(out, size, "%016" PRIx64 "/%016" PRIx64, id.inode, id.index);
+}
+
+static void inode_path(uint64_t inode, char *out, size_t size)
+{
+	snprintf(out, size, "%016" PRIx64, inode);
+}
+
+static bool direct_allowed(struct store *st)
+{
+	return __atomic_load_n(&st->direct_ok, __ATOMIC_RELAXED);
+}
+
+/* Opens a chunk file; O_DIRECT is dropped for good where the file system refuses it. */
+static int chunk_open(struct store *st, struct store_chunk_id id, bool create, bool direct,
+		      int *fd_out)
+{
+	char path[64], dir[32];
+	int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+	int fd;
+
+	chunk_path(id, path, sizeof(path));
+	for (int attempt = 0; attempt < 3; attempt++) {
+		fd = openat(st->chunks_fd, path, flags | (direct ? O_DIRECT : 0), 0640);
+		if (fd >= 0) {
+			*fd_out = fd;
+			return 0;
+		}
+		if (errno == EINVAL && direct) {
+			if (__atomic_exchange_n(&st->direct_ok, 0, __ATOMIC_RELAXED))
+				daemon_log(DLOG_WARN, "the data file system refuses O_DIRECT;"
+						      " using buffered I/O");
+			direct = false;
+			continue;
+		}
+		if (errno != ENOENT || !create)
+			return -errno;
+		/* The inode's directory is missing (first chunk, or removed meanwhile). */
+		inode_path(id.inode, dir, sizeof(dir));
+		if (mkdirat(st->chunks_fd, dir, 0750) && errno != EEXIST)
+			return -errno;
+	}
+	return -EIO;
+}
+
+/* ---- io_uring ---- */
+
+/*
+ * Reads or writes [addr, addr + len) at @off of @fd through the ring,
+ * resubmitting after short transfers. *@done gets the bytes moved (a read
+ * stops early at end of file). Returns 0 or -errno.
+ */
+static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint32_t len,
+		   uint64_t off, uint32_t *done)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	uint32_t moved = 0;
+	int ret, res;
+
+	while (moved < len) {
+		uint8_t *p = addr + moved;
+		unsigned n = len - moved;
+		bool fixed = io->fixed && p >= io->region && p + n <= io->region + io->region_len;
+
+		sqe = io_uring_get_sqe(&io->ring);
+		if (!sqe) {
+			ret = -EBUSY;
+			goto out;
+		}
+		if (write && fixed)
+			io_uring_prep_write_fixed(sqe, fd, p, n, off + moved, 0);
+		else if (write)
+			io_uring_prep_write(sqe, fd, p, n, off + moved);
+		else if (fixed)
+			io_uring_prep_read_fixed(sqe, fd, p, n, off + moved, 0);
+		else
+			io_uring_prep_read(sqe, fd, p, n, off + moved);
+		io_uring_sqe_set_data(sqe, io);
+		ret = io_uring_submit_and_wait(&io->ring, 1);
+		if (ret < 0)
+			goto out;
+		ret = io_uring_wait_cqe(&io->ring, &cqe);
+		if (ret < 0)
+			goto out;
+		res = cqe->res;
+		io_uring_cqe_seen(&io->ring, cqe);
+		if (res == -EINTR || res == -EAGAIN)
+			continue;
+		if (res < 0) {
+			ret = res;
+			goto out;
+		}
+		if (res == 0) {
+			/* End of file for a read; a write that moves nothing is an error. */
+			ret = write ? -EIO : 0;
+			goto out;
+		}
+		moved += (uint32_t)res;
+	}
+	ret = 0;
+out:
+	*done = moved;
+	return ret;
+}
+
+static int ring_fsync(struct store_io *io, int fd, bool datasync)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
+	io_uring_sqe_set_data(sqe, io);
+	ret = io_uring_submit_and_wait(&io->ring, 1);
+	if (ret < 0)
+		return ret;
+	ret = io_uring_wait_cqe(&io->ring, &cqe);
+	if (ret < 0)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(&io->ring, cqe);
+	return ret < 0 ? ret : 0;
+}
+
+/*
+ * Reads block @b of a chunk of @old_len bytes into @dst (BS bytes, zeros past
+ * the chunk's end) and checks it against @crc.
+ */
+static int block_read_verified(struct store_io *io, int fd, struct store_chunk_id id, uint32_t b,
+			       uint32_t old_len, uint32_t crc, uint8_t *dst)
+{
+	uint32_t extent = min_u32(BS, old_len - b * BS), got;
+	int ret = ring_rw(io, false, fd, dst, BS, (uint64_t)b * BS, &got);
+
+	if (ret)
+		return ret;
+	if (got < BS)
+		memset(dst + got, 0, BS - got);
+	memset(dst + extent, 0, BS - extent);
+	if (daemon_crc32c(dst, extent) != crc) {
+		daemon_log(DLOG_ERR,
+			   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data fails its"
+			   " checksum",
+			   id.inode, id.index, b);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* ---- public ---- */
+
+int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct store **out)
+{
+	struct store *st;
+	MDB_txn *txn;
+	char path[64];
+	int rc, ret, dead;
+
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->max_chunk_size = max_chunk_size;
+	st->max_blocks = div_up(max_chunk_size, BS);
+	st->direct_ok = 1;
+	for (int i = 0; i < LOCK_STRIPES; i++)
+		pthread_rwlock_init(&st->locks[i], NULL);
+	if (mkdirat(dir_fd, "chunks", 0750) && errno != EEXIST) {
+		ret = -errno;
+		goto err_free;
+	}
+	if (mkdirat(dir_fd, "meta", 0750) && errno != EEXIST) {
+		ret = -errno;
+		goto err_free;
+	}
+	st->chunks_fd = openat(dir_fd, "chunks", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->chunks_fd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	/* LMDB wants a path: reach the directory through our descriptor. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/meta", dir_fd);
+	rc = mdb_env_create(&st->env);
+	if (rc) {
+		ret = mdb_to_errno(rc);
+		goto err_close_chunks;
+	}
+	rc = mdb_env_set_mapsize(st->env, map_size);
+	if (!rc)
+		rc = mdb_env_set_maxreaders(st->env, 256);
+	if (!rc)
+		rc = mdb_env_open(st->env, path, MDB_NOSYNC | MDB_NOTLS, 0640);
+	if (rc) {
+		daemon_log(DLOG_ERR, "cannot open the chunk index (LMDB): %s", mdb_strerror(rc));
+		ret = mdb_to_errno(rc);
+		goto err_close_env;
+	}
+	/* Reader slots of a daemon killed with -9 would pin old pages forever. */
+	mdb_reader_check(st->env, &dead);
+	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (!rc) {
+		rc = mdb_dbi_open(txn, NULL, 0, &st->dbi);
+		if (rc)
+			mdb_txn_abort(txn);
+		else
+			rc = mdb_txn_commit(txn);
+	}
+	if (rc) {
+		daemon_log(DLOG_ERR, "cannot open the chunk index (LMDB): %s", mdb_strerror(rc));
+		ret = mdb_to_errno(rc);
+		goto err_close_env;
+	}
+	*out = st;
+	return 0;
+
+err_close_env:
+	mdb_env_close(st->env);
+err_close_chunks:
+	close(st->chunks_fd);
+err_free:
+	for (int i = 0; i < LOCK_STRIPES; i++)
+		pthread_rwlock_destroy(&st->locks[i]);
+	free(st);
+	return ret;
+}
+
+void store_close(struct store *st)
+{
+	if (!st)
+		return;
+	mdb_env_sync(st->env, 1);
+	mdb_env_close(st->env);
+	close(st->chunks_fd);
+	for (int i = 0; i < LOCK_STRIPES; i++)
+		pthread_rwlock_destroy(&st->locks[i]);
+	free(st);
+}
+
+int store_data_fd(const struct store *st)
+{
+	return st->chunks_fd;
+}
+
+uint32_t store_max_chunk_size(const struct store *st)
+{
+	return st->max_chunk_size;
+}
+
+int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **out)
+{
+	struct store_io *io = calloc(1, sizeof(*io));
+	struct iovec iov;
+	void *region;
+	int ret;
+
+	if (!io)
+		return -ENOMEM;
+	io->st = st;
+	io->aux = aligned_alloc(BS, 2 * BS);
+	io->meta = malloc(meta_size(st->max_blocks));
+	if (!io->aux || !io->meta) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	ret = io_uring_queue_init(RING_ENTRIES, &io->ring, 0);
+	if (ret) {
+		daemon_log(DLOG_ERR, "io_uring_queue_init: %s", strerror(-ret));
+		goto err_free;
+	}
+	if (pool) {
+		xprt_pool_region(pool, &region, &io->region_len);
+		io->region = region;
+		iov.iov_base = region;
+		iov.iov_len = io->region_len;
+		ret = io_uring_register_buffers(&io->ring, &iov, 1);
+		if (ret == 0)
+			io->fixed = true;
+		else
+			daemon_log(DLOG_WARN,
+				   "io_uring_register_buffers: %s (raise the memlock limit);"
+				   " using unregistered buffers",
+				   strerror(-ret));
+	}
+	*out = io;
+	return 0;
+
+err_free:
+	free(io->meta);
+	free(io->aux);
+	free(io);
+	return ret;
+}
+
+void store_io_destroy(struct store_io *io)
+{
+	if (!io)
+		return;
+	io_uring_queue_exit(&io->ring);
+	free(io->meta);
+	free(io->aux);
+	free(io);
+}
+
+/* Block CRCs of @m for a chunk growing from m->length to @new_len with zeros. */
+static void meta_grow_zeros(struct chunk_meta *m, uint32_t new_len)
+{
+	uint32_t old_len = m->length, b;
+
+	if (new_len <= old_len)
+		return;
+	b = old_len / BS;
+	if (old_len % BS) {
+		uint32_t upto = min_u32((b + 1) * BS, new_len);
+
+		m->crc[b] = daemon_crc32c_extend(m->crc[b], zero_block, upto - old_len);
+		b++;
+	}
+	for (; b * BS < new_len; b++)
+		m->crc[b] = daemon_crc32c(zero_block, min_u32(BS, new_len - b * BS));
+	m->length = new_len;
+	m->block_count = div_up(new_len, BS);
+}
+
+static void info_from_meta(const struct chunk_meta *m, bool exists, struct store_chunk_info *info)
+{
+	if (!info)
+		return;
+	info->exists = exists;
+	info->length = m->length;
+	info->version = m->version;
+	info->block_count = m->block_count;
+}
+
+/* Cuts off what an unacknowledged write left past the chunk's end. */
+static int trim_leftover(int fd, uint32_t length)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb))
+		return -errno;
+	if (sb.st_size > (off_t)length && ftruncate(fd, length))
+		return -errno;
+	return 0;
+}
+
+int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
+		uint8_t *buf, bool sync, struct store_chunk_info *info)
+{
+	struct store *st = io->st;
+	struct chunk_meta *m = io->meta;
+	pthread_rwlock_t *lock = chunk_lock(st, id);
+	uint32_t end = offset + len, b0 = offset / BS, b1 = div_up(end, BS);
+	uint32_t old_len, new_len, wstart = b0 * BS, wend, done, head_block = UINT32_MAX;
+	bool exists, direct;
+	int fd, ret;
+
+	if (len == 0 || end > st->max_chunk_size || end < offset)
+		return -EINVAL;
+	pthread_rwlock_wrlock(lock);
+	ret = meta_load(st, id, m, &exists);
+	if (ret)
+		goto out_unlock;
+	old_len = m->length;
+	new_len = end > old_len ? end : old_len;
+	wend = min_u32(b1 * BS, new_len);
+	direct = direct_allowed(st) && (wend - wstart) % BS == 0;
+	ret = chunk_open(st, id, true, direct, &fd);
+	if (ret)
+		goto out_unlock;
+	ret = trim_leftover(fd, old_len);
+	if (ret)
+		goto out_close;
+
+	/* Complete the partly covered first and last blocks from disk. */
+	if (offset > wstart) {
+		if (wstart < old_len) {
+			ret = block_read_verified(io, fd, id, b0, old_len, m->crc[b0], io->aux);
+			if (ret)
+				goto out_close;
+			memcpy(buf, io->aux, offset - wstart);
+			head_block = b0;
+		} else {
+			memset(buf, 0, offset - wstart);
+		}
+	}
+	if (end < wend) {
+		/* Only old data can lie past the payload inside the last block. */
+		uint32_t tb = b1 - 1;
+		uint8_t *old = io->aux;
+
+		if (tb != head_block) {
+			old = io->aux + BS;
+			ret = block_read_verified(io, fd, id, tb, old_len, m->crc[tb], old);
+			if (ret)
+				goto out_close;
+		}
+		memcpy(buf + (end - wstart), old + (end - tb * BS), wend - end);
+	}
+
+	ret = ring_rw(io, true, fd, buf, wend - wstart, wstart, &done);
+	if (ret) {
+		/*
+		 * Keep the metadata true to the file: whole blocks that reached it
+		 * inside the old length get their new CRC, the rest is cut back.
+		 */
+		uint32_t good = (wstart + done) / BS;
+		int err = ret;
+
+		for (uint32_t b = b0; b < good && b * BS < old_len; b++)
+			m->crc[b] = daemon_crc32c(buf + (b - b0) * BS,
+						  min_u32(BS, old_len - b * BS));
+		if (ftruncate(fd, old_len))
+			daemon_log(DLOG_WARN, "ftruncate after a failed write: %s",
+				   strerror(errno));
+		if (good > b0 && exists) {
+			m->version++;
+			meta_put(st, id, m);
+		}
+		if (err != -ENOSPC && err != -EDQUOT)
+			daemon_log(DLOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " write: %s",
+				   id.inode, id.index, strerror(-err));
+		ret = err == -EDQUOT ? -ENOSPC : err;
+		goto out_close;
+	}
+
+	/* CRCs: the old partial last block and any gap grow with zeros, then our blocks. */
+	if (wstart > old_len)
+		meta_grow_zeros(m, wstart);
+	for (uint32_t b = b0; b < b1; b++)
+		m->crc[b] = daemon_crc32c(buf + (b - b0) * BS, min_u32(BS, new_len - b * BS));
+	m->length = new_len;
+	m->block_count = div_up(new_len, BS);
+	m->version++;
+	if (sync) {
+		ret = ring_fsync(io, fd, true);
+		if (ret)
+			goto out_close;
+	}
+	ret = meta_put(st, id, m);
+	if (ret)
+		goto out_close;
+	if (sync)
+		ret = mdb_to_errno(mdb_env_sync(st->env, 1));
+	info_from_meta(m, true, info);
+out_close:
+	close(fd);
+out_unlock:
+	pthread_rwlock_unlock(lock);
+	return ret;
+}
+
+int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
+	       uint8_t *buf, uint32_t *bytes, uint32_t *chunk_length)
+{
+	struct store *st = io->st;
+	struct chunk_meta *m = io->meta;
+	pthread_rwlock_t *lock = chunk_lock(st, id);
+	uint32_t n, b0, b1, got;
+	bool exists;
+	int fd, ret;
+
+	*bytes = 0;
+	*chunk_length = 0;
+	pthread_rwlock_rdlock(lock);
+	ret = meta_load(st, id, m, &exists);
+	if (ret || !exists)
+		goto out_unlock;
+	*chunk_length = m->length;
+	if (offset >= m->length || len == 0)
+		goto out_unlock;
+	n = min_u32(len, m->length - offset);
+	b0 = offset / BS;
+	b1 = div_up(offset + n, BS);
+	ret = chunk_open(st, id, false, direct_allowed(st), &fd);
+	if (ret == -ENOENT) {
+		/* Metadata without a file: read as zeros, so the CRCs decide. */
+		got = 0;
+	} else if (ret) {
+		goto out_unlock;
+	} else {
+		ret = ring_rw(io, false, fd, buf, (b1 - b0) * BS, (uint64_t)b0 * BS, &got);
+		close(fd);
+		if (ret) {
+			daemon_log(DLOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " read: %s",
+				   id.inode, id.index, strerror(-ret));
+			goto out_unlock;
+		}
+	}
+	if (got < (b1 - b0) * BS)
+		memset(buf + got, 0, (b1 - b0) * BS - got);
+	for (uint32_t b = b0; b < b1; b++) {
+		uint32_t extent = min_u32(BS, m->length - b * BS);
+
+		if (daemon_crc32c(buf + (b - b0) * BS, extent) != m->crc[b]) {
+			daemon_log(DLOG_ERR,
+				   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data"
+				   " fails its checksum",
+				   id.inode, id.index, b);
+			ret = -EBADMSG;
+			goto out_unlock;
+		}
+	}
+	*bytes = n;
+out_unlock:
+	pthread_rwlock_unlock(lock);
+	return ret;
+}
+
+int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t length,
+		   struct store_chunk_info *info)
+{
+	struct store *st = io->st;
+	struct chunk_meta *m = io->meta;
+	pthread_rwlock_t *lock = chunk_lock(st, id);
+	uint32_t old_len, lb;
+	bool exists;
+	int fd, ret;
+
+	if (length > st->max_chunk_size)
+		return -EINVAL;
+	pthread_rwlock_wrlock(lock);
+	ret = meta_load(st, id, m, &exists);
+	if (ret)
+		goto out_unlock;
+	old_len = m->length;
+	ret = chunk_open(st, id, true, false, &fd);
+	if (ret)
+		goto out_unlock;
+	if (length < old_len) {
+		lb = length / BS;
+		if (length % BS) {
+			ret = block_read_verified(io, fd, id, lb, old_len, m->crc[lb], io->aux);
+			if (ret)
+				goto out_close;
+			m->crc[lb] = daemon_crc32c(io->aux, length % BS);
+		}
+		m->length = length;
+		m->block_count = div_up(length, BS);
+		m->version++;
+		/* Metadata first: a file longer than its metadata is harmless. */
+		ret = meta_put(st, id, m);
+		if (!ret && ftruncate(fd, length))
+			ret = -errno;
+	} else {
+		ret = trim_leftover(fd, old_len);
+		if (!ret && ftruncate(fd, length))
+			ret = -errno;
+		if (ret)
+			goto out_close;
+		meta_grow_zeros(m, length);
+		m->version++;
+		ret = meta_put(st, id, m);
+	}
+	if (!ret)
+		info_from_meta(m, true, info);
+out_close:
+	close(fd);
+out_unlock:
+	pthread_rwlock_unlock(lock);
+	return ret == -EDQUOT ? -ENOSPC : ret;
+}
+
+int store_stat(struct store *st, struct store_chunk_id id, struct store_chunk_info *info)
+{
+	struct chunk_meta *m = malloc(meta_size(st->max_blocks));
+	pthread_rwlock_t *lock = chunk_lock(st, id);
+	bool exists;
+	int ret;
+
+	if (!m)
+		return -ENOMEM;
+	pthread_rwlock_rdlock(lock);
+	ret = meta_load(st, id, m, &exists);
+	pthread_rwlock_unlock(lock);
+	if (!ret)
+		info_from_meta(m, exists, info);
+	free(m);
+	return ret;
+}
+
+/*
+ * The next chunk of @sel at or after position *@pos (an index into
+ * sel->indexes, or a chunk index for a range). Returns 1 with *@id set, 0 at
+ * the end, or an errno.
+ */
+static int selection_next(struct store *st, const struct store_selection *sel, uint64_t *pos,
+			  struct store_chunk_id *id)
+{
+	uint8_t key[16];
+	MDB_val k = { sizeof(key), key }, v;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	int rc;
+
+	if (!sel->range) {
+		if (*pos >= sel->count)
+			return 0;
+		id->inode = sel->inode;
+		id->index = sel->indexes[(*pos)++];
+		return 1;
+	}
+	if (*pos == UINT64_MAX)
+		return 0;
+	id->inode = sel->inode;
+	id->index = *pos;
+	key_encode(*id, key);
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return mdb_to_errno(rc);
+	rc = mdb_cursor_open(txn, st->dbi, &cur);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return mdb_to_errno(rc);
+	}
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	if (rc == 0 && k.mv_size == 16)
+		*id = key_decode(k.mv_data);
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (rc == MDB_NOTFOUND || (rc == 0 && id->inode != sel->inode))
+		return 0;
+	if (rc)
+		return mdb_to_errno(rc);
+	*pos = id->index == UINT64_MAX ? UINT64_MAX : id->index + 1;
+	return 1;
+}
+
+static int dir_fsync(struct store_io *io, int parent_fd, const char *name)
+{
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int ret;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	ret = ring_fsync(io, fd, false);
+	close(fd);
+	return ret;
+}
+
+int store_commit(struct store_io *io, const struct store_selection *sel)
+{
+	struct store *st = io->st;
+	struct store_chunk_id id;
+	uint64_t pos = sel->range ? sel->first_index : 0;
+	char path[64];
+	int fd, ret;
+
+	while ((ret = selection_next(st, sel, &pos, &id)) == 1) {
+		chunk_path(id, path, sizeof(path));
+		fd = openat(st->chunks_fd, path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue; /* never written: nothing to make durable */
+			return -errno;
+		}
+		ret = ring_fsync(io, fd, true);
+		close(fd);
+		if (ret) {
+			daemon_log(DLOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " fdatasync: %s",
+				   id.inode, id.index, strerror(-ret));
+			return ret;
+		}
+	}
+	if (ret < 0)
+		return ret;
+	/* New chunk files and inode directories must survive too. */
+	inode_path(sel->inode, path, sizeof(path));
+	ret = dir_fsync(io, st->chunks_fd, path);
+	if (!ret)
+		ret = dir_fsync(io, st->chunks_fd, ".");
+	if (!ret)
+		ret = mdb_to_errno(mdb_env_sync(st->env, 1));
+	return ret;
+}
+
+int store_remove(struct store_io *io, const struct store_selection *sel, uint64_t *removed,
+		 uint64_t *bytes_freed)
+{
+	struct store *st = io->st;
+	struct chunk_meta *m = io->meta;
+	struct store_chunk_id id;
+	uint64_t pos = sel->range ? sel->first_index : 0;
+	pthread_rwlock_t *lock;
+	char path[64];
+	bool exists;
+	int ret;
+
+	*removed = 0;
+	*bytes_freed = 0;
+	while ((ret = selection_next(st, sel, &pos, &id)) == 1) {
+		lock = chunk_lock(st, id);
+		pthread_rwlock_wrlock(lock);
+		ret = meta_load(st, id, m, &exists);
+		if (ret == -EIO)
+			ret = 0; /* damaged metadata: removing it is the cure */
+		if (!ret)
+			ret = meta_delete(st, id);
+		chunk_path(id, path, sizeof(path));
+		if (!ret && unlinkat(st->chunks_fd, path, 0) && errno != ENOENT)
+			ret = -errno;
+		pthread_rwlock_unlock(lock);
+		if (ret)
+			return ret;
+		if (exists) {
+			(*removed)++;
+			*bytes_freed += m->length;
+		}
+	}
+	if (ret < 0)
+		return ret;
+	if (sel->range && sel->first_index == 0) {
+		inode_path(sel->inode, path, sizeof(path));
+		unlinkat(st->chunks_fd, path, AT_REMOVEDIR); /* fails while chunks remain */
+	}
+	return 0;
+}
+
+int store_list(struct store *st, const struct store_chunk_id *after, struct store_list_entry *out,
+	       size_t max, size_t *count, bool *done)
+{
+	uint8_t key[16];
+	MDB_val k = { sizeof(key), key }, v;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	MDB_cursor_op op = MDB_FIRST;
+	int rc;
+
+	*count = 0;
+	*done = false;
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return mdb_to_errno(rc);
+	rc = mdb_cursor_open(txn, st->dbi, &cur);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return mdb_to_errno(rc);
+	}
+	if (after) {
+		key_encode(*after, key);
+		op = MDB_SET_RANGE;
+	}
+	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
+		const struct chunk_meta *cm = v.mv_data;
+		struct store_chunk_id id;
+
+		op = MDB_NEXT;
+		if (k.mv_size != 16 || v.mv_size < sizeof(*cm))
+			continue;
+		id = key_decode(k.mv_data);
+		if (after && id.inode == after->inode && id.index == after->index)
+			continue;
+		if (*count == max)
+			break;
+		out[*count].id = id;
+		out[*count].length = cm->length;
+		out[*count].version = cm->version;
+		(*count)++;
+	}
+	if (rc == MDB_NOTFOUND) {
+		*done = true;
+		rc = 0;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	return mdb_to_errno(rc);
+}
+
+uint64_t store_chunk_count(struct store *st)
+{
+	MDB_stat ms;
+	MDB_txn *txn;
+	uint64_t n = 0;
+
+	if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn))
+		return 0;
+	if (mdb_stat(txn, st->dbi, &ms) == 0)
+		n = ms.ms_entries;
+	mdb_txn_abort(txn);
+	return n;
+}
