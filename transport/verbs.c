@@ -1391,8 +1391,13 @@ static void verbs_conn_cm_event(struct verbs_conn *vc, const struct verbs_cm_eve
 		err = verbs_conn_setup(vc);
 		if (!err && rdma_resolve_route(vc->id, VERBS_RESOLVE_TIMEOUT_MS)) {
 			err = -errno;
-			xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_resolve_route: %s", vc->peer,
-				 strerror(-err));
+			xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_resolve_route: %s%s", vc->peer,
+				 strerror(-err),
+				 err == -ENODEV ? " (RoCE cannot reach a loopback address such as "
+						  "127.0.0.1: use an address of the RDMA interface)" : "");
+			/* -ENODEV would read as "no RDMA device at all" to the caller. */
+			if (err == -ENODEV)
+				err = -ENETUNREACH;
 		}
 		if (err)
 			verbs_conn_fail(vc, err);
