@@ -309,6 +309,9 @@ static double xprt_bulk(struct xprt_conn *c, struct xprt_mr *mr, uint8_t *buf, u
 
 /* ---- perftest baselines (verbs) ---- */
 
+static const char *perftest_dev = "rxe0";
+static const char *perftest_addr = "127.0.0.1";
+
 /*
  * Runs a perftest server/client pair on 127.0.0.1 and returns the column
  * @col (0-based) of the result line for @size bytes, or -1.
@@ -320,9 +323,9 @@ static double perftest(const char *tool, size_t size, int col, const char *extra
 	FILE *f;
 
 	snprintf(cmd, sizeof(cmd),
-		 "(%s -d rxe0 -R -s %zu %s -p 18515 >/dev/null 2>&1 &) ; sleep 1 ; "
-		 "%s -d rxe0 -R -s %zu %s -p 18515 127.0.0.1 2>/dev/null",
-		 tool, size, extra, tool, size, extra);
+		 "(%s -d %s -R -s %zu %s -p 18515 >/dev/null 2>&1 &) ; sleep 1 ; "
+		 "%s -d %s -R -s %zu %s -p 18515 %s 2>/dev/null",
+		 tool, perftest_dev, size, extra, tool, perftest_dev, size, extra, perftest_addr);
 	f = popen(cmd, "r");
 	if (!f)
 		return -1;
@@ -384,6 +387,8 @@ static void report(struct row *rows, int n, const char *backend, const char *bas
 int main(int argc, char **argv)
 {
 	const char *json = "bench-transport.json";
+	/* rdma_cm needs a routable address on the RDMA device (the guest sets RDMAFS_TEST_ADDR). */
+	const char *addr = "127.0.0.1";
 	bool verbs = false;
 	int iters = 20000;
 	struct xprt_options o;
@@ -414,6 +419,10 @@ int main(int argc, char **argv)
 	o.secret_len = 5;
 	if (xprt_ctx_create(&o, &sctx) || xprt_ctx_create(&o, &cctx))
 		return 1;
+	if (getenv("RDMAFS_TEST_DEV"))
+		perftest_dev = getenv("RDMAFS_TEST_DEV");
+	if (getenv("RDMAFS_TEST_ADDR"))
+		perftest_addr = getenv("RDMAFS_TEST_ADDR");
 	if (verbs && !xprt_ctx_has_rdma(cctx)) {
 		fprintf(stderr, "bench-transport: --verbs needs an RDMA device\n");
 		return 77;
@@ -426,10 +435,12 @@ int main(int argc, char **argv)
 	    xprt_mr_register(cctx, cbuf, MAX_BULK,
 			     XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE, &cmr))
 		return 1;
-	snprintf(uri, sizeof(uri), "%s://127.0.0.1:0", verbs ? "rdma" : "tcp");
+	if (getenv("RDMAFS_TEST_ADDR"))
+		addr = getenv("RDMAFS_TEST_ADDR");
+	snprintf(uri, sizeof(uri), "%s://%s:0", verbs ? "rdma" : "tcp", addr);
 	if (xprt_listen(sctx, uri, serve, NULL, &l))
 		return 1;
-	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%u", verbs ? "rdma" : "tcp",
+	snprintf(uri, sizeof(uri), "%s://%s:%u", verbs ? "rdma" : "tcp", addr,
 		 xprt_listener_port(l));
 	if (xprt_connect(cctx, uri, &c))
 		return 1;

@@ -35,6 +35,8 @@
 extern char **environ;
 
 static const char *kind_name; /* "tcp" or "rdma" */
+/* rdma_cm cannot route 127.0.0.1 over soft-RoCE: the rdma-vm guest sets RDMAFS_TEST_ADDR. */
+static const char *test_addr = "127.0.0.1";
 static struct xprt_ctx *srv_ctx, *cli_ctx;
 static struct xprt_listener *srv_listener;
 static struct xprt_mr *srv_mr, *cli_mr;
@@ -471,7 +473,7 @@ static void test_peer_killed(void **state)
 	uint64_t t0;
 	int ret;
 
-	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%u", kind_name, port);
+	snprintf(uri, sizeof(uri), "%s://%s:%u", kind_name, test_addr, port);
 	c = connect_ok(cli_ctx, uri);
 	echo_ok(c, 100);
 	/* The call would wait 20 s; the dead peer must end it much sooner. */
@@ -502,7 +504,7 @@ static void test_pending_call_fails_on_kill(void **state)
 	uint64_t t0;
 	int ret;
 
-	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%u", kind_name, port);
+	snprintf(uri, sizeof(uri), "%s://%s:%u", kind_name, test_addr, port);
 	c = connect_ok(cli_ctx, uri);
 	/* The server holds the call; kill it from a thread while we wait (no fork after RDMA init). */
 	assert_int_equal(pthread_create(&killer, NULL, kill_later, &pid), 0);
@@ -522,7 +524,7 @@ static void test_reconnect_after_restart(void **state)
 	char uri[128];
 	struct xprt_conn *c;
 
-	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%u", kind_name, port);
+	snprintf(uri, sizeof(uri), "%s://%s:%u", kind_name, test_addr, port);
 	c = connect_ok(cli_ctx, uri);
 	echo_ok(c, 100);
 	kill_server(pid);
@@ -546,7 +548,7 @@ static int serve_forever(const char *kind, const char *port)
 
 	if (!ctx)
 		return 1;
-	snprintf(uri, sizeof(uri), "%s://127.0.0.1:%s", kind, port);
+	snprintf(uri, sizeof(uri), "%s://%s:%s", kind, test_addr, port);
 	if (xprt_listen(ctx, uri, serve, NULL, &l))
 		return 1;
 	printf("READY %u\n", xprt_listener_port(l));
@@ -573,10 +575,10 @@ static int setup(void **state)
 	    xprt_mr_register(cli_ctx, cli_buf, len,
 			     XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE, &cli_mr))
 		return -1;
-	snprintf(srv_uri, sizeof(srv_uri), "%s://127.0.0.1:0", kind_name);
+	snprintf(srv_uri, sizeof(srv_uri), "%s://%s:0", kind_name, test_addr);
 	if (xprt_listen(srv_ctx, srv_uri, serve, NULL, &srv_listener))
 		return -1;
-	snprintf(srv_uri, sizeof(srv_uri), "%s://127.0.0.1:%u", kind_name,
+	snprintf(srv_uri, sizeof(srv_uri), "%s://%s:%u", kind_name, test_addr,
 		 xprt_listener_port(srv_listener));
 	return 0;
 }
@@ -586,9 +588,12 @@ static int teardown(void **state)
 	if (held_req)
 		xprt_reply(held_req, -ECANCELED, NULL, 0);
 	held_req = NULL;
+	xprt_mr_deregister(cli_mr);
 	xprt_ctx_destroy(cli_ctx);
 	xprt_mr_deregister(srv_mr);
 	xprt_ctx_destroy(srv_ctx);
+	free(cli_buf);
+	free(srv_buf);
 	return 0;
 }
 
@@ -618,6 +623,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	kind_name = argv[1];
+	if (getenv("RDMAFS_TEST_ADDR"))
+		test_addr = getenv("RDMAFS_TEST_ADDR");
 	if (strcmp(kind_name, "rdma") == 0) {
 		probe = make_ctx(SECRET, 0);
 		has_rdma = probe && xprt_ctx_has_rdma(probe);
