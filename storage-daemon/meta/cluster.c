@@ -1,0 +1,594 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The cluster map: storage daemons register and heartbeat, the map has an
+ * epoch bumped by every change that clients care about (a daemon added, its
+ * addresses, capacity or state changed; never by a plain heartbeat), and new
+ * files get their layout from the daemons that are UP. Also STATFS, which
+ * sums the daemons' capacity.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta_i.h"
+
+#define STATFS_BSIZE 4096
+#define STATFS_FFREE (1ULL << 32)
+/* Scores daemons for a layout; no chunk has this index. */
+#define LAYOUT_INDEX UINT64_MAX
+
+struct daemon {
+	uint8_t uuid[META_UUID_LEN];
+	struct daemon_rec r;
+	uint16_t address_len[META_MAX_ADDRESSES];
+	char address[META_MAX_ADDRESSES][META_MAX_ADDRESS_LEN + 1];
+};
+
+static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, struct daemon *d)
+{
+	const uint8_t *p = (const uint8_t *)v->mv_data + sizeof(d->r);
+	const uint8_t *end = (const uint8_t *)v->mv_data + v->mv_size;
+
+	if (k->mv_size != META_UUID_LEN || v->mv_size < sizeof(d->r))
+		goto corrupt;
+	memcpy(d->uuid, k->mv_data, META_UUID_LEN);
+	memcpy(&d->r, v->mv_data, sizeof(d->r));
+	if (d->r.address_count > META_MAX_ADDRESSES)
+		goto corrupt;
+	for (uint32_t i = 0; i < d->r.address_count; i++) {
+		uint16_t len;
+
+		if (end - p < 2)
+			goto corrupt;
+		memcpy(&len, p, 2);
+		p += 2;
+		if (len > META_MAX_ADDRESS_LEN || end - p < len)
+			goto corrupt;
+		memcpy(d->address[i], p, len);
+		d->address[i][len] = '\0';
+		d->address_len[i] = len;
+		p += len;
+	}
+	if (p != end)
+		goto corrupt;
+	return 0;
+corrupt:
+	meta_log(m, META_LOG_ERR, "cluster map: corrupt daemon record");
+	return -EIO;
+}
+
+static int daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *d)
+{
+	MDB_val k = { META_UUID_LEN, (void *)uuid }, v;
+	int rc = mdb_get(t->txn, t->m->db_daemons, &k, &v);
+
+	if (rc)
+		return meta_lmdb_errno(rc);
+	return daemon_decode(t->m, &k, &v, d);
+}
+
+static int daemon_put(struct meta_txn *t, const struct daemon *d)
+{
+	MDB_val k = { META_UUID_LEN, (void *)d->uuid }, v;
+	size_t size = sizeof(d->r);
+	uint8_t *p;
+	int rc;
+
+	for (uint32_t i = 0; i < d->r.address_count; i++)
+		size += 2 + d->address_len[i];
+	v.mv_size = size;
+	rc = mdb_put(t->txn, t->m->db_daemons, &k, &v, MDB_RESERVE);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	p = v.mv_data;
+	memcpy(p, &d->r, sizeof(d->r));
+	p += sizeof(d->r);
+	for (uint32_t i = 0; i < d->r.address_count; i++) {
+		memcpy(p, &d->address_len[i], 2);
+		memcpy(p + 2, d->address[i], d->address_len[i]);
+		p += 2 + d->address_len[i];
+	}
+	return 0;
+}
+
+static int bump_epoch(struct meta_txn *t)
+{
+	return meta_counter_add(t, "epoch", 1);
+}
+
+static void stamp_heartbeat(struct meta_txn *t, struct daemon *d)
+{
+	d->r.hb_run = t->m->run_id;
+	d->r.hb_sec = __atomic_load_n(&t->m->now_sec, __ATOMIC_RELAXED);
+	d->r.hb_unix_ms = (uint64_t)t->now.tv_sec * 1000 + (uint64_t)t->now.tv_nsec / 1000000;
+}
+
+static const char *uuid_text(const uint8_t *uuid, char *buf, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (int i = 0; i < META_UUID_LEN && o + 3 < len; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			buf[o++] = '-';
+		buf[o++] = hex[uuid[i] >> 4];
+		buf[o++] = hex[uuid[i] & 15];
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
+			    ProtobufCMessage **resp)
+{
+	const Rdmafs__RegisterDaemonReq *req = (const void *)msg;
+	Rdmafs__RegisterDaemonResp *out;
+	struct daemon *d, *old;
+	bool known, changed;
+	char text[40];
+	int ret;
+
+	if (req->uuid.len != META_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES)
+		return -EINVAL;
+	for (size_t i = 0; i < req->n_addresses; i++) {
+		size_t len = strlen(req->addresses[i]);
+
+		if (len == 0 || len > META_MAX_ADDRESS_LEN)
+			return -EINVAL;
+	}
+	d = meta_alloc(t, sizeof(*d));
+	old = meta_alloc(t, sizeof(*old));
+	out = meta_alloc(t, sizeof(*out));
+	if (!d || !old || !out)
+		return -ENOMEM;
+
+	ret = daemon_get(t, req->uuid.data, old);
+	if (ret && ret != -ENOENT)
+		return ret;
+	known = ret == 0;
+	memcpy(d->uuid, req->uuid.data, META_UUID_LEN);
+	if (known)
+		d->r = old->r;
+	d->r.address_count = (uint32_t)req->n_addresses;
+	for (size_t i = 0; i < req->n_addresses; i++) {
+		d->address_len[i] = (uint16_t)strlen(req->addresses[i]);
+		memcpy(d->address[i], req->addresses[i], d->address_len[i]);
+	}
+	d->r.capacity_bytes = req->capacity_bytes;
+	d->r.used_bytes = req->used_bytes;
+	if (!known || d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
+	    d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UNSPECIFIED)
+		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
+	stamp_heartbeat(t, d);
+
+	changed = !known || d->r.state != old->r.state ||
+		  d->r.capacity_bytes != old->r.capacity_bytes ||
+		  d->r.address_count != old->r.address_count;
+	for (uint32_t i = 0; !changed && i < d->r.address_count; i++)
+		changed = d->address_len[i] != old->address_len[i] ||
+			  memcmp(d->address[i], old->address[i], d->address_len[i]) != 0;
+
+	ret = daemon_put(t, d);
+	if (!ret && changed)
+		ret = bump_epoch(t);
+	if (ret)
+		return ret;
+	if (changed)
+		meta_log(t->m, META_LOG_INFO, "daemon %s %s (%s, %llu bytes)",
+			 uuid_text(d->uuid, text, sizeof(text)),
+			 known ? "registered again" : "registered",
+			 d->r.address_count ? d->address[0] : "no address",
+			 (unsigned long long)d->r.capacity_bytes);
+
+	rdmafs__register_daemon_resp__init(out);
+	ret = meta_counter_get(t, "epoch", &out->epoch);
+	out->heartbeat_interval_ms = t->m->opts.heartbeat_interval_ms;
+	out->state = d->r.state;
+	*resp = &out->base;
+	return ret;
+}
+
+int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__HeartbeatReq *req = (const void *)msg;
+	Rdmafs__HeartbeatResp *out;
+	struct daemon *d;
+	char text[40];
+	int ret;
+
+	if (req->uuid.len != META_UUID_LEN)
+		return -EINVAL;
+	d = meta_alloc(t, sizeof(*d));
+	out = meta_alloc(t, sizeof(*out));
+	if (!d || !out)
+		return -ENOMEM;
+	/* -ENOENT tells an unknown daemon to register */
+	ret = daemon_get(t, req->uuid.data, d);
+	if (ret)
+		return ret;
+	d->r.capacity_bytes = req->capacity_bytes;
+	d->r.used_bytes = req->used_bytes;
+	stamp_heartbeat(t, d);
+	if (d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN) {
+		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
+		ret = bump_epoch(t);
+		if (ret)
+			return ret;
+		meta_log(t->m, META_LOG_INFO, "daemon %s is back up",
+			 uuid_text(d->uuid, text, sizeof(text)));
+	}
+	ret = daemon_put(t, d);
+	if (ret)
+		return ret;
+	rdmafs__heartbeat_resp__init(out);
+	ret = meta_counter_get(t, "epoch", &out->epoch);
+	out->state = d->r.state;
+	*resp = &out->base;
+	return ret;
+}
+
+int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
+			    ProtobufCMessage **resp)
+{
+	const Rdmafs__GetClusterMapReq *req = (const void *)msg;
+	Rdmafs__GetClusterMapResp *out;
+	struct daemon *d;
+	MDB_cursor *c;
+	MDB_stat st;
+	MDB_val k, v;
+	int rc, ret;
+
+	out = meta_alloc(t, sizeof(*out));
+	d = meta_alloc(t, sizeof(*d));
+	if (!out || !d)
+		return -ENOMEM;
+	rdmafs__get_cluster_map_resp__init(out);
+	ret = meta_counter_get(t, "epoch", &out->epoch);
+	if (ret)
+		return ret;
+	*resp = &out->base;
+	if (req->known_epoch && req->known_epoch == out->epoch) {
+		out->unchanged = true;
+		return 0;
+	}
+	rc = mdb_stat(t->txn, t->m->db_daemons, &st);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	out->daemons = meta_alloc(t, (st.ms_entries + 1) * sizeof(*out->daemons));
+	if (!out->daemons)
+		return -ENOMEM;
+	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && out->n_daemons < st.ms_entries;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		Rdmafs__DaemonInfo *info = meta_alloc(t, sizeof(*info));
+
+		ret = info ? daemon_decode(t->m, &k, &v, d) : -ENOMEM;
+		if (ret)
+			break;
+		rdmafs__daemon_info__init(info);
+		info->uuid.data = meta_dup(t, d->uuid, META_UUID_LEN);
+		info->uuid.len = META_UUID_LEN;
+		info->capacity_bytes = d->r.capacity_bytes;
+		info->used_bytes = d->r.used_bytes;
+		info->state = d->r.state;
+		info->last_heartbeat_unix_ms = d->r.hb_unix_ms;
+		info->addresses = meta_alloc(t, (d->r.address_count + 1) * sizeof(char *));
+		if (!info->uuid.data || !info->addresses) {
+			ret = -ENOMEM;
+			break;
+		}
+		for (uint32_t i = 0; i < d->r.address_count; i++) {
+			info->addresses[i] = meta_dup(t, d->address[i], d->address_len[i] + 1u);
+			if (!info->addresses[i]) {
+				ret = -ENOMEM;
+				break;
+			}
+			info->n_addresses++;
+		}
+		if (ret)
+			break;
+		out->daemons[out->n_daemons++] = info;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+}
+
+/* 1 if some inode's layout still names @uuid, 0 if none, or a negative errno. */
+static int daemon_in_layouts(struct meta_txn *t, const uint8_t *uuid)
+{
+	struct inode *in = meta_alloc(t, sizeof(*in));
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc, found = 0;
+
+	if (!in)
+		return -ENOMEM;
+	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && !found;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		const uint8_t *p = (const uint8_t *)v.mv_data + sizeof(in->r);
+
+		if (v.mv_size < sizeof(in->r))
+			continue;
+		memcpy(&in->r, v.mv_data, sizeof(in->r));
+		for (uint32_t i = 0; i < in->r.stripe_width && !found; i++)
+			if (sizeof(in->r) + (i + 1) * (size_t)META_UUID_LEN <= v.mv_size)
+				found = memcmp(p + i * META_UUID_LEN, uuid, META_UUID_LEN) == 0;
+	}
+	mdb_cursor_close(c);
+	if (rc && rc != MDB_NOTFOUND)
+		return meta_lmdb_errno(rc);
+	return found;
+}
+
+int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
+			     ProtobufCMessage **resp)
+{
+	const Rdmafs__SetDaemonStateReq *req = (const void *)msg;
+	Rdmafs__SetDaemonStateResp *out;
+	struct daemon *d;
+	char text[40];
+	int ret;
+
+	if (req->uuid.len != META_UUID_LEN)
+		return -EINVAL;
+	switch (req->state) {
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_UP:
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING:
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED:
+		break;
+	default:
+		/* DOWN is for meta_tick() to decide */
+		return -EINVAL;
+	}
+	d = meta_alloc(t, sizeof(*d));
+	out = meta_alloc(t, sizeof(*out));
+	if (!d || !out)
+		return -ENOMEM;
+	ret = daemon_get(t, req->uuid.data, d);
+	if (ret)
+		return ret;
+	if (req->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED && !req->force &&
+	    d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
+		/* a finished drain: draining, and no file's layout names it any more */
+		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING)
+			return -EBUSY;
+		ret = daemon_in_layouts(t, d->uuid);
+		if (ret < 0)
+			return ret;
+		if (ret)
+			return -EBUSY;
+	}
+	if (d->r.state != (uint32_t)req->state) {
+		meta_log(t->m, META_LOG_INFO, "daemon %s: state %d -> %d%s",
+			 uuid_text(d->uuid, text, sizeof(text)), (int)d->r.state, (int)req->state,
+			 req->force ? " (forced)" : "");
+		d->r.state = req->state;
+		ret = daemon_put(t, d);
+		if (!ret)
+			ret = bump_epoch(t);
+		if (ret)
+			return ret;
+	}
+	rdmafs__set_daemon_state_resp__init(out);
+	ret = meta_counter_get(t, "epoch", &out->epoch);
+	*resp = &out->base;
+	return ret;
+}
+
+int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	Rdmafs__StatfsResp *out = meta_alloc(t, sizeof(*out));
+	struct daemon *d = meta_alloc(t, sizeof(*d));
+	uint64_t capacity = 0, free_bytes = 0, inodes;
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc, ret = 0;
+
+	if (!out || !d)
+		return -ENOMEM;
+	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		ret = daemon_decode(t->m, &k, &v, d);
+		if (ret)
+			break;
+		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+			continue;
+		capacity += d->r.capacity_bytes;
+		if (d->r.used_bytes < d->r.capacity_bytes)
+			free_bytes += d->r.capacity_bytes - d->r.used_bytes;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	if (rc != MDB_NOTFOUND)
+		return meta_lmdb_errno(rc);
+	ret = meta_counter_get(t, "inodes", &inodes);
+	if (ret)
+		return ret;
+	rdmafs__statfs_resp__init(out);
+	out->bsize = STATFS_BSIZE;
+	out->frsize = STATFS_BSIZE;
+	out->blocks = capacity / STATFS_BSIZE;
+	out->bfree = free_bytes / STATFS_BSIZE;
+	out->bavail = out->bfree;
+	/* statvfs wants totals: files in use + ffree, an arbitrary large budget */
+	out->ffree = STATFS_FFREE;
+	out->files = inodes + STATFS_FFREE;
+	out->namemax = META_NAME_MAX;
+	*resp = &out->base;
+	return 0;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+struct candidate {
+	uint64_t score;
+	uint8_t uuid[META_UUID_LEN];
+};
+
+static int candidate_cmp(const void *a, const void *b)
+{
+	const struct candidate *x = a, *y = b;
+
+	if (x->score != y->score)
+		return x->score < y->score ? 1 : -1;
+	return memcmp(x->uuid, y->uuid, META_UUID_LEN);
+}
+
+int meta_choose_layout(struct meta_txn *t, struct inode *in)
+{
+	struct candidate *cand;
+	struct daemon *d;
+	MDB_cursor *c;
+	MDB_stat st;
+	MDB_val k, v;
+	size_t n = 0;
+	int rc, ret = 0;
+
+	rc = mdb_stat(t->txn, t->m->db_daemons, &st);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	cand = meta_alloc(t, (st.ms_entries + 1) * sizeof(*cand));
+	d = meta_alloc(t, sizeof(*d));
+	if (!cand || !d)
+		return -ENOMEM;
+	in->r.placement_seed = splitmix64(t->m->salt ^ in->ino);
+	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < st.ms_entries;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		ret = daemon_decode(t->m, &k, &v, d);
+		if (ret)
+			break;
+		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+			continue;
+		memcpy(cand[n].uuid, d->uuid, META_UUID_LEN);
+		cand[n].score = meta_rendezvous_score(in->r.placement_seed, in->ino, LAYOUT_INDEX,
+						      d->uuid);
+		n++;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	if (rc && rc != MDB_NOTFOUND)
+		return meta_lmdb_errno(rc);
+	if (n == 0) {
+		meta_log(t->m, META_LOG_WARN,
+			 "no storage daemon is UP: cannot place a new file (ENOSPC)");
+		return -ENOSPC;
+	}
+	qsort(cand, n, sizeof(*cand), candidate_cmp);
+	in->r.chunk_size = t->m->opts.chunk_size;
+	in->r.stripe_width = n < t->m->opts.stripe_width ? (uint32_t)n : t->m->opts.stripe_width;
+	in->r.placement = RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1;
+	for (uint32_t i = 0; i < in->r.stripe_width; i++)
+		memcpy(in->daemons[i], cand[i].uuid, META_UUID_LEN);
+	return 0;
+}
+
+/* Finds UP daemons silent for too long; marks them DOWN when @apply. */
+static int scan_silent(struct meta_txn *t, uint64_t now, bool apply)
+{
+	struct meta *m = t->m;
+	uint64_t first = __atomic_load_n(&m->first_tick, __ATOMIC_RELAXED);
+	struct daemon *d = meta_alloc(t, sizeof(*d));
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc, ret = 0, count = 0;
+
+	if (!d)
+		return -ENOMEM;
+	rc = mdb_cursor_open(t->txn, m->db_daemons, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		uint64_t last;
+		char text[40];
+
+		ret = daemon_decode(m, &k, &v, d);
+		if (ret)
+			break;
+		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+			continue;
+		/* stamps of an earlier run are on another clock: count from the first tick */
+		last = first;
+		if (d->r.hb_run == m->run_id && d->r.hb_sec > first)
+			last = d->r.hb_sec;
+		if (now <= last || now - last <= m->opts.heartbeat_timeout_sec)
+			continue;
+		count++;
+		if (!apply)
+			continue;
+		meta_log(m, META_LOG_WARN, "daemon %s: no heartbeat for %llu s, marking it DOWN",
+			 uuid_text(d->uuid, text, sizeof(text)), (unsigned long long)(now - last));
+		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN;
+		/* LMDB cursors stay valid across a put of the current key */
+		ret = daemon_put(t, d);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	if (rc != MDB_NOTFOUND)
+		return meta_lmdb_errno(rc);
+	if (apply && count)
+		ret = bump_epoch(t);
+	return ret ? ret : count;
+}
+
+int meta_tick(struct meta *m, uint64_t now_sec)
+{
+	struct meta_txn t = { .m = m };
+	uint64_t zero = 0;
+	int rc, ret;
+
+	__atomic_store_n(&m->now_sec, now_sec, __ATOMIC_RELAXED);
+	__atomic_compare_exchange_n(&m->first_tick, &zero, now_sec ? now_sec : 1, false,
+				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	clock_gettime(CLOCK_REALTIME, &t.now);
+
+	/* a read transaction first: most ticks find nothing and write nothing */
+	rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &t.txn);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	ret = scan_silent(&t, now_sec, false);
+	mdb_txn_abort(t.txn);
+	if (ret <= 0)
+		goto out_free;
+
+	rc = mdb_txn_begin(m->env, NULL, 0, &t.txn);
+	if (rc) {
+		ret = meta_lmdb_errno(rc);
+		goto out_free;
+	}
+	ret = scan_silent(&t, now_sec, true);
+	if (ret < 0) {
+		mdb_txn_abort(t.txn);
+		goto out_free;
+	}
+	rc = mdb_txn_commit(t.txn);
+	if (rc)
+		ret = meta_lmdb_errno(rc);
+out_free:
+	meta_arena_free(t.arena);
+	return ret;
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The metadata service: inodes, directories, symlinks, xattrs, open handles
+ * and the cluster map, kept in one LMDB environment. It speaks the protobuf
+ * messages of proto/rdmafs.proto (methods 200-220 and 300-303) and knows
+ * nothing of the network: the daemon hands it a request body and gets a reply
+ * body back. Every request runs in one LMDB transaction, so rename, link and
+ * unlink are atomic.
+ *
+ * Thread safety: meta_handle() and meta_tick() may be called from any number
+ * of threads at once. Readers run in parallel; writers are serialized by
+ * LMDB's write lock.
+ */
+#ifndef RDMAFS_META_H
+#define RDMAFS_META_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct meta;
+
+enum meta_log_level { META_LOG_ERR = 0, META_LOG_WARN, META_LOG_INFO, META_LOG_DEBUG };
+
+/* Where the service's messages go; the daemon routes them to its logger. */
+typedef void (*meta_log_cb)(void *arg, enum meta_log_level level, const char *fmt, va_list ap);
+
+/* Every field may be 0 (or NULL) to take the default in brackets. */
+struct meta_options {
+	uint64_t map_size;              /* LMDB map size, the store's limit [4 GiB] */
+	uint32_t chunk_size;            /* chunk size of new files [1 MiB] */
+	uint32_t stripe_width;          /* daemons per new file, at most 64 [4] */
+	uint32_t heartbeat_timeout_sec; /* silence after which a daemon is DOWN [10] */
+	uint32_t heartbeat_interval_ms; /* told to daemons at REGISTER_DAEMON [2000] */
+	meta_log_cb log;                /* [stderr] */
+	void *log_arg;
+};
+
+/*
+ * Opens (and on first use creates) the metadata store in the existing
+ * directory @dir, with root inode 1 (a directory, 0755, owned by 0:0).
+ * @opts may be NULL for the defaults. On success *@out owns the store until
+ * meta_close().
+ *
+ * Returns 0, -EPROTONOSUPPORT for a store written by a newer format (it is
+ * never touched), -ENOMEM, or the negative errno of the LMDB failure.
+ */
+int meta_open(const char *dir, const struct meta_options *opts, struct meta **out);
+
+/* Closes the store. No call may be running on it. NULL is a no-op. */
+void meta_close(struct meta *m);
+
+/* True for the method ids meta_handle() serves (200-220, 300-303). */
+bool meta_handles_method(uint32_t method);
+
+/*
+ * Serves one RPC: unpacks @req (@req_len bytes, the protobuf body of method
+ * @method), runs it in one LMDB transaction and packs the reply into
+ * @resp_buf (@resp_cap bytes), setting *@resp_len. The caller keeps owning
+ * both buffers. A failed call changes nothing.
+ *
+ * Returns 0 or a negative errno for the reply header: the POSIX error of the
+ * operation (-ENOENT, -EACCES, ...), -EBADMSG for a body that does not parse,
+ * -EOPNOTSUPP for a method it does not serve, -EMSGSIZE when the reply does
+ * not fit in @resp_cap (nothing is then changed), -ENOSPC when the store is
+ * full or no storage daemon is UP to hold a new file.
+ */
+int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len,
+		void *resp_buf, size_t resp_cap, size_t *resp_len);
+
+/*
+ * Advances the service clock to @now_sec (any monotonic clock, e.g.
+ * CLOCK_MONOTONIC seconds; the same one on every call) and marks DOWN every
+ * UP daemon whose last heartbeat is older than the timeout (a DRAINING
+ * one keeps its state: the operator started its drain),
+ * bumping the cluster map epoch. Heartbeats are stamped with the latest
+ * @now_sec. After meta_open() every known daemon gets a full timeout from the
+ * first tick, since heartbeat stamps of an earlier run used another clock.
+ * Call it about once a second.
+ *
+ * Returns the number of daemons marked DOWN, or a negative errno.
+ */
+int meta_tick(struct meta *m, uint64_t now_sec);
+
+#endif

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Internals of the metadata service. store.c owns the LMDB environment and
+ * the record formats, ops.c the filesystem operations, cluster.c the cluster
+ * map, dispatch.c the unpack -> transaction -> pack path.
+ *
+ * Named databases and their records (integers in keys are big-endian so that
+ * LMDB's byte order is numeric order; values use the host byte order, as the
+ * LMDB file itself does):
+ *
+ *   counters  "format", "next_ino", ... (string key) -> uint64
+ *   inodes    ino -> struct inode_rec, then stripe_width daemon UUIDs
+ *   dirents   (parent, name bytes) -> struct dirent_val
+ *   dirpos    (parent, entry id) -> struct dirpos_val, then the name bytes
+ *   symlinks  ino -> target bytes
+ *   xattrs    (ino, name bytes) -> value bytes
+ *   handles   handle -> struct handle_rec
+ *   daemons   uuid (16 bytes) -> struct daemon_rec, then the addresses
+ *
+ * Readdir cookies: each directory hands out increasing entry ids (its
+ * next_dirent_id, starting at META_DIRENT_FIRST_ID so a client can give "."
+ * and ".." the offsets 1 and 2); a dirent keeps its id for life and dirpos
+ * indexes the directory by id. READDIR returns entries in id order and a
+ * cookie is the entry's id, so resuming after a cookie is a range scan that
+ * is exact however many entries were added or removed meanwhile: an entry
+ * present for the whole listing is returned exactly once, new entries (with
+ * larger ids) may or may not be, removed ones are not returned after removal.
+ */
+#ifndef RDMAFS_META_I_H
+#define RDMAFS_META_I_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "rdmafs.pb-c.h"
+#include "meta.h"
+#include "placement.h"
+
+#define META_FORMAT_VERSION 1
+#define META_ROOT_INO 1
+#define META_NAME_MAX 255
+#define META_SYMLINK_MAX 4095		/* PATH_MAX - 1 */
+#define META_XATTR_NAME_MAX 255
+#define META_XATTR_SIZE_MAX 65536
+#define META_LINK_MAX 65000		/* hard links of one file, as ext4 */
+#define META_MAX_STRIPE 64
+#define META_MAX_ADDRESSES 16
+#define META_MAX_ADDRESS_LEN 255
+#define META_DIRENT_FIRST_ID 3
+
+struct meta {
+	MDB_env *env;
+	MDB_dbi db_counters;
+	MDB_dbi db_inodes;
+	MDB_dbi db_dirents;
+	MDB_dbi db_dirpos;
+	MDB_dbi db_symlinks;
+	MDB_dbi db_xattrs;
+	MDB_dbi db_handles;
+	MDB_dbi db_daemons;
+	struct meta_options opts;
+	uint64_t run_id;	/* "runs" counter at open: tells stale heartbeat stamps */
+	uint64_t salt;		/* per-filesystem, mixed into placement seeds */
+	uint64_t now_sec;	/* meta_tick() clock, read and written atomically */
+	uint64_t first_tick;	/* now_sec of the first tick of this run, 0 before */
+};
+
+struct inode_rec {
+	uint32_t mode;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	uint64_t rdev;
+	uint64_t generation;
+	uint64_t parent;		/* directories: for the rename loop check and ".." */
+	uint64_t next_dirent_id;	/* directories */
+	int64_t atime_sec;
+	int64_t mtime_sec;
+	int64_t ctime_sec;
+	uint32_t atime_nsec;
+	uint32_t mtime_nsec;
+	uint32_t ctime_nsec;
+	uint32_t open_count;		/* handles; nlink 0 and open_count > 0 is an orphan */
+	uint32_t chunk_size;		/* layout of regular files, stripe_width UUIDs follow */
+	uint32_t stripe_width;
+	uint32_t placement;
+	uint32_t reserved;
+	uint64_t placement_seed;
+};
+
+struct inode {
+	uint64_t ino;
+	struct inode_rec r;
+	uint8_t daemons[META_MAX_STRIPE][META_UUID_LEN];
+};
+
+struct dirent_val {
+	uint64_t ino;
+	uint64_t id;
+	uint32_t type;		/* S_IFMT bits of the inode */
+	uint32_t reserved;
+};
+
+struct dirpos_val {
+	uint64_t ino;
+	uint32_t type;
+	uint32_t name_len;
+};
+
+struct handle_rec {
+	uint64_t ino;
+	uint32_t flags;
+	uint32_t reserved;
+};
+
+struct daemon_rec {
+	uint32_t state;		/* Rdmafs__DaemonState */
+	uint32_t address_count;	/* each follows as a uint16 length and the bytes */
+	uint64_t capacity_bytes;
+	uint64_t used_bytes;
+	uint64_t hb_run;	/* struct meta.run_id when hb_sec was stamped */
+	uint64_t hb_sec;
+	uint64_t hb_unix_ms;
+};
+
+/* The caller of one request. */
+struct meta_cred {
+	uint32_t uid;
+	uint32_t gid;
+	size_t group_count;
+	const uint32_t *groups;
+};
+
+struct meta_arena;
+
+/* One request: its transaction, caller, clock and reply memory. */
+struct meta_txn {
+	struct meta *m;
+	MDB_txn *txn;
+	struct meta_cred cred;
+	struct timespec now;		/* CLOCK_REALTIME at the start */
+	struct meta_arena *arena;	/* reply memory, freed after packing */
+	size_t resp_cap;		/* room for the packed reply */
+};
+
+typedef int (*meta_op_fn)(struct meta_txn *t, const ProtobufCMessage *req,
+			  ProtobufCMessage **resp);
+
+/* ---- store.c ---- */
+
+__attribute__((format(printf, 3, 4)))
+void meta_log(struct meta *m, enum meta_log_level level, const char *fmt, ...);
+int meta_lmdb_errno(int rc);
+
+/* Zeroed memory that lives until the reply is packed; NULL when out of memory. */
+void *meta_alloc(struct meta_txn *t, size_t size);
+void *meta_dup(struct meta_txn *t, const void *data, size_t len);
+void meta_arena_free(struct meta_arena *a);
+
+int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value);
+int meta_counter_put(struct meta_txn *t, const char *name, uint64_t value);
+/* Returns the counter in *value and stores value + 1. */
+int meta_counter_next(struct meta_txn *t, const char *name, uint64_t *value);
+int meta_counter_add(struct meta_txn *t, const char *name, int64_t delta);
+
+int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out);
+int meta_inode_put(struct meta_txn *t, const struct inode *in);
+/* Deletes the inode with its symlink target and xattrs. */
+int meta_inode_delete(struct meta_txn *t, uint64_t ino);
+
+int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+		    struct dirent_val *out);
+/* Adds the entry with the next id of @dir (the caller then writes @dir). */
+int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
+		    uint64_t ino, uint32_t type);
+/* Points an existing entry at another inode, keeping its id (RENAME_EXCHANGE). */
+int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name,
+			size_t len, uint64_t ino, uint32_t type);
+int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len);
+/* 1 if directory @ino has no entries, 0 if it has, or a negative errno. */
+int meta_dir_empty(struct meta_txn *t, uint64_t ino);
+
+int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target);
+int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len);
+
+int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len);
+
+static inline void meta_put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+static inline uint64_t meta_get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/* ---- ops.c ---- */
+
+int meta_op_lookup(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_getattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_create(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_mknod(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_mkdir(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_symlink(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_unlink(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_rmdir(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_link(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_readlink(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_readdir(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_open(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_release(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *req,
+			ProtobufCMessage **resp);
+int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *req,
+			ProtobufCMessage **resp);
+
+/* Creates the root directory in a new store. */
+int meta_make_root(struct meta_txn *t);
+
+/* ---- cluster.c ---- */
+
+int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *req,
+			    ProtobufCMessage **resp);
+int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *req,
+			    ProtobufCMessage **resp);
+int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *req,
+			     ProtobufCMessage **resp);
+
+/*
+ * Chooses the daemons of a new file's layout: min(stripe width, UP daemons),
+ * the top scores of meta_rendezvous_score(seed, ino, 0, uuid), so files spread
+ * over all daemons. -ENOSPC when no daemon is UP.
+ */
+int meta_choose_layout(struct meta_txn *t, struct inode *in);
+
+#endif

@@ -1,0 +1,1514 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Filesystem operations of the metadata service. Each runs inside the one
+ * LMDB transaction dispatch.c opened for the request, so a failure half-way
+ * leaves nothing behind: dispatch.c aborts the transaction on any error.
+ *
+ * Permission checks follow Linux (fs/namei.c, fs/attr.c, fs/xattr.c): search
+ * permission on the parent for lookups, write and search on a directory to
+ * change its entries, the sticky bit, owner-only chmod/chown/explicit times,
+ * uid 0 bypassing read/write checks and execute when any x bit is set.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "meta_i.h"
+
+#define MAY_EXEC 1
+#define MAY_WRITE 2
+#define MAY_READ 4
+
+/* ---- helpers ---- */
+
+static int check_name(const ProtobufCBinaryData *name)
+{
+	if (name->len == 0)
+		return -EINVAL;
+	if (name->len > META_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name->data, '/', name->len) || memchr(name->data, '\0', name->len))
+		return -EINVAL;
+	if ((name->len == 1 && name->data[0] == '.') ||
+	    (name->len == 2 && name->data[0] == '.' && name->data[1] == '.'))
+		return -EINVAL;
+	return 0;
+}
+
+static bool in_group(const struct meta_cred *c, uint32_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	for (size_t i = 0; i < c->group_count; i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
+static bool is_owner(const struct meta_txn *t, const struct inode *in)
+{
+	return t->cred.uid == 0 || t->cred.uid == in->r.uid;
+}
+
+/* generic_permission(): -EACCES unless @mask (MAY_*) is granted on @in */
+static int may(const struct meta_txn *t, const struct inode *in, unsigned mask)
+{
+	uint32_t mode = in->r.mode, bits;
+
+	if (t->cred.uid == 0) {
+		if (!(mask & MAY_EXEC) || S_ISDIR(mode) || (mode & 0111))
+			return 0;
+		return -EACCES;
+	}
+	if (t->cred.uid == in->r.uid)
+		bits = mode >> 6;
+	else if (in_group(&t->cred, in->r.gid))
+		bits = mode >> 3;
+	else
+		bits = mode;
+	return (bits & mask & 7) == (mask & 7) ? 0 : -EACCES;
+}
+
+/* The sticky bit: only the owner of the file or of the directory may remove it. */
+static int check_sticky(const struct meta_txn *t, const struct inode *dir,
+			const struct inode *victim)
+{
+	if (!(dir->r.mode & S_ISVTX) || t->cred.uid == 0 || t->cred.uid == victim->r.uid ||
+	    t->cred.uid == dir->r.uid)
+		return 0;
+	return -EPERM;
+}
+
+static int get_dir(struct meta_txn *t, uint64_t ino, struct inode *dir)
+{
+	int ret = meta_inode_get(t, ino, dir);
+
+	if (ret)
+		return ret;
+	return S_ISDIR(dir->r.mode) ? 0 : -ENOTDIR;
+}
+
+static void set_ts(int64_t *sec, uint32_t *nsec, const struct timespec *ts)
+{
+	*sec = ts->tv_sec;
+	*nsec = (uint32_t)ts->tv_nsec;
+}
+
+static void touch_ctime(struct meta_txn *t, struct inode *in)
+{
+	set_ts(&in->r.ctime_sec, &in->r.ctime_nsec, &t->now);
+}
+
+/* A directory whose entries changed. */
+static void touch_dir(struct meta_txn *t, struct inode *dir)
+{
+	set_ts(&dir->r.mtime_sec, &dir->r.mtime_nsec, &t->now);
+	touch_ctime(t, dir);
+}
+
+static Rdmafs__Timespec *ts_out(struct meta_txn *t, int64_t sec, uint32_t nsec)
+{
+	Rdmafs__Timespec *ts = meta_alloc(t, sizeof(*ts));
+
+	if (ts) {
+		rdmafs__timespec__init(ts);
+		ts->sec = sec;
+		ts->nsec = nsec;
+	}
+	return ts;
+}
+
+static Rdmafs__Attr *attr_out(struct meta_txn *t, const struct inode *in)
+{
+	Rdmafs__Attr *a = meta_alloc(t, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	rdmafs__attr__init(a);
+	a->ino = in->ino;
+	a->mode = in->r.mode;
+	a->nlink = in->r.nlink;
+	a->uid = in->r.uid;
+	a->gid = in->r.gid;
+	a->size = in->r.size;
+	a->blocks = in->r.size / 512 + (in->r.size % 512 != 0);
+	a->rdev = in->r.rdev;
+	a->generation = in->r.generation;
+	a->atime = ts_out(t, in->r.atime_sec, in->r.atime_nsec);
+	a->mtime = ts_out(t, in->r.mtime_sec, in->r.mtime_nsec);
+	a->ctime = ts_out(t, in->r.ctime_sec, in->r.ctime_nsec);
+	if (!a->atime || !a->mtime || !a->ctime)
+		return NULL;
+	return a;
+}
+
+/* The layout of a regular file; *@out stays NULL for anything else. */
+static int layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout **out)
+{
+	Rdmafs__Layout *l;
+
+	*out = NULL;
+	if (!S_ISREG(in->r.mode) || in->r.stripe_width == 0)
+		return 0;
+	l = meta_alloc(t, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	rdmafs__layout__init(l);
+	l->chunk_size = in->r.chunk_size;
+	l->stripe_width = in->r.stripe_width;
+	l->placement_seed = in->r.placement_seed;
+	l->placement = in->r.placement;
+	l->daemons = meta_alloc(t, in->r.stripe_width * sizeof(*l->daemons));
+	if (!l->daemons)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < in->r.stripe_width; i++) {
+		l->daemons[i].data = meta_dup(t, in->daemons[i], META_UUID_LEN);
+		if (!l->daemons[i].data)
+			return -ENOMEM;
+		l->daemons[i].len = META_UUID_LEN;
+	}
+	l->n_daemons = in->r.stripe_width;
+	*out = l;
+	return 0;
+}
+
+static int entry_resp(struct meta_txn *t, const struct inode *in, ProtobufCMessage **resp)
+{
+	Rdmafs__EntryResp *out = meta_alloc(t, sizeof(*out));
+	int ret;
+
+	if (!out)
+		return -ENOMEM;
+	rdmafs__entry_resp__init(out);
+	out->attr = attr_out(t, in);
+	if (!out->attr)
+		return -ENOMEM;
+	ret = layout_out(t, in, &out->layout);
+	*resp = &out->base;
+	return ret;
+}
+
+static int attr_resp(struct meta_txn *t, const struct inode *in, ProtobufCMessage **resp)
+{
+	Rdmafs__AttrResp *out = meta_alloc(t, sizeof(*out));
+
+	if (!out)
+		return -ENOMEM;
+	rdmafs__attr_resp__init(out);
+	out->attr = attr_out(t, in);
+	*resp = &out->base;
+	return out->attr ? 0 : -ENOMEM;
+}
+
+static int empty_resp(struct meta_txn *t, ProtobufCMessage **resp)
+{
+	Rdmafs__Empty *out = meta_alloc(t, sizeof(*out));
+
+	if (!out)
+		return -ENOMEM;
+	rdmafs__empty__init(out);
+	*resp = &out->base;
+	return 0;
+}
+
+/*
+ * A new inode numbered from the counter, owned by @uid:@gid, in directory
+ * @dir (for the setgid inheritance) or NULL for the root. Counted, not stored.
+ */
+static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *dir,
+		     uint32_t mode, uint32_t uid, uint32_t gid)
+{
+	int ret;
+
+	memset(in, 0, sizeof(*in));
+	ret = meta_counter_next(t, "next_ino", &in->ino);
+	if (!ret)
+		ret = meta_counter_next(t, "generation", &in->r.generation);
+	if (!ret)
+		ret = meta_counter_add(t, "inodes", 1);
+	if (ret)
+		return ret;
+	if (dir && (dir->r.mode & S_ISGID)) {
+		gid = dir->r.gid;
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	in->r.mode = mode;
+	in->r.uid = uid;
+	in->r.gid = gid;
+	in->r.nlink = S_ISDIR(mode) ? 2 : 1;
+	in->r.parent = dir ? dir->ino : in->ino;
+	set_ts(&in->r.atime_sec, &in->r.atime_nsec, &t->now);
+	in->r.mtime_sec = in->r.ctime_sec = in->r.atime_sec;
+	in->r.mtime_nsec = in->r.ctime_nsec = in->r.atime_nsec;
+	return 0;
+}
+
+int meta_make_root(struct meta_txn *t)
+{
+	struct inode root;
+	uint64_t ino;
+	int ret;
+
+	/* the counter starts at 2: give the root its fixed number by hand */
+	memset(&root, 0, sizeof(root));
+	ret = meta_counter_get(t, "next_ino", &ino);
+	if (ret)
+		return ret;
+	ret = meta_counter_put(t, "next_ino", META_ROOT_INO);
+	if (!ret)
+		ret = new_inode(t, &root, NULL, S_IFDIR | 0755, 0, 0);
+	if (!ret)
+		ret = meta_counter_put(t, "next_ino", ino);
+	if (!ret)
+		ret = meta_inode_put(t, &root);
+	return ret;
+}
+
+/* Removes an inode with no links and no handles; regular files go to *@freed. */
+static int free_inode(struct meta_txn *t, const struct inode *in, Rdmafs__FreedInode **freed)
+{
+	Rdmafs__FreedInode *f;
+	int ret;
+
+	if (S_ISREG(in->r.mode) && freed) {
+		f = meta_alloc(t, sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		rdmafs__freed_inode__init(f);
+		f->ino = in->ino;
+		f->size = in->r.size;
+		ret = layout_out(t, in, &f->layout);
+		if (ret)
+			return ret;
+		*freed = f;
+	}
+	return meta_inode_delete(t, in->ino);
+}
+
+/* Drops one link of a non-directory: stores it, or frees it if nothing holds it. */
+static int drop_link(struct meta_txn *t, struct inode *in, Rdmafs__FreedInode **freed)
+{
+	if (in->r.nlink > 0)
+		in->r.nlink--;
+	touch_ctime(t, in);
+	if (in->r.nlink == 0 && in->r.open_count == 0)
+		return free_inode(t, in, freed);
+	return meta_inode_put(t, in);
+}
+
+static int open_access(uint32_t flags)
+{
+	unsigned mask;
+
+	switch (flags & O_ACCMODE) {
+	case O_RDONLY:
+		mask = MAY_READ;
+		break;
+	case O_WRONLY:
+		mask = MAY_WRITE;
+		break;
+	case O_RDWR:
+		mask = MAY_READ | MAY_WRITE;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (flags & O_TRUNC)
+		mask |= MAY_WRITE;
+	return (int)mask;
+}
+
+/* Checks @flags against @in and records a handle (the caller stores @in). */
+static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uint64_t *handle)
+{
+	struct handle_rec h = { .ino = in->ino, .flags = flags };
+	uint8_t key[8];
+	MDB_val k = { sizeof(key), key }, v = { sizeof(h), &h };
+	int mask = open_access(flags), ret;
+
+	if (mask < 0)
+		return mask;
+	if (S_ISDIR(in->r.mode) && (mask & MAY_WRITE))
+		return -EISDIR;
+	if (S_ISLNK(in->r.mode))
+		return -ELOOP;
+	ret = may(t, in, (unsigned)mask);
+	if (ret)
+		return ret;
+	ret = meta_counter_next(t, "next_handle", handle);
+	if (ret)
+		return ret;
+	meta_put_be64(key, *handle);
+	ret = meta_lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, MDB_NOOVERWRITE));
+	if (ret)
+		return ret;
+	in->r.open_count++;
+	return 0;
+}
+
+/*
+ * The checks every entry-creating call makes: @parent is a directory the
+ * caller may write and search, @name is valid and not taken.
+ */
+static int prepare_create(struct meta_txn *t, uint64_t parent, const ProtobufCBinaryData *name,
+			  struct inode *dir)
+{
+	struct dirent_val dv;
+	int ret;
+
+	ret = check_name(name);
+	if (!ret)
+		ret = get_dir(t, parent, dir);
+	if (!ret)
+		ret = may(t, dir, MAY_WRITE | MAY_EXEC);
+	if (ret)
+		return ret;
+	if (dir->r.nlink == 0)
+		return -ENOENT; /* removed while someone had it open */
+	ret = meta_dirent_get(t, parent, name->data, name->len, &dv);
+	if (ret == 0)
+		return -EEXIST;
+	return ret == -ENOENT ? 0 : ret;
+}
+
+/* Links the new inode @in into @dir under @name and stores both. */
+static int link_new(struct meta_txn *t, struct inode *dir, const ProtobufCBinaryData *name,
+		    struct inode *in)
+{
+	int ret = meta_dirent_add(t, dir, name->data, name->len, in->ino, in->r.mode & S_IFMT);
+
+	if (ret)
+		return ret;
+	if (S_ISDIR(in->r.mode))
+		dir->r.nlink++;
+	touch_dir(t, dir);
+	ret = meta_inode_put(t, dir);
+	if (!ret)
+		ret = meta_inode_put(t, in);
+	return ret;
+}
+
+static int check_timespec(const Rdmafs__Timespec *ts)
+{
+	return ts && ts->nsec >= 1000000000u ? -EINVAL : 0;
+}
+
+/* ---- operations ---- */
+
+int meta_op_lookup(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__LookupReq *req = (const void *)msg;
+	struct inode dir, in;
+	struct dirent_val dv;
+	uint64_t ino;
+	int ret;
+
+	/* "." and ".." resolve here (NFS export asks for ".."); nothing else special */
+	if (req->name.len == 0)
+		return -EINVAL;
+	if (req->name.len > META_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(req->name.data, '/', req->name.len) || memchr(req->name.data, 0, req->name.len))
+		return -EINVAL;
+	ret = get_dir(t, req->parent, &dir);
+	if (!ret)
+		ret = may(t, &dir, MAY_EXEC);
+	if (ret)
+		return ret;
+	if (req->name.len == 1 && req->name.data[0] == '.') {
+		ino = dir.ino;
+	} else if (req->name.len == 2 && req->name.data[0] == '.' && req->name.data[1] == '.') {
+		ino = dir.r.parent;
+	} else {
+		ret = meta_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
+		if (ret)
+			return ret;
+		ino = dv.ino;
+	}
+	ret = meta_inode_get(t, ino, &in);
+	if (ret)
+		return ret == -ENOENT ? -EIO : ret; /* an entry without its inode */
+	return entry_resp(t, &in, resp);
+}
+
+int meta_op_getattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__GetattrReq *req = (const void *)msg;
+	struct inode in;
+	int ret = meta_inode_get(t, req->ino, &in);
+
+	if (ret)
+		return ret;
+	return attr_resp(t, &in, resp);
+}
+
+#define SETATTR_KNOWN                                                                  \
+	(RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE | RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_GID | RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE | \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME |                                      \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME |                                      \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME_NOW |                                  \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME_NOW |                                  \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_CTIME)
+
+static int setattr_check_times(struct meta_txn *t, const Rdmafs__SetattrReq *req,
+			       const struct inode *in)
+{
+	uint32_t v = req->valid;
+	bool atime = v & RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME;
+	bool mtime = v & RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME;
+	bool atime_now = v & RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME_NOW;
+	bool mtime_now = v & RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME_NOW;
+	bool ctime = v & RDMAFS__SETATTR_VALID__SETATTR_VALID_CTIME;
+
+	if ((atime && !atime_now && (!req->atime || check_timespec(req->atime))) ||
+	    (mtime && !mtime_now && (!req->mtime || check_timespec(req->mtime))) ||
+	    (ctime && (!req->ctime || check_timespec(req->ctime))))
+		return -EINVAL;
+	/* explicit times need the owner; "now" also the right to write (utimensat(2)) */
+	if ((atime && !atime_now) || (mtime && !mtime_now) || ctime)
+		return is_owner(t, in) ? 0 : -EPERM;
+	if (atime_now || mtime_now) {
+		if (is_owner(t, in))
+			return 0;
+		return may(t, in, MAY_WRITE);
+	}
+	return 0;
+}
+
+int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__SetattrReq *req = (const void *)msg;
+	uint32_t v = req->valid;
+	struct inode in;
+	bool changed = false;
+	int ret;
+
+	if (v & ~(uint32_t)SETATTR_KNOWN)
+		return -EINVAL;
+	ret = meta_inode_get(t, req->ino, &in);
+	if (ret)
+		return ret;
+
+	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE) {
+		if (!is_owner(t, &in))
+			return -EPERM;
+		if (req->mode & ~07777u)
+			return -EINVAL;
+	}
+	if (v & (RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)) {
+		bool uid_change = (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_UID) &&
+				  req->uid != in.r.uid;
+		bool gid_change = (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_GID) &&
+				  req->gid != in.r.gid;
+
+		/* chown_ok()/chgrp_ok(): root, or the owner giving the file to a group of theirs */
+		if (t->cred.uid != 0) {
+			if (uid_change)
+				return -EPERM;
+			if (gid_change && (t->cred.uid != in.r.uid || !in_group(&t->cred, req->gid)))
+				return -EPERM;
+			if (!uid_change && !gid_change && t->cred.uid != in.r.uid)
+				return -EPERM;
+		}
+	}
+	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE) {
+		if (S_ISDIR(in.r.mode))
+			return -EISDIR;
+		if (!S_ISREG(in.r.mode))
+			return -EINVAL;
+		ret = may(t, &in, MAY_WRITE);
+		if (ret)
+			return ret;
+	}
+	ret = setattr_check_times(t, req, &in);
+	if (ret)
+		return ret;
+
+	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE) {
+		uint32_t mode = req->mode;
+
+		/* a non-root owner outside the file's group cannot set setgid */
+		if (t->cred.uid != 0 && !in_group(&t->cred, in.r.gid))
+			mode &= ~(uint32_t)S_ISGID;
+		in.r.mode = (in.r.mode & S_IFMT) | mode;
+		changed = true;
+	}
+	if (v & (RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)) {
+		if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_UID)
+			in.r.uid = req->uid;
+		if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)
+			in.r.gid = req->gid;
+		/* chown drops setuid, and setgid when it means "execute as group" */
+		if (!S_ISDIR(in.r.mode)) {
+			in.r.mode &= ~(uint32_t)S_ISUID;
+			if (in.r.mode & S_IXGRP)
+				in.r.mode &= ~(uint32_t)S_ISGID;
+		}
+		changed = true;
+	}
+	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE) {
+		in.r.size = req->size;
+		set_ts(&in.r.mtime_sec, &in.r.mtime_nsec, &t->now);
+		/* truncate by a non-owner clears setuid/setgid, as a write does */
+		if (t->cred.uid != 0)
+			in.r.mode &= ~(uint32_t)(S_ISUID | ((in.r.mode & S_IXGRP) ? S_ISGID : 0));
+		changed = true;
+	}
+	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME_NOW) {
+		set_ts(&in.r.atime_sec, &in.r.atime_nsec, &t->now);
+		changed = true;
+	} else if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME) {
+		in.r.atime_sec = req->atime->sec;
+		in.r.atime_nsec = req->atime->nsec;
+		changed = true;
+	}
+	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME_NOW) {
+		set_ts(&in.r.mtime_sec, &in.r.mtime_nsec, &t->now);
+		changed = true;
+	} else if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME) {
+		in.r.mtime_sec = req->mtime->sec;
+		in.r.mtime_nsec = req->mtime->nsec;
+		changed = true;
+	}
+	if (changed)
+		touch_ctime(t, &in);
+	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_CTIME) {
+		in.r.ctime_sec = req->ctime->sec;
+		in.r.ctime_nsec = req->ctime->nsec;
+		changed = true;
+	}
+	if (changed) {
+		ret = meta_inode_put(t, &in);
+		if (ret)
+			return ret;
+	}
+	return attr_resp(t, &in, resp);
+}
+
+int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__CreateReq *req = (const void *)msg;
+	Rdmafs__CreateResp *out;
+	struct inode dir, in;
+	struct dirent_val dv;
+	uint32_t type = req->mode & S_IFMT;
+	int ret;
+
+	if (type != 0 && type != S_IFREG)
+		return -EINVAL;
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	rdmafs__create_resp__init(out);
+
+	ret = prepare_create(t, req->parent, &req->name, &dir);
+	if (ret == -EEXIST && !req->exclusive) {
+		/* open(O_CREAT) of an existing file opens it */
+		ret = meta_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
+		if (!ret)
+			ret = meta_inode_get(t, dv.ino, &in);
+		if (ret)
+			return ret;
+		if (S_ISDIR(in.r.mode))
+			return -EISDIR;
+		ret = open_handle(t, &in, req->open_flags, &out->handle);
+		if (ret)
+			return ret;
+		ret = meta_inode_put(t, &in);
+	} else if (ret) {
+		return ret;
+	} else {
+		ret = new_inode(t, &in, &dir, S_IFREG | (req->mode & 07777), req->uid, req->gid);
+		if (!ret)
+			ret = meta_choose_layout(t, &in);
+		if (!ret)
+			ret = open_access(req->open_flags) < 0 ? -EINVAL : 0;
+		if (ret)
+			return ret;
+		/* the creator may open what it just made, whatever the mode says */
+		ret = meta_counter_next(t, "next_handle", &out->handle);
+		if (!ret) {
+			struct handle_rec h = { .ino = in.ino, .flags = req->open_flags };
+			uint8_t key[8];
+			MDB_val k = { sizeof(key), key }, v = { sizeof(h), &h };
+
+			meta_put_be64(key, out->handle);
+			ret = meta_lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, 0));
+			in.r.open_count = 1;
+		}
+		if (!ret)
+			ret = link_new(t, &dir, &req->name, &in);
+		out->created = true;
+	}
+	if (ret)
+		return ret;
+	out->attr = attr_out(t, &in);
+	if (!out->attr)
+		return -ENOMEM;
+	ret = layout_out(t, &in, &out->layout);
+	*resp = &out->base;
+	return ret;
+}
+
+int meta_op_mknod(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__MknodReq *req = (const void *)msg;
+	uint32_t type = req->mode & S_IFMT;
+	struct inode dir, in;
+	int ret;
+
+	switch (type) {
+	case 0:
+		type = S_IFREG;
+		break;
+	case S_IFREG:
+	case S_IFIFO:
+	case S_IFSOCK:
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		if (t->cred.uid != 0)
+			return -EPERM;
+		break;
+	case S_IFDIR:
+		return -EPERM;
+	default:
+		return -EINVAL;
+	}
+	ret = prepare_create(t, req->parent, &req->name, &dir);
+	if (!ret)
+		ret = new_inode(t, &in, &dir, type | (req->mode & 07777), req->uid, req->gid);
+	if (ret)
+		return ret;
+	if (type == S_IFREG)
+		ret = meta_choose_layout(t, &in);
+	else if (type == S_IFCHR || type == S_IFBLK)
+		in.r.rdev = req->rdev;
+	if (!ret)
+		ret = link_new(t, &dir, &req->name, &in);
+	if (ret)
+		return ret;
+	return entry_resp(t, &in, resp);
+}
+
+int meta_op_mkdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__MkdirReq *req = (const void *)msg;
+	struct inode dir, in;
+	int ret;
+
+	ret = prepare_create(t, req->parent, &req->name, &dir);
+	if (!ret && dir.r.nlink >= UINT32_MAX - 1)
+		ret = -EMLINK;
+	if (!ret)
+		ret = new_inode(t, &in, &dir, S_IFDIR | (req->mode & 07777), req->uid, req->gid);
+	if (!ret)
+		ret = link_new(t, &dir, &req->name, &in);
+	if (ret)
+		return ret;
+	return entry_resp(t, &in, resp);
+}
+
+int meta_op_symlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__SymlinkReq *req = (const void *)msg;
+	struct inode dir, in;
+	int ret;
+
+	if (req->target.len == 0)
+		return -ENOENT;
+	if (req->target.len > META_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(req->target.data, '\0', req->target.len))
+		return -EINVAL;
+	ret = prepare_create(t, req->parent, &req->name, &dir);
+	if (!ret)
+		ret = new_inode(t, &in, &dir, S_IFLNK | 0777, req->uid, req->gid);
+	if (ret)
+		return ret;
+	in.r.size = req->target.len;
+	ret = meta_symlink_put(t, in.ino, req->target.data, req->target.len);
+	if (!ret)
+		ret = link_new(t, &dir, &req->name, &in);
+	if (ret)
+		return ret;
+	return entry_resp(t, &in, resp);
+}
+
+/*
+ * The checks of removing @name from @parent: a writable, searchable
+ * directory, the entry exists, the sticky bit allows it. Fills @dir, @dv, @in.
+ */
+static int prepare_remove(struct meta_txn *t, uint64_t parent, const ProtobufCBinaryData *name,
+			  struct inode *dir, struct dirent_val *dv, struct inode *in)
+{
+	int ret;
+
+	ret = get_dir(t, parent, dir);
+	if (!ret)
+		ret = may(t, dir, MAY_WRITE | MAY_EXEC);
+	if (!ret)
+		ret = meta_dirent_get(t, parent, name->data, name->len, dv);
+	if (!ret)
+		ret = meta_inode_get(t, dv->ino, in);
+	if (!ret)
+		ret = check_sticky(t, dir, in);
+	return ret;
+}
+
+int meta_op_unlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__UnlinkReq *req = (const void *)msg;
+	Rdmafs__UnlinkResp *out;
+	struct inode dir, in;
+	struct dirent_val dv;
+	int ret;
+
+	ret = check_name(&req->name);
+	if (!ret)
+		ret = prepare_remove(t, req->parent, &req->name, &dir, &dv, &in);
+	if (ret)
+		return ret;
+	if (S_ISDIR(in.r.mode))
+		return -EISDIR;
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	rdmafs__unlink_resp__init(out);
+	ret = meta_dirent_delete(t, dir.ino, req->name.data, req->name.len);
+	if (!ret)
+		ret = drop_link(t, &in, &out->freed);
+	if (ret)
+		return ret;
+	touch_dir(t, &dir);
+	ret = meta_inode_put(t, &dir);
+	*resp = &out->base;
+	return ret;
+}
+
+int meta_op_rmdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__RmdirReq *req = (const void *)msg;
+	struct inode dir, in;
+	struct dirent_val dv;
+	int ret;
+
+	/* rmdir(2): "." is EINVAL, ".." is not empty */
+	if (req->name.len == 2 && req->name.data[0] == '.' && req->name.data[1] == '.')
+		return -ENOTEMPTY;
+	ret = check_name(&req->name);
+	if (!ret)
+		ret = prepare_remove(t, req->parent, &req->name, &dir, &dv, &in);
+	if (ret)
+		return ret;
+	if (!S_ISDIR(in.r.mode))
+		return -ENOTDIR;
+	ret = meta_dir_empty(t, in.ino);
+	if (ret < 0)
+		return ret;
+	if (ret == 0)
+		return -ENOTEMPTY;
+	ret = meta_dirent_delete(t, dir.ino, req->name.data, req->name.len);
+	if (!ret)
+		ret = meta_inode_delete(t, in.ino);
+	if (ret)
+		return ret;
+	dir.r.nlink--;
+	touch_dir(t, &dir);
+	ret = meta_inode_put(t, &dir);
+	if (ret)
+		return ret;
+	return empty_resp(t, resp);
+}
+
+/* -EINVAL when directory @ino is @ancestor or lies below it. */
+static int check_not_below(struct meta_txn *t, uint64_t ino, uint64_t ancestor)
+{
+	struct inode cur;
+	int ret;
+
+	for (unsigned depth = 0; depth < 1u << 20; depth++) {
+		if (ino == ancestor)
+			return -EINVAL;
+		if (ino == META_ROOT_INO)
+			return 0;
+		ret = meta_inode_get(t, ino, &cur);
+		if (ret)
+			return ret == -ENOENT ? -EIO : ret;
+		ino = cur.r.parent;
+	}
+	meta_log(t->m, META_LOG_ERR, "directory %llu: parent chain does not reach the root",
+		 (unsigned long long)ino);
+	return -EIO;
+}
+
+#define RENAME_KNOWN (RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE | RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE)
+
+struct rename_state {
+	struct inode old_dir, new_dir_storage, src, dst;
+	struct inode *new_dir;	/* &old_dir when both parents are the same directory */
+	struct dirent_val src_dv, dst_dv;
+	bool dst_exists;
+};
+
+static int rename_exchange(struct meta_txn *t, const Rdmafs__RenameReq *req,
+			   struct rename_state *s)
+{
+	bool src_dir = S_ISDIR(s->src.r.mode), dst_dir = S_ISDIR(s->dst.r.mode);
+	bool moved = s->new_dir != &s->old_dir;
+	int ret;
+
+	if (moved && src_dir) {
+		ret = may(t, &s->src, MAY_WRITE);
+		if (ret)
+			return ret;
+	}
+	if (moved && dst_dir) {
+		ret = check_not_below(t, s->old_dir.ino, s->dst.ino);
+		if (!ret)
+			ret = may(t, &s->dst, MAY_WRITE);
+		if (ret)
+			return ret;
+	}
+	ret = meta_dirent_repoint(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
+				  s->dst.ino, s->dst.r.mode & S_IFMT);
+	if (!ret)
+		ret = meta_dirent_repoint(t, s->new_dir->ino, req->new_name.data,
+					  req->new_name.len, s->src.ino, s->src.r.mode & S_IFMT);
+	if (ret)
+		return ret;
+	if (moved && src_dir) {
+		s->src.r.parent = s->new_dir->ino;
+		s->old_dir.r.nlink--;
+		s->new_dir->r.nlink++;
+	}
+	if (moved && dst_dir) {
+		s->dst.r.parent = s->old_dir.ino;
+		s->new_dir->r.nlink--;
+		s->old_dir.r.nlink++;
+	}
+	touch_ctime(t, &s->src);
+	touch_ctime(t, &s->dst);
+	ret = meta_inode_put(t, &s->src);
+	if (!ret)
+		ret = meta_inode_put(t, &s->dst);
+	return ret;
+}
+
+static int rename_move(struct meta_txn *t, const Rdmafs__RenameReq *req, struct rename_state *s,
+		       Rdmafs__FreedInode **freed)
+{
+	bool src_dir = S_ISDIR(s->src.r.mode);
+	bool moved = s->new_dir != &s->old_dir;
+	int ret;
+
+	if (moved && src_dir) {
+		ret = may(t, &s->src, MAY_WRITE);
+		if (ret)
+			return ret;
+	}
+	if (s->dst_exists) {
+		bool dst_dir = S_ISDIR(s->dst.r.mode);
+
+		if (src_dir && !dst_dir)
+			return -ENOTDIR;
+		if (!src_dir && dst_dir)
+			return -EISDIR;
+		if (dst_dir) {
+			ret = meta_dir_empty(t, s->dst.ino);
+			if (ret < 0)
+				return ret;
+			if (ret == 0)
+				return -ENOTEMPTY;
+		}
+	}
+
+	ret = meta_dirent_delete(t, s->old_dir.ino, req->old_name.data, req->old_name.len);
+	if (ret)
+		return ret;
+	if (s->dst_exists) {
+		ret = meta_dirent_delete(t, s->new_dir->ino, req->new_name.data, req->new_name.len);
+		if (ret)
+			return ret;
+		if (S_ISDIR(s->dst.r.mode)) {
+			s->new_dir->r.nlink--;
+			ret = meta_inode_delete(t, s->dst.ino);
+		} else {
+			ret = drop_link(t, &s->dst, freed);
+		}
+		if (ret)
+			return ret;
+	}
+	ret = meta_dirent_add(t, s->new_dir, req->new_name.data, req->new_name.len, s->src.ino,
+			      s->src.r.mode & S_IFMT);
+	if (ret)
+		return ret;
+	if (moved && src_dir) {
+		s->src.r.parent = s->new_dir->ino;
+		s->old_dir.r.nlink--;
+		s->new_dir->r.nlink++;
+	}
+	touch_ctime(t, &s->src);
+	return meta_inode_put(t, &s->src);
+}
+
+int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__RenameReq *req = (const void *)msg;
+	bool exchange = req->flags & RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE;
+	Rdmafs__RenameResp *out;
+	struct rename_state *s;
+	int ret;
+
+	if ((req->flags & ~(uint32_t)RENAME_KNOWN) || req->flags == RENAME_KNOWN)
+		return -EINVAL;
+	ret = check_name(&req->old_name);
+	if (!ret)
+		ret = check_name(&req->new_name);
+	if (ret)
+		return ret;
+	s = meta_alloc(t, sizeof(*s));
+	out = meta_alloc(t, sizeof(*out));
+	if (!s || !out)
+		return -ENOMEM;
+	rdmafs__rename_resp__init(out);
+	*resp = &out->base;
+
+	ret = get_dir(t, req->old_parent, &s->old_dir);
+	if (ret)
+		return ret;
+	s->new_dir = &s->old_dir;
+	if (req->new_parent != req->old_parent) {
+		s->new_dir = &s->new_dir_storage;
+		ret = get_dir(t, req->new_parent, s->new_dir);
+		if (ret)
+			return ret;
+	}
+	ret = may(t, &s->old_dir, MAY_WRITE | MAY_EXEC);
+	if (!ret)
+		ret = may(t, s->new_dir, MAY_WRITE | MAY_EXEC);
+	if (!ret)
+		ret = meta_dirent_get(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
+				      &s->src_dv);
+	if (!ret)
+		ret = meta_inode_get(t, s->src_dv.ino, &s->src);
+	if (ret)
+		return ret;
+	if (s->new_dir->r.nlink == 0)
+		return -ENOENT;
+	ret = meta_dirent_get(t, s->new_dir->ino, req->new_name.data, req->new_name.len,
+			      &s->dst_dv);
+	if (ret && ret != -ENOENT)
+		return ret;
+	s->dst_exists = ret == 0;
+	if (exchange && !s->dst_exists)
+		return -ENOENT;
+	if ((req->flags & RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE) && s->dst_exists)
+		return -EEXIST;
+	if (s->dst_exists) {
+		ret = meta_inode_get(t, s->dst_dv.ino, &s->dst);
+		if (ret)
+			return ret;
+	}
+	/* a directory cannot move below itself */
+	if (S_ISDIR(s->src.r.mode) && s->new_dir != &s->old_dir) {
+		ret = check_not_below(t, s->new_dir->ino, s->src.ino);
+		if (ret)
+			return ret;
+	}
+	ret = check_sticky(t, &s->old_dir, &s->src);
+	if (!ret && s->dst_exists)
+		ret = check_sticky(t, s->new_dir, &s->dst);
+	if (ret)
+		return ret;
+	/* two links to one inode: rename(2) does nothing and succeeds */
+	if (s->dst_exists && s->dst.ino == s->src.ino)
+		return 0;
+
+	if (exchange)
+		ret = rename_exchange(t, req, s);
+	else
+		ret = rename_move(t, req, s, &out->freed);
+	if (ret)
+		return ret;
+	touch_dir(t, &s->old_dir);
+	ret = meta_inode_put(t, &s->old_dir);
+	if (!ret && s->new_dir != &s->old_dir) {
+		touch_dir(t, s->new_dir);
+		ret = meta_inode_put(t, s->new_dir);
+	}
+	return ret;
+}
+
+int meta_op_link(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__LinkReq *req = (const void *)msg;
+	struct inode dir, in;
+	int ret;
+
+	ret = meta_inode_get(t, req->ino, &in);
+	if (ret)
+		return ret;
+	if (S_ISDIR(in.r.mode))
+		return -EPERM;
+	ret = prepare_create(t, req->new_parent, &req->new_name, &dir);
+	if (ret)
+		return ret;
+	if (in.r.nlink == 0)
+		return -ENOENT; /* linkat(2) of an unlinked file */
+	if (in.r.nlink >= META_LINK_MAX)
+		return -EMLINK;
+	in.r.nlink++;
+	touch_ctime(t, &in);
+	ret = link_new(t, &dir, &req->new_name, &in);
+	if (ret)
+		return ret;
+	return entry_resp(t, &in, resp);
+}
+
+int meta_op_readlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__ReadlinkReq *req = (const void *)msg;
+	Rdmafs__ReadlinkResp *out;
+	struct inode in;
+	MDB_val target;
+	int ret;
+
+	ret = meta_inode_get(t, req->ino, &in);
+	if (ret)
+		return ret;
+	if (!S_ISLNK(in.r.mode))
+		return -EINVAL;
+	ret = meta_symlink_get(t, req->ino, &target);
+	if (ret)
+		return ret == -ENOENT ? -EIO : ret;
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	rdmafs__readlink_resp__init(out);
+	out->target.data = meta_dup(t, target.mv_data, target.mv_size);
+	out->target.len = target.mv_size;
+	*resp = &out->base;
+	return out->target.data ? 0 : -ENOMEM;
+}
+
+/* Bytes a length-delimited field of @len bytes adds to a message (tag < 16). */
+static size_t field_size(size_t len)
+{
+	size_t n = 1 + 1;
+
+	for (size_t v = len; v >= 0x80; v >>= 7)
+		n++;
+	return n + len;
+}
+
+int meta_op_readdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__ReaddirReq *req = (const void *)msg;
+	Rdmafs__ReaddirResp *out;
+	struct inode dir, in;
+	size_t room, max, used = 0;
+	uint8_t key[16];
+	MDB_cursor *c;
+	MDB_val k = { sizeof(key), key }, v;
+	int rc, ret;
+
+	ret = get_dir(t, req->ino, &dir);
+	if (!ret)
+		ret = may(t, &dir, MAY_READ);
+	if (ret)
+		return ret;
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	rdmafs__readdir_resp__init(out);
+	*resp = &out->base;
+	if (req->cookie == UINT64_MAX) {
+		out->eof = true;
+		return 0;
+	}
+	/* room for eof; an entry is at least 6 bytes, which bounds the array */
+	room = t->resp_cap > 2 ? t->resp_cap - 2 : 0;
+	max = room / 6 + 1;
+	if (req->max_entries && req->max_entries < max)
+		max = req->max_entries;
+	out->entries = meta_alloc(t, max * sizeof(*out->entries));
+	if (!out->entries)
+		return -ENOMEM;
+
+	meta_put_be64(key, req->ino);
+	meta_put_be64(key + 8, req->cookie + 1);
+	rc = mdb_cursor_open(t->txn, t->m->db_dirpos, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	out->eof = true;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		Rdmafs__DirEntry *e;
+		struct dirpos_val pv;
+		size_t size;
+
+		if (k.mv_size != 16 || meta_get_be64(k.mv_data) != req->ino)
+			break;
+		if (v.mv_size < sizeof(pv)) {
+			ret = -EIO;
+			break;
+		}
+		memcpy(&pv, v.mv_data, sizeof(pv));
+		if (v.mv_size != sizeof(pv) + pv.name_len) {
+			ret = -EIO;
+			break;
+		}
+		if (out->n_entries == max) {
+			out->eof = false;
+			break;
+		}
+		e = meta_alloc(t, sizeof(*e));
+		if (!e) {
+			ret = -ENOMEM;
+			break;
+		}
+		rdmafs__dir_entry__init(e);
+		e->name.data = meta_dup(t, (uint8_t *)v.mv_data + sizeof(pv), pv.name_len);
+		e->name.len = pv.name_len;
+		e->ino = pv.ino;
+		e->mode = pv.type;
+		e->cookie = meta_get_be64((uint8_t *)k.mv_data + 8);
+		if (!e->name.data) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (req->with_attrs) {
+			ret = meta_inode_get(t, pv.ino, &in);
+			if (!ret) {
+				e->attr = attr_out(t, &in);
+				if (!e->attr)
+					ret = -ENOMEM;
+			}
+			if (ret)
+				break;
+		}
+		size = field_size(rdmafs__dir_entry__get_packed_size(e));
+		if (used + size > room) {
+			out->eof = false;
+			break;
+		}
+		used += size;
+		out->entries[out->n_entries++] = e;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	if (rc && rc != MDB_NOTFOUND)
+		return meta_lmdb_errno(rc);
+	if (out->n_entries == 0 && !out->eof)
+		return -EMSGSIZE;
+	return 0;
+}
+
+int meta_op_open(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__OpenReq *req = (const void *)msg;
+	Rdmafs__OpenResp *out;
+	struct inode in;
+	int ret;
+
+	ret = meta_inode_get(t, req->ino, &in);
+	if (ret)
+		return ret;
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	rdmafs__open_resp__init(out);
+	ret = open_handle(t, &in, req->flags, &out->handle);
+	if (!ret)
+		ret = meta_inode_put(t, &in);
+	if (ret)
+		return ret;
+	out->attr = attr_out(t, &in);
+	if (!out->attr)
+		return -ENOMEM;
+	*resp = &out->base;
+	return layout_out(t, &in, &out->layout);
+}
+
+int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__ReleaseReq *req = (const void *)msg;
+	Rdmafs__ReleaseResp *out;
+	struct handle_rec h;
+	struct inode in;
+	uint8_t key[8];
+	MDB_val k = { sizeof(key), key }, v;
+	int rc, ret;
+
+	meta_put_be64(key, req->handle);
+	rc = mdb_get(t->txn, t->m->db_handles, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return -EBADF;
+	if (rc)
+		return meta_lmdb_errno(rc);
+	if (v.mv_size != sizeof(h))
+		return -EIO;
+	memcpy(&h, v.mv_data, sizeof(h));
+	if (req->ino && req->ino != h.ino)
+		return -EINVAL;
+	rc = mdb_del(t->txn, t->m->db_handles, &k, NULL);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	rdmafs__release_resp__init(out);
+	*resp = &out->base;
+
+	ret = meta_inode_get(t, h.ino, &in);
+	if (ret == -ENOENT)
+		return 0; /* a directory removed while open */
+	if (ret)
+		return ret;
+	if (in.r.open_count > 0)
+		in.r.open_count--;
+	if (in.r.nlink == 0 && in.r.open_count == 0)
+		return free_inode(t, &in, &out->freed);
+	return meta_inode_put(t, &in);
+}
+
+/* ---- xattrs ---- */
+
+static bool has_prefix(const ProtobufCBinaryData *name, const char *prefix)
+{
+	size_t len = strlen(prefix);
+
+	return name->len >= len && memcmp(name->data, prefix, len) == 0;
+}
+
+static int check_xattr_name(const ProtobufCBinaryData *name)
+{
+	if (name->len == 0 || name->len > META_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (memchr(name->data, '\0', name->len))
+		return -EINVAL;
+	return 0;
+}
+
+/* xattr_permission() of fs/xattr.c, without capabilities beyond uid 0. */
+static int xattr_may(struct meta_txn *t, const struct inode *in, const ProtobufCBinaryData *name,
+		     bool write)
+{
+	if (has_prefix(name, "trusted."))
+		return t->cred.uid == 0 ? 0 : -EPERM;
+	if (has_prefix(name, "user.")) {
+		if (!S_ISREG(in->r.mode) && !S_ISDIR(in->r.mode))
+			return write ? -EPERM : -ENODATA;
+		if (write && S_ISDIR(in->r.mode) && (in->r.mode & S_ISVTX) && !is_owner(t, in))
+			return -EPERM;
+		return may(t, in, write ? MAY_WRITE : MAY_READ);
+	}
+	/* security.*, system.* and the rest: the owner writes, anyone reads */
+	if (write && !is_owner(t, in))
+		return -EPERM;
+	return 0;
+}
+
+#define XATTR_KNOWN (RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE | RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE)
+
+int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__SetxattrReq *req = (const void *)msg;
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	MDB_val k, v = { req->value.len, req->value.data }, old;
+	struct inode in;
+	int rc, ret;
+
+	if ((req->flags & ~(uint32_t)XATTR_KNOWN) || req->flags == XATTR_KNOWN)
+		return -EINVAL;
+	ret = check_xattr_name(&req->name);
+	if (ret)
+		return ret;
+	if (req->value.len > META_XATTR_SIZE_MAX)
+		return -E2BIG;
+	ret = meta_inode_get(t, req->ino, &in);
+	if (!ret)
+		ret = xattr_may(t, &in, &req->name, true);
+	if (ret)
+		return ret;
+	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
+	k.mv_data = key;
+	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &old);
+	if (rc && rc != MDB_NOTFOUND)
+		return meta_lmdb_errno(rc);
+	if (rc == 0 && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE))
+		return -EEXIST;
+	if (rc == MDB_NOTFOUND && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE))
+		return -ENODATA;
+	if (v.mv_data == NULL)
+		v.mv_data = key; /* an empty value still needs a pointer */
+	rc = mdb_put(t->txn, t->m->db_xattrs, &k, &v, 0);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	touch_ctime(t, &in);
+	ret = meta_inode_put(t, &in);
+	if (ret)
+		return ret;
+	return empty_resp(t, resp);
+}
+
+int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__GetxattrReq *req = (const void *)msg;
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	Rdmafs__GetxattrResp *out;
+	MDB_val k, v;
+	struct inode in;
+	int rc, ret;
+
+	ret = check_xattr_name(&req->name);
+	if (!ret)
+		ret = meta_inode_get(t, req->ino, &in);
+	if (!ret)
+		ret = xattr_may(t, &in, &req->name, false);
+	if (ret)
+		return ret;
+	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
+	k.mv_data = key;
+	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return -ENODATA;
+	if (rc)
+		return meta_lmdb_errno(rc);
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	rdmafs__getxattr_resp__init(out);
+	out->value.data = meta_dup(t, v.mv_data, v.mv_size);
+	out->value.len = v.mv_size;
+	*resp = &out->base;
+	return out->value.data ? 0 : -ENOMEM;
+}
+
+int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__ListxattrReq *req = (const void *)msg;
+	Rdmafs__ListxattrResp *out;
+	uint8_t prefix[8];
+	MDB_cursor *c;
+	MDB_val k = { sizeof(prefix), prefix }, v;
+	struct inode in;
+	size_t max;
+	int rc, ret;
+
+	ret = meta_inode_get(t, req->ino, &in);
+	if (ret)
+		return ret;
+	out = meta_alloc(t, sizeof(*out));
+	/* each name costs at least 3 bytes of the reply */
+	max = t->resp_cap / 3 + 1;
+	if (!out)
+		return -ENOMEM;
+	rdmafs__listxattr_resp__init(out);
+	out->names = meta_alloc(t, max * sizeof(*out->names));
+	if (!out->names)
+		return -ENOMEM;
+	*resp = &out->base;
+	meta_put_be64(prefix, req->ino);
+	rc = mdb_cursor_open(t->txn, t->m->db_xattrs, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		ProtobufCBinaryData name;
+
+		if (k.mv_size <= 8 || memcmp(k.mv_data, prefix, 8) != 0)
+			break;
+		name.data = (uint8_t *)k.mv_data + 8;
+		name.len = k.mv_size - 8;
+		/* listxattr(2) hides trusted.* from the unprivileged */
+		if (has_prefix(&name, "trusted.") && t->cred.uid != 0)
+			continue;
+		if (out->n_names == max) {
+			ret = -EMSGSIZE;
+			break;
+		}
+		out->names[out->n_names].data = meta_dup(t, name.data, name.len);
+		out->names[out->n_names].len = name.len;
+		if (!out->names[out->n_names].data) {
+			ret = -ENOMEM;
+			break;
+		}
+		out->n_names++;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+}
+
+int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg,
+			ProtobufCMessage **resp)
+{
+	const Rdmafs__RemovexattrReq *req = (const void *)msg;
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	struct inode in;
+	MDB_val k;
+	int rc, ret;
+
+	ret = check_xattr_name(&req->name);
+	if (!ret)
+		ret = meta_inode_get(t, req->ino, &in);
+	if (!ret)
+		ret = xattr_may(t, &in, &req->name, true);
+	if (ret)
+		return ret;
+	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
+	k.mv_data = key;
+	rc = mdb_del(t->txn, t->m->db_xattrs, &k, NULL);
+	if (rc == MDB_NOTFOUND)
+		return -ENODATA;
+	if (rc)
+		return meta_lmdb_errno(rc);
+	touch_ctime(t, &in);
+	ret = meta_inode_put(t, &in);
+	if (ret)
+		return ret;
+	return empty_resp(t, resp);
+}
+
+int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg,
+			ProtobufCMessage **resp)
+{
+	const Rdmafs__UpdateSizeReq *req = (const void *)msg;
+	struct inode in;
+	bool changed = false;
+	int ret;
+
+	if (check_timespec(req->mtime))
+		return -EINVAL;
+	ret = meta_inode_get(t, req->ino, &in);
+	if (ret)
+		return ret;
+	if (S_ISDIR(in.r.mode))
+		return -EISDIR;
+	if (!S_ISREG(in.r.mode))
+		return -EINVAL;
+	/* only grows: a late update must not undo another client's extension */
+	if (req->size > in.r.size) {
+		in.r.size = req->size;
+		changed = true;
+	}
+	if (req->mtime) {
+		in.r.mtime_sec = req->mtime->sec;
+		in.r.mtime_nsec = req->mtime->nsec;
+		touch_ctime(t, &in);
+		changed = true;
+	}
+	if (changed) {
+		ret = meta_inode_put(t, &in);
+		if (ret)
+			return ret;
+	}
+	return attr_resp(t, &in, resp);
+}

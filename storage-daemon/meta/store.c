@@ -1,0 +1,554 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The LMDB side of the metadata service: the environment, its named
+ * databases, the format record and the record helpers of meta_i.h.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include "meta_i.h"
+
+#define META_DEFAULT_MAP_SIZE (4ULL << 30)
+#define META_DEFAULT_CHUNK_SIZE (1U << 20)
+#define META_DEFAULT_STRIPE_WIDTH 4
+#define META_DEFAULT_HB_TIMEOUT 10
+#define META_DEFAULT_HB_INTERVAL_MS 2000
+
+struct meta_arena {
+	struct meta_arena *next;
+	max_align_t data[];
+};
+
+static const char *const level_names[] = { "error", "warning", "info", "debug" };
+
+void meta_log(struct meta *m, enum meta_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (m && m->opts.log) {
+		m->opts.log(m->opts.log_arg, level, fmt, ap);
+	} else {
+		char line[512];
+
+		vsnprintf(line, sizeof(line), fmt, ap);
+		fprintf(stderr, "rdmafs-meta: %s: %s\n", level_names[level], line);
+	}
+	va_end(ap);
+}
+
+int meta_lmdb_errno(int rc)
+{
+	switch (rc) {
+	case 0:
+		return 0;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_MAP_FULL:
+	case MDB_TXN_FULL:
+	case MDB_PAGE_FULL:
+		return -ENOSPC;
+	case MDB_READERS_FULL:
+		return -EAGAIN;
+	case MDB_BAD_VALSIZE:
+		return -EINVAL;
+	case MDB_VERSION_MISMATCH:
+	case MDB_INVALID:
+		return -EPROTONOSUPPORT;
+	default:
+		/* LMDB passes system errors through as positive errnos */
+		if (rc > 0 && rc < 4096)
+			return -rc;
+		return -EIO;
+	}
+}
+
+/* ---- reply memory ---- */
+
+void *meta_alloc(struct meta_txn *t, size_t size)
+{
+	struct meta_arena *a;
+
+	if (size > SIZE_MAX - sizeof(*a))
+		return NULL;
+	a = calloc(1, sizeof(*a) + size);
+	if (!a)
+		return NULL;
+	a->next = t->arena;
+	t->arena = a;
+	return a->data;
+}
+
+void *meta_dup(struct meta_txn *t, const void *data, size_t len)
+{
+	void *p = meta_alloc(t, len ? len : 1);
+
+	if (p && len)
+		memcpy(p, data, len);
+	return p;
+}
+
+void meta_arena_free(struct meta_arena *a)
+{
+	while (a) {
+		struct meta_arena *next = a->next;
+
+		free(a);
+		a = next;
+	}
+}
+
+/* ---- counters ---- */
+
+int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	int rc = mdb_get(t->txn, t->m->db_counters, &k, &v);
+
+	if (rc)
+		return meta_lmdb_errno(rc);
+	if (v.mv_size != sizeof(*value))
+		return -EIO;
+	memcpy(value, v.mv_data, sizeof(*value));
+	return 0;
+}
+
+int meta_counter_put(struct meta_txn *t, const char *name, uint64_t value)
+{
+	MDB_val k = { strlen(name), (void *)name }, v = { sizeof(value), &value };
+
+	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_counters, &k, &v, 0));
+}
+
+int meta_counter_next(struct meta_txn *t, const char *name, uint64_t *value)
+{
+	int ret = meta_counter_get(t, name, value);
+
+	if (ret)
+		return ret;
+	return meta_counter_put(t, name, *value + 1);
+}
+
+int meta_counter_add(struct meta_txn *t, const char *name, int64_t delta)
+{
+	uint64_t v;
+	int ret = meta_counter_get(t, name, &v);
+
+	if (ret)
+		return ret;
+	return meta_counter_put(t, name, v + (uint64_t)delta);
+}
+
+/* ---- inodes ---- */
+
+int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
+{
+	uint8_t key[8];
+	MDB_val k = { sizeof(key), key }, v;
+	int rc;
+
+	meta_put_be64(key, ino);
+	rc = mdb_get(t->txn, t->m->db_inodes, &k, &v);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	if (v.mv_size < sizeof(out->r))
+		goto corrupt;
+	out->ino = ino;
+	memcpy(&out->r, v.mv_data, sizeof(out->r));
+	if (out->r.stripe_width > META_MAX_STRIPE ||
+	    v.mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * META_UUID_LEN)
+		goto corrupt;
+	memcpy(out->daemons, (uint8_t *)v.mv_data + sizeof(out->r),
+	       (size_t)out->r.stripe_width * META_UUID_LEN);
+	return 0;
+corrupt:
+	meta_log(t->m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
+		 (unsigned long long)ino, v.mv_size);
+	return -EIO;
+}
+
+int meta_inode_put(struct meta_txn *t, const struct inode *in)
+{
+	uint8_t key[8];
+	size_t layout = (size_t)in->r.stripe_width * META_UUID_LEN;
+	MDB_val k = { sizeof(key), key }, v = { sizeof(in->r) + layout, NULL };
+	int rc;
+
+	meta_put_be64(key, in->ino);
+	rc = mdb_put(t->txn, t->m->db_inodes, &k, &v, MDB_RESERVE);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	memcpy(v.mv_data, &in->r, sizeof(in->r));
+	memcpy((uint8_t *)v.mv_data + sizeof(in->r), in->daemons, layout);
+	return 0;
+}
+
+/* Deletes every record of @dbi whose key starts with the 8 bytes of @ino. */
+static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
+{
+	uint8_t prefix[8];
+	MDB_cursor *c;
+	MDB_val k = { sizeof(prefix), prefix }, v;
+	int rc;
+
+	meta_put_be64(prefix, ino);
+	rc = mdb_cursor_open(t->txn, dbi, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	while (rc == 0 && k.mv_size >= 8 && memcmp(k.mv_data, prefix, 8) == 0) {
+		rc = mdb_cursor_del(c, 0);
+		if (rc)
+			break;
+		/* seek again rather than trust the cursor position after a delete */
+		k.mv_size = sizeof(prefix);
+		k.mv_data = prefix;
+		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+}
+
+int meta_inode_delete(struct meta_txn *t, uint64_t ino)
+{
+	uint8_t key[8];
+	MDB_val k = { sizeof(key), key };
+	int rc, ret;
+
+	meta_put_be64(key, ino);
+	rc = mdb_del(t->txn, t->m->db_inodes, &k, NULL);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	rc = mdb_del(t->txn, t->m->db_symlinks, &k, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return meta_lmdb_errno(rc);
+	ret = delete_prefix(t, t->m->db_xattrs, ino);
+	if (ret)
+		return ret;
+	return meta_counter_add(t, "inodes", -1);
+}
+
+/* ---- directory entries ---- */
+
+static void dirent_key(uint8_t *key, uint64_t parent, const uint8_t *name, size_t len)
+{
+	meta_put_be64(key, parent);
+	memcpy(key + 8, name, len);
+}
+
+int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+		    struct dirent_val *out)
+{
+	uint8_t key[8 + META_NAME_MAX];
+	MDB_val k = { 8 + len, key }, v;
+	int rc;
+
+	if (len > META_NAME_MAX)
+		return -ENAMETOOLONG;
+	dirent_key(key, parent, name, len);
+	rc = mdb_get(t->txn, t->m->db_dirents, &k, &v);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	if (v.mv_size != sizeof(*out))
+		return -EIO;
+	memcpy(out, v.mv_data, sizeof(*out));
+	return 0;
+}
+
+static int dirpos_put(struct meta_txn *t, uint64_t parent, uint64_t id, const uint8_t *name,
+		      size_t len, uint64_t ino, uint32_t type)
+{
+	uint8_t key[16];
+	struct dirpos_val pv = { .ino = ino, .type = type, .name_len = (uint32_t)len };
+	MDB_val k = { sizeof(key), key }, v = { sizeof(pv) + len, NULL };
+	int rc;
+
+	meta_put_be64(key, parent);
+	meta_put_be64(key + 8, id);
+	rc = mdb_put(t->txn, t->m->db_dirpos, &k, &v, MDB_RESERVE);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	memcpy(v.mv_data, &pv, sizeof(pv));
+	memcpy((uint8_t *)v.mv_data + sizeof(pv), name, len);
+	return 0;
+}
+
+int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
+		    uint64_t ino, uint32_t type)
+{
+	uint8_t key[8 + META_NAME_MAX];
+	struct dirent_val dv = { .ino = ino, .type = type };
+	MDB_val k = { 8 + len, key }, v = { sizeof(dv), &dv };
+	int rc;
+
+	if (dir->r.next_dirent_id < META_DIRENT_FIRST_ID)
+		dir->r.next_dirent_id = META_DIRENT_FIRST_ID;
+	dv.id = dir->r.next_dirent_id++;
+	dirent_key(key, dir->ino, name, len);
+	rc = mdb_put(t->txn, t->m->db_dirents, &k, &v, MDB_NOOVERWRITE);
+	if (rc == MDB_KEYEXIST)
+		return -EEXIST;
+	if (rc)
+		return meta_lmdb_errno(rc);
+	return dirpos_put(t, dir->ino, dv.id, name, len, ino, type);
+}
+
+int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name,
+			size_t len, uint64_t ino, uint32_t type)
+{
+	uint8_t key[8 + META_NAME_MAX];
+	struct dirent_val dv;
+	MDB_val k = { 8 + len, key }, v = { sizeof(dv), &dv };
+	int ret, rc;
+
+	ret = meta_dirent_get(t, parent, name, len, &dv);
+	if (ret)
+		return ret;
+	dv.ino = ino;
+	dv.type = type;
+	dirent_key(key, parent, name, len);
+	rc = mdb_put(t->txn, t->m->db_dirents, &k, &v, 0);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	return dirpos_put(t, parent, dv.id, name, len, ino, type);
+}
+
+int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len)
+{
+	uint8_t key[8 + META_NAME_MAX], pos[16];
+	struct dirent_val dv;
+	MDB_val k = { 8 + len, key }, pk = { sizeof(pos), pos };
+	int ret, rc;
+
+	ret = meta_dirent_get(t, parent, name, len, &dv);
+	if (ret)
+		return ret;
+	dirent_key(key, parent, name, len);
+	rc = mdb_del(t->txn, t->m->db_dirents, &k, NULL);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	meta_put_be64(pos, parent);
+	meta_put_be64(pos + 8, dv.id);
+	return meta_lmdb_errno(mdb_del(t->txn, t->m->db_dirpos, &pk, NULL));
+}
+
+int meta_dir_empty(struct meta_txn *t, uint64_t ino)
+{
+	uint8_t prefix[8];
+	MDB_cursor *c;
+	MDB_val k = { sizeof(prefix), prefix }, v;
+	int rc;
+
+	meta_put_be64(prefix, ino);
+	rc = mdb_cursor_open(t->txn, t->m->db_dirents, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	mdb_cursor_close(c);
+	if (rc == MDB_NOTFOUND)
+		return 1;
+	if (rc)
+		return meta_lmdb_errno(rc);
+	return !(k.mv_size >= 8 && memcmp(k.mv_data, prefix, 8) == 0);
+}
+
+/* ---- symlinks and xattrs ---- */
+
+int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
+{
+	uint8_t key[8];
+	MDB_val k = { sizeof(key), key };
+
+	meta_put_be64(key, ino);
+	return meta_lmdb_errno(mdb_get(t->txn, t->m->db_symlinks, &k, target));
+}
+
+int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len)
+{
+	uint8_t key[8];
+	MDB_val k = { sizeof(key), key }, v = { len, (void *)target };
+
+	meta_put_be64(key, ino);
+	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_symlinks, &k, &v, 0));
+}
+
+int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
+{
+	meta_put_be64(key, ino);
+	memcpy(key + 8, name, len);
+	return (int)(8 + len);
+}
+
+/* ---- open and close ---- */
+
+static int open_dbs(struct meta *m, MDB_txn *txn)
+{
+	static const struct {
+		const char *name;
+		size_t offset;
+	} dbs[] = {
+		{ "counters", offsetof(struct meta, db_counters) },
+		{ "inodes", offsetof(struct meta, db_inodes) },
+		{ "dirents", offsetof(struct meta, db_dirents) },
+		{ "dirpos", offsetof(struct meta, db_dirpos) },
+		{ "symlinks", offsetof(struct meta, db_symlinks) },
+		{ "xattrs", offsetof(struct meta, db_xattrs) },
+		{ "handles", offsetof(struct meta, db_handles) },
+		{ "daemons", offsetof(struct meta, db_daemons) },
+	};
+
+	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
+		MDB_dbi *dbi = (MDB_dbi *)((char *)m + dbs[i].offset);
+		int rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbi);
+
+		if (rc) {
+			meta_log(m, META_LOG_ERR, "cannot open database %s: %s", dbs[i].name,
+				 mdb_strerror(rc));
+			return meta_lmdb_errno(rc);
+		}
+	}
+	return 0;
+}
+
+/* A new store: counters and the root directory. */
+static int format_store(struct meta_txn *t)
+{
+	uint64_t salt;
+	int ret;
+
+	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
+		salt = (uint64_t)t->now.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)t->now.tv_sec;
+	ret = meta_counter_put(t, "format", META_FORMAT_VERSION);
+	if (!ret)
+		ret = meta_counter_put(t, "next_ino", META_ROOT_INO + 1);
+	if (!ret)
+		ret = meta_counter_put(t, "next_handle", 1);
+	if (!ret)
+		ret = meta_counter_put(t, "generation", 1);
+	if (!ret)
+		ret = meta_counter_put(t, "epoch", 1);
+	if (!ret)
+		ret = meta_counter_put(t, "inodes", 0);
+	if (!ret)
+		ret = meta_counter_put(t, "runs", 0);
+	if (!ret)
+		ret = meta_counter_put(t, "salt", salt);
+	if (!ret)
+		ret = meta_make_root(t);
+	return ret;
+}
+
+static int check_format(struct meta *m, struct meta_txn *t)
+{
+	uint64_t version;
+	int ret = meta_counter_get(t, "format", &version);
+
+	if (ret == -ENOENT) {
+		meta_log(m, META_LOG_INFO, "new metadata store (format %d)", META_FORMAT_VERSION);
+		ret = format_store(t);
+		if (ret)
+			return ret;
+		version = META_FORMAT_VERSION;
+	}
+	if (ret)
+		return ret;
+	if (version > META_FORMAT_VERSION) {
+		meta_log(m, META_LOG_ERR,
+			 "metadata store has format %llu, newer than the %d this build knows: refusing to use it",
+			 (unsigned long long)version, META_FORMAT_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	ret = meta_counter_next(t, "runs", &m->run_id);
+	if (!ret)
+		ret = meta_counter_get(t, "salt", &m->salt);
+	m->run_id++;
+	return ret;
+}
+
+int meta_open(const char *dir, const struct meta_options *opts, struct meta **out)
+{
+	struct meta_txn t = { 0 };
+	struct meta *m;
+	int rc, ret;
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	if (opts)
+		m->opts = *opts;
+	if (!m->opts.map_size)
+		m->opts.map_size = META_DEFAULT_MAP_SIZE;
+	if (!m->opts.chunk_size)
+		m->opts.chunk_size = META_DEFAULT_CHUNK_SIZE;
+	if (!m->opts.stripe_width)
+		m->opts.stripe_width = META_DEFAULT_STRIPE_WIDTH;
+	if (m->opts.stripe_width > META_MAX_STRIPE)
+		m->opts.stripe_width = META_MAX_STRIPE;
+	if (!m->opts.heartbeat_timeout_sec)
+		m->opts.heartbeat_timeout_sec = META_DEFAULT_HB_TIMEOUT;
+	if (!m->opts.heartbeat_interval_ms)
+		m->opts.heartbeat_interval_ms = META_DEFAULT_HB_INTERVAL_MS;
+
+	rc = mdb_env_create(&m->env);
+	if (rc) {
+		ret = meta_lmdb_errno(rc);
+		goto err_free;
+	}
+	rc = mdb_env_set_maxdbs(m->env, 16);
+	if (!rc)
+		rc = mdb_env_set_mapsize(m->env, m->opts.map_size);
+	if (!rc)
+		rc = mdb_env_set_maxreaders(m->env, 512);
+	/* MDB_NOTLS: a read transaction is not tied to the thread that began it */
+	if (!rc)
+		rc = mdb_env_open(m->env, dir, MDB_NOTLS, 0600);
+	if (rc) {
+		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
+			 mdb_strerror(rc));
+		ret = meta_lmdb_errno(rc);
+		goto err_close_env;
+	}
+
+	t.m = m;
+	clock_gettime(CLOCK_REALTIME, &t.now);
+	rc = mdb_txn_begin(m->env, NULL, 0, &t.txn);
+	if (rc) {
+		ret = meta_lmdb_errno(rc);
+		goto err_close_env;
+	}
+	ret = open_dbs(m, t.txn);
+	if (!ret)
+		ret = check_format(m, &t);
+	if (ret)
+		goto err_abort;
+	rc = mdb_txn_commit(t.txn);
+	meta_arena_free(t.arena);
+	if (rc) {
+		ret = meta_lmdb_errno(rc);
+		goto err_close_env;
+	}
+	*out = m;
+	return 0;
+
+err_abort:
+	mdb_txn_abort(t.txn);
+	meta_arena_free(t.arena);
+err_close_env:
+	mdb_env_close(m->env);
+err_free:
+	free(m);
+	return ret;
+}
+
+void meta_close(struct meta *m)
+{
+	if (!m)
+		return;
+	mdb_env_close(m->env);
+	free(m);
+}
