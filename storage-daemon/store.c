@@ -18,9 +18,15 @@
  * so the write uses O_DIRECT unless its end is the unaligned end of the chunk.
  * Reads always cover whole blocks and use O_DIRECT. Data goes to disk before
  * the metadata, and the metadata is written without sync (MDB_NOSYNC); COMMIT
- * fdatasyncs the chunk files and then syncs LMDB. A daemon killed between the
- * two leaves blocks that fail their CRC (EIO, never bad data) only where a
- * write was in flight and therefore not acknowledged.
+ * fdatasyncs the chunk files and then syncs LMDB.
+ *
+ * Crash safety of overwrites: a write that rewrites blocks holding existing
+ * data first records the new CRCs of those blocks as "pending" beside the
+ * old ones, so a block found with either content verifies after a kill -9 in
+ * the middle (an append that shares a block with committed data must not
+ * turn that data into EIO). The next write or truncate of the chunk reads the
+ * pending blocks back and keeps whichever CRC matches. A block torn inside
+ * (power loss in mid-write) fails its CRC: EIO, never bad data.
  *
  * Concurrency: a striped reader/writer lock per chunk keeps a chunk's data
  * and metadata in step; LMDB serialises its own writers.
@@ -54,6 +60,8 @@ struct chunk_meta {
 	uint64_t version;
 	uint32_t block_size;
 	uint32_t block_count;
+	uint32_t pending_first; /* blocks with a second acceptable CRC ... */
+	uint32_t pending_count; /* ... stored after the block_count CRCs */
 	uint32_t crc[];
 };
 
@@ -93,6 +101,20 @@ static inline uint32_t min_u32(uint32_t a, uint32_t b)
 static size_t meta_size(uint32_t blocks)
 {
 	return sizeof(struct chunk_meta) + (size_t)blocks * sizeof(uint32_t);
+}
+
+static size_t meta_bytes(const struct chunk_meta *m)
+{
+	return meta_size(m->block_count + m->pending_count);
+}
+
+/* Whether @crc is an acceptable checksum for block @b. */
+static bool block_ok(const struct chunk_meta *m, uint32_t b, uint32_t crc)
+{
+	if (crc == m->crc[b])
+		return true;
+	return b >= m->pending_first && b - m->pending_first < m->pending_count &&
+	       crc == m->crc[m->block_count + b - m->pending_first];
 }
 
 static void key_encode(struct store_chunk_id id, uint8_t *key)
@@ -168,7 +190,9 @@ static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_me
 	if (v.mv_size < sizeof(*disk) || disk->magic != META_MAGIC || disk->block_size != BS ||
 	    disk->length > st->max_chunk_size ||
 	    disk->block_count != div_up(disk->length, BS) ||
-	    v.mv_size != meta_size(disk->block_count)) {
+	    disk->pending_count > disk->block_count ||
+	    disk->pending_first > disk->block_count - disk->pending_count ||
+	    v.mv_size != meta_bytes(disk)) {
 		daemon_log(DLOG_ERR,
 			   "chunk %016" PRIx64 "/%016" PRIx64
 			   ": metadata damaged or larger than max_chunk_size",
@@ -186,7 +210,7 @@ out_abort:
 static int meta_put(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
 {
 	uint8_t key[16];
-	MDB_val k = { sizeof(key), key }, v = { meta_size(m->block_count), (void *)m };
+	MDB_val k = { sizeof(key), key }, v = { meta_bytes(m), (void *)m };
 	MDB_txn *txn;
 	int rc;
 
@@ -353,13 +377,13 @@ static int ring_fsync(struct store_io *io, int fd, bool datasync)
 }
 
 /*
- * Reads block @b of a chunk of @old_len bytes into @dst (BS bytes, zeros past
- * the chunk's end) and checks it against @crc.
+ * Reads block @b of the chunk described by @m into @dst (BS bytes, zeros past
+ * the chunk's end) and checks it against its stored CRC.
  */
 static int block_read_verified(struct store_io *io, int fd, struct store_chunk_id id, uint32_t b,
-			       uint32_t old_len, uint32_t crc, uint8_t *dst)
+			       const struct chunk_meta *m, uint8_t *dst)
 {
-	uint32_t extent = min_u32(BS, old_len - b * BS), got;
+	uint32_t extent = min_u32(BS, m->length - b * BS), got;
 	int ret = ring_rw(io, false, fd, dst, BS, (uint64_t)b * BS, &got);
 
 	if (ret)
@@ -367,7 +391,7 @@ static int block_read_verified(struct store_io *io, int fd, struct store_chunk_i
 	if (got < BS)
 		memset(dst + got, 0, BS - got);
 	memset(dst + extent, 0, BS - extent);
-	if (daemon_crc32c(dst, extent) != crc) {
+	if (!block_ok(m, b, daemon_crc32c(dst, extent))) {
 		daemon_log(DLOG_ERR,
 			   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data fails its"
 			   " checksum",
@@ -486,7 +510,7 @@ int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **
 		return -ENOMEM;
 	io->st = st;
 	io->aux = aligned_alloc(BS, 2 * BS);
-	io->meta = malloc(meta_size(st->max_blocks));
+	io->meta = malloc(meta_size(2 * st->max_blocks));
 	if (!io->aux || !io->meta) {
 		ret = -ENOMEM;
 		goto err_free;
@@ -572,6 +596,32 @@ static int trim_leftover(int fd, uint32_t length)
 	return 0;
 }
 
+/*
+ * Settles pending CRCs left by a write that did not finish: each pending
+ * block is read back and keeps the CRC its content matches.
+ */
+static int resolve_pending(struct store_io *io, int fd, struct chunk_meta *m)
+{
+	uint32_t first = m->pending_first, count = m->pending_count;
+	int ret;
+
+	for (uint32_t b = first; b < first + count; b++) {
+		uint32_t extent = min_u32(BS, m->length - b * BS), got, crc;
+
+		ret = ring_rw(io, false, fd, io->aux, BS, (uint64_t)b * BS, &got);
+		if (ret)
+			return ret;
+		if (got < BS)
+			memset(io->aux + got, 0, BS - got);
+		crc = daemon_crc32c(io->aux, extent);
+		if (crc == m->crc[m->block_count + b - first])
+			m->crc[b] = crc;
+	}
+	m->pending_count = 0;
+	m->pending_first = 0;
+	return 0;
+}
+
 int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
 		uint8_t *buf, bool sync, struct store_chunk_info *info)
 {
@@ -597,13 +647,15 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (ret)
 		goto out_unlock;
 	ret = trim_leftover(fd, old_len);
+	if (!ret && m->pending_count)
+		ret = resolve_pending(io, fd, m);
 	if (ret)
 		goto out_close;
 
 	/* Complete the partly covered first and last blocks from disk. */
 	if (offset > wstart) {
 		if (wstart < old_len) {
-			ret = block_read_verified(io, fd, id, b0, old_len, m->crc[b0], io->aux);
+			ret = block_read_verified(io, fd, id, b0, m, io->aux);
 			if (ret)
 				goto out_close;
 			memcpy(buf, io->aux, offset - wstart);
@@ -619,29 +671,36 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 
 		if (tb != head_block) {
 			old = io->aux + BS;
-			ret = block_read_verified(io, fd, id, tb, old_len, m->crc[tb], old);
+			ret = block_read_verified(io, fd, id, tb, m, old);
 			if (ret)
 				goto out_close;
 		}
 		memcpy(buf + (end - wstart), old + (end - tb * BS), wend - end);
 	}
 
+	/* Blocks that hold data now may hold either content until the metadata says. */
+	if (wstart < old_len) {
+		uint32_t last = min_u32(b1, m->block_count);
+
+		m->pending_first = b0;
+		m->pending_count = last - b0;
+		for (uint32_t b = b0; b < last; b++)
+			m->crc[m->block_count + b - b0] =
+				daemon_crc32c(buf + (b - b0) * BS, min_u32(BS, old_len - b * BS));
+		ret = meta_put(st, id, m);
+		if (ret)
+			goto out_close;
+	}
+
 	ret = ring_rw(io, true, fd, buf, wend - wstart, wstart, &done);
 	if (ret) {
-		/*
-		 * Keep the metadata true to the file: whole blocks that reached it
-		 * inside the old length get their new CRC, the rest is cut back.
-		 */
-		uint32_t good = (wstart + done) / BS;
+		/* Cut back what reached the file past the old end, settle the rest. */
 		int err = ret;
 
-		for (uint32_t b = b0; b < good && b * BS < old_len; b++)
-			m->crc[b] = daemon_crc32c(buf + (b - b0) * BS,
-						  min_u32(BS, old_len - b * BS));
 		if (ftruncate(fd, old_len))
 			daemon_log(DLOG_WARN, "ftruncate after a failed write: %s",
 				   strerror(errno));
-		if (good > b0 && exists) {
+		if (m->pending_count && resolve_pending(io, fd, m) == 0) {
 			m->version++;
 			meta_put(st, id, m);
 		}
@@ -653,6 +712,8 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	}
 
 	/* CRCs: the old partial last block and any gap grow with zeros, then our blocks. */
+	m->pending_count = 0;
+	m->pending_first = 0;
 	if (wstart > old_len)
 		meta_grow_zeros(m, wstart);
 	for (uint32_t b = b0; b < b1; b++)
@@ -720,7 +781,7 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 	for (uint32_t b = b0; b < b1; b++) {
 		uint32_t extent = min_u32(BS, m->length - b * BS);
 
-		if (daemon_crc32c(buf + (b - b0) * BS, extent) != m->crc[b]) {
+		if (!block_ok(m, b, daemon_crc32c(buf + (b - b0) * BS, extent))) {
 			daemon_log(DLOG_ERR,
 				   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data"
 				   " fails its checksum",
@@ -755,10 +816,15 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	ret = chunk_open(st, id, true, false, &fd);
 	if (ret)
 		goto out_unlock;
+	if (m->pending_count) {
+		ret = resolve_pending(io, fd, m);
+		if (ret)
+			goto out_close;
+	}
 	if (length < old_len) {
 		lb = length / BS;
 		if (length % BS) {
-			ret = block_read_verified(io, fd, id, lb, old_len, m->crc[lb], io->aux);
+			ret = block_read_verified(io, fd, id, lb, m, io->aux);
 			if (ret)
 				goto out_close;
 			m->crc[lb] = daemon_crc32c(io->aux, length % BS);
@@ -791,7 +857,7 @@ out_unlock:
 
 int store_stat(struct store *st, struct store_chunk_id id, struct store_chunk_info *info)
 {
-	struct chunk_meta *m = malloc(meta_size(st->max_blocks));
+	struct chunk_meta *m = malloc(meta_size(2 * st->max_blocks));
 	pthread_rwlock_t *lock = chunk_lock(st, id);
 	bool exists;
 	int ret;

@@ -1,0 +1,938 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The daemon suite: real rdmafs-daemon processes, real clients.
+ *
+ *   daemon-test DAEMON_BINARY TRANSPORT TEST
+ *
+ * TRANSPORT is "tcp" or "rdma" (exits 77 without an RDMA device); the same
+ * tests run over both. TEST is one of: roundtrip, clients, crash, corrupt,
+ * enospc, config, malformed. Exit 0 pass, 1 fail, 77 skip.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "xprt.h"
+#include "rdmafs.pb-c.h"
+#include "rdmafs_client.h"
+#include "harness.h"
+
+#define MiB       (1u << 20)
+#define CHUNK     MiB
+#define MAX_CHUNK MiB /* the daemon's default max_chunk_size */
+
+static unsigned env_scale(const char *name, unsigned def)
+{
+	const char *v = getenv(name);
+	unsigned long n;
+	char *end;
+
+	if (!v)
+		return def;
+	n = strtoul(v, &end, 10);
+	return *end || n == 0 || n > 1000000 ? def : (unsigned)n;
+}
+
+static char *data_path(const char *name)
+{
+	static char path[4][300];
+	static unsigned next;
+	char *p = path[next++ % 4];
+
+	snprintf(p, 300, "%s/%s", harness_dir(), name);
+	return p;
+}
+
+/* ---- roundtrip: random writes, reads, truncates against a model ---- */
+
+struct model_chunk {
+	struct rfc_chunk id;
+	uint32_t chunk_size;
+	uint32_t length;
+	uint8_t *data;
+};
+
+static void model_check(struct rfc_client *c, struct model_chunk *m, uint8_t *buf)
+{
+	uint32_t bytes = 0, clen = 0;
+	int ret = rfc_chunk_read(c, m->id, 0, buf, m->chunk_size, &bytes, &clen);
+
+	CHECK(ret == 0, "read chunk %llu: %s", (unsigned long long)m->id.index, strerror(-ret));
+	CHECK(bytes == m->length && clen == m->length, "length %u/%u, want %u", bytes, clen,
+	      m->length);
+	CHECK(memcmp(buf, m->data, m->length) == 0, "chunk %llu content differs",
+	      (unsigned long long)m->id.index);
+}
+
+static int test_roundtrip(void)
+{
+	struct model_chunk chunks[3] = {
+		{ { 7, 0 }, CHUNK, 0, NULL },
+		{ { 7, 1 }, CHUNK, 0, NULL },
+		{ { 8, 5 }, 256u << 10, 0, NULL },
+	};
+	unsigned rounds = env_scale("RDMAFS_TEST_ROUNDS", 400);
+	uint8_t *buf = malloc(MiB), *pat = malloc(MiB);
+	struct rfc_chunk_state st;
+	struct rfc_daemon_stats ds;
+	struct daemon_proc d;
+	struct rfc_client *c;
+	uint64_t seed = 0x1234567, removed = 0, freed = 0;
+	uint32_t bytes, clen;
+	int ret;
+
+	CHECK(buf && pat, "malloc");
+	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	c = client_of(&d, MiB);
+	for (unsigned i = 0; i < 3; i++)
+		chunks[i].data = calloc(1, CHUNK);
+
+	/* A chunk never written reads as a hole. */
+	ret = rfc_chunk_read(c, (struct rfc_chunk){ 99, 99 }, 0, buf, 4096, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 0 && clen == 0, "hole read: %d %u %u", ret, bytes, clen);
+	ret = rfc_chunk_stat(c, (struct rfc_chunk){ 99, 99 }, &st);
+	CHECK(ret == 0 && !st.exists, "stat of a missing chunk: %d", ret);
+
+	for (unsigned r = 0; r < rounds; r++) {
+		struct model_chunk *m = &chunks[rnd(&seed) % 3];
+		unsigned op = (unsigned)(rnd(&seed) % 10);
+		uint32_t off, len;
+
+		if (op < 6) {
+			/* Sizes from 1 byte to the whole chunk, aligned or not. */
+			switch (rnd(&seed) % 4) {
+			case 0:
+				len = 1 + (uint32_t)(rnd(&seed) % 100);
+				break;
+			case 1:
+				len = 4096u * (1 + (uint32_t)(rnd(&seed) % 16));
+				break;
+			case 2:
+				len = m->chunk_size;
+				break;
+			default:
+				len = 1 + (uint32_t)(rnd(&seed) % m->chunk_size);
+				break;
+			}
+			if (len > m->chunk_size)
+				len = m->chunk_size;
+			off = (uint32_t)(rnd(&seed) % (m->chunk_size - len + 1));
+			if (rnd(&seed) % 2)
+				off &= ~4095u;
+			fill_pattern(pat, len, r);
+			ret = rfc_chunk_write(c, m->id, m->chunk_size, off, pat, len,
+					      rnd(&seed) % 8 == 0, &st);
+			CHECK(ret == 0, "write %u@%u: %s", len, off, strerror(-ret));
+			memcpy(m->data + off, pat, len);
+			if (off + len > m->length)
+				m->length = off + len;
+			CHECK(st.length == m->length, "write reply length %u, want %u",
+			      st.length, m->length);
+		} else if (op < 9) {
+			off = (uint32_t)(rnd(&seed) % (m->chunk_size + 1));
+			len = (uint32_t)(rnd(&seed) % (m->chunk_size - off + 1));
+			ret = rfc_chunk_read(c, m->id, off, buf, len, &bytes, &clen);
+			CHECK(ret == 0, "read %u@%u: %s", len, off, strerror(-ret));
+			{
+				uint32_t want = off >= m->length ? 0 :
+					(len < m->length - off ? len : m->length - off);
+
+				CHECK(bytes == want, "read %u@%u gave %u bytes, want %u", len,
+				      off, bytes, want);
+				CHECK(memcmp(buf, m->data + off, bytes) == 0,
+				      "read %u@%u: content differs", len, off);
+			}
+		} else {
+			uint32_t nl = (uint32_t)(rnd(&seed) % (m->chunk_size + 1));
+
+			ret = rfc_chunk_truncate(c, m->id, nl, &st);
+			CHECK(ret == 0 && st.length == nl, "truncate to %u: %d", nl, ret);
+			if (nl < m->length)
+				memset(m->data + nl, 0, m->length - nl);
+			m->length = nl;
+		}
+	}
+	for (unsigned i = 0; i < 3; i++) {
+		model_check(c, &chunks[i], buf);
+		ret = rfc_chunk_stat(c, chunks[i].id, &st);
+		CHECK(ret == 0 && st.exists && st.length == chunks[i].length &&
+		      st.block_count == (st.length + 4095) / 4096,
+		      "stat: %d len %u blocks %u", ret, st.length, st.block_count);
+	}
+	CHECK(rfc_chunk_commit_range(c, 7, 0) == 0, "commit range");
+	{
+		uint64_t idx = 5;
+
+		CHECK(rfc_chunk_commit(c, 8, &idx, 1) == 0, "commit list");
+	}
+	ret = rfc_daemon_stats(c, &ds);
+	CHECK(ret == 0 && ds.bytes_written > 0 && ds.ops_total >= rounds && ds.chunks == 3 &&
+	      ds.capacity_bytes > 0 && ds.errors == 0,
+	      "stats: %d written %llu ops %llu chunks %llu errors %llu", ret,
+	      (unsigned long long)ds.bytes_written, (unsigned long long)ds.ops_total,
+	      (unsigned long long)ds.chunks, (unsigned long long)ds.errors);
+	rfc_client_destroy(c);
+
+	/* A clean stop exits 0 and everything is there after the restart. */
+	ret = daemon_stop(&d, SIGTERM);
+	CHECK(WIFEXITED(ret) && WEXITSTATUS(ret) == 0, "SIGTERM exit status %d", ret);
+	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon restart");
+	c = client_of(&d, MiB);
+	for (unsigned i = 0; i < 3; i++)
+		model_check(c, &chunks[i], buf);
+
+	ret = rfc_chunk_remove_range(c, 7, 0, &removed, &freed);
+	CHECK(ret == 0 && removed == 2 && freed == (uint64_t)chunks[0].length + chunks[1].length,
+	      "remove range: %d removed %llu", ret, (unsigned long long)removed);
+	{
+		uint64_t idx[2] = { 5, 6 };
+
+		ret = rfc_chunk_remove(c, 8, idx, 2, &removed, &freed);
+		CHECK(ret == 0 && removed == 1, "remove list: %d removed %llu", ret,
+		      (unsigned long long)removed);
+	}
+	ret = rfc_chunk_stat(c, chunks[0].id, &st);
+	CHECK(ret == 0 && !st.exists, "chunk still exists after remove");
+	ret = rfc_chunk_read(c, chunks[2].id, 0, buf, 4096, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 0, "removed chunk reads as a hole");
+	rfc_client_destroy(c);
+	ret = daemon_stop(&d, SIGTERM);
+	CHECK(WIFEXITED(ret) && WEXITSTATUS(ret) == 0, "SIGTERM exit status %d", ret);
+	for (unsigned i = 0; i < 3; i++)
+		free(chunks[i].data);
+	free(buf);
+	free(pat);
+	printf("roundtrip: %u random operations verified over %s\n", rounds, harness_kind);
+	return 0;
+}
+
+/* ---- clients: several clients at once, own chunks and one shared chunk ---- */
+
+#define CLIENTS 4
+
+struct client_job {
+	const struct daemon_proc *d;
+	unsigned id;
+	unsigned ops;
+	char error[256];
+};
+
+static void *client_thread(void *arg)
+{
+	struct client_job *job = arg;
+	struct rfc_client *c = client_of(job->d, 256u << 10);
+	uint8_t *model = calloc(1, 256u << 10), *buf = malloc(256u << 10),
+		*pat = malloc(256u << 10);
+	/* The shared chunk: each client owns 50000 bytes starting at an odd offset. */
+	uint32_t mine = 7 + job->id * 50000u, mine_len = 50000;
+	uint8_t *shared = malloc(mine_len);
+	struct rfc_chunk own = { 100 + job->id, 0 }, common = { 1000, 0 };
+	uint64_t seed = 77 + job->id;
+	uint32_t length = 0, bytes, clen;
+	int ret;
+
+	for (unsigned r = 0; r < job->ops && !job->error[0]; r++) {
+		uint32_t len = 1 + (uint32_t)(rnd(&seed) % (64u << 10));
+		uint32_t off = (uint32_t)(rnd(&seed) % ((256u << 10) - len));
+
+		fill_pattern(pat, len, seed);
+		ret = rfc_chunk_write(c, own, 256u << 10, off, pat, len, false, NULL);
+		if (ret) {
+			snprintf(job->error, sizeof(job->error), "write: %s", strerror(-ret));
+			break;
+		}
+		memcpy(model + off, pat, len);
+		if (off + len > length)
+			length = off + len;
+		fill_pattern(shared, mine_len, seed + 1);
+		ret = rfc_chunk_write(c, common, MiB, mine, shared, mine_len, false, NULL);
+		if (ret) {
+			snprintf(job->error, sizeof(job->error), "shared write: %s",
+				 strerror(-ret));
+			break;
+		}
+		ret = rfc_chunk_read(c, own, 0, buf, 256u << 10, &bytes, &clen);
+		if (ret || bytes != length || memcmp(buf, model, length)) {
+			snprintf(job->error, sizeof(job->error),
+				 "read back: %d, %u bytes want %u, or content differs", ret, bytes,
+				 length);
+			break;
+		}
+		ret = rfc_chunk_read(c, common, mine, buf, mine_len, &bytes, &clen);
+		if (ret || bytes != mine_len || memcmp(buf, shared, mine_len)) {
+			snprintf(job->error, sizeof(job->error),
+				 "shared chunk read back: %d, %u bytes, or content differs", ret,
+				 bytes);
+			break;
+		}
+	}
+	rfc_client_destroy(c);
+	free(shared);
+	free(pat);
+	free(buf);
+	free(model);
+	return NULL;
+}
+
+static int test_clients(void)
+{
+	struct client_job jobs[CLIENTS];
+	pthread_t threads[CLIENTS];
+	struct daemon_proc d;
+	const char *extra[] = { "--workers", "4", NULL };
+	unsigned ops = env_scale("RDMAFS_TEST_ROUNDS", 200);
+
+	CHECK(daemon_start(&d, data_path("data"), extra) == 0, "daemon start");
+	for (unsigned i = 0; i < CLIENTS; i++) {
+		jobs[i] = (struct client_job){ .d = &d, .id = i, .ops = ops };
+		CHECK(pthread_create(&threads[i], NULL, client_thread, &jobs[i]) == 0, "thread");
+	}
+	for (unsigned i = 0; i < CLIENTS; i++) {
+		pthread_join(threads[i], NULL);
+		CHECK(!jobs[i].error[0], "client %u: %s", i, jobs[i].error);
+	}
+	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	printf("clients: %u clients x %u write/read rounds, private and shared chunks\n", CLIENTS,
+	       ops);
+	return 0;
+}
+
+/* ---- crash: kill -9 during a write storm ---- */
+
+#define WRITERS      4
+#define CRASH_CHUNK  (256u << 10)
+
+struct writer {
+	const struct daemon_proc *d;
+	unsigned id;
+	volatile bool stop;
+	uint64_t acked;     /* bytes of the stream acknowledged */
+	uint64_t committed; /* bytes of the stream made durable by COMMIT */
+	unsigned writes;
+};
+
+/* Appends stream bytes [pos, pos + len) to inode 500 + id, split at chunk ends. */
+static int append(struct rfc_client *c, struct writer *w, uint64_t pos, uint32_t len,
+		  uint8_t *buf)
+{
+	while (len) {
+		uint64_t index = pos / CRASH_CHUNK;
+		uint32_t off = (uint32_t)(pos % CRASH_CHUNK);
+		uint32_t n = len < CRASH_CHUNK - off ? len : CRASH_CHUNK - off;
+		int ret;
+
+		for (uint32_t i = 0; i < n; i++)
+			buf[i] = stream_byte(w->id, pos + i);
+		ret = rfc_chunk_write(c, (struct rfc_chunk){ 500 + w->id, index }, CRASH_CHUNK,
+				      off, buf, n, false, NULL);
+		if (ret)
+			return ret;
+		pos += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static void *writer_thread(void *arg)
+{
+	struct writer *w = arg;
+	struct rfc_client *c = client_of(w->d, CRASH_CHUNK);
+	uint8_t *buf = malloc(CRASH_CHUNK);
+	uint64_t seed = 991 + w->id;
+
+	while (!w->stop) {
+		uint32_t len = 1 + (uint32_t)(rnd(&seed) % 30000);
+
+		if (append(c, w, w->acked, len, buf))
+			break;
+		w->acked += len;
+		w->writes++;
+		if (w->writes % 4 == 0) {
+			uint64_t upto = w->acked;
+
+			if (rfc_chunk_commit_range(c, 500 + w->id, 0))
+				break;
+			w->committed = upto;
+		}
+	}
+	free(buf);
+	rfc_client_destroy(c);
+	return NULL;
+}
+
+static void verify_stream(struct rfc_client *c, const struct writer *w, uint64_t upto,
+			  const char *what)
+{
+	uint8_t *buf = malloc(CRASH_CHUNK);
+	uint32_t bytes, clen;
+
+	for (uint64_t pos = 0; pos < upto; pos += CRASH_CHUNK) {
+		uint32_t want = upto - pos < CRASH_CHUNK ? (uint32_t)(upto - pos) : CRASH_CHUNK;
+		int ret = rfc_chunk_read(c, (struct rfc_chunk){ 500 + w->id, pos / CRASH_CHUNK },
+					 0, buf, want, &bytes, &clen);
+
+		CHECK(ret == 0, "writer %u %s bytes at %llu: %s", w->id, what,
+		      (unsigned long long)pos, strerror(-ret));
+		CHECK(bytes == want, "writer %u %s chunk at %llu: %u bytes, want %u", w->id,
+		      what, (unsigned long long)pos, bytes, want);
+		for (uint32_t i = 0; i < want; i++)
+			CHECK(buf[i] == stream_byte(w->id, pos + i),
+			      "writer %u %s byte %llu differs", w->id, what,
+			      (unsigned long long)(pos + i));
+	}
+	free(buf);
+}
+
+static int test_crash(void)
+{
+	struct writer writers[WRITERS];
+	pthread_t threads[WRITERS];
+	struct rfc_daemon_stats ds;
+	struct daemon_proc d;
+	struct rfc_client *c;
+	unsigned cycles = env_scale("RDMAFS_TEST_CRASH_CYCLES", 3);
+	uint64_t total_committed = 0;
+
+	memset(writers, 0, sizeof(writers));
+	for (unsigned cycle = 0; cycle < cycles; cycle++) {
+		CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+		/* Everything from before the last crash must still be there. */
+		if (cycle) {
+			c = client_of(&d, CRASH_CHUNK);
+			for (unsigned i = 0; i < WRITERS; i++)
+				verify_stream(c, &writers[i], writers[i].committed, "committed");
+			rfc_client_destroy(c);
+		}
+		for (unsigned i = 0; i < WRITERS; i++) {
+			/* Each cycle continues the stream where the commits left it. */
+			writers[i].d = &d;
+			writers[i].id = i;
+			writers[i].stop = false;
+			writers[i].acked = writers[i].committed;
+			CHECK(pthread_create(&threads[i], NULL, writer_thread, &writers[i]) == 0,
+			      "thread");
+		}
+		usleep(700000 + 300000 * cycle);
+		daemon_stop(&d, SIGKILL);
+		for (unsigned i = 0; i < WRITERS; i++) {
+			writers[i].stop = true;
+			pthread_join(threads[i], NULL);
+		}
+	}
+	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	c = client_of(&d, CRASH_CHUNK);
+	for (unsigned i = 0; i < WRITERS; i++) {
+		/* kill -9 keeps the page cache: acknowledged writes survive too. */
+		verify_stream(c, &writers[i], writers[i].committed, "committed");
+		verify_stream(c, &writers[i], writers[i].acked, "acknowledged");
+		total_committed += writers[i].committed;
+		CHECK(writers[i].committed > 0, "writer %u never committed", i);
+	}
+	CHECK(rfc_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0,
+	      "checksum errors after the crashes: %llu", (unsigned long long)ds.checksum_errors);
+	rfc_client_destroy(c);
+	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	printf("crash: %u kill -9 cycles, %llu committed bytes intact and verified\n", cycles,
+	       (unsigned long long)total_committed);
+	return 0;
+}
+
+/* ---- corrupt: damaged data on disk and on the wire ---- */
+
+/* A raw connection with one registered buffer, to send hand-made requests. */
+struct raw {
+	struct xprt_ctx *ctx;
+	struct xprt_pool *pool;
+	struct xprt_conn *conn;
+	struct xprt_buf *buf;
+};
+
+static void raw_open(struct raw *r, const struct daemon_proc *d)
+{
+	struct xprt_options o;
+	int ret;
+
+	xprt_options_init(&o);
+	o.secret = SECRET;
+	o.secret_len = strlen(SECRET);
+	o.name = "daemon-test-raw";
+	CHECK(xprt_ctx_create(&o, &r->ctx) == 0, "ctx");
+	CHECK(xprt_pool_create(r->ctx, MiB, 1, XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE,
+			       &r->pool) == 0, "pool");
+	CHECK(xprt_pool_get(r->pool, 0, &r->buf) == 0, "buf");
+	ret = xprt_connect(r->ctx, d->uri, &r->conn);
+	CHECK(ret == 0, "connect: %s", xprt_strerror(ret));
+}
+
+static void raw_reconnect(struct raw *r, const struct daemon_proc *d)
+{
+	int ret;
+
+	xprt_conn_close(r->conn);
+	ret = xprt_connect(r->ctx, d->uri, &r->conn);
+	CHECK(ret == 0, "reconnect: %s", xprt_strerror(ret));
+}
+
+static void raw_close(struct raw *r)
+{
+	xprt_conn_close(r->conn);
+	xprt_pool_put(r->buf);
+	xprt_pool_destroy(r->pool);
+	xprt_ctx_destroy(r->ctx);
+}
+
+static int raw_call(struct raw *r, uint32_t method, const ProtobufCMessage *msg)
+{
+	uint8_t req[4096], resp[4096];
+	size_t len = protobuf_c_message_pack(msg, req), got;
+
+	return xprt_call(r->conn, method, req, len, resp, sizeof(resp), &got, 10000);
+}
+
+static int raw_write(struct raw *r, uint64_t inode, uint32_t chunk_size, uint32_t offset,
+		     uint32_t length, uint32_t crc, uint32_t desc_len, uint32_t rkey_xor)
+{
+	Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
+	struct xprt_desc desc;
+
+	CHECK(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), xprt_buf_data(r->buf), MiB, &desc) == 0,
+	      "desc");
+	cid.inode = inode;
+	bd.addr = desc.addr;
+	bd.len = desc_len;
+	bd.rkey = desc.rkey ^ rkey_xor;
+	req.chunk = &cid;
+	req.offset = offset;
+	req.length = length;
+	req.crc32c = crc;
+	req.buf = &bd;
+	req.chunk_size = chunk_size;
+	return raw_call(r, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base);
+}
+
+static int test_corrupt(void)
+{
+	struct rfc_chunk id = { 0xabc, 3 };
+	uint8_t *pat = malloc(MiB), *buf = malloc(MiB);
+	struct rfc_daemon_stats ds;
+	struct daemon_proc d;
+	struct rfc_client *c;
+	struct raw r;
+	char path[400];
+	uint32_t bytes, clen;
+	uint8_t byte;
+	int fd, ret;
+
+	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	c = client_of(&d, MiB);
+	fill_pattern(pat, 200000, 5);
+	CHECK(rfc_chunk_write(c, id, MiB, 0, pat, 200000, true, NULL) == 0, "write");
+
+	/* Flip one byte in block 10 of the chunk file, behind the daemon's back. */
+	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", d.data_dir,
+		 (unsigned long long)id.inode, (unsigned long long)id.index);
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+	CHECK(pread(fd, &byte, 1, 10 * 4096 + 17) == 1, "pread");
+	byte ^= 0x40;
+	CHECK(pwrite(fd, &byte, 1, 10 * 4096 + 17) == 1, "pwrite");
+	fsync(fd);
+	close(fd);
+
+	ret = rfc_chunk_read(c, id, 0, buf, 200000, &bytes, &clen);
+	CHECK(ret == -EIO, "read over the damaged block: %d, want -EIO", ret);
+	ret = rfc_chunk_read(c, id, 10 * 4096 + 100, buf, 10, &bytes, &clen);
+	CHECK(ret == -EIO, "small read inside the damaged block: %d, want -EIO", ret);
+	/* The rest of the chunk still reads. */
+	ret = rfc_chunk_read(c, id, 0, buf, 10 * 4096, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 10 * 4096 && !memcmp(buf, pat, bytes), "read before: %d", ret);
+	ret = rfc_chunk_read(c, id, 11 * 4096, buf, 4096, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat + 11 * 4096, 4096),
+	      "read after: %d", ret);
+	/* A write that merges the bad block refuses to launder it. */
+	ret = rfc_chunk_write(c, id, MiB, 10 * 4096 + 1, pat, 5, false, NULL);
+	CHECK(ret == -EIO, "partial write over the damaged block: %d, want -EIO", ret);
+	/* Rewriting the whole block repairs it. */
+	ret = rfc_chunk_write(c, id, MiB, 10 * 4096, pat + 10 * 4096, 4096, false, NULL);
+	CHECK(ret == 0, "rewrite of the damaged block: %d", ret);
+	ret = rfc_chunk_read(c, id, 0, buf, 200000, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 200000 && !memcmp(buf, pat, bytes), "read after repair: %d",
+	      ret);
+
+	/* A payload whose checksum does not match is refused on the wire. */
+	raw_open(&r, &d);
+	fill_pattern(xprt_buf_data(r.buf), 8192, 9);
+	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rfc_crc32c(xprt_buf_data(r.buf), 8192) ^ 1,
+			8192, 0);
+	CHECK(ret == -EIO, "write with a bad crc: %d, want -EIO", ret);
+	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rfc_crc32c(xprt_buf_data(r.buf), 8192), 8192, 0);
+	CHECK(ret == 0, "write with the right crc: %d", ret);
+	raw_close(&r);
+
+	CHECK(rfc_daemon_stats(c, &ds) == 0 && ds.checksum_errors >= 4,
+	      "checksum errors counted: %llu", (unsigned long long)ds.checksum_errors);
+	rfc_client_destroy(c);
+	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	free(pat);
+	free(buf);
+	printf("corrupt: damaged disk block and bad wire crc both gave EIO, counted %llu\n",
+	       (unsigned long long)ds.checksum_errors);
+	return 0;
+}
+
+/* ---- enospc: a full file system ---- */
+
+static int test_enospc(void)
+{
+	const char *mnt = data_path("small");
+	char dir[400];
+	uint8_t *pat = malloc(MiB), *buf = malloc(MiB);
+	const char *extra[] = { "--workers", "2", NULL };
+	struct rfc_daemon_stats ds;
+	struct daemon_proc d;
+	struct rfc_client *c;
+	uint32_t bytes, clen;
+	unsigned written = 0;
+	int ret = 0, status;
+
+	mkdir(mnt, 0755);
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=8m")) {
+		printf("SKIP: cannot mount a size-limited tmpfs (%s); needs root\n",
+		       strerror(errno));
+		return EXIT_SKIP;
+	}
+	snprintf(dir, sizeof(dir), "%s/data", mnt);
+	if (daemon_start(&d, dir, extra)) {
+		umount2(mnt, MNT_DETACH);
+		CHECK(0, "daemon start on tmpfs");
+	}
+	c = client_of(&d, MiB);
+	for (unsigned i = 0; i < 64; i++) {
+		fill_pattern(pat, MiB, i);
+		ret = rfc_chunk_write(c, (struct rfc_chunk){ 1, i }, MiB, 0, pat, MiB, false, NULL);
+		if (ret)
+			break;
+		written++;
+	}
+	if (ret != -ENOSPC) {
+		rfc_client_destroy(c);
+		daemon_stop(&d, SIGKILL);
+		umount2(mnt, MNT_DETACH);
+		CHECK(0, "filling an 8 MiB file system: %s after %u chunks, want ENOSPC",
+		      strerror(-ret), written);
+	}
+	/* The daemon keeps serving: reads, stats, and writes once space is freed. */
+	for (unsigned i = 0; i < written; i++) {
+		fill_pattern(pat, MiB, i);
+		ret = rfc_chunk_read(c, (struct rfc_chunk){ 1, i }, 0, buf, MiB, &bytes, &clen);
+		CHECK(ret == 0 && bytes == MiB && !memcmp(buf, pat, MiB),
+		      "read chunk %u after ENOSPC: %d", i, ret);
+	}
+	ret = rfc_chunk_stat(c, (struct rfc_chunk){ 1, written }, &(struct rfc_chunk_state){ 0 });
+	CHECK(ret == 0, "stat after ENOSPC: %d", ret);
+	CHECK(rfc_daemon_stats(c, &ds) == 0 && ds.free_bytes < MiB, "stats: free %llu",
+	      (unsigned long long)ds.free_bytes);
+	{
+		uint64_t idx[2] = { 0, 1 };
+
+		CHECK(rfc_chunk_remove(c, 1, idx, 2, NULL, NULL) == 0, "remove");
+	}
+	fill_pattern(pat, MiB, 1000);
+	ret = rfc_chunk_write(c, (struct rfc_chunk){ 2, 0 }, MiB, 0, pat, MiB, false, NULL);
+	CHECK(ret == 0, "write after freeing space: %s", strerror(-ret));
+	rfc_client_destroy(c);
+	status = daemon_stop(&d, SIGTERM);
+	umount2(mnt, MNT_DETACH);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
+	free(pat);
+	free(buf);
+	printf("enospc: ENOSPC after %u MiB on an 8 MiB tmpfs; reads and new writes served\n",
+	       written);
+	return 0;
+}
+
+/* ---- config: bad configurations and data directories are refused ---- */
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	CHECK(f != NULL, "create %s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void expect_refused(const char *what, const char *const *args, const char *needle)
+{
+	char err[4096];
+	int code = daemon_run_capture(args, err, sizeof(err));
+
+	CHECK(code == 1, "%s: exit code %d, want 1; stderr:\n%s", what, code, err);
+	CHECK(strstr(err, needle) != NULL, "%s: stderr lacks \"%s\":\n%s", what, needle, err);
+	printf("  refused %-28s: %.*s\n", what, (int)strcspn(err, "\n"), err);
+}
+
+static bool dir_has(const char *dir, const char *name)
+{
+	char path[600];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return stat(path, &sb) == 0;
+}
+
+static int test_config(void)
+{
+	char secret[400], conf[400], dirty[400], foreign[400], newer[400], good[400], port[400];
+	char text[1024], before[256], after[256];
+	struct daemon_proc d;
+	FILE *f;
+	int status;
+
+	snprintf(secret, sizeof(secret), "%s/secret", harness_dir());
+	snprintf(conf, sizeof(conf), "%s/daemon.conf", harness_dir());
+	snprintf(dirty, sizeof(dirty), "%s/dirty", harness_dir());
+	snprintf(foreign, sizeof(foreign), "%s/foreign", harness_dir());
+	snprintf(newer, sizeof(newer), "%s/newer", harness_dir());
+	snprintf(good, sizeof(good), "%s/good", harness_dir());
+	snprintf(port, sizeof(port), "%s/conf.port", harness_dir());
+
+	write_file(conf, "[daemon]\ndata_dir = /nonexistent\nlisten = tcp://127.0.0.1:0\n"
+			 "colour = blue\n");
+	expect_refused("unknown key", (const char *[]){ "--config", conf, NULL }, "unknown key 'colour'");
+	write_file(conf, "[daemon]\nworkers = many\n");
+	expect_refused("bad number", (const char *[]){ "--config", conf, NULL },
+		       "bad value 'many' for 'workers'");
+	write_file(conf, "[daemon]\nmax_chunk_size = 1000\n");
+	expect_refused("unaligned chunk size", (const char *[]){ "--config", conf, NULL },
+		       "bad value '1000'");
+	write_file(conf, "[store]\ndata_dir = /x\n");
+	expect_refused("unknown section", (const char *[]){ "--config", conf, NULL },
+		       "unknown section [store]");
+	write_file(conf, "[daemon]\nthis line has no equals sign\n");
+	expect_refused("syntax error", (const char *[]){ "--config", conf, NULL }, "syntax error");
+	expect_refused("missing config file",
+		       (const char *[]){ "--config", "/nonexistent/daemon.conf", NULL },
+		       "cannot open config file");
+	expect_refused("no secret",
+		       (const char *[]){ "--data-dir", good, "--listen", "tcp://127.0.0.1:0",
+					 NULL },
+		       "no cluster secret");
+	expect_refused("no listen", (const char *[]){ "--data-dir", good, "--secret-file", secret,
+						     NULL },
+		       "nothing to listen on");
+	expect_refused("bad flag", (const char *[]){ "--bogus", NULL }, "usage");
+
+	/* Data directories: refused, and left exactly as they were. */
+	mkdir(dirty, 0755);
+	snprintf(text, sizeof(text), "%s/precious.txt", dirty);
+	write_file(text, "do not touch\n");
+	expect_refused("non-empty without marker",
+		       (const char *[]){ "--data-dir", dirty, "--listen", "tcp://127.0.0.1:0",
+					 "--secret-file", secret, NULL },
+		       "not empty and has no rdmafs-format marker");
+	CHECK(!dir_has(dirty, "rdmafs-format") && !dir_has(dirty, "chunks") &&
+	      !dir_has(dirty, "meta"), "the refused directory was changed");
+
+	mkdir(foreign, 0755);
+	snprintf(text, sizeof(text), "%s/rdmafs-format", foreign);
+	write_file(text, "something else entirely\n");
+	expect_refused("foreign marker",
+		       (const char *[]){ "--data-dir", foreign, "--listen", "tcp://127.0.0.1:0",
+					 "--secret-file", secret, NULL },
+		       "is not an rdmafs format marker");
+	CHECK(!dir_has(foreign, "chunks") && !dir_has(foreign, "meta"),
+	      "the foreign directory was changed");
+
+	mkdir(newer, 0755);
+	snprintf(text, sizeof(text), "%s/rdmafs-format", newer);
+	write_file(text, "rdmafs-daemon data directory\nformat 7\n"
+			 "uuid 01234567-89ab-4def-8123-456789abcdef\n");
+	expect_refused("newer format",
+		       (const char *[]){ "--data-dir", newer, "--listen", "tcp://127.0.0.1:0",
+					 "--secret-file", secret, NULL },
+		       "newer than this daemon's format");
+	f = fopen(text, "r");
+	CHECK(f && fgets(before, sizeof(before), f) && fgets(after, sizeof(after), f), "reread");
+	fclose(f);
+	CHECK(strcmp(after, "format 7\n") == 0, "the newer marker was changed: %s", after);
+
+	/* A good config file starts, and a second daemon on its directory is refused. */
+	snprintf(text, sizeof(text),
+		 "; test config\n[daemon]\ndata_dir = %s\nlisten = tcp://127.0.0.1:0\n"
+		 "secret_file = %s\nworkers = 2\nqueue_depth = 64\nlog_level = warn\n",
+		 good, secret);
+	write_file(conf, text);
+	CHECK(daemon_start(&d, good, (const char *[]){ "--config", conf, NULL }) == 0,
+	      "daemon from a config file");
+	expect_refused("directory in use",
+		       (const char *[]){ "--data-dir", good, "--listen", "tcp://127.0.0.1:0",
+					 "--secret-file", secret, NULL },
+		       "in use by another rdmafs-daemon");
+	status = daemon_stop(&d, SIGTERM);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
+	CHECK(dir_has(good, "rdmafs-format") && dir_has(good, "chunks"), "initialised");
+	printf("config: 13 bad configurations and data directories refused with clear messages\n");
+	return 0;
+}
+
+/* ---- malformed: garbage and out-of-range requests ---- */
+
+static int test_malformed(void)
+{
+	static const uint8_t garbage[] = { 0xff, 0xff, 0xff, 0xff, 0x0f, 0x08, 0x96, 0x01, 0x12 };
+	Rdmafs__ChunkReadReq rd = RDMAFS__CHUNK_READ_REQ__INIT;
+	Rdmafs__ChunkTruncateReq tr = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
+	Rdmafs__ChunkCommitReq cm = RDMAFS__CHUNK_COMMIT_REQ__INIT;
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
+	uint8_t resp[256];
+	struct daemon_proc d;
+	struct rfc_client *c;
+	struct xprt_desc desc;
+	struct raw r;
+	uint8_t data[100];
+	size_t got;
+	unsigned checks = 0;
+	uint32_t bytes, clen;
+	int ret;
+
+	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	raw_open(&r, &d);
+	fill_pattern(xprt_buf_data(r.buf), 65536, 3);
+
+	/* Garbage protobuf for every chunk method. */
+	for (uint32_t m = 100; m <= 106; m++) {
+		ret = xprt_call(r.conn, m, garbage, sizeof(garbage), resp, sizeof(resp), &got, 0);
+		CHECK(ret == -EBADMSG, "garbage to method %u: %d, want -EBADMSG", m, ret);
+		checks++;
+	}
+	ret = xprt_call(r.conn, 9999, NULL, 0, resp, sizeof(resp), &got, 0);
+	CHECK(ret == -EOPNOTSUPP, "unknown method: %d", ret);
+	ret = xprt_call(r.conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, NULL, 0, resp, sizeof(resp),
+			&got, 0);
+	CHECK(ret == -EINVAL, "empty write request: %d", ret);
+	checks += 2;
+
+	/* Writes: lengths and offsets out of range. */
+	CHECK(raw_write(&r, 1, MiB, 0, 0, 0, 0, 0) == -EINVAL, "zero length");
+	CHECK(raw_write(&r, 1, MiB, MiB - 10, 100, 0, 100, 0) == -EINVAL, "past chunk_size");
+	CHECK(raw_write(&r, 1, 2 * MiB, MiB, 100, 0, 100, 0) == -EINVAL, "chunk_size too big");
+	CHECK(raw_write(&r, 1, 0, 0, 100, 0, 100, 0) == -EINVAL, "chunk_size 0");
+	CHECK(raw_write(&r, 1, MiB, 0xffffffffu, 100, 0, 100, 0) == -EINVAL, "absurd offset");
+	CHECK(raw_write(&r, 1, MiB, 100, 0xffffffffu, 0, 100, 0) == -EINVAL, "absurd length");
+	CHECK(raw_write(&r, 1, MiB, 0, 4096, 0, 100, 0) == -EINVAL, "descriptor too short");
+	checks += 7;
+
+	/* Reads. */
+	cid.inode = 1;
+	rd.chunk = &cid;
+	rd.buf = &bd;
+	CHECK(xprt_mr_desc(r.conn, xprt_buf_mr(r.buf), xprt_buf_data(r.buf), MiB, &desc) == 0,
+	      "desc");
+	bd.addr = desc.addr;
+	bd.rkey = desc.rkey;
+	bd.len = MiB;
+	rd.offset = MiB;
+	rd.length = 1;
+	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read past");
+	rd.offset = 0;
+	rd.length = 0xffffffffu;
+	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read huge");
+	rd.length = 4096;
+	bd.len = 10;
+	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read desc");
+	rd.chunk = NULL;
+	bd.len = MiB;
+	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "no chunk");
+	checks += 4;
+
+	tr.chunk = &cid;
+	tr.length = MiB + 1;
+	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &tr.base) == -EINVAL,
+	      "truncate past the max");
+	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &cm.base) == -EINVAL,
+	      "commit without a selection");
+	checks += 2;
+
+	/* A descriptor with a wrong key: refused by the target, fatal to that connection. */
+	ret = raw_write(&r, 1, MiB, 0, 4096, rfc_crc32c(xprt_buf_data(r.buf), 4096), 4096,
+			0x5a5a);
+	CHECK(ret < 0, "write from a bad descriptor: %d", ret);
+	printf("  bad descriptor: %s\n", xprt_strerror(ret));
+	raw_reconnect(&r, &d);
+	/* A descriptor pointing past the registered memory. */
+	{
+		Rdmafs__ChunkWriteReq wr = RDMAFS__CHUNK_WRITE_REQ__INIT;
+
+		CHECK(xprt_mr_desc(r.conn, xprt_buf_mr(r.buf), xprt_buf_data(r.buf), MiB, &desc) ==
+		      0, "desc");
+		bd.addr = desc.addr + MiB - 100;
+		bd.rkey = desc.rkey;
+		bd.len = 4096;
+		wr.chunk = &cid;
+		wr.length = 4096;
+		wr.buf = &bd;
+		wr.chunk_size = MiB;
+		ret = raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &wr.base);
+		CHECK(ret < 0, "write from out-of-bounds memory: %d", ret);
+		printf("  out-of-bounds descriptor: %s\n", xprt_strerror(ret));
+	}
+	checks += 2;
+	raw_close(&r);
+
+	/* The daemon is alive and serves a well-formed client. */
+	CHECK(kill(d.pid, 0) == 0, "daemon died");
+	c = client_of(&d, MiB);
+	fill_pattern(data, sizeof(data), 1);
+	CHECK(rfc_chunk_write(c, (struct rfc_chunk){ 1, 0 }, MiB, 5, data, 100, false, NULL) == 0,
+	      "good write");
+	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ 1, 0 }, 5, resp, 100, &bytes, &clen) == 0 &&
+	      bytes == 100 && !memcmp(resp, data, 100), "good read");
+	rfc_client_destroy(c);
+	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	printf("malformed: %u bad requests answered with errors, daemon kept serving\n", checks);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(void);
+	} tests[] = {
+		{ "roundtrip", test_roundtrip }, { "clients", test_clients },
+		{ "crash", test_crash },         { "corrupt", test_corrupt },
+		{ "enospc", test_enospc },       { "config", test_config },
+		{ "malformed", test_malformed },
+	};
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: daemon-test DAEMON_BINARY tcp|rdma TEST\n");
+		return 1;
+	}
+	harness_daemon_path = argv[1];
+	harness_kind = argv[2];
+	signal(SIGPIPE, SIG_IGN);
+	if (access(harness_daemon_path, X_OK)) {
+		fprintf(stderr, "no daemon binary at %s\n", harness_daemon_path);
+		return 1;
+	}
+	harness_require_kind();
+	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		if (strcmp(argv[3], tests[i].name) == 0)
+			return tests[i].fn();
+	fprintf(stderr, "unknown test %s\n", argv[3]);
+	return 1;
+}

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "xprt.h"
+#include "rdmafs_client.h"
+#include "harness.h"
+
+extern char **environ;
+
+const char *harness_daemon_path;
+const char *harness_kind = "tcp";
+
+static char scratch[256];
+
+const char *harness_addr(void)
+{
+	/* rdma_cm cannot route 127.0.0.1 over soft-RoCE: the rdma-vm guest sets this. */
+	const char *addr = getenv("RDMAFS_TEST_ADDR");
+
+	return addr && *addr ? addr : "127.0.0.1";
+}
+static pid_t children[64];
+static unsigned child_count;
+
+uint64_t harness_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t rnd(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x;
+}
+
+void fill_pattern(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 2654435761u + 0x9e3779b97f4a7c15ull;
+
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(rnd(&x) >> 24);
+}
+
+uint8_t stream_byte(uint64_t seed, uint64_t pos)
+{
+	uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (pos * 0xbf58476d1ce4e5b9ull);
+
+	x ^= x >> 31;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 29;
+	return (uint8_t)x;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+void harness_cleanup(void)
+{
+	for (unsigned i = 0; i < child_count; i++) {
+		if (children[i] > 0 && kill(children[i], SIGKILL) == 0)
+			waitpid(children[i], NULL, 0);
+		children[i] = 0;
+	}
+	if (scratch[0] && !getenv("RDMAFS_TEST_KEEP"))
+		nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	scratch[0] = '\0';
+}
+
+const char *harness_dir(void)
+{
+	char path[256], secret_path[300];
+	const char *base = getenv("TMPDIR");
+	FILE *f;
+
+	if (scratch[0])
+		return scratch;
+	snprintf(path, sizeof(path), "%s/rdmafs-daemon-test.XXXXXX", base ? base : "/tmp");
+	if (!mkdtemp(path)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	snprintf(scratch, sizeof(scratch), "%s", path);
+	snprintf(secret_path, sizeof(secret_path), "%s/secret", scratch);
+	f = fopen(secret_path, "w");
+	if (!f) {
+		perror(secret_path);
+		exit(1);
+	}
+	fputs(SECRET "\n", f);
+	fclose(f);
+	atexit(harness_cleanup);
+	return scratch;
+}
+
+void harness_require_kind(void)
+{
+	struct xprt_options o;
+	struct xprt_ctx *ctx;
+	bool rdma;
+
+	if (strcmp(harness_kind, "tcp") == 0)
+		return;
+	if (strcmp(harness_kind, "rdma") != 0) {
+		fprintf(stderr, "unknown transport %s\n", harness_kind);
+		exit(1);
+	}
+	xprt_options_init(&o);
+	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
+	if (xprt_ctx_create(&o, &ctx)) {
+		fprintf(stderr, "cannot create a transport context\n");
+		exit(1);
+	}
+	rdma = xprt_ctx_has_rdma(ctx);
+	xprt_ctx_destroy(ctx);
+	if (!rdma) {
+		printf("SKIP: no RDMA device (the rdma-vm suite runs this over soft-RoCE)\n");
+		exit(EXIT_SKIP);
+	}
+}
+
+static void print_log(const char *path)
+{
+	char line[512];
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return;
+	fprintf(stderr, "--- %s\n", path);
+	while (fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	fclose(f);
+}
+
+int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const *extra)
+{
+	char listen[64], secret[300], port_file[300], text[32];
+	const char *argv[40];
+	posix_spawn_file_actions_t fa;
+	unsigned n = 0;
+	int status;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->data_dir, sizeof(d->data_dir), "%s", data_dir);
+	snprintf(listen, sizeof(listen), "%s://%s:0", harness_kind, harness_addr());
+	snprintf(secret, sizeof(secret), "%s/secret", harness_dir());
+	snprintf(port_file, sizeof(port_file), "%s/port", harness_dir());
+	snprintf(d->log_path, sizeof(d->log_path), "%s/daemon.log", harness_dir());
+	unlink(port_file);
+	argv[n++] = harness_daemon_path;
+	argv[n++] = "--data-dir";
+	argv[n++] = data_dir;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--secret-file";
+	argv[n++] = secret;
+	argv[n++] = "--port-file";
+	argv[n++] = port_file;
+	argv[n++] = "--foreground";
+	for (unsigned i = 0; extra && extra[i] && n < 38; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, d->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	if (posix_spawn(&d->pid, harness_daemon_path, &fa, NULL, (char **)argv, environ)) {
+		posix_spawn_file_actions_destroy(&fa);
+		perror("posix_spawn");
+		return -1;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	if (child_count < 64)
+		children[child_count++] = d->pid;
+	for (uint64_t deadline = harness_now_ms() + 20000; harness_now_ms() < deadline;) {
+		FILE *f = fopen(port_file, "r");
+
+		if (f) {
+			if (fgets(text, sizeof(text), f)) {
+				d->port = (unsigned)strtoul(text, NULL, 10);
+				fclose(f);
+				snprintf(d->uri, sizeof(d->uri), "%s://%s:%u", harness_kind,
+					 harness_addr(), d->port);
+				return 0;
+			}
+			fclose(f);
+		}
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			fprintf(stderr, "rdmafs-daemon exited early (status %d)\n", status);
+			print_log(d->log_path);
+			d->pid = 0;
+			return -1;
+		}
+		usleep(10000);
+	}
+	fprintf(stderr, "rdmafs-daemon did not write its port file in time\n");
+	print_log(d->log_path);
+	return -1;
+}
+
+int daemon_stop(struct daemon_proc *d, int sig)
+{
+	int status = -1;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, sig);
+	waitpid(d->pid, &status, 0);
+	for (unsigned i = 0; i < child_count; i++)
+		if (children[i] == d->pid)
+			children[i] = 0;
+	d->pid = 0;
+	return status;
+}
+
+int daemon_run_capture(const char *const *args, char *err, size_t err_size)
+{
+	char path[300];
+	posix_spawn_file_actions_t fa;
+	const char *argv[40];
+	unsigned n = 0;
+	ssize_t len;
+	pid_t pid;
+	int status, fd;
+
+	snprintf(path, sizeof(path), "%s/capture.err", harness_dir());
+	argv[n++] = harness_daemon_path;
+	for (unsigned i = 0; args[i] && n < 39; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	if (posix_spawn(&pid, harness_daemon_path, &fa, NULL, (char **)argv, environ)) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -1;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	/* A daemon that wrongly starts would never exit: bound the wait. */
+	for (uint64_t deadline = harness_now_ms() + 10000;;) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+		if (harness_now_ms() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			snprintf(err, err_size, "(daemon kept running)");
+			return -2;
+		}
+		usleep(10000);
+	}
+	err[0] = '\0';
+	fd = open(path, O_RDONLY);
+	if (fd >= 0) {
+		len = read(fd, err, err_size - 1);
+		err[len > 0 ? len : 0] = '\0';
+		close(fd);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct rfc_client *client_of(const struct daemon_proc *d, uint32_t buf_size)
+{
+	struct rfc_options o;
+	struct rfc_client *c;
+	int ret;
+
+	rfc_options_init(&o);
+	o.uri = d->uri;
+	o.secret = SECRET;
+	o.secret_len = strlen(SECRET);
+	o.name = "daemon-test";
+	o.buf_size = buf_size;
+	o.buf_count = 4;
+	o.timeout_ms = 20000;
+	ret = rfc_client_create(&o, &c);
+	CHECK(ret == 0, "connect to %s: %s", d->uri, strerror(-ret));
+	return c;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Test harness for the daemon suite: scratch directories, rdmafs-daemon
+ * processes (posix_spawn, port handed back through --port-file), checks.
+ */
+#ifndef RDMAFS_TEST_DAEMON_HARNESS_H
+#define RDMAFS_TEST_DAEMON_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define EXIT_SKIP 77
+#define SECRET    "daemon-test-secret"
+
+/* Fails the test: prints where and why, exits 1. */
+#define CHECK(cond, ...)                                                          \
+	do {                                                                      \
+		if (!(cond)) {                                                    \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                             \
+			fprintf(stderr, "\n");                                    \
+			harness_cleanup();                                        \
+			exit(1);                                                  \
+		}                                                                 \
+	} while (0)
+
+struct daemon_proc {
+	pid_t pid;
+	unsigned port;
+	char uri[128];
+	char data_dir[256];
+	char log_path[256];
+};
+
+/* The scratch directory of this test (created on first use, removed at exit). */
+const char *harness_dir(void);
+/* Path of the daemon binary and the transport ("tcp" / "rdma"), from argv. */
+extern const char *harness_daemon_path;
+extern const char *harness_kind;
+/* The address daemons listen on: RDMAFS_TEST_ADDR, or 127.0.0.1. */
+const char *harness_addr(void);
+
+/*
+ * Starts rdmafs-daemon on @data_dir (created if needed), listening on
+ * KIND://ADDR:0, plus @extra arguments (NULL-terminated, may be NULL).
+ * Waits until it serves. Returns 0, or -1 if it exited (its log is printed).
+ */
+int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const *extra);
+/* Sends @sig and waits; returns the wait status. */
+int daemon_stop(struct daemon_proc *d, int sig);
+/* Runs the daemon with @args to completion; returns its exit code, stderr in @err. */
+int daemon_run_capture(const char *const *args, char *err, size_t err_size);
+void harness_cleanup(void);
+/* Exits 77 with a reason when @kind cannot run here (rdma without a device). */
+void harness_require_kind(void);
+
+uint64_t harness_now_ms(void);
+void fill_pattern(uint8_t *p, size_t len, uint64_t seed);
+/* The byte at @pos of the stream identified by @seed (for append tests). */
+uint8_t stream_byte(uint64_t seed, uint64_t pos);
+uint64_t rnd(uint64_t *state);
+
+struct rfc_client;
+/* A client of @d with @buf_size buffers; exits 1 on failure. */
+struct rfc_client *client_of(const struct daemon_proc *d, uint32_t buf_size);
+
+#endif
