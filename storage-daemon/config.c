@@ -195,6 +195,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct daemon_config flags = { 0 };
+	bool log_level_flag = false;
 	const char *key;
 	int opt, ret = -EINVAL;
 
@@ -228,6 +229,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			      opt == 's' ? "secret_file" : opt == 'p' ? "port_file" :
 			      opt == 'n' ? "name" : opt == 'w' ? "workers" : "log_level";
 			ret = config_set(&flags, key, optarg);
+			log_level_flag |= opt == 'L';
 			if (ret)
 				fprintf(stderr, "rdmafs-daemon: bad value '%s' for %s\n", optarg,
 					key);
@@ -279,9 +281,8 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	}
 	if (flags.workers)
 		cfg->workers = flags.workers;
-	for (int i = 1; i < argc; i++)
-		if (strncmp(argv[i], "--log-level", 11) == 0)
-			cfg->log_level = flags.log_level;
+	if (log_level_flag)
+		cfg->log_level = flags.log_level;
 	cfg->foreground = flags.foreground;
 
 	ret = -EINVAL;
