@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The cluster map of the metadata service: registration, heartbeats and the
+ * DOWN timeout, the epoch, operator states, and the layouts new files get.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "placement.h"
+#include "test_meta_util.h"
+
+#define ROOT 1
+#define UP RDMAFS__DAEMON_STATE__DAEMON_STATE_UP
+#define DOWN RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN
+#define DRAINING RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING
+#define REMOVED RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED
+
+static int setup(void **state)
+{
+	struct tm_env *e = calloc(1, sizeof(*e));
+
+	tm_setup(e, 0);
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct tm_env *e = *state;
+
+	tm_teardown(e);
+	free(e);
+	return 0;
+}
+
+static uint64_t epoch(struct meta *m)
+{
+	Rdmafs__GetClusterMapResp *r;
+	uint64_t v;
+
+	assert_int_equal(tm_cluster_map(m, 0, &r), 0);
+	v = r->epoch;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return v;
+}
+
+static void test_register(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__RegisterDaemonResp *rr;
+	Rdmafs__GetClusterMapResp *map;
+	uint64_t e0 = epoch(e->m), e1;
+
+	assert_int_equal(tm_register(e->m, 1, "rdma://10.0.0.1:7471", 1000, 10, &rr), 0);
+	assert_int_equal(rr->state, UP);
+	assert_int_equal(rr->heartbeat_interval_ms, 2000);
+	e1 = rr->epoch;
+	assert_true(e1 > e0);
+	protobuf_c_message_free_unpacked(&rr->base, NULL);
+	/* the same again changes nothing; a heartbeat's numbers do not bump either */
+	assert_int_equal(tm_register(e->m, 1, "rdma://10.0.0.1:7471", 1000, 20, NULL), 0);
+	assert_int_equal(epoch(e->m), e1);
+	assert_int_equal(tm_heartbeat(e->m, 1, 1000, 30, NULL), 0);
+	assert_int_equal(epoch(e->m), e1);
+	/* a new address does */
+	assert_int_equal(tm_register(e->m, 1, "tcp://10.0.0.1:7471", 1000, 20, NULL), 0);
+	assert_true(epoch(e->m) > e1);
+	assert_int_equal(tm_register(e->m, 2, "tcp://10.0.0.2:7471", 2000, 0, NULL), 0);
+
+	assert_int_equal(tm_cluster_map(e->m, 0, &map), 0);
+	assert_int_equal(map->n_daemons, 2);
+	assert_false(map->unchanged);
+	assert_int_equal(map->daemons[0]->n_addresses, 1);
+	assert_string_equal(map->daemons[0]->addresses[0], "tcp://10.0.0.1:7471");
+	assert_int_equal(map->daemons[0]->capacity_bytes, 1000);
+	assert_int_equal(map->daemons[0]->used_bytes, 30 - 10); /* the register's 20 */
+	assert_true(map->daemons[0]->last_heartbeat_unix_ms > 1600000000000ULL);
+	e1 = map->epoch;
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+	assert_int_equal(tm_cluster_map(e->m, e1, &map), 0);
+	assert_true(map->unchanged);
+	assert_int_equal(map->n_daemons, 0);
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+	assert_int_equal(tm_cluster_map(e->m, e1 - 1, &map), 0);
+	assert_false(map->unchanged);
+	assert_int_equal(map->n_daemons, 2);
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+
+	/* bad requests */
+	{
+		Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
+		uint8_t uuid[15] = { 1 };
+		char *empty[1] = { "" };
+
+		req.uuid.data = uuid;
+		req.uuid.len = sizeof(uuid);
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL,
+					 NULL), -EINVAL);
+		req.uuid.len = 0;
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL,
+					 NULL), -EINVAL);
+		tm_uuid(uuid, 9);
+		req.uuid.len = 16;
+		req.uuid.data = (uint8_t[16]){ 9 };
+		req.addresses = empty;
+		req.n_addresses = 1;
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL,
+					 NULL), -EINVAL);
+	}
+	assert_int_equal(tm_heartbeat(e->m, 77, 1, 1, NULL), -ENOENT);
+}
+
+static void test_heartbeat_timeout(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__HeartbeatResp *hr;
+	uint64_t e0;
+
+	assert_int_equal(meta_tick(e->m, 100), 0);
+	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_register(e->m, 2, "tcp://b:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_register(e->m, 3, "tcp://c:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_set_state(e->m, 3, DRAINING, false, NULL), 0);
+	assert_int_equal(meta_tick(e->m, 105), 0);
+	assert_int_equal(tm_heartbeat(e->m, 1, 1000, 0, NULL), 0);
+	assert_int_equal(meta_tick(e->m, 110), 0);
+	e0 = epoch(e->m);
+	/* 2 has been silent for 11 s, 1 for 6 s */
+	assert_int_equal(meta_tick(e->m, 111), 1);
+	assert_int_equal(tm_daemon_state(e->m, 2), DOWN);
+	assert_int_equal(tm_daemon_state(e->m, 1), UP);
+	assert_int_equal(tm_daemon_state(e->m, 3), DRAINING);
+	assert_true(epoch(e->m) > e0);
+	e0 = epoch(e->m);
+	assert_int_equal(meta_tick(e->m, 112), 0);
+	assert_int_equal(epoch(e->m), e0);
+	assert_int_equal(meta_tick(e->m, 116), 1);
+	assert_int_equal(tm_daemon_state(e->m, 1), DOWN);
+	/* a heartbeat brings it back */
+	assert_int_equal(tm_heartbeat(e->m, 2, 1000, 5, &hr), 0);
+	assert_int_equal(hr->state, UP);
+	assert_true(hr->epoch > e0);
+	protobuf_c_message_free_unpacked(&hr->base, NULL);
+	assert_int_equal(tm_daemon_state(e->m, 2), UP);
+	/* so does registering again */
+	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_daemon_state(e->m, 1), UP);
+	assert_int_equal(tm_heartbeat(e->m, 3, 1000, 5, &hr), 0);
+	assert_int_equal(hr->state, DRAINING);
+	protobuf_c_message_free_unpacked(&hr->base, NULL);
+}
+
+/* After a restart every daemon gets a full timeout from the first tick. */
+static void test_restart_grace(void **state)
+{
+	struct tm_env *e = *state;
+
+	assert_int_equal(meta_tick(e->m, 5000), 0);
+	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
+	tm_reopen(e);
+	/* another clock now: smaller than before */
+	assert_int_equal(meta_tick(e->m, 20), 0);
+	assert_int_equal(meta_tick(e->m, 30), 0);
+	assert_int_equal(tm_daemon_state(e->m, 1), UP);
+	assert_int_equal(meta_tick(e->m, 31), 1);
+	assert_int_equal(tm_daemon_state(e->m, 1), DOWN);
+}
+
+static void test_set_state(void **state)
+{
+	struct tm_env *e = *state;
+	uint64_t e0, e1, h, freed;
+	struct tm_attr a;
+
+	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_register(e->m, 2, "tcp://b:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_set_state(e->m, 1, DOWN, false, NULL), -EINVAL);
+	assert_int_equal(tm_set_state(e->m, 1, 0, false, NULL), -EINVAL);
+	assert_int_equal(tm_set_state(e->m, 1, 42, false, NULL), -EINVAL);
+	assert_int_equal(tm_set_state(e->m, 9, DRAINING, false, NULL), -ENOENT);
+	/* REMOVED needs a finished drain: draining, and in no layout */
+	assert_int_equal(tm_set_state(e->m, 1, REMOVED, false, NULL), -EBUSY);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", 0644, true, O_RDWR, &a, &h, NULL), 0);
+	assert_int_equal(a.stripe_width, 2);
+	e0 = epoch(e->m);
+	assert_int_equal(tm_set_state(e->m, 1, DRAINING, false, &e1), 0);
+	assert_true(e1 > e0);
+	assert_int_equal(tm_set_state(e->m, 1, DRAINING, false, &e0), 0);
+	assert_int_equal(e0, e1);
+	assert_int_equal(tm_set_state(e->m, 1, REMOVED, false, NULL), -EBUSY);
+	/* new files avoid it */
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "g", 0644, true, O_RDWR, &a, NULL, NULL), 0);
+	assert_int_equal(a.stripe_width, 1);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "f", &freed), 0);
+	assert_int_equal(freed, 0); /* still open */
+	assert_int_equal(tm_set_state(e->m, 1, REMOVED, false, NULL), -EBUSY);
+	assert_int_equal(tm_release(e->m, h, 0, &freed), 0);
+	assert_int_not_equal(freed, 0);
+	assert_int_equal(tm_set_state(e->m, 1, REMOVED, false, NULL), 0);
+	assert_int_equal(tm_daemon_state(e->m, 1), REMOVED);
+	/* a removed daemon stays removed when it registers again */
+	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_daemon_state(e->m, 1), REMOVED);
+	/* force skips the drain */
+	assert_int_equal(tm_set_state(e->m, 2, REMOVED, true, NULL), 0);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "h", 0644, true, O_RDWR, NULL, NULL, NULL),
+			 -ENOSPC);
+	assert_int_equal(tm_set_state(e->m, 2, UP, false, NULL), 0);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "h", 0644, true, O_RDWR, NULL, NULL, NULL), 0);
+}
+
+static void test_layouts(void **state)
+{
+	struct tm_env *e = *state;
+	unsigned uses[9] = { 0 };
+	char name[32];
+
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "none", 0644, true, O_RDWR, NULL, NULL, NULL),
+			 -ENOSPC);
+	for (unsigned i = 1; i <= 8; i++)
+		assert_int_equal(tm_register(e->m, i, "tcp://x:1", 1ULL << 40, 0, NULL), 0);
+	assert_int_equal(meta_tick(e->m, 1000), 0);
+	for (int f = 0; f < 400; f++) {
+		Rdmafs__CreateReq req = RDMAFS__CREATE_REQ__INIT;
+		Rdmafs__CreateResp *r = NULL;
+
+		snprintf(name, sizeof(name), "f%d", f);
+		req.parent = ROOT;
+		req.name.data = (uint8_t *)name;
+		req.name.len = strlen(name);
+		req.mode = S_IFREG | 0644;
+		req.exclusive = true;
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_CREATE, &req,
+					 &rdmafs__create_resp__descriptor, (void **)&r), 0);
+		assert_non_null(r->layout);
+		assert_int_equal(r->layout->stripe_width, 4);
+		assert_int_equal(r->layout->n_daemons, 4);
+		assert_int_equal(r->layout->chunk_size, 1 << 20);
+		assert_int_equal(r->layout->placement, RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1);
+		for (size_t i = 0; i < 4; i++) {
+			assert_int_equal(r->layout->daemons[i].len, 16);
+			assert_true(r->layout->daemons[i].data[0] >= 1 &&
+				    r->layout->daemons[i].data[0] <= 8);
+			uses[r->layout->daemons[i].data[0]]++;
+			for (size_t j = 0; j < i; j++)
+				assert_memory_not_equal(r->layout->daemons[i].data,
+							r->layout->daemons[j].data, 16);
+		}
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	}
+	/* 1600 slots over 8 daemons: each near 200 */
+	for (unsigned i = 1; i <= 8; i++)
+		assert_true(uses[i] > 140 && uses[i] < 260);
+	/* a DOWN daemon gets no new files */
+	assert_int_equal(meta_tick(e->m, 1005), 0);
+	for (unsigned i = 2; i <= 8; i++)
+		assert_int_equal(tm_heartbeat(e->m, i, 1ULL << 40, 0, NULL), 0);
+	assert_int_equal(meta_tick(e->m, 1011), 1);
+	for (int f = 0; f < 50; f++) {
+		struct tm_attr a;
+		Rdmafs__OpenResp *r = NULL;
+		Rdmafs__OpenReq oreq = RDMAFS__OPEN_REQ__INIT;
+
+		snprintf(name, sizeof(name), "g%d", f);
+		assert_int_equal(tm_create(e->m, NULL, ROOT, name, 0644, true, O_RDWR, &a, NULL,
+					   NULL), 0);
+		oreq.ino = a.ino;
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_OPEN, &oreq,
+					 &rdmafs__open_resp__descriptor, (void **)&r), 0);
+		for (size_t i = 0; i < r->layout->n_daemons; i++)
+			assert_int_not_equal(r->layout->daemons[i].data[0], 1);
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	}
+}
+
+static void test_custom_options(void **state)
+{
+	struct tm_env *e = *state;
+	struct meta_options o = { .chunk_size = 4 << 20, .stripe_width = 2,
+				  .heartbeat_timeout_sec = 3, .heartbeat_interval_ms = 500,
+				  .log = tm_quiet_log };
+	Rdmafs__RegisterDaemonResp *rr;
+	struct tm_attr a;
+
+	meta_close(e->m);
+	assert_int_equal(meta_open(e->dir, &o, &e->m), 0);
+	assert_int_equal(meta_tick(e->m, 10), 0);
+	for (unsigned i = 1; i <= 3; i++)
+		assert_int_equal(tm_register(e->m, i, "tcp://x:1", 1ULL << 40, 0, NULL), 0);
+	assert_int_equal(tm_register(e->m, 1, "tcp://x:1", 1ULL << 40, 0, &rr), 0);
+	assert_int_equal(rr->heartbeat_interval_ms, 500);
+	protobuf_c_message_free_unpacked(&rr->base, NULL);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", 0644, true, O_RDWR, &a, NULL, NULL), 0);
+	assert_int_equal(a.chunk_size, 4 << 20);
+	assert_int_equal(a.stripe_width, 2);
+	assert_int_equal(meta_tick(e->m, 13), 0);
+	assert_int_equal(meta_tick(e->m, 14), 3);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_register, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_heartbeat_timeout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_grace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_set_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_layouts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_custom_options, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("meta-cluster", tests, NULL, NULL) ? 1 : 0;
+}

@@ -1,0 +1,1231 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The metadata service's filesystem operations through meta_handle(), with
+ * the errno of every error case, permission checks for non-owners, readdir
+ * cookies under concurrent change, unlink-while-open and persistence.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+#include <lmdb.h>
+
+#include "test_meta_util.h"
+
+#define ROOT 1
+
+static int setup(void **state)
+{
+	struct tm_env *e = calloc(1, sizeof(*e));
+
+	tm_setup(e, 3);
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct tm_env *e = *state;
+
+	tm_teardown(e);
+	free(e);
+	tm_resp_cap = 1 << 20;
+	return 0;
+}
+
+static bool later(int64_t s1, uint32_t n1, int64_t s0, uint32_t n0)
+{
+	return s1 > s0 || (s1 == s0 && n1 >= n0);
+}
+
+static void test_root(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr a;
+
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, &a), 0);
+	assert_int_equal(a.ino, ROOT);
+	assert_int_equal(a.mode, S_IFDIR | 0755);
+	assert_int_equal(a.uid, 0);
+	assert_int_equal(a.gid, 0);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(tm_getattr(e->m, NULL, 999999, &a), -ENOENT);
+}
+
+static void test_mkdir_lookup(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr d, l, root0, root1, f;
+
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, &root0), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "a", 0750, &d), 0);
+	assert_int_equal(d.mode, S_IFDIR | 0750);
+	assert_int_equal(d.nlink, 2);
+	assert_int_equal(d.stripe_width, 0);
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, &root1), 0);
+	assert_int_equal(root1.nlink, 3);
+	assert_true(later(root1.mtime_sec, root1.mtime_nsec, root0.mtime_sec, root0.mtime_nsec));
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "a", &l), 0);
+	assert_int_equal(l.ino, d.ino);
+	assert_int_equal(l.generation, d.generation);
+	assert_int_equal(tm_lookup(e->m, NULL, d.ino, "..", &l), 0);
+	assert_int_equal(l.ino, ROOT);
+	assert_int_equal(tm_lookup(e->m, NULL, d.ino, ".", &l), 0);
+	assert_int_equal(l.ino, d.ino);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "a", 0755, NULL), -EEXIST);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "nope", NULL), -ENOENT);
+	assert_int_equal(tm_mkdir(e->m, NULL, 424242, "x", 0755, NULL), -ENOENT);
+	assert_true(tm_mkfile(e->m, NULL, ROOT, "f", 0644) > 0);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "f", &f), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, f.ino, "x", NULL), -ENOTDIR);
+	assert_int_equal(tm_mkdir(e->m, NULL, f.ino, "x", 0755, NULL), -ENOTDIR);
+	/* setgid directories hand down their group and the bit */
+	{
+		Rdmafs__SetattrReq s = RDMAFS__SETATTR_REQ__INIT;
+		struct tm_attr sub;
+
+		s.ino = d.ino;
+		s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE |
+			  RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
+		s.mode = 02775;
+		s.gid = 50;
+		assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), 0);
+		assert_int_equal(tm_mkdir(e->m, NULL, d.ino, "sub", 0755, &sub), 0);
+		assert_int_equal(sub.gid, 50);
+		assert_int_equal(sub.mode, S_IFDIR | 02755);
+	}
+}
+
+static void test_names(void **state)
+{
+	struct tm_env *e = *state;
+	char name[300];
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "", 0755, NULL), -EINVAL);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, ".", 0755, NULL), -EINVAL);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "..", 0755, NULL), -EINVAL);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "a/b", 0755, NULL), -EINVAL);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "/", 0644, true, O_RDWR, NULL, NULL, NULL),
+			 -EINVAL);
+	assert_int_equal(tm_symlink(e->m, NULL, ROOT, "..", "x", NULL), -EINVAL);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "a/b", NULL), -EINVAL);
+	memset(name, 'n', 256);
+	name[256] = '\0';
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, name, 0755, NULL), -ENAMETOOLONG);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, name, NULL), -ENAMETOOLONG);
+	assert_true(tm_mkfile(e->m, NULL, ROOT, name, 0644) == -ENAMETOOLONG);
+	name[255] = '\0';
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, name, 0755, NULL), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, name, NULL), 0);
+	/* a NUL inside the bytes */
+	{
+		Rdmafs__MkdirReq req = RDMAFS__MKDIR_REQ__INIT;
+		uint8_t nul[3] = { 'a', 0, 'b' };
+
+		req.parent = ROOT;
+		req.name.data = nul;
+		req.name.len = 3;
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_MKDIR, &req, NULL, NULL),
+				 -EINVAL);
+	}
+	/* odd but valid bytes */
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "...", 0755, NULL), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "\xff\xfe name with\nnewline", 0755, NULL), 0);
+}
+
+static void test_create_open(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr a, b;
+	uint64_t h1, h2, h3, freed = 9;
+	bool created;
+
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", S_IFREG | 0640, false, O_RDWR, &a, &h1,
+				   &created), 0);
+	assert_true(created);
+	assert_int_equal(a.mode, S_IFREG | 0640);
+	assert_int_equal(a.nlink, 1);
+	assert_int_equal(a.size, 0);
+	assert_int_equal(a.stripe_width, 3); /* min(4, 3 daemons) */
+	assert_int_equal(a.chunk_size, 1 << 20);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", S_IFREG | 0600, false, O_RDONLY, &b,
+				   &h2, &created), 0);
+	assert_false(created);
+	assert_int_equal(b.ino, a.ino);
+	assert_int_equal(b.mode, S_IFREG | 0640);
+	assert_int_not_equal(h1, h2);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", 0644, true, O_RDWR, NULL, NULL, NULL),
+			 -EEXIST);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, NULL), 0);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "d", 0644, false, O_RDWR, NULL, NULL, NULL),
+			 -EISDIR);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "g", S_IFDIR | 0644, false, O_RDWR, NULL,
+				   NULL, NULL), -EINVAL);
+	assert_int_equal(tm_open(e->m, NULL, a.ino, O_WRONLY, &h3), 0);
+	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_release(e->m, h1, a.ino, NULL), -EBADF);
+	assert_int_equal(tm_release(e->m, h2, a.ino + 1, NULL), -EINVAL);
+	assert_int_equal(tm_release(e->m, h2, a.ino, NULL), 0);
+	assert_int_equal(tm_release(e->m, h3, 0, NULL), 0);
+	assert_int_equal(tm_open(e->m, NULL, 777777, O_RDONLY, NULL), -ENOENT);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "d", &b), 0);
+	assert_int_equal(tm_open(e->m, NULL, b.ino, O_RDWR, NULL), -EISDIR);
+	assert_int_equal(tm_open(e->m, NULL, b.ino, O_RDONLY, &h1), 0);
+	assert_int_equal(tm_release(e->m, h1, b.ino, NULL), 0);
+}
+
+static void test_create_without_daemons(void **state)
+{
+	struct tm_env e;
+	struct tm_attr a;
+
+	tm_setup(&e, 0);
+	assert_int_equal(tm_create(e.m, NULL, ROOT, "f", 0644, true, O_RDWR, NULL, NULL, NULL),
+			 -ENOSPC);
+	assert_int_equal(tm_mknod(e.m, NULL, ROOT, "r", S_IFREG | 0644, 0, NULL), -ENOSPC);
+	assert_int_equal(tm_lookup(e.m, NULL, ROOT, "f", NULL), -ENOENT);
+	/* what has no data needs no daemon */
+	assert_int_equal(tm_mkdir(e.m, NULL, ROOT, "d", 0755, NULL), 0);
+	assert_int_equal(tm_mknod(e.m, NULL, ROOT, "p", S_IFIFO | 0644, 0, &a), 0);
+	assert_int_equal(tm_symlink(e.m, NULL, ROOT, "s", "t", NULL), 0);
+	tm_teardown(&e);
+}
+
+static void test_mknod(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_cred u;
+	struct tm_attr a;
+
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "fifo", S_IFIFO | 0644, 0, &a), 0);
+	assert_int_equal(a.mode, S_IFIFO | 0644);
+	assert_int_equal(a.stripe_width, 0);
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "sock", S_IFSOCK | 0644, 0, NULL), 0);
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "reg", S_IFREG | 0644, 0, &a), 0);
+	assert_int_equal(a.stripe_width, 3);
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "chr", S_IFCHR | 0600, 0x0501, NULL), 0);
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "dir", S_IFDIR | 0755, 0, NULL), -EPERM);
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "lnk", S_IFLNK | 0755, 0, NULL), -EINVAL);
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "fifo", S_IFIFO | 0644, 0, NULL), -EEXIST);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "pub", 0777, &a), 0);
+	assert_int_equal(tm_mknod(e->m, tm_user(&u, 1000, 1000), a.ino, "blk", S_IFBLK | 0600, 1,
+				  NULL), -EPERM);
+	assert_int_equal(tm_mknod(e->m, tm_user(&u, 1000, 1000), a.ino, "p", S_IFIFO | 0600, 0,
+				  &a), 0);
+	assert_int_equal(a.uid, 1000);
+}
+
+static void test_symlink(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr a;
+	char buf[5000], target[4097];
+
+	assert_int_equal(tm_symlink(e->m, NULL, ROOT, "s", "../some/where", &a), 0);
+	assert_int_equal(a.mode, S_IFLNK | 0777);
+	assert_int_equal(a.size, strlen("../some/where"));
+	assert_int_equal(tm_readlink(e->m, a.ino, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "../some/where");
+	assert_int_equal(tm_symlink(e->m, NULL, ROOT, "s", "x", NULL), -EEXIST);
+	assert_int_equal(tm_symlink(e->m, NULL, ROOT, "e", "", NULL), -ENOENT);
+	memset(target, 't', 4096);
+	target[4096] = '\0';
+	assert_int_equal(tm_symlink(e->m, NULL, ROOT, "long", target, NULL), -ENAMETOOLONG);
+	target[4095] = '\0';
+	assert_int_equal(tm_symlink(e->m, NULL, ROOT, "long", target, &a), 0);
+	assert_int_equal(tm_readlink(e->m, a.ino, buf, sizeof(buf)), 0);
+	assert_int_equal(strlen(buf), 4095);
+	assert_int_equal(tm_readlink(e->m, ROOT, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(tm_readlink(e->m, 4242, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(tm_open(e->m, NULL, a.ino, O_RDONLY, NULL), -ELOOP);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "long", NULL), 0);
+	assert_int_equal(tm_readlink(e->m, a.ino, buf, sizeof(buf)), -ENOENT);
+}
+
+static void test_unlink_rmdir(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr d, r0, r1, a;
+	uint64_t freed = 0;
+	int64_t f;
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, &d), 0);
+	f = tm_mkfile(e->m, NULL, d.ino, "f", 0644);
+	assert_true(f > 0);
+	assert_int_equal(tm_rmdir(e->m, NULL, ROOT, "d"), -ENOTEMPTY);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "d", NULL), -EISDIR);
+	assert_int_equal(tm_rmdir(e->m, NULL, d.ino, "f"), -ENOTDIR);
+	assert_int_equal(tm_rmdir(e->m, NULL, d.ino, ".."), -ENOTEMPTY);
+	assert_int_equal(tm_rmdir(e->m, NULL, d.ino, "."), -EINVAL);
+	assert_int_equal(tm_unlink(e->m, NULL, d.ino, "nope", NULL), -ENOENT);
+	assert_int_equal(tm_rmdir(e->m, NULL, ROOT, "nope"), -ENOENT);
+	assert_int_equal(tm_unlink(e->m, NULL, (uint64_t)f, "x", NULL), -ENOTDIR);
+	assert_int_equal(tm_getattr(e->m, NULL, d.ino, &r0), 0);
+	assert_int_equal(tm_unlink(e->m, NULL, d.ino, "f", &freed), 0);
+	assert_int_equal(freed, (uint64_t)f);
+	assert_int_equal(tm_getattr(e->m, NULL, (uint64_t)f, NULL), -ENOENT);
+	assert_int_equal(tm_lookup(e->m, NULL, d.ino, "f", NULL), -ENOENT);
+	assert_int_equal(tm_getattr(e->m, NULL, d.ino, &r1), 0);
+	assert_true(later(r1.ctime_sec, r1.ctime_nsec, r0.ctime_sec, r0.ctime_nsec));
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, &r0), 0);
+	assert_int_equal(r0.nlink, 3);
+	assert_int_equal(tm_rmdir(e->m, NULL, ROOT, "d"), 0);
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, &r1), 0);
+	assert_int_equal(r1.nlink, 2);
+	assert_int_equal(tm_getattr(e->m, NULL, d.ino, NULL), -ENOENT);
+	/* a special file frees nothing on the daemons */
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "p", S_IFIFO | 0644, 0, &a), 0);
+	freed = 7;
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "p", &freed), 0);
+	assert_int_equal(freed, 0);
+}
+
+static void test_link(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr a, d;
+	uint64_t freed = 1;
+	int64_t f = tm_mkfile(e->m, NULL, ROOT, "f", 0644);
+
+	assert_true(f > 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, &d), 0);
+	assert_int_equal(tm_link(e->m, NULL, (uint64_t)f, d.ino, "g", &a), 0);
+	assert_int_equal(a.ino, (uint64_t)f);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(a.stripe_width, 3);
+	assert_int_equal(tm_link(e->m, NULL, (uint64_t)f, d.ino, "g", NULL), -EEXIST);
+	assert_int_equal(tm_link(e->m, NULL, d.ino, ROOT, "dl", NULL), -EPERM);
+	assert_int_equal(tm_link(e->m, NULL, 98765, ROOT, "x", NULL), -ENOENT);
+	assert_int_equal(tm_link(e->m, NULL, (uint64_t)f, (uint64_t)f, "x", NULL), -ENOTDIR);
+	assert_int_equal(tm_link(e->m, NULL, (uint64_t)f, ROOT, "..", NULL), -EINVAL);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "f", &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_getattr(e->m, NULL, (uint64_t)f, &a), 0);
+	assert_int_equal(a.nlink, 1);
+	assert_int_equal(tm_unlink(e->m, NULL, d.ino, "g", &freed), 0);
+	assert_int_equal(freed, (uint64_t)f);
+}
+
+static void test_rename(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr a, b, d1, d2, x, r;
+	uint64_t freed = 0;
+	int64_t f, g;
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d1", 0755, &d1), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d2", 0755, &d2), 0);
+	f = tm_mkfile(e->m, NULL, d1.ino, "f", 0644);
+	g = tm_mkfile(e->m, NULL, d2.ino, "g", 0644);
+	assert_true(f > 0 && g > 0);
+
+	/* within a directory, then across */
+	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "f", d1.ino, "f2", 0, &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_lookup(e->m, NULL, d1.ino, "f", NULL), -ENOENT);
+	assert_int_equal(tm_lookup(e->m, NULL, d1.ino, "f2", &a), 0);
+	assert_int_equal(a.ino, (uint64_t)f);
+	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "f2", d2.ino, "f", 0, NULL), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, d2.ino, "f", &a), 0);
+	assert_int_equal(a.ino, (uint64_t)f);
+
+	/* replacing a file frees it */
+	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "f", d2.ino, "g", 0, &freed), 0);
+	assert_int_equal(freed, (uint64_t)g);
+	assert_int_equal(tm_getattr(e->m, NULL, (uint64_t)g, NULL), -ENOENT);
+
+	/* NOREPLACE */
+	assert_true(tm_mkfile(e->m, NULL, d2.ino, "h", 0644) > 0);
+	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "h", d2.ino, "g",
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL), -EEXIST);
+	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "h", d2.ino, "h2",
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL), 0);
+	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "h2", d2.ino, "x", 3, NULL), -EINVAL);
+	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "h2", d2.ino, "x", 4, NULL), -EINVAL);
+
+	/* type mismatches and non-empty targets */
+	assert_int_equal(tm_mkdir(e->m, NULL, d1.ino, "sub", 0755, &x), 0);
+	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "sub", d2.ino, "g", 0, NULL), -ENOTDIR);
+	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "g", d1.ino, "sub", 0, NULL), -EISDIR);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "d1", ROOT, "d2", 0, NULL), -ENOTEMPTY);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "nope", ROOT, "d3", 0, NULL), -ENOENT);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "d1", 55555, "d3", 0, NULL), -ENOENT);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "d1", ROOT, "..", 0, NULL), -EINVAL);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, ".", ROOT, "z", 0, NULL), -EINVAL);
+
+	/* a directory moves: link counts of both parents and its ".." */
+	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "sub", d2.ino, "sub", 0, NULL), 0);
+	assert_int_equal(tm_getattr(e->m, NULL, d1.ino, &a), 0);
+	assert_int_equal(tm_getattr(e->m, NULL, d2.ino, &b), 0);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(b.nlink, 3);
+	assert_int_equal(tm_lookup(e->m, NULL, x.ino, "..", &r), 0);
+	assert_int_equal(r.ino, d2.ino);
+	/* over an empty directory */
+	assert_int_equal(tm_mkdir(e->m, NULL, d1.ino, "empty", 0755, &a), 0);
+	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "sub", d1.ino, "empty", 0, &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), -ENOENT);
+	assert_int_equal(tm_getattr(e->m, NULL, d1.ino, &a), 0);
+	assert_int_equal(a.nlink, 3);
+	assert_int_equal(tm_getattr(e->m, NULL, d2.ino, &b), 0);
+	assert_int_equal(b.nlink, 2);
+
+	/* two names of one inode: nothing happens */
+	assert_int_equal(tm_link(e->m, NULL, (uint64_t)f, d2.ino, "f-link", NULL), 0);
+	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "g", d2.ino, "f-link", 0, &freed), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, d2.ino, "g", NULL), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, d2.ino, "f-link", NULL), 0);
+	assert_int_equal(tm_getattr(e->m, NULL, (uint64_t)f, &a), 0);
+	assert_int_equal(a.nlink, 2);
+}
+
+static void test_rename_loop(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr a, b, c, x;
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "a", 0755, &a), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, a.ino, "b", 0755, &b), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, b.ino, "c", 0755, &c), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "x", 0755, &x), 0);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "a", c.ino, "a", 0, NULL), -EINVAL);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "a", a.ino, "a", 0, NULL), -EINVAL);
+	assert_int_equal(tm_rename(e->m, NULL, a.ino, "b", b.ino, "b2", 0, NULL), -EINVAL);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "a", c.ino, "a",
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL), -EINVAL);
+	/* the same through an exchange, from either side */
+	assert_int_equal(tm_mkdir(e->m, NULL, c.ino, "y", 0755, NULL), 0);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "a", c.ino, "y",
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL), -EINVAL);
+	assert_int_equal(tm_rename(e->m, NULL, c.ino, "y", ROOT, "a",
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL), -EINVAL);
+	/* the target is an ancestor of the source: it is not empty */
+	assert_int_equal(tm_rename(e->m, NULL, b.ino, "c", ROOT, "a", 0, NULL), -ENOTEMPTY);
+	/* moving sideways and up is fine */
+	assert_int_equal(tm_rename(e->m, NULL, b.ino, "c", x.ino, "c", 0, NULL), 0);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "x", a.ino, "x", 0, NULL), 0);
+	assert_int_equal(tm_rename(e->m, NULL, a.ino, "x", ROOT, "x", 0, NULL), 0);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "a", x.ino, "a", 0, NULL), 0);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "x", c.ino, "x", 0, NULL), -EINVAL);
+}
+
+static void test_rename_exchange(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr d1, d2, sub, a, b;
+	uint64_t freed = 5;
+	int64_t f;
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d1", 0755, &d1), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d2", 0755, &d2), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, d1.ino, "sub", 0755, &sub), 0);
+	f = tm_mkfile(e->m, NULL, d2.ino, "file", 0644);
+	assert_true(f > 0);
+	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "sub", d2.ino, "missing",
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL), -ENOENT);
+	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "sub", d2.ino, "file",
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_lookup(e->m, NULL, d1.ino, "sub", &a), 0);
+	assert_int_equal(a.ino, (uint64_t)f);
+	assert_int_equal(tm_lookup(e->m, NULL, d2.ino, "file", &b), 0);
+	assert_int_equal(b.ino, sub.ino);
+	assert_true(S_ISDIR(b.mode));
+	assert_int_equal(tm_getattr(e->m, NULL, d1.ino, &a), 0);
+	assert_int_equal(tm_getattr(e->m, NULL, d2.ino, &b), 0);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(b.nlink, 3);
+	assert_int_equal(tm_lookup(e->m, NULL, sub.ino, "..", &a), 0);
+	assert_int_equal(a.ino, d2.ino);
+	/* exchange within one directory, two files */
+	assert_true(tm_mkfile(e->m, NULL, d1.ino, "other", 0600) > 0);
+	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "other", d1.ino, "sub",
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, d1.ino, "other", &a), 0);
+	assert_int_equal(a.ino, (uint64_t)f);
+	assert_int_equal(tm_lookup(e->m, NULL, d1.ino, "sub", &b), 0);
+	assert_int_equal(b.mode, S_IFREG | 0600);
+}
+
+static void test_setattr(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__SetattrReq s = RDMAFS__SETATTR_REQ__INIT;
+	Rdmafs__Timespec at = RDMAFS__TIMESPEC__INIT, mt = RDMAFS__TIMESPEC__INIT;
+	struct tm_attr a, d;
+	int64_t f = tm_mkfile(e->m, NULL, ROOT, "f", 06755);
+
+	assert_true(f > 0);
+	s.ino = (uint64_t)f;
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE;
+	s.mode = 0600;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, &a), 0);
+	assert_int_equal(a.mode, S_IFREG | 0600);
+	s.mode = S_IFDIR | 0600;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), -EINVAL);
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
+	s.uid = 1000;
+	s.gid = 100;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, &a), 0);
+	assert_int_equal(a.uid, 1000);
+	assert_int_equal(a.gid, 100);
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE;
+	s.size = 12345;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, &a), 0);
+	assert_int_equal(a.size, 12345);
+	s.size = 10;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, &a), 0);
+	assert_int_equal(a.size, 10);
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME | RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME;
+	at.sec = 1000;
+	at.nsec = 5;
+	mt.sec = 2000;
+	mt.nsec = 7;
+	s.atime = &at;
+	s.mtime = &mt;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, &a), 0);
+	assert_int_equal(a.atime_sec, 1000);
+	assert_int_equal(a.atime_nsec, 5);
+	assert_int_equal(a.mtime_sec, 2000);
+	assert_int_equal(a.mtime_nsec, 7);
+	assert_true(a.ctime_sec > 2000);
+	mt.nsec = 1000000000;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), -EINVAL);
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME |
+		  RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME_NOW;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, &a), 0);
+	assert_true(a.mtime_sec > 2000);
+	s.valid = 64; /* FATTR_FH is not ours */
+	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), -EINVAL);
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE;
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, &d), 0);
+	s.ino = d.ino;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), -EISDIR);
+	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "p", S_IFIFO | 0644, 0, &d), 0);
+	s.ino = d.ino;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), -EINVAL);
+	s.ino = 31337;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), -ENOENT);
+}
+
+static void test_permissions(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__SetattrReq s = RDMAFS__SETATTR_REQ__INIT;
+	struct tm_cred uc, oc, gc;
+	const Rdmafs__Cred *alice = tm_user(&uc, 1000, 1000);
+	const Rdmafs__Cred *bob = tm_user(&oc, 1001, 1001);
+	const Rdmafs__Cred *carol;
+	struct tm_attr home, priv, tmp, f, a;
+	Rdmafs__ReaddirResp *r;
+	uint64_t h;
+	int64_t fb;
+
+	gc.groups[0] = 1000;
+	carol = tm_user(&gc, 1002, 1002);
+	gc.c.n_groups = 1;
+
+	/* the root directory is 0755 root:root: nobody else creates there */
+	assert_int_equal(tm_mkdir(e->m, alice, ROOT, "x", 0755, NULL), -EACCES);
+	assert_int_equal(tm_create(e->m, alice, ROOT, "x", 0644, true, O_RDWR, NULL, NULL, NULL),
+			 -EACCES);
+	assert_int_equal(tm_symlink(e->m, alice, ROOT, "x", "y", NULL), -EACCES);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "home", 0755, &home), 0);
+	s.ino = home.ino;
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
+	s.uid = 1000;
+	s.gid = 1000;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), 0);
+	assert_int_equal(tm_unlink(e->m, alice, ROOT, "home", NULL), -EACCES);
+	assert_int_equal(tm_rmdir(e->m, alice, ROOT, "home"), -EACCES);
+	assert_int_equal(tm_rename(e->m, alice, ROOT, "home", ROOT, "h2", 0, NULL), -EACCES);
+
+	/* alice's home: she creates, bob reads but cannot write */
+	assert_int_equal(tm_create(e->m, alice, home.ino, "f", 0644, true, O_RDWR, &f, &h, NULL),
+			 0);
+	assert_int_equal(f.uid, 1000);
+	assert_int_equal(tm_release(e->m, h, f.ino, NULL), 0);
+	assert_int_equal(tm_mkfile(e->m, bob, home.ino, "g", 0644), -EACCES);
+	assert_int_equal(tm_unlink(e->m, bob, home.ino, "f", NULL), -EACCES);
+	assert_int_equal(tm_link(e->m, bob, f.ino, home.ino, "f2", NULL), -EACCES);
+	assert_int_equal(tm_lookup(e->m, bob, home.ino, "f", NULL), 0);
+	assert_int_equal(tm_open(e->m, bob, f.ino, O_RDONLY, &h), 0);
+	assert_int_equal(tm_release(e->m, h, f.ino, NULL), 0);
+	assert_int_equal(tm_open(e->m, bob, f.ino, O_RDWR, NULL), -EACCES);
+	assert_int_equal(tm_open(e->m, bob, f.ino, O_WRONLY, NULL), -EACCES);
+	assert_int_equal(tm_open(e->m, bob, f.ino, O_RDONLY | O_TRUNC, NULL), -EACCES);
+	assert_int_equal(tm_open(e->m, alice, f.ino, O_RDWR, &h), 0);
+	assert_int_equal(tm_release(e->m, h, f.ino, NULL), 0);
+	assert_int_equal(tm_create(e->m, bob, home.ino, "f", 0644, false, O_RDWR, NULL, NULL,
+				   NULL), -EACCES);
+
+	/* owner-only attribute changes */
+	s.ino = f.ino;
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE;
+	s.mode = 0666;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+	assert_int_equal(tm_setattr(e->m, alice, &s, &a), 0);
+	assert_int_equal(a.mode, S_IFREG | 0666);
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_UID;
+	s.uid = 1001;
+	assert_int_equal(tm_setattr(e->m, alice, &s, NULL), -EPERM); /* no giving away */
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
+	s.gid = 1001;
+	assert_int_equal(tm_setattr(e->m, alice, &s, NULL), -EPERM); /* not her group */
+	s.gid = 1000;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+	assert_int_equal(tm_setattr(e->m, alice, &s, NULL), 0); /* unchanged is fine */
+	{
+		Rdmafs__Timespec t = RDMAFS__TIMESPEC__INIT;
+
+		s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME;
+		t.sec = 5;
+		s.mtime = &t;
+		assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+		/* "now" needs only write permission: the file is 0666 */
+		s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME_NOW |
+			  RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME_NOW;
+		assert_int_equal(tm_setattr(e->m, bob, &s, NULL), 0);
+		s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE;
+		s.mode = 0644;
+		assert_int_equal(tm_setattr(e->m, alice, &s, NULL), 0);
+		s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME_NOW;
+		assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EACCES);
+		s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE;
+		s.size = 0;
+		assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EACCES);
+		s.mtime = NULL;
+	}
+
+	/* a private directory: no search, no listing */
+	assert_int_equal(tm_mkdir(e->m, alice, home.ino, "priv", 0700, &priv), 0);
+	assert_true(tm_mkfile(e->m, alice, priv.ino, "secret", 0644) > 0);
+	assert_int_equal(tm_lookup(e->m, bob, priv.ino, "secret", NULL), -EACCES);
+	assert_int_equal(tm_readdir(e->m, bob, priv.ino, 0, 0, false, &r), -EACCES);
+	assert_int_equal(tm_readdir(e->m, alice, priv.ino, 0, 0, false, &r), 0);
+	assert_int_equal(r->n_entries, 1);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	assert_int_equal(tm_lookup(e->m, NULL, priv.ino, "secret", NULL), 0); /* root */
+
+	/* group permission through the supplementary groups */
+	s.ino = priv.ino;
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE;
+	s.mode = 0770;
+	assert_int_equal(tm_setattr(e->m, alice, &s, NULL), 0);
+	assert_int_equal(tm_lookup(e->m, carol, priv.ino, "secret", NULL), 0);
+	assert_true(tm_mkfile(e->m, carol, priv.ino, "carols", 0644) > 0);
+	assert_int_equal(tm_lookup(e->m, bob, priv.ino, "secret", NULL), -EACCES);
+
+	/* root bypasses read/write, but not execute on a file without x bits */
+	assert_int_equal(tm_open(e->m, NULL, f.ino, O_RDWR, &h), 0);
+	assert_int_equal(tm_release(e->m, h, f.ino, NULL), 0);
+
+	/* the sticky bit */
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "tmp", 01777, &tmp), 0);
+	assert_int_equal(tmp.mode, S_IFDIR | 01777);
+	fb = tm_mkfile(e->m, bob, tmp.ino, "bobs", 0666);
+	assert_true(fb > 0);
+	assert_true(tm_mkfile(e->m, alice, tmp.ino, "alices", 0666) > 0);
+	assert_int_equal(tm_unlink(e->m, alice, tmp.ino, "bobs", NULL), -EPERM);
+	assert_int_equal(tm_rename(e->m, alice, tmp.ino, "bobs", tmp.ino, "mine", 0, NULL), -EPERM);
+	assert_int_equal(tm_rename(e->m, alice, tmp.ino, "alices", tmp.ino, "bobs", 0, NULL),
+			 -EPERM);
+	assert_int_equal(tm_unlink(e->m, bob, tmp.ino, "bobs", NULL), 0);
+	assert_int_equal(tm_unlink(e->m, NULL, tmp.ino, "alices", NULL), 0);
+
+	/* rename of a directory to another parent needs write on it (its "..") */
+	assert_int_equal(tm_mkdir(e->m, NULL, tmp.ino, "rootdir", 0755, NULL), 0);
+	assert_int_equal(tm_mkdir(e->m, alice, tmp.ino, "alicedir", 0755, &a), 0);
+	s.ino = tmp.ino;
+	s.mode = 0777;
+	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), 0);
+	assert_int_equal(tm_rename(e->m, alice, tmp.ino, "rootdir", a.ino, "r", 0, NULL), -EACCES);
+	assert_int_equal(tm_rename(e->m, alice, tmp.ino, "rootdir", tmp.ino, "r", 0, NULL), 0);
+}
+
+static void test_unlink_while_open(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr a;
+	uint64_t h1, h2, freed = 0;
+
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", 0644, true, O_RDWR, &a, &h1, NULL), 0);
+	assert_int_equal(tm_open(e->m, NULL, a.ino, O_RDONLY, &h2), 0);
+	assert_int_equal(tm_update_size(e->m, a.ino, 5000, NULL, NULL), 0);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "f", &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "f", NULL), -ENOENT);
+	/* still there for its handles: fstat, reads, size updates */
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, &a), 0);
+	assert_int_equal(a.nlink, 0);
+	assert_int_equal(a.size, 5000);
+	assert_int_equal(tm_update_size(e->m, a.ino, 6000, NULL, &a), 0);
+	assert_int_equal(tm_link(e->m, NULL, a.ino, ROOT, "back", NULL), -ENOENT);
+	/* a new file of the same name is another inode */
+	assert_true(tm_mkfile(e->m, NULL, ROOT, "f", 0644) > 0);
+	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), 0);
+	{
+		/* the last release frees it, with its size and layout */
+		Rdmafs__ReleaseReq req = RDMAFS__RELEASE_REQ__INIT;
+		Rdmafs__ReleaseResp *r = NULL;
+
+		req.handle = h2;
+		req.ino = a.ino;
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_RELEASE, &req,
+					 &rdmafs__release_resp__descriptor, (void **)&r), 0);
+		assert_non_null(r->freed);
+		assert_int_equal(r->freed->ino, a.ino);
+		assert_int_equal(r->freed->size, 6000);
+		assert_non_null(r->freed->layout);
+		assert_int_equal(r->freed->layout->n_daemons, 3);
+		assert_int_equal(r->freed->layout->chunk_size, 1 << 20);
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	}
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), -ENOENT);
+
+	/* a rename over an open file keeps it too */
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "f", &a), 0);
+	assert_int_equal(tm_open(e->m, NULL, a.ino, O_RDONLY, &h1), 0);
+	assert_true(tm_mkfile(e->m, NULL, ROOT, "g", 0644) > 0);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "g", ROOT, "f", 0, &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), 0);
+	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
+	assert_int_equal(freed, a.ino);
+
+	/* and the handle outlives a restart of the service */
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "p", 0644, true, O_RDWR, &a, &h1, NULL), 0);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "p", &freed), 0);
+	assert_int_equal(freed, 0);
+	tm_reopen(e);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), 0);
+	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
+	assert_int_equal(freed, a.ino);
+}
+
+static void test_readdir(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__ReaddirResp *r;
+	struct tm_attr d;
+	uint64_t cookie = 0;
+	char name[16];
+	unsigned seen = 0;
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, &d), 0);
+	assert_int_equal(tm_readdir(e->m, NULL, d.ino, 0, 0, false, &r), 0);
+	assert_int_equal(r->n_entries, 0);
+	assert_true(r->eof);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "e%d", i);
+		assert_true(tm_mkfile(e->m, NULL, d.ino, name, 0644) > 0);
+	}
+	assert_int_equal(tm_mkdir(e->m, NULL, d.ino, "sub", 0755, NULL), 0);
+	assert_int_equal(tm_symlink(e->m, NULL, d.ino, "ln", "e0", NULL), 0);
+	do {
+		assert_int_equal(tm_readdir(e->m, NULL, d.ino, cookie, 5, true, &r), 0);
+		assert_true(r->n_entries <= 5);
+		for (size_t i = 0; i < r->n_entries; i++) {
+			Rdmafs__DirEntry *de = r->entries[i];
+
+			assert_true(de->cookie > cookie);
+			assert_true(de->cookie >= 3); /* 1 and 2 are the client's "." and ".." */
+			cookie = de->cookie;
+			assert_non_null(de->attr);
+			assert_int_equal(de->attr->ino, de->ino);
+			assert_int_equal(de->attr->mode & S_IFMT, de->mode);
+			seen++;
+		}
+		if (r->eof) {
+			protobuf_c_message_free_unpacked(&r->base, NULL);
+			break;
+		}
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	} while (1);
+	assert_int_equal(seen, 12);
+	/* without attrs, and from a cookie past the end */
+	assert_int_equal(tm_readdir(e->m, NULL, d.ino, 0, 0, false, &r), 0);
+	assert_int_equal(r->n_entries, 12);
+	assert_null(r->entries[0]->attr);
+	assert_true(r->eof);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	assert_int_equal(tm_readdir(e->m, NULL, d.ino, cookie, 0, false, &r), 0);
+	assert_int_equal(r->n_entries, 0);
+	assert_true(r->eof);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	assert_int_equal(tm_readdir(e->m, NULL, UINT64_MAX / 2, 0, 0, false, &r), -ENOENT);
+	assert_int_equal(tm_lookup(e->m, NULL, d.ino, "e1", &d), 0);
+	assert_int_equal(tm_readdir(e->m, NULL, d.ino, 0, 0, false, &r), -ENOTDIR);
+	/* the reply size bounds a page; too small for one entry is EMSGSIZE */
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "d", &d), 0);
+	tm_resp_cap = 64;
+	assert_int_equal(tm_readdir(e->m, NULL, d.ino, 0, 0, false, &r), 0);
+	assert_true(r->n_entries >= 1 && r->n_entries < 12);
+	assert_false(r->eof);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	tm_resp_cap = 40;
+	assert_int_equal(tm_readdir(e->m, NULL, d.ino, 0, 0, true, &r), -EMSGSIZE);
+}
+
+/* Every entry present for the whole listing is returned exactly once. */
+static void test_readdir_10000_changing(void **state)
+{
+	enum { N = 10000 };
+	struct tm_env *e = *state;
+	unsigned char *present = calloc(N, 1), *seen = calloc(2 * N + 100000, 1);
+	unsigned char *touched = calloc(N, 1);
+	Rdmafs__ReaddirResp *r;
+	struct tm_attr d;
+	uint64_t cookie = 0;
+	unsigned next_new = N, pages = 0, rounds = 0;
+	char name[32];
+
+	assert_non_null(present);
+	assert_non_null(seen);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "big", 0755, &d), 0);
+	for (unsigned i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "entry-%u", i);
+		assert_int_equal(tm_mknod(e->m, NULL, d.ino, name, S_IFIFO | 0644, 0, NULL), 0);
+		present[i] = 1;
+	}
+	srand(42);
+	tm_resp_cap = 4096;
+	for (;;) {
+		bool eof;
+
+		assert_int_equal(tm_readdir(e->m, NULL, d.ino, cookie, 0, false, &r), 0);
+		pages++;
+		for (size_t i = 0; i < r->n_entries; i++) {
+			unsigned idx;
+
+			assert_true(r->entries[i]->cookie > cookie);
+			cookie = r->entries[i]->cookie;
+			assert_true(r->entries[i]->name.len < sizeof(name));
+			memcpy(name, r->entries[i]->name.data, r->entries[i]->name.len);
+			name[r->entries[i]->name.len] = '\0';
+			assert_int_equal(sscanf(name, "entry-%u", &idx), 1);
+			assert_true(idx < 2 * N + 100000);
+			assert_int_equal(seen[idx], 0); /* never twice */
+			seen[idx] = 1;
+		}
+		eof = r->eof;
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+		if (eof)
+			break;
+		/* between pages: remove some old entries, add new ones, rename one */
+		for (int k = 0; k < 7; k++) {
+			unsigned victim = (unsigned)rand() % N;
+
+			if (!present[victim])
+				continue;
+			snprintf(name, sizeof(name), "entry-%u", victim);
+			assert_int_equal(tm_unlink(e->m, NULL, d.ino, name, NULL), 0);
+			present[victim] = 0;
+			touched[victim] = 1;
+		}
+		for (int k = 0; k < 9; k++) {
+			snprintf(name, sizeof(name), "entry-%u", next_new++);
+			assert_int_equal(tm_mknod(e->m, NULL, d.ino, name, S_IFIFO | 0644, 0,
+						  NULL), 0);
+		}
+		{
+			unsigned victim = (unsigned)rand() % N;
+			char to[32];
+
+			if (present[victim]) {
+				snprintf(name, sizeof(name), "entry-%u", victim);
+				snprintf(to, sizeof(to), "entry-%u", next_new++);
+				assert_int_equal(tm_rename(e->m, NULL, d.ino, name, d.ino, to, 0,
+							   NULL), 0);
+				present[victim] = 0;
+				touched[victim] = 1;
+			}
+		}
+		rounds++;
+	}
+	assert_true(pages > 50);
+	for (unsigned i = 0; i < N; i++) {
+		if (!touched[i])
+			assert_int_equal(seen[i], 1);
+	}
+	/* entries added during the listing (larger ids) show up at the end */
+	assert_true(rounds > 0);
+	assert_int_equal(seen[next_new - 1], 1);
+	free(present);
+	free(seen);
+	free(touched);
+}
+
+static void test_statfs(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__StatfsResp *r;
+	uint64_t files;
+
+	assert_int_equal(tm_statfs(e->m, &r), 0);
+	assert_int_equal(r->bsize, 4096);
+	assert_int_equal(r->blocks, 3 * ((1ULL << 40) / 4096));
+	assert_int_equal(r->bfree, 3 * (((1ULL << 40) - (1ULL << 30)) / 4096));
+	assert_int_equal(r->bavail, r->bfree);
+	assert_int_equal(r->namemax, 255);
+	assert_int_equal(r->files - r->ffree, 1); /* the root */
+	files = r->files;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	assert_true(tm_mkfile(e->m, NULL, ROOT, "f", 0644) > 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, NULL), 0);
+	assert_int_equal(tm_statfs(e->m, &r), 0);
+	assert_int_equal(r->files, files + 2);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "f", NULL), 0);
+	assert_int_equal(tm_statfs(e->m, &r), 0);
+	assert_int_equal(r->files, files + 1);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	/* only UP daemons count */
+	assert_int_equal(tm_set_state(e->m, 2, RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING, false,
+				      NULL), 0);
+	assert_int_equal(tm_statfs(e->m, &r), 0);
+	assert_int_equal(r->blocks, 2 * ((1ULL << 40) / 4096));
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void test_xattrs(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_cred bc;
+	const Rdmafs__Cred *bob = tm_user(&bc, 1001, 1001);
+	char buf[70000], name[300];
+	int64_t f = tm_mkfile(e->m, NULL, ROOT, "f", 0644);
+	uint64_t ino = (uint64_t)f;
+	struct tm_attr a;
+
+	assert_true(f > 0);
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.a", buf, sizeof(buf)), -ENODATA);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.a", "one", 3, 0), 0);
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.a", buf, sizeof(buf)), 3);
+	assert_string_equal(buf, "one");
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.a", "x", 1,
+				     RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE), -EEXIST);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.b", "x", 1,
+				     RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE), -ENODATA);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.a", "two!", 4,
+				     RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE), 0);
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.a", buf, sizeof(buf)), 4);
+	assert_string_equal(buf, "two!");
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.empty", "", 0,
+				     RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE), 0);
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.empty", buf, sizeof(buf)), 0);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.a", "x", 1, 3), -EINVAL);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "", "x", 1, 0), -ERANGE);
+	memset(name, 'x', 256);
+	memcpy(name, "user.", 5);
+	name[256] = '\0';
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, name, "x", 1, 0), -ERANGE);
+	name[255] = '\0';
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, name, "x", 1, 0), 0);
+	memset(buf, 'v', 65537);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.big", buf, 65537, 0), -E2BIG);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.big", buf, 65536, 0), 0);
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.big", buf, sizeof(buf)), 65536);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "trusted.t", "t", 1, 0), 0);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "security.s", "s", 1, 0), 0);
+	assert_int_equal(tm_listxattr(e->m, NULL, ino, buf, sizeof(buf)), 6);
+	assert_non_null(strstr(buf, "user.a"));
+	assert_non_null(strstr(buf, "trusted.t"));
+	/* another user: reads user.* with read permission, no trusted.* at all */
+	assert_int_equal(tm_listxattr(e->m, bob, ino, buf, sizeof(buf)), 5);
+	assert_null(strstr(buf, "trusted."));
+	assert_int_equal(tm_getxattr(e->m, bob, ino, "user.a", buf, sizeof(buf)), 4);
+	assert_int_equal(tm_getxattr(e->m, bob, ino, "trusted.t", buf, sizeof(buf)), -EPERM);
+	assert_int_equal(tm_setxattr(e->m, bob, ino, "user.a", "b", 1, 0), -EACCES);
+	assert_int_equal(tm_setxattr(e->m, bob, ino, "security.s", "b", 1, 0), -EPERM);
+	assert_int_equal(tm_removexattr(e->m, bob, ino, "user.a"), -EACCES);
+	assert_int_equal(tm_removexattr(e->m, NULL, ino, "user.a"), 0);
+	assert_int_equal(tm_removexattr(e->m, NULL, ino, "user.a"), -ENODATA);
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.a", buf, sizeof(buf)), -ENODATA);
+	assert_int_equal(tm_setxattr(e->m, NULL, 123456, "user.a", "x", 1, 0), -ENOENT);
+	/* user.* only on files and directories */
+	assert_int_equal(tm_symlink(e->m, NULL, ROOT, "s", "f", &a), 0);
+	assert_int_equal(tm_setxattr(e->m, NULL, a.ino, "user.a", "x", 1, 0), -EPERM);
+	assert_int_equal(tm_getxattr(e->m, NULL, a.ino, "user.a", buf, sizeof(buf)), -ENODATA);
+	/* too big for the reply */
+	tm_resp_cap = 1000;
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.big", buf, sizeof(buf)), -EMSGSIZE);
+	tm_resp_cap = 1 << 20;
+	/* they go with the inode */
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "f", NULL), 0);
+	assert_true(tm_mkfile(e->m, NULL, ROOT, "f", 0644) > 0);
+	assert_int_equal(tm_listxattr(e->m, NULL, ino, buf, sizeof(buf)), -ENOENT);
+}
+
+static void test_update_size(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__Timespec mt = RDMAFS__TIMESPEC__INIT;
+	struct tm_attr a;
+	int64_t f = tm_mkfile(e->m, NULL, ROOT, "f", 0644);
+
+	assert_true(f > 0);
+	assert_int_equal(tm_update_size(e->m, (uint64_t)f, 1 << 22, NULL, &a), 0);
+	assert_int_equal(a.size, 1 << 22);
+	assert_int_equal(tm_update_size(e->m, (uint64_t)f, 100, NULL, &a), 0);
+	assert_int_equal(a.size, 1 << 22); /* never shrinks */
+	mt.sec = 4242;
+	mt.nsec = 1;
+	assert_int_equal(tm_update_size(e->m, (uint64_t)f, 0, &mt, &a), 0);
+	assert_int_equal(a.mtime_sec, 4242);
+	assert_int_equal(a.mtime_nsec, 1);
+	mt.nsec = 2000000000;
+	assert_int_equal(tm_update_size(e->m, (uint64_t)f, 0, &mt, NULL), -EINVAL);
+	assert_int_equal(tm_update_size(e->m, ROOT, 10, NULL, NULL), -EISDIR);
+	assert_int_equal(tm_update_size(e->m, 999999, 10, NULL, NULL), -ENOENT);
+	assert_int_equal(tm_getattr(e->m, NULL, (uint64_t)f, &a), 0);
+	assert_int_equal(a.size, 1 << 22);
+}
+
+static void test_persistence(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr d, f, s, after;
+	char buf[64];
+	int64_t g;
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0711, &d), 0);
+	g = tm_mkfile(e->m, NULL, d.ino, "g", 0640);
+	assert_true(g > 0);
+	assert_int_equal(tm_symlink(e->m, NULL, d.ino, "s", "g", &s), 0);
+	assert_int_equal(tm_setxattr(e->m, NULL, (uint64_t)g, "user.k", "v", 1, 0), 0);
+	assert_int_equal(tm_update_size(e->m, (uint64_t)g, 777, NULL, NULL), 0);
+	tm_reopen(e);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "d", &after), 0);
+	assert_int_equal(after.ino, d.ino);
+	assert_int_equal(after.mode, S_IFDIR | 0711);
+	assert_int_equal(tm_lookup(e->m, NULL, d.ino, "g", &f), 0);
+	assert_int_equal(f.ino, (uint64_t)g);
+	assert_int_equal(f.size, 777);
+	assert_int_equal(f.stripe_width, 3);
+	assert_int_equal(tm_readlink(e->m, s.ino, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "g");
+	assert_int_equal(tm_getxattr(e->m, NULL, (uint64_t)g, "user.k", buf, sizeof(buf)), 1);
+	/* numbers are never reused */
+	g = tm_mkfile(e->m, NULL, d.ino, "h", 0640);
+	assert_true((uint64_t)g > s.ino);
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, &after), 0);
+	assert_int_equal(after.nlink, 3);
+}
+
+/* A store written by a newer format is refused and left alone. */
+static void test_newer_format(void **state)
+{
+	struct tm_env *e = *state;
+	struct meta *m = NULL;
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint64_t v = 99;
+	MDB_val k = { 6, "format" }, val = { sizeof(v), &v };
+
+	meta_close(e->m);
+	e->m = NULL;
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+	assert_int_equal(mdb_env_open(env, e->dir, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "counters", 0, &dbi), 0);
+	assert_int_equal(mdb_put(txn, dbi, &k, &val, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(meta_open(e->dir, NULL, &m), -EPROTONOSUPPORT);
+	assert_null(m);
+	assert_int_equal(meta_open("/nonexistent/dir", NULL, &m), -ENOENT);
+	/* put it back so teardown has a store to close */
+	v = 1;
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+	assert_int_equal(mdb_env_open(env, e->dir, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "counters", 0, &dbi), 0);
+	assert_int_equal(mdb_put(txn, dbi, &k, &val, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	tm_reopen(e);
+}
+
+/* A reply that does not fit changes nothing. */
+static void test_emsgsize(void **state)
+{
+	struct tm_env *e = *state;
+
+	tm_resp_cap = 8;
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, NULL), -EMSGSIZE);
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, NULL), -EMSGSIZE);
+	tm_resp_cap = 1 << 20;
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "d", NULL), -ENOENT);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, NULL), 0);
+}
+
+/* Garbage never crashes: -EBADMSG, or whatever the parsed request deserves. */
+static void test_malformed(void **state)
+{
+	struct tm_env *e = *state;
+	static const uint8_t bad[][8] = {
+		{ 0x0a, 0x05, 'a' },		/* field 1 length 5, 1 byte follows */
+		{ 0xff, 0xff, 0xff, 0xff },	/* unterminated varint tag */
+		{ 0x12, 0xff, 0xff, 0xff, 0xff, 0x0f }, /* length near 4 GiB */
+		{ 0x0f },			/* wire type 7 */
+		{ 0x08 },			/* varint value missing */
+	};
+	uint8_t buf[256], out[4096];
+	size_t out_len;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t len = 1;
+
+		while (len < sizeof(bad[i]) && bad[i][len])
+			len++;
+		if (i == 2)
+			len = 6;
+		for (uint32_t method = 200; method <= 220; method++)
+			assert_int_equal(meta_handle(e->m, method, bad[i], len, out, sizeof(out),
+						     &out_len), -EBADMSG);
+		for (uint32_t method = 300; method <= 303; method++)
+			assert_int_equal(meta_handle(e->m, method, bad[i], len, out, sizeof(out),
+						     &out_len), -EBADMSG);
+	}
+	assert_int_equal(meta_handle(e->m, 100, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
+	assert_int_equal(meta_handle(e->m, 221, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
+	assert_int_equal(meta_handle(e->m, 0, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
+	assert_false(meta_handles_method(1));
+	assert_true(meta_handles_method(212));
+	assert_true(meta_handles_method(303));
+	/* an empty body parses: GETATTR of inode 0 */
+	assert_int_equal(meta_handle(e->m, 201, "", 0, out, sizeof(out), &out_len), -ENOENT);
+
+	/* random bytes into every method; some parse and run, none crash */
+	srand(7);
+	for (int round = 0; round < 20000; round++) {
+		uint32_t methods[] = { 200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211,
+				       212, 213, 214, 215, 216, 217, 218, 219, 220, 300, 301, 302,
+				       303 };
+		size_t len = (size_t)rand() % sizeof(buf);
+		int ret;
+
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (uint8_t)rand();
+		/* often a valid-looking small prefix: parent 1 */
+		if (round % 3 == 0 && len > 2) {
+			buf[0] = 0x08;
+			buf[1] = 0x01;
+		}
+		ret = meta_handle(e->m, methods[rand() % 25], buf, len, out, sizeof(out), &out_len);
+		assert_true(ret <= 0);
+		if (ret == 0)
+			assert_true(out_len <= sizeof(out));
+	}
+	/* the store is still sound */
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, NULL), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "after-fuzz", 0755, NULL), 0);
+}
+
+struct worker {
+	struct meta *m;
+	uint64_t dir;
+	int errors;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t req[512], out[65536];
+	char name[32];
+
+	for (int i = 0; i < 300; i++) {
+		Rdmafs__MkdirReq mk = RDMAFS__MKDIR_REQ__INIT;
+		Rdmafs__ReaddirReq rd = RDMAFS__READDIR_REQ__INIT;
+		size_t len, out_len;
+
+		snprintf(name, sizeof(name), "n%d", i);
+		mk.parent = w->dir;
+		mk.name.data = (uint8_t *)name;
+		mk.name.len = strlen(name);
+		mk.mode = 0755;
+		len = rdmafs__mkdir_req__pack(&mk, req);
+		if (meta_handle(w->m, RDMAFS__METHOD__METHOD_MKDIR, req, len, out, sizeof(out),
+				&out_len))
+			w->errors++;
+		rd.ino = ROOT;
+		len = rdmafs__readdir_req__pack(&rd, req);
+		if (meta_handle(w->m, RDMAFS__METHOD__METHOD_READDIR, req, len, out, sizeof(out),
+				&out_len))
+			w->errors++;
+	}
+	return NULL;
+}
+
+/* Worker threads at once: writers serialize, readers do not get in the way. */
+static void test_threads(void **state)
+{
+	enum { THREADS = 4 };
+	struct tm_env *e = *state;
+	struct worker w[THREADS];
+	pthread_t tid[THREADS];
+	struct tm_attr a;
+	char name[16];
+
+	for (int i = 0; i < THREADS; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		assert_int_equal(tm_mkdir(e->m, NULL, ROOT, name, 0755, &a), 0);
+		w[i] = (struct worker){ .m = e->m, .dir = a.ino };
+		assert_int_equal(pthread_create(&tid[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		assert_int_equal(pthread_join(tid[i], NULL), 0);
+		assert_int_equal(w[i].errors, 0);
+		assert_int_equal(tm_getattr(e->m, NULL, w[i].dir, &a), 0);
+		assert_int_equal(a.nlink, 2 + 300);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_root, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_lookup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_open, setup, teardown),
+		cmocka_unit_test(test_create_without_daemons),
+		cmocka_unit_test_setup_teardown(test_mknod, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unlink_rmdir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rename_loop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rename_exchange, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_permissions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readdir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readdir_10000_changing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_update_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_emsgsize, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("meta-fs", tests, NULL, NULL) ? 1 : 0;
+}
