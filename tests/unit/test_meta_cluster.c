@@ -107,7 +107,6 @@ static void test_register(void **state)
 		req.uuid.len = 0;
 		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL,
 					 NULL), -EINVAL);
-		tm_uuid(uuid, 9);
 		req.uuid.len = 16;
 		req.uuid.data = (uint8_t[16]){ 9 };
 		req.addresses = empty;

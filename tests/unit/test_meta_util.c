@@ -459,7 +459,8 @@ int tm_getxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char 
 		      &rdmafs__getxattr_resp__descriptor, (void **)&r);
 	if (!ret) {
 		assert_true(r->value.len < len);
-		memcpy(buf, r->value.data, r->value.len);
+		if (r->value.len)
+			memcpy(buf, r->value.data, r->value.len);
 		buf[r->value.len] = '\0';
 		ret = (int)r->value.len;
 	}
