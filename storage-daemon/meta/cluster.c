@@ -59,7 +59,7 @@ corrupt:
 
 static int daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *d)
 {
-	MDB_val k = { META_UUID_LEN, (void *)uuid }, v;
+	MDB_val k = {META_UUID_LEN, (void *)uuid}, v;
 	int rc = mdb_get(t->txn, t->m->db_daemons, &k, &v);
 
 	if (rc)
@@ -69,7 +69,7 @@ static int daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *d)
 
 static int daemon_put(struct meta_txn *t, const struct daemon *d)
 {
-	MDB_val k = { META_UUID_LEN, (void *)d->uuid }, v;
+	MDB_val k = {META_UUID_LEN, (void *)d->uuid}, v;
 	size_t size = sizeof(d->r);
 	uint8_t *p;
 	int rc;
@@ -480,8 +480,8 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 			continue;
 		memcpy(cand[n].uuid, d->uuid, META_UUID_LEN);
-		cand[n].score = meta_rendezvous_score(in->r.placement_seed, in->ino, LAYOUT_INDEX,
-						      d->uuid);
+		cand[n].score =
+			meta_rendezvous_score(in->r.placement_seed, in->ino, LAYOUT_INDEX, d->uuid);
 		n++;
 	}
 	mdb_cursor_close(c);
@@ -557,7 +557,7 @@ static int scan_silent(struct meta_txn *t, uint64_t now, bool apply)
 
 int meta_tick(struct meta *m, uint64_t now_sec)
 {
-	struct meta_txn t = { .m = m };
+	struct meta_txn t = {.m = m};
 	uint64_t zero = 0;
 	int rc, ret;
 

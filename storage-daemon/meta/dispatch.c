@@ -16,8 +16,11 @@ struct meta_method {
 	meta_op_fn fn;
 };
 
-#define METHOD(name, is_write, req, op) \
-	{ RDMAFS__METHOD__METHOD_##name, is_write, &rdmafs__##req##__descriptor, meta_op_##op }
+#define METHOD(name, is_write, req, op)                                                \
+	{                                                                              \
+		RDMAFS__METHOD__METHOD_##name, is_write, &rdmafs__##req##__descriptor, \
+			meta_op_##op                                                   \
+	}
 
 static const struct meta_method methods[] = {
 	METHOD(LOOKUP, false, lookup_req, lookup),
@@ -69,8 +72,7 @@ static void read_cred(const ProtobufCMessageDescriptor *desc, const ProtobufCMes
 
 	memset(cred, 0, sizeof(*cred));
 	f = protobuf_c_message_descriptor_get_field_by_name(desc, "cred");
-	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
-	    f->descriptor != &rdmafs__cred__descriptor)
+	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE || f->descriptor != &rdmafs__cred__descriptor)
 		return;
 	memcpy(&c, (const char *)msg + f->offset, sizeof(c));
 	if (!c)
@@ -81,11 +83,11 @@ static void read_cred(const ProtobufCMessageDescriptor *desc, const ProtobufCMes
 	cred->groups = c->groups;
 }
 
-int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len,
-		void *resp_buf, size_t resp_cap, size_t *resp_len)
+int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len, void *resp_buf,
+		size_t resp_cap, size_t *resp_len)
 {
 	const struct meta_method *mm = find_method(method);
-	struct meta_txn t = { .m = m, .resp_cap = resp_cap };
+	struct meta_txn t = {.m = m, .resp_cap = resp_cap};
 	ProtobufCMessage *msg, *resp = NULL;
 	size_t size;
 	int rc, ret;

@@ -28,12 +28,12 @@ typedef void (*meta_log_cb)(void *arg, enum meta_log_level level, const char *fm
 
 /* Every field may be 0 (or NULL) to take the default in brackets. */
 struct meta_options {
-	uint64_t map_size;              /* LMDB map size, the store's limit [4 GiB] */
-	uint32_t chunk_size;            /* chunk size of new files [1 MiB] */
-	uint32_t stripe_width;          /* daemons per new file, at most 64 [4] */
+	uint64_t map_size;		/* LMDB map size, the store's limit [4 GiB] */
+	uint32_t chunk_size;		/* chunk size of new files [1 MiB] */
+	uint32_t stripe_width;		/* daemons per new file, at most 64 [4] */
 	uint32_t heartbeat_timeout_sec; /* silence after which a daemon is DOWN [10] */
 	uint32_t heartbeat_interval_ms; /* told to daemons at REGISTER_DAEMON [2000] */
-	meta_log_cb log;                /* [stderr] */
+	meta_log_cb log;		/* [stderr] */
 	void *log_arg;
 };
 
@@ -66,8 +66,8 @@ bool meta_handles_method(uint32_t method);
  * not fit in @resp_cap (nothing is then changed), -ENOSPC when the store is
  * full or no storage daemon is UP to hold a new file.
  */
-int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len,
-		void *resp_buf, size_t resp_cap, size_t *resp_len);
+int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len, void *resp_buf,
+		size_t resp_cap, size_t *resp_len);
 
 /*
  * Advances the service clock to @now_sec (any monotonic clock, e.g.

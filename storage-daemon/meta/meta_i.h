@@ -40,15 +40,15 @@
 #include "meta.h"
 #include "placement.h"
 
-#define META_FORMAT_VERSION 1
-#define META_ROOT_INO 1
-#define META_NAME_MAX 255
-#define META_SYMLINK_MAX 4095		/* PATH_MAX - 1 */
-#define META_XATTR_NAME_MAX 255
-#define META_XATTR_SIZE_MAX 65536
-#define META_LINK_MAX 65000		/* hard links of one file, as ext4 */
-#define META_MAX_STRIPE 64
-#define META_MAX_ADDRESSES 16
+#define META_FORMAT_VERSION  1
+#define META_ROOT_INO	     1
+#define META_NAME_MAX	     255
+#define META_SYMLINK_MAX     4095 /* PATH_MAX - 1 */
+#define META_XATTR_NAME_MAX  255
+#define META_XATTR_SIZE_MAX  65536
+#define META_LINK_MAX	     65000 /* hard links of one file, as ext4 */
+#define META_MAX_STRIPE	     64
+#define META_MAX_ADDRESSES   16
 #define META_MAX_ADDRESS_LEN 255
 #define META_DIRENT_FIRST_ID 3
 
@@ -63,10 +63,10 @@ struct meta {
 	MDB_dbi db_handles;
 	MDB_dbi db_daemons;
 	struct meta_options opts;
-	uint64_t run_id;	/* "runs" counter at open: tells stale heartbeat stamps */
-	uint64_t salt;		/* per-filesystem, mixed into placement seeds */
-	uint64_t now_sec;	/* meta_tick() clock, read and written atomically */
-	uint64_t first_tick;	/* now_sec of the first tick of this run, 0 before */
+	uint64_t run_id;     /* "runs" counter at open: tells stale heartbeat stamps */
+	uint64_t salt;	     /* per-filesystem, mixed into placement seeds */
+	uint64_t now_sec;    /* meta_tick() clock, read and written atomically */
+	uint64_t first_tick; /* now_sec of the first tick of this run, 0 before */
 };
 
 struct inode_rec {
@@ -77,16 +77,16 @@ struct inode_rec {
 	uint64_t size;
 	uint64_t rdev;
 	uint64_t generation;
-	uint64_t parent;		/* directories: for the rename loop check and ".." */
-	uint64_t next_dirent_id;	/* directories */
+	uint64_t parent;	 /* directories: for the rename loop check and ".." */
+	uint64_t next_dirent_id; /* directories */
 	int64_t atime_sec;
 	int64_t mtime_sec;
 	int64_t ctime_sec;
 	uint32_t atime_nsec;
 	uint32_t mtime_nsec;
 	uint32_t ctime_nsec;
-	uint32_t open_count;		/* handles; nlink 0 and open_count > 0 is an orphan */
-	uint32_t chunk_size;		/* layout of regular files, stripe_width UUIDs follow */
+	uint32_t open_count; /* handles; nlink 0 and open_count > 0 is an orphan */
+	uint32_t chunk_size; /* layout of regular files, stripe_width UUIDs follow */
 	uint32_t stripe_width;
 	uint32_t placement;
 	uint32_t reserved;
@@ -102,7 +102,7 @@ struct inode {
 struct dirent_val {
 	uint64_t ino;
 	uint64_t id;
-	uint32_t type;		/* S_IFMT bits of the inode */
+	uint32_t type; /* S_IFMT bits of the inode */
 	uint32_t reserved;
 };
 
@@ -120,10 +120,10 @@ struct handle_rec {
 
 struct daemon_rec {
 	uint32_t state;		/* Rdmafs__DaemonState */
-	uint32_t address_count;	/* each follows as a uint16 length and the bytes */
+	uint32_t address_count; /* each follows as a uint16 length and the bytes */
 	uint64_t capacity_bytes;
 	uint64_t used_bytes;
-	uint64_t hb_run;	/* struct meta.run_id when hb_sec was stamped */
+	uint64_t hb_run; /* struct meta.run_id when hb_sec was stamped */
 	uint64_t hb_sec;
 	uint64_t hb_unix_ms;
 };
@@ -143,18 +143,17 @@ struct meta_txn {
 	struct meta *m;
 	MDB_txn *txn;
 	struct meta_cred cred;
-	struct timespec now;		/* CLOCK_REALTIME at the start */
-	struct meta_arena *arena;	/* reply memory, freed after packing */
-	size_t resp_cap;		/* room for the packed reply */
+	struct timespec now;	  /* CLOCK_REALTIME at the start */
+	struct meta_arena *arena; /* reply memory, freed after packing */
+	size_t resp_cap;	  /* room for the packed reply */
 };
 
-typedef int (*meta_op_fn)(struct meta_txn *t, const ProtobufCMessage *req,
-			  ProtobufCMessage **resp);
+typedef int (*meta_op_fn)(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 
 /* ---- store.c ---- */
 
-__attribute__((format(printf, 3, 4)))
-void meta_log(struct meta *m, enum meta_log_level level, const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void meta_log(struct meta *m, enum meta_log_level level,
+						    const char *fmt, ...);
 int meta_lmdb_errno(int rc);
 
 /* Zeroed memory that lives until the reply is packed; NULL when out of memory. */
@@ -179,8 +178,8 @@ int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, si
 int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
 		    uint64_t ino, uint32_t type);
 /* Points an existing entry at another inode, keeping its id (RENAME_EXCHANGE). */
-int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name,
-			size_t len, uint64_t ino, uint32_t type);
+int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+			uint64_t ino, uint32_t type);
 int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len);
 /* 1 if directory @ino has no entries, 0 if it has, or a negative errno. */
 int meta_dir_empty(struct meta_txn *t, uint64_t ino);
@@ -227,10 +226,8 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMe
 int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
-int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *req,
-			ProtobufCMessage **resp);
-int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *req,
-			ProtobufCMessage **resp);
+int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 
 /* Creates the root directory in a new store. */
 int meta_make_root(struct meta_txn *t);

@@ -16,9 +16,9 @@
 
 #include "meta_i.h"
 
-#define MAY_EXEC 1
+#define MAY_EXEC  1
 #define MAY_WRITE 2
-#define MAY_READ 4
+#define MAY_READ  4
 
 /* ---- helpers ---- */
 
@@ -216,8 +216,8 @@ static int empty_resp(struct meta_txn *t, ProtobufCMessage **resp)
  * A new inode numbered from the counter, owned by @uid:@gid, in directory
  * @dir (for the setgid inheritance) or NULL for the root. Counted, not stored.
  */
-static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *dir,
-		     uint32_t mode, uint32_t uid, uint32_t gid)
+static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *dir, uint32_t mode,
+		     uint32_t uid, uint32_t gid)
 {
 	int ret;
 
@@ -323,9 +323,9 @@ static int open_access(uint32_t flags)
 /* Checks @flags against @in and records a handle (the caller stores @in). */
 static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uint64_t *handle)
 {
-	struct handle_rec h = { .ino = in->ino, .flags = flags };
+	struct handle_rec h = {.ino = in->ino, .flags = flags};
 	uint8_t key[8];
-	MDB_val k = { sizeof(key), key }, v = { sizeof(h), &h };
+	MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
 	int mask = open_access(flags), ret;
 
 	if (mask < 0)
@@ -444,13 +444,12 @@ int meta_op_getattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	return attr_resp(t, &in, resp);
 }
 
-#define SETATTR_KNOWN                                                                  \
-	(RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE | RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | \
-	 RDMAFS__SETATTR_VALID__SETATTR_VALID_GID | RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE | \
-	 RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME |                                      \
-	 RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME |                                      \
-	 RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME_NOW |                                  \
-	 RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME_NOW |                                  \
+#define SETATTR_KNOWN                                                                              \
+	(RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE | RDMAFS__SETATTR_VALID__SETATTR_VALID_UID |    \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_GID | RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE |    \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME | RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME | \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME_NOW |                                          \
+	 RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME_NOW |                                          \
 	 RDMAFS__SETATTR_VALID__SETATTR_VALID_CTIME)
 
 static int setattr_check_times(struct meta_txn *t, const Rdmafs__SetattrReq *req,
@@ -498,17 +497,19 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		if (req->mode & ~07777u)
 			return -EINVAL;
 	}
-	if (v & (RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)) {
-		bool uid_change = (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_UID) &&
-				  req->uid != in.r.uid;
-		bool gid_change = (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_GID) &&
-				  req->gid != in.r.gid;
+	if (v &
+	    (RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)) {
+		bool uid_change =
+			(v & RDMAFS__SETATTR_VALID__SETATTR_VALID_UID) && req->uid != in.r.uid;
+		bool gid_change =
+			(v & RDMAFS__SETATTR_VALID__SETATTR_VALID_GID) && req->gid != in.r.gid;
 
 		/* chown_ok()/chgrp_ok(): root, or the owner giving the file to a group of theirs */
 		if (t->cred.uid != 0) {
 			if (uid_change)
 				return -EPERM;
-			if (gid_change && (t->cred.uid != in.r.uid || !in_group(&t->cred, req->gid)))
+			if (gid_change &&
+			    (t->cred.uid != in.r.uid || !in_group(&t->cred, req->gid)))
 				return -EPERM;
 			if (!uid_change && !gid_change && t->cred.uid != in.r.uid)
 				return -EPERM;
@@ -536,7 +537,8 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		in.r.mode = (in.r.mode & S_IFMT) | mode;
 		changed = true;
 	}
-	if (v & (RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)) {
+	if (v &
+	    (RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)) {
 		if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_UID)
 			in.r.uid = req->uid;
 		if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)
@@ -631,9 +633,9 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		/* the creator may open what it just made, whatever the mode says */
 		ret = meta_counter_next(t, "next_handle", &out->handle);
 		if (!ret) {
-			struct handle_rec h = { .ino = in.ino, .flags = req->open_flags };
+			struct handle_rec h = {.ino = in.ino, .flags = req->open_flags};
 			uint8_t key[8];
-			MDB_val k = { sizeof(key), key }, v = { sizeof(h), &h };
+			MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
 
 			meta_put_be64(key, out->handle);
 			ret = meta_lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, 0));
@@ -845,17 +847,17 @@ static int check_not_below(struct meta_txn *t, uint64_t ino, uint64_t ancestor)
 	return -EIO;
 }
 
-#define RENAME_KNOWN (RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE | RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE)
+#define RENAME_KNOWN \
+	(RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE | RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE)
 
 struct rename_state {
 	struct inode old_dir, new_dir_storage, src, dst;
-	struct inode *new_dir;	/* &old_dir when both parents are the same directory */
+	struct inode *new_dir; /* &old_dir when both parents are the same directory */
 	struct dirent_val src_dv, dst_dv;
 	bool dst_exists;
 };
 
-static int rename_exchange(struct meta_txn *t, const Rdmafs__RenameReq *req,
-			   struct rename_state *s)
+static int rename_exchange(struct meta_txn *t, const Rdmafs__RenameReq *req, struct rename_state *s)
 {
 	bool src_dir = S_ISDIR(s->src.r.mode), dst_dir = S_ISDIR(s->dst.r.mode);
 	bool moved = s->new_dir != &s->old_dir;
@@ -876,8 +878,8 @@ static int rename_exchange(struct meta_txn *t, const Rdmafs__RenameReq *req,
 	ret = meta_dirent_repoint(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
 				  s->dst.ino, s->dst.r.mode & S_IFMT);
 	if (!ret)
-		ret = meta_dirent_repoint(t, s->new_dir->ino, req->new_name.data,
-					  req->new_name.len, s->src.ino, s->src.r.mode & S_IFMT);
+		ret = meta_dirent_repoint(t, s->new_dir->ino, req->new_name.data, req->new_name.len,
+					  s->src.ino, s->src.r.mode & S_IFMT);
 	if (ret)
 		return ret;
 	if (moved && src_dir) {
@@ -1113,7 +1115,7 @@ int meta_op_readdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	size_t room, max, used = 0;
 	uint8_t key[16];
 	MDB_cursor *c;
-	MDB_val k = { sizeof(key), key }, v;
+	MDB_val k = {sizeof(key), key}, v;
 	int rc, ret;
 
 	ret = get_dir(t, req->ino, &dir);
@@ -1242,7 +1244,7 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	struct handle_rec h;
 	struct inode in;
 	uint8_t key[8];
-	MDB_val k = { sizeof(key), key }, v;
+	MDB_val k = {sizeof(key), key}, v;
 	int rc, ret;
 
 	meta_put_be64(key, req->handle);
@@ -1320,7 +1322,7 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 {
 	const Rdmafs__SetxattrReq *req = (const void *)msg;
 	uint8_t key[8 + META_XATTR_NAME_MAX];
-	MDB_val k, v = { req->value.len, req->value.data }, old;
+	MDB_val k, v = {req->value.len, req->value.data}, old;
 	struct inode in;
 	int rc, ret;
 
@@ -1396,7 +1398,7 @@ int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	Rdmafs__ListxattrResp *out;
 	uint8_t prefix[8];
 	MDB_cursor *c;
-	MDB_val k = { sizeof(prefix), prefix }, v;
+	MDB_val k = {sizeof(prefix), prefix}, v;
 	struct inode in;
 	size_t max;
 	int rc, ret;
@@ -1447,8 +1449,7 @@ int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
 }
 
-int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg,
-			ProtobufCMessage **resp)
+int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__RemovexattrReq *req = (const void *)msg;
 	uint8_t key[8 + META_XATTR_NAME_MAX];
@@ -1477,8 +1478,7 @@ int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg,
 	return empty_resp(t, resp);
 }
 
-int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg,
-			ProtobufCMessage **resp)
+int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__UpdateSizeReq *req = (const void *)msg;
 	struct inode in;

@@ -35,8 +35,8 @@ uint64_t meta_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_index
 	return mix(h ^ load_le64(uuid + 8));
 }
 
-int meta_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed,
-		     uint64_t ino, uint64_t chunk_index)
+int meta_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
+		     uint64_t chunk_index)
 {
 	uint64_t best_score = 0;
 	size_t best = 0;

@@ -38,7 +38,7 @@ uint64_t meta_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_index
  * Returns the index into @uuids of the chosen daemon, or -EINVAL when @count
  * is 0 or @uuids is NULL.
  */
-int meta_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed,
-		     uint64_t ino, uint64_t chunk_index);
+int meta_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
+		     uint64_t chunk_index);
 
 #endif

@@ -13,10 +13,10 @@
 
 #include "meta_i.h"
 
-#define META_DEFAULT_MAP_SIZE (4ULL << 30)
-#define META_DEFAULT_CHUNK_SIZE (1U << 20)
-#define META_DEFAULT_STRIPE_WIDTH 4
-#define META_DEFAULT_HB_TIMEOUT 10
+#define META_DEFAULT_MAP_SIZE	    (4ULL << 30)
+#define META_DEFAULT_CHUNK_SIZE	    (1U << 20)
+#define META_DEFAULT_STRIPE_WIDTH   4
+#define META_DEFAULT_HB_TIMEOUT	    10
 #define META_DEFAULT_HB_INTERVAL_MS 2000
 
 struct meta_arena {
@@ -24,7 +24,7 @@ struct meta_arena {
 	max_align_t data[];
 };
 
-static const char *const level_names[] = { "error", "warning", "info", "debug" };
+static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
 void meta_log(struct meta *m, enum meta_log_level level, const char *fmt, ...)
 {
@@ -107,7 +107,7 @@ void meta_arena_free(struct meta_arena *a)
 
 int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
 {
-	MDB_val k = { strlen(name), (void *)name }, v;
+	MDB_val k = {strlen(name), (void *)name}, v;
 	int rc = mdb_get(t->txn, t->m->db_counters, &k, &v);
 
 	if (rc)
@@ -120,7 +120,7 @@ int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
 
 int meta_counter_put(struct meta_txn *t, const char *name, uint64_t value)
 {
-	MDB_val k = { strlen(name), (void *)name }, v = { sizeof(value), &value };
+	MDB_val k = {strlen(name), (void *)name}, v = {sizeof(value), &value};
 
 	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_counters, &k, &v, 0));
 }
@@ -149,7 +149,7 @@ int meta_counter_add(struct meta_txn *t, const char *name, int64_t delta)
 int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 {
 	uint8_t key[8];
-	MDB_val k = { sizeof(key), key }, v;
+	MDB_val k = {sizeof(key), key}, v;
 	int rc;
 
 	meta_put_be64(key, ino);
@@ -176,7 +176,7 @@ int meta_inode_put(struct meta_txn *t, const struct inode *in)
 {
 	uint8_t key[8];
 	size_t layout = (size_t)in->r.stripe_width * META_UUID_LEN;
-	MDB_val k = { sizeof(key), key }, v = { sizeof(in->r) + layout, NULL };
+	MDB_val k = {sizeof(key), key}, v = {sizeof(in->r) + layout, NULL};
 	int rc;
 
 	meta_put_be64(key, in->ino);
@@ -193,7 +193,7 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 {
 	uint8_t prefix[8];
 	MDB_cursor *c;
-	MDB_val k = { sizeof(prefix), prefix }, v;
+	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc;
 
 	meta_put_be64(prefix, ino);
@@ -217,7 +217,7 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 int meta_inode_delete(struct meta_txn *t, uint64_t ino)
 {
 	uint8_t key[8];
-	MDB_val k = { sizeof(key), key };
+	MDB_val k = {sizeof(key), key};
 	int rc, ret;
 
 	meta_put_be64(key, ino);
@@ -245,7 +245,7 @@ int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, si
 		    struct dirent_val *out)
 {
 	uint8_t key[8 + META_NAME_MAX];
-	MDB_val k = { 8 + len, key }, v;
+	MDB_val k = {8 + len, key}, v;
 	int rc;
 
 	if (len > META_NAME_MAX)
@@ -264,8 +264,8 @@ static int dirpos_put(struct meta_txn *t, uint64_t parent, uint64_t id, const ui
 		      size_t len, uint64_t ino, uint32_t type)
 {
 	uint8_t key[16];
-	struct dirpos_val pv = { .ino = ino, .type = type, .name_len = (uint32_t)len };
-	MDB_val k = { sizeof(key), key }, v = { sizeof(pv) + len, NULL };
+	struct dirpos_val pv = {.ino = ino, .type = type, .name_len = (uint32_t)len};
+	MDB_val k = {sizeof(key), key}, v = {sizeof(pv) + len, NULL};
 	int rc;
 
 	meta_put_be64(key, parent);
@@ -282,8 +282,8 @@ int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, 
 		    uint64_t ino, uint32_t type)
 {
 	uint8_t key[8 + META_NAME_MAX];
-	struct dirent_val dv = { .ino = ino, .type = type };
-	MDB_val k = { 8 + len, key }, v = { sizeof(dv), &dv };
+	struct dirent_val dv = {.ino = ino, .type = type};
+	MDB_val k = {8 + len, key}, v = {sizeof(dv), &dv};
 	int rc;
 
 	if (dir->r.next_dirent_id < META_DIRENT_FIRST_ID)
@@ -298,12 +298,12 @@ int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, 
 	return dirpos_put(t, dir->ino, dv.id, name, len, ino, type);
 }
 
-int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name,
-			size_t len, uint64_t ino, uint32_t type)
+int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+			uint64_t ino, uint32_t type)
 {
 	uint8_t key[8 + META_NAME_MAX];
 	struct dirent_val dv;
-	MDB_val k = { 8 + len, key }, v = { sizeof(dv), &dv };
+	MDB_val k = {8 + len, key}, v = {sizeof(dv), &dv};
 	int ret, rc;
 
 	ret = meta_dirent_get(t, parent, name, len, &dv);
@@ -322,7 +322,7 @@ int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name,
 {
 	uint8_t key[8 + META_NAME_MAX], pos[16];
 	struct dirent_val dv;
-	MDB_val k = { 8 + len, key }, pk = { sizeof(pos), pos };
+	MDB_val k = {8 + len, key}, pk = {sizeof(pos), pos};
 	int ret, rc;
 
 	ret = meta_dirent_get(t, parent, name, len, &dv);
@@ -341,7 +341,7 @@ int meta_dir_empty(struct meta_txn *t, uint64_t ino)
 {
 	uint8_t prefix[8];
 	MDB_cursor *c;
-	MDB_val k = { sizeof(prefix), prefix }, v;
+	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc;
 
 	meta_put_be64(prefix, ino);
@@ -362,7 +362,7 @@ int meta_dir_empty(struct meta_txn *t, uint64_t ino)
 int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
 {
 	uint8_t key[8];
-	MDB_val k = { sizeof(key), key };
+	MDB_val k = {sizeof(key), key};
 
 	meta_put_be64(key, ino);
 	return meta_lmdb_errno(mdb_get(t->txn, t->m->db_symlinks, &k, target));
@@ -371,7 +371,7 @@ int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
 int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len)
 {
 	uint8_t key[8];
-	MDB_val k = { sizeof(key), key }, v = { len, (void *)target };
+	MDB_val k = {sizeof(key), key}, v = {len, (void *)target};
 
 	meta_put_be64(key, ino);
 	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_symlinks, &k, &v, 0));
@@ -392,14 +392,14 @@ static int open_dbs(struct meta *m, MDB_txn *txn)
 		const char *name;
 		size_t offset;
 	} dbs[] = {
-		{ "counters", offsetof(struct meta, db_counters) },
-		{ "inodes", offsetof(struct meta, db_inodes) },
-		{ "dirents", offsetof(struct meta, db_dirents) },
-		{ "dirpos", offsetof(struct meta, db_dirpos) },
-		{ "symlinks", offsetof(struct meta, db_symlinks) },
-		{ "xattrs", offsetof(struct meta, db_xattrs) },
-		{ "handles", offsetof(struct meta, db_handles) },
-		{ "daemons", offsetof(struct meta, db_daemons) },
+		{"counters", offsetof(struct meta, db_counters)},
+		{"inodes", offsetof(struct meta, db_inodes)},
+		{"dirents", offsetof(struct meta, db_dirents)},
+		{"dirpos", offsetof(struct meta, db_dirpos)},
+		{"symlinks", offsetof(struct meta, db_symlinks)},
+		{"xattrs", offsetof(struct meta, db_xattrs)},
+		{"handles", offsetof(struct meta, db_handles)},
+		{"daemons", offsetof(struct meta, db_daemons)},
 	};
 
 	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
@@ -459,7 +459,8 @@ static int check_format(struct meta *m, struct meta_txn *t)
 		return ret;
 	if (version > META_FORMAT_VERSION) {
 		meta_log(m, META_LOG_ERR,
-			 "metadata store has format %llu, newer than the %d this build knows: refusing to use it",
+			 "metadata store has format %llu, newer than the %d this build knows: "
+			 "refusing to use it",
 			 (unsigned long long)version, META_FORMAT_VERSION);
 		return -EPROTONOSUPPORT;
 	}
@@ -472,7 +473,7 @@ static int check_format(struct meta *m, struct meta_txn *t)
 
 int meta_open(const char *dir, const struct meta_options *opts, struct meta **out)
 {
-	struct meta_txn t = { 0 };
+	struct meta_txn t = {0};
 	struct meta *m;
 	int rc, ret;
 

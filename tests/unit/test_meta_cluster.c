@@ -17,11 +17,11 @@
 #include "placement.h"
 #include "test_meta_util.h"
 
-#define ROOT 1
-#define UP RDMAFS__DAEMON_STATE__DAEMON_STATE_UP
-#define DOWN RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN
+#define ROOT	 1
+#define UP	 RDMAFS__DAEMON_STATE__DAEMON_STATE_UP
+#define DOWN	 RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN
 #define DRAINING RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING
-#define REMOVED RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED
+#define REMOVED	 RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED
 
 static int setup(void **state)
 {
@@ -97,22 +97,25 @@ static void test_register(void **state)
 	/* bad requests */
 	{
 		Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
-		uint8_t uuid[15] = { 1 };
-		char *empty[1] = { "" };
+		uint8_t uuid[15] = {1};
+		char *empty[1] = {""};
 
 		req.uuid.data = uuid;
 		req.uuid.len = sizeof(uuid);
-		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL,
-					 NULL), -EINVAL);
+		assert_int_equal(
+			tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL, NULL),
+			-EINVAL);
 		req.uuid.len = 0;
-		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL,
-					 NULL), -EINVAL);
+		assert_int_equal(
+			tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL, NULL),
+			-EINVAL);
 		req.uuid.len = 16;
-		req.uuid.data = (uint8_t[16]){ 9 };
+		req.uuid.data = (uint8_t[16]){9};
 		req.addresses = empty;
 		req.n_addresses = 1;
-		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL,
-					 NULL), -EINVAL);
+		assert_int_equal(
+			tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL, NULL),
+			-EINVAL);
 	}
 	assert_int_equal(tm_heartbeat(e->m, 77, 1, 1, NULL), -ENOENT);
 }
@@ -219,7 +222,7 @@ static void test_set_state(void **state)
 static void test_layouts(void **state)
 {
 	struct tm_env *e = *state;
-	unsigned uses[9] = { 0 };
+	unsigned uses[9] = {0};
 	char name[32];
 
 	assert_int_equal(tm_create(e->m, NULL, ROOT, "none", 0644, true, O_RDWR, NULL, NULL, NULL),
@@ -238,7 +241,8 @@ static void test_layouts(void **state)
 		req.mode = S_IFREG | 0644;
 		req.exclusive = true;
 		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_CREATE, &req,
-					 &rdmafs__create_resp__descriptor, (void **)&r), 0);
+					 &rdmafs__create_resp__descriptor, (void **)&r),
+				 0);
 		assert_non_null(r->layout);
 		assert_int_equal(r->layout->stripe_width, 4);
 		assert_int_equal(r->layout->n_daemons, 4);
@@ -269,11 +273,12 @@ static void test_layouts(void **state)
 		Rdmafs__OpenReq oreq = RDMAFS__OPEN_REQ__INIT;
 
 		snprintf(name, sizeof(name), "g%d", f);
-		assert_int_equal(tm_create(e->m, NULL, ROOT, name, 0644, true, O_RDWR, &a, NULL,
-					   NULL), 0);
+		assert_int_equal(
+			tm_create(e->m, NULL, ROOT, name, 0644, true, O_RDWR, &a, NULL, NULL), 0);
 		oreq.ino = a.ino;
 		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_OPEN, &oreq,
-					 &rdmafs__open_resp__descriptor, (void **)&r), 0);
+					 &rdmafs__open_resp__descriptor, (void **)&r),
+				 0);
 		for (size_t i = 0; i < r->layout->n_daemons; i++)
 			assert_int_not_equal(r->layout->daemons[i].data[0], 1);
 		protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -283,9 +288,11 @@ static void test_layouts(void **state)
 static void test_custom_options(void **state)
 {
 	struct tm_env *e = *state;
-	struct meta_options o = { .chunk_size = 4 << 20, .stripe_width = 2,
-				  .heartbeat_timeout_sec = 3, .heartbeat_interval_ms = 500,
-				  .log = tm_quiet_log };
+	struct meta_options o = {.chunk_size = 4 << 20,
+				 .stripe_width = 2,
+				 .heartbeat_timeout_sec = 3,
+				 .heartbeat_interval_ms = 500,
+				 .log = tm_quiet_log};
 	Rdmafs__RegisterDaemonResp *rr;
 	struct tm_attr a;
 

@@ -127,7 +127,7 @@ static void test_names(void **state)
 	/* a NUL inside the bytes */
 	{
 		Rdmafs__MkdirReq req = RDMAFS__MKDIR_REQ__INIT;
-		uint8_t nul[3] = { 'a', 0, 'b' };
+		uint8_t nul[3] = {'a', 0, 'b'};
 
 		req.parent = ROOT;
 		req.name.data = nul;
@@ -147,16 +147,18 @@ static void test_create_open(void **state)
 	uint64_t h1, h2, h3, freed = 9;
 	bool created;
 
-	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", S_IFREG | 0640, false, O_RDWR, &a, &h1,
-				   &created), 0);
+	assert_int_equal(
+		tm_create(e->m, NULL, ROOT, "f", S_IFREG | 0640, false, O_RDWR, &a, &h1, &created),
+		0);
 	assert_true(created);
 	assert_int_equal(a.mode, S_IFREG | 0640);
 	assert_int_equal(a.nlink, 1);
 	assert_int_equal(a.size, 0);
 	assert_int_equal(a.stripe_width, 3); /* min(4, 3 daemons) */
 	assert_int_equal(a.chunk_size, 1 << 20);
-	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", S_IFREG | 0600, false, O_RDONLY, &b,
-				   &h2, &created), 0);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", S_IFREG | 0600, false, O_RDONLY, &b, &h2,
+				   &created),
+			 0);
 	assert_false(created);
 	assert_int_equal(b.ino, a.ino);
 	assert_int_equal(b.mode, S_IFREG | 0640);
@@ -166,8 +168,9 @@ static void test_create_open(void **state)
 	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, NULL), 0);
 	assert_int_equal(tm_create(e->m, NULL, ROOT, "d", 0644, false, O_RDWR, NULL, NULL, NULL),
 			 -EISDIR);
-	assert_int_equal(tm_create(e->m, NULL, ROOT, "g", S_IFDIR | 0644, false, O_RDWR, NULL,
-				   NULL, NULL), -EINVAL);
+	assert_int_equal(
+		tm_create(e->m, NULL, ROOT, "g", S_IFDIR | 0644, false, O_RDWR, NULL, NULL, NULL),
+		-EINVAL);
 	assert_int_equal(tm_open(e->m, NULL, a.ino, O_WRONLY, &h3), 0);
 	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
 	assert_int_equal(freed, 0);
@@ -216,10 +219,11 @@ static void test_mknod(void **state)
 	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "lnk", S_IFLNK | 0755, 0, NULL), -EINVAL);
 	assert_int_equal(tm_mknod(e->m, NULL, ROOT, "fifo", S_IFIFO | 0644, 0, NULL), -EEXIST);
 	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "pub", 0777, &a), 0);
-	assert_int_equal(tm_mknod(e->m, tm_user(&u, 1000, 1000), a.ino, "blk", S_IFBLK | 0600, 1,
-				  NULL), -EPERM);
-	assert_int_equal(tm_mknod(e->m, tm_user(&u, 1000, 1000), a.ino, "p", S_IFIFO | 0600, 0,
-				  &a), 0);
+	assert_int_equal(
+		tm_mknod(e->m, tm_user(&u, 1000, 1000), a.ino, "blk", S_IFBLK | 0600, 1, NULL),
+		-EPERM);
+	assert_int_equal(tm_mknod(e->m, tm_user(&u, 1000, 1000), a.ino, "p", S_IFIFO | 0600, 0, &a),
+			 0);
 	assert_int_equal(a.uid, 1000);
 }
 
@@ -345,9 +349,11 @@ static void test_rename(void **state)
 	/* NOREPLACE */
 	assert_true(tm_mkfile(e->m, NULL, d2.ino, "h", 0644) > 0);
 	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "h", d2.ino, "g",
-				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL), -EEXIST);
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL),
+			 -EEXIST);
 	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "h", d2.ino, "h2",
-				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL), 0);
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL),
+			 0);
 	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "h2", d2.ino, "x", 3, NULL), -EINVAL);
 	assert_int_equal(tm_rename(e->m, NULL, d2.ino, "h2", d2.ino, "x", 4, NULL), -EINVAL);
 
@@ -401,13 +407,16 @@ static void test_rename_loop(void **state)
 	assert_int_equal(tm_rename(e->m, NULL, ROOT, "a", a.ino, "a", 0, NULL), -EINVAL);
 	assert_int_equal(tm_rename(e->m, NULL, a.ino, "b", b.ino, "b2", 0, NULL), -EINVAL);
 	assert_int_equal(tm_rename(e->m, NULL, ROOT, "a", c.ino, "a",
-				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL), -EINVAL);
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE, NULL),
+			 -EINVAL);
 	/* the same through an exchange, from either side */
 	assert_int_equal(tm_mkdir(e->m, NULL, c.ino, "y", 0755, NULL), 0);
 	assert_int_equal(tm_rename(e->m, NULL, ROOT, "a", c.ino, "y",
-				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL), -EINVAL);
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL),
+			 -EINVAL);
 	assert_int_equal(tm_rename(e->m, NULL, c.ino, "y", ROOT, "a",
-				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL), -EINVAL);
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL),
+			 -EINVAL);
 	/* the target is an ancestor of the source: it is not empty */
 	assert_int_equal(tm_rename(e->m, NULL, b.ino, "c", ROOT, "a", 0, NULL), -ENOTEMPTY);
 	/* moving sideways and up is fine */
@@ -431,9 +440,11 @@ static void test_rename_exchange(void **state)
 	f = tm_mkfile(e->m, NULL, d2.ino, "file", 0644);
 	assert_true(f > 0);
 	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "sub", d2.ino, "missing",
-				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL), -ENOENT);
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL),
+			 -ENOENT);
 	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "sub", d2.ino, "file",
-				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, &freed), 0);
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, &freed),
+			 0);
 	assert_int_equal(freed, 0);
 	assert_int_equal(tm_lookup(e->m, NULL, d1.ino, "sub", &a), 0);
 	assert_int_equal(a.ino, (uint64_t)f);
@@ -449,7 +460,8 @@ static void test_rename_exchange(void **state)
 	/* exchange within one directory, two files */
 	assert_true(tm_mkfile(e->m, NULL, d1.ino, "other", 0600) > 0);
 	assert_int_equal(tm_rename(e->m, NULL, d1.ino, "other", d1.ino, "sub",
-				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL), 0);
+				   RDMAFS__RENAME_FLAG__RENAME_FLAG_EXCHANGE, NULL),
+			 0);
 	assert_int_equal(tm_lookup(e->m, NULL, d1.ino, "other", &a), 0);
 	assert_int_equal(a.ino, (uint64_t)f);
 	assert_int_equal(tm_lookup(e->m, NULL, d1.ino, "sub", &b), 0);
@@ -472,7 +484,8 @@ static void test_setattr(void **state)
 	assert_int_equal(a.mode, S_IFREG | 0600);
 	s.mode = S_IFDIR | 0600;
 	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), -EINVAL);
-	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
+	s.valid =
+		RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
 	s.uid = 1000;
 	s.gid = 100;
 	assert_int_equal(tm_setattr(e->m, NULL, &s, &a), 0);
@@ -485,7 +498,8 @@ static void test_setattr(void **state)
 	s.size = 10;
 	assert_int_equal(tm_setattr(e->m, NULL, &s, &a), 0);
 	assert_int_equal(a.size, 10);
-	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME | RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME;
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME |
+		  RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME;
 	at.sec = 1000;
 	at.nsec = 5;
 	mt.sec = 2000;
@@ -541,7 +555,8 @@ static void test_permissions(void **state)
 	assert_int_equal(tm_symlink(e->m, alice, ROOT, "x", "y", NULL), -EACCES);
 	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "home", 0755, &home), 0);
 	s.ino = home.ino;
-	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
+	s.valid =
+		RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
 	s.uid = 1000;
 	s.gid = 1000;
 	assert_int_equal(tm_setattr(e->m, NULL, &s, NULL), 0);
@@ -565,8 +580,8 @@ static void test_permissions(void **state)
 	assert_int_equal(tm_open(e->m, bob, f.ino, O_RDONLY | O_TRUNC, NULL), -EACCES);
 	assert_int_equal(tm_open(e->m, alice, f.ino, O_RDWR, &h), 0);
 	assert_int_equal(tm_release(e->m, h, f.ino, NULL), 0);
-	assert_int_equal(tm_create(e->m, bob, home.ino, "f", 0644, false, O_RDWR, NULL, NULL,
-				   NULL), -EACCES);
+	assert_int_equal(tm_create(e->m, bob, home.ino, "f", 0644, false, O_RDWR, NULL, NULL, NULL),
+			 -EACCES);
 
 	/* owner-only attribute changes */
 	s.ino = f.ino;
@@ -683,7 +698,8 @@ static void test_unlink_while_open(void **state)
 		req.handle = h2;
 		req.ino = a.ino;
 		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_RELEASE, &req,
-					 &rdmafs__release_resp__descriptor, (void **)&r), 0);
+					 &rdmafs__release_resp__descriptor, (void **)&r),
+				 0);
 		assert_non_null(r->freed);
 		assert_int_equal(r->freed->ino, a.ino);
 		assert_int_equal(r->freed->size, 6000);
@@ -837,8 +853,8 @@ static void test_readdir_10000_changing(void **state)
 		}
 		for (int k = 0; k < 9; k++) {
 			snprintf(name, sizeof(name), "entry-%u", next_new++);
-			assert_int_equal(tm_mknod(e->m, NULL, d.ino, name, S_IFIFO | 0644, 0,
-						  NULL), 0);
+			assert_int_equal(tm_mknod(e->m, NULL, d.ino, name, S_IFIFO | 0644, 0, NULL),
+					 0);
 		}
 		{
 			unsigned victim = (unsigned)rand() % N;
@@ -847,8 +863,8 @@ static void test_readdir_10000_changing(void **state)
 			if (present[victim]) {
 				snprintf(name, sizeof(name), "entry-%u", victim);
 				snprintf(to, sizeof(to), "entry-%u", next_new++);
-				assert_int_equal(tm_rename(e->m, NULL, d.ino, name, d.ino, to, 0,
-							   NULL), 0);
+				assert_int_equal(
+					tm_rename(e->m, NULL, d.ino, name, d.ino, to, 0, NULL), 0);
 				present[victim] = 0;
 				touched[victim] = 1;
 			}
@@ -893,8 +909,8 @@ static void test_statfs(void **state)
 	assert_int_equal(r->files, files + 1);
 	protobuf_c_message_free_unpacked(&r->base, NULL);
 	/* only UP daemons count */
-	assert_int_equal(tm_set_state(e->m, 2, RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING, false,
-				      NULL), 0);
+	assert_int_equal(
+		tm_set_state(e->m, 2, RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING, false, NULL), 0);
 	assert_int_equal(tm_statfs(e->m, &r), 0);
 	assert_int_equal(r->blocks, 2 * ((1ULL << 40) / 4096));
 	protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -916,15 +932,19 @@ static void test_xattrs(void **state)
 	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.a", buf, sizeof(buf)), 3);
 	assert_string_equal(buf, "one");
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.a", "x", 1,
-				     RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE), -EEXIST);
+				     RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE),
+			 -EEXIST);
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.b", "x", 1,
-				     RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE), -ENODATA);
+				     RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE),
+			 -ENODATA);
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.a", "two!", 4,
-				     RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE), 0);
+				     RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE),
+			 0);
 	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.a", buf, sizeof(buf)), 4);
 	assert_string_equal(buf, "two!");
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.empty", "", 0,
-				     RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE), 0);
+				     RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE),
+			 0);
 	assert_int_equal(tm_getxattr(e->m, NULL, ino, "user.empty", buf, sizeof(buf)), 0);
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "user.a", "x", 1, 3), -EINVAL);
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "", "x", 1, 0), -ERANGE);
@@ -1034,7 +1054,7 @@ static void test_newer_format(void **state)
 	MDB_txn *txn;
 	MDB_dbi dbi;
 	uint64_t v = 99;
-	MDB_val k = { 6, "format" }, val = { sizeof(v), &v };
+	MDB_val k = {6, "format"}, val = {sizeof(v), &v};
 
 	meta_close(e->m);
 	e->m = NULL;
@@ -1080,11 +1100,11 @@ static void test_malformed(void **state)
 {
 	struct tm_env *e = *state;
 	static const uint8_t bad[][8] = {
-		{ 0x0a, 0x05, 'a' },		/* field 1 length 5, 1 byte follows */
-		{ 0xff, 0xff, 0xff, 0xff },	/* unterminated varint tag */
-		{ 0x12, 0xff, 0xff, 0xff, 0xff, 0x0f }, /* length near 4 GiB */
-		{ 0x0f },			/* wire type 7 */
-		{ 0x08 },			/* varint value missing */
+		{0x0a, 0x05, 'a'},		      /* field 1 length 5, 1 byte follows */
+		{0xff, 0xff, 0xff, 0xff},	      /* unterminated varint tag */
+		{0x12, 0xff, 0xff, 0xff, 0xff, 0x0f}, /* length near 4 GiB */
+		{0x0f},				      /* wire type 7 */
+		{0x08},				      /* varint value missing */
 	};
 	uint8_t buf[256], out[4096];
 	size_t out_len;
@@ -1097,11 +1117,13 @@ static void test_malformed(void **state)
 		if (i == 2)
 			len = 6;
 		for (uint32_t method = 200; method <= 220; method++)
-			assert_int_equal(meta_handle(e->m, method, bad[i], len, out, sizeof(out),
-						     &out_len), -EBADMSG);
+			assert_int_equal(
+				meta_handle(e->m, method, bad[i], len, out, sizeof(out), &out_len),
+				-EBADMSG);
 		for (uint32_t method = 300; method <= 303; method++)
-			assert_int_equal(meta_handle(e->m, method, bad[i], len, out, sizeof(out),
-						     &out_len), -EBADMSG);
+			assert_int_equal(
+				meta_handle(e->m, method, bad[i], len, out, sizeof(out), &out_len),
+				-EBADMSG);
 	}
 	assert_int_equal(meta_handle(e->m, 100, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
 	assert_int_equal(meta_handle(e->m, 221, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
@@ -1115,9 +1137,9 @@ static void test_malformed(void **state)
 	/* random bytes into every method; some parse and run, none crash */
 	srand(7);
 	for (int round = 0; round < 20000; round++) {
-		uint32_t methods[] = { 200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211,
-				       212, 213, 214, 215, 216, 217, 218, 219, 220, 300, 301, 302,
-				       303 };
+		uint32_t methods[] = {200, 201, 202, 203, 204, 205, 206, 207, 208,
+				      209, 210, 211, 212, 213, 214, 215, 216, 217,
+				      218, 219, 220, 300, 301, 302, 303};
 		size_t len = (size_t)rand() % sizeof(buf);
 		int ret;
 
@@ -1186,7 +1208,7 @@ static void test_threads(void **state)
 	for (int i = 0; i < THREADS; i++) {
 		snprintf(name, sizeof(name), "t%d", i);
 		assert_int_equal(tm_mkdir(e->m, NULL, ROOT, name, 0755, &a), 0);
-		w[i] = (struct worker){ .m = e->m, .dir = a.ino };
+		w[i] = (struct worker){.m = e->m, .dir = a.ino};
 		assert_int_equal(pthread_create(&tid[i], NULL, worker_main, &w[i]), 0);
 	}
 	for (int i = 0; i < THREADS; i++) {

@@ -34,7 +34,7 @@ static void make_uuids(void)
  */
 static void test_frozen_values(void **state)
 {
-	uint8_t u[META_UUID_LEN] = { 0 };
+	uint8_t u[META_UUID_LEN] = {0};
 
 	assert_int_equal(meta_rendezvous_score(0, 0, 0, u), 0x2b875fe90b264f7cULL);
 	u[0] = 1;
@@ -66,7 +66,7 @@ static void test_deterministic(void **state)
 static void test_spread(void **state)
 {
 	enum { CHUNKS = 80000 };
-	unsigned count[DAEMONS] = { 0 }, seeds_differ = 0;
+	unsigned count[DAEMONS] = {0}, seeds_differ = 0;
 
 	make_uuids();
 	for (uint64_t c = 0; c < CHUNKS; c++)

@@ -44,7 +44,7 @@ void tm_uuid(uint8_t *uuid, unsigned n)
 
 static void open_store(struct tm_env *e)
 {
-	struct meta_options o = { .log = tm_quiet_log };
+	struct meta_options o = {.log = tm_quiet_log};
 
 	assert_int_equal(meta_open(e->dir, &o, &e->m), 0);
 }
@@ -55,8 +55,9 @@ void tm_setup(struct tm_env *e, unsigned daemons)
 	assert_non_null(mkdtemp(e->dir));
 	open_store(e);
 	for (unsigned i = 1; i <= daemons; i++)
-		assert_int_equal(tm_register(e->m, i, "tcp://127.0.0.1:7471", 1ULL << 40,
-					     1ULL << 30, NULL), 0);
+		assert_int_equal(
+			tm_register(e->m, i, "tcp://127.0.0.1:7471", 1ULL << 40, 1ULL << 30, NULL),
+			0);
 }
 
 void tm_reopen(struct tm_env *e)
@@ -113,7 +114,7 @@ static void free_msg(void *msg)
 
 static ProtobufCBinaryData bin(const char *s)
 {
-	ProtobufCBinaryData b = { strlen(s), (uint8_t *)s };
+	ProtobufCBinaryData b = {strlen(s), (uint8_t *)s};
 
 	return b;
 }
@@ -279,8 +280,8 @@ int tm_readlink(struct meta *m, uint64_t ino, char *buf, size_t len)
 	int ret;
 
 	req.ino = ino;
-	ret = tm_call(m, RDMAFS__METHOD__METHOD_READLINK, &req,
-		      &rdmafs__readlink_resp__descriptor, (void **)&r);
+	ret = tm_call(m, RDMAFS__METHOD__METHOD_READLINK, &req, &rdmafs__readlink_resp__descriptor,
+		      (void **)&r);
 	if (!ret) {
 		assert_true(r->target.len < len);
 		memcpy(buf, r->target.data, r->target.len);
@@ -360,8 +361,7 @@ int tm_link(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint64_t np, co
 	return entry_call(m, RDMAFS__METHOD__METHOD_LINK, &req, a);
 }
 
-int tm_open(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint32_t flags,
-	    uint64_t *handle)
+int tm_open(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint32_t flags, uint64_t *handle)
 {
 	Rdmafs__OpenReq req = RDMAFS__OPEN_REQ__INIT;
 	Rdmafs__OpenResp *r = NULL;
@@ -390,16 +390,15 @@ int tm_release(struct meta *m, uint64_t handle, uint64_t ino, uint64_t *freed)
 
 	req.handle = handle;
 	req.ino = ino;
-	ret = tm_call(m, RDMAFS__METHOD__METHOD_RELEASE, &req,
-		      &rdmafs__release_resp__descriptor, (void **)&r);
+	ret = tm_call(m, RDMAFS__METHOD__METHOD_RELEASE, &req, &rdmafs__release_resp__descriptor,
+		      (void **)&r);
 	if (!ret && freed)
 		*freed = freed_ino(r->freed);
 	free_msg(r);
 	return ret;
 }
 
-int tm_setattr(struct meta *m, const Rdmafs__Cred *c, Rdmafs__SetattrReq *req,
-	       struct tm_attr *a)
+int tm_setattr(struct meta *m, const Rdmafs__Cred *c, Rdmafs__SetattrReq *req, struct tm_attr *a)
 {
 	Rdmafs__AttrResp *r = NULL;
 	int ret;
@@ -423,8 +422,8 @@ int tm_update_size(struct meta *m, uint64_t ino, uint64_t size, const Rdmafs__Ti
 	req.ino = ino;
 	req.size = size;
 	req.mtime = (Rdmafs__Timespec *)mtime;
-	ret = tm_call(m, RDMAFS__METHOD__METHOD_UPDATE_SIZE, &req,
-		      &rdmafs__attr_resp__descriptor, (void **)&r);
+	ret = tm_call(m, RDMAFS__METHOD__METHOD_UPDATE_SIZE, &req, &rdmafs__attr_resp__descriptor,
+		      (void **)&r);
 	if (!ret)
 		copy_attr(a, r->attr, NULL);
 	free_msg(r);
@@ -445,8 +444,8 @@ int tm_setxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char 
 	return tm_call(m, RDMAFS__METHOD__METHOD_SETXATTR, &req, NULL, NULL);
 }
 
-int tm_getxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char *name,
-		char *buf, size_t len)
+int tm_getxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char *name, char *buf,
+		size_t len)
 {
 	Rdmafs__GetxattrReq req = RDMAFS__GETXATTR_REQ__INIT;
 	Rdmafs__GetxattrResp *r = NULL;
@@ -455,8 +454,8 @@ int tm_getxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char 
 	req.ino = ino;
 	req.name = bin(name);
 	req.cred = (Rdmafs__Cred *)c;
-	ret = tm_call(m, RDMAFS__METHOD__METHOD_GETXATTR, &req,
-		      &rdmafs__getxattr_resp__descriptor, (void **)&r);
+	ret = tm_call(m, RDMAFS__METHOD__METHOD_GETXATTR, &req, &rdmafs__getxattr_resp__descriptor,
+		      (void **)&r);
 	if (!ret) {
 		assert_true(r->value.len < len);
 		if (r->value.len)
@@ -505,8 +504,8 @@ int tm_removexattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const ch
 	return tm_call(m, RDMAFS__METHOD__METHOD_REMOVEXATTR, &req, NULL, NULL);
 }
 
-int tm_readdir(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint64_t cookie,
-	       uint32_t max, bool attrs, Rdmafs__ReaddirResp **resp)
+int tm_readdir(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint64_t cookie, uint32_t max,
+	       bool attrs, Rdmafs__ReaddirResp **resp)
 {
 	Rdmafs__ReaddirReq req = RDMAFS__READDIR_REQ__INIT;
 
@@ -528,13 +527,13 @@ int tm_statfs(struct meta *m, Rdmafs__StatfsResp **resp)
 		       (void **)resp);
 }
 
-int tm_register(struct meta *m, unsigned n, const char *address, uint64_t capacity,
-		uint64_t used, Rdmafs__RegisterDaemonResp **resp)
+int tm_register(struct meta *m, unsigned n, const char *address, uint64_t capacity, uint64_t used,
+		Rdmafs__RegisterDaemonResp **resp)
 {
 	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
 	Rdmafs__RegisterDaemonResp *r = NULL;
 	uint8_t uuid[16];
-	char *addresses[1] = { (char *)address };
+	char *addresses[1] = {(char *)address};
 	int ret;
 
 	tm_uuid(uuid, n);
@@ -584,8 +583,7 @@ int tm_cluster_map(struct meta *m, uint64_t known_epoch, Rdmafs__GetClusterMapRe
 		       &rdmafs__get_cluster_map_resp__descriptor, (void **)resp);
 }
 
-int tm_set_state(struct meta *m, unsigned n, Rdmafs__DaemonState state, bool force,
-		 uint64_t *epoch)
+int tm_set_state(struct meta *m, unsigned n, Rdmafs__DaemonState state, bool force, uint64_t *epoch)
 {
 	Rdmafs__SetDaemonStateReq req = RDMAFS__SET_DAEMON_STATE_REQ__INIT;
 	Rdmafs__SetDaemonStateResp *r = NULL;

@@ -31,7 +31,7 @@ struct tm_attr {
 	uint64_t generation;
 	int64_t mtime_sec, ctime_sec, atime_sec;
 	uint32_t mtime_nsec, ctime_nsec, atime_nsec;
-	uint32_t stripe_width;	/* 0: no layout in the reply */
+	uint32_t stripe_width; /* 0: no layout in the reply */
 	uint32_t chunk_size;
 };
 
@@ -83,27 +83,25 @@ int tm_rename(struct meta *m, const Rdmafs__Cred *c, uint64_t op, const char *on
 	      const char *nn, uint32_t flags, uint64_t *freed);
 int tm_link(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint64_t np, const char *nn,
 	    struct tm_attr *a);
-int tm_open(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint32_t flags,
-	    uint64_t *handle);
+int tm_open(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint32_t flags, uint64_t *handle);
 int tm_release(struct meta *m, uint64_t handle, uint64_t ino, uint64_t *freed);
-int tm_setattr(struct meta *m, const Rdmafs__Cred *c, Rdmafs__SetattrReq *req,
-	       struct tm_attr *a);
+int tm_setattr(struct meta *m, const Rdmafs__Cred *c, Rdmafs__SetattrReq *req, struct tm_attr *a);
 int tm_update_size(struct meta *m, uint64_t ino, uint64_t size, const Rdmafs__Timespec *mtime,
 		   struct tm_attr *a);
 int tm_setxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char *name,
 		const void *value, size_t len, uint32_t flags);
 /* Value into @buf (NUL-terminated); returns its length or a negative errno. */
-int tm_getxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char *name,
-		char *buf, size_t len);
+int tm_getxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char *name, char *buf,
+		size_t len);
 /* Names joined with ',' into @buf; returns their count or a negative errno. */
 int tm_listxattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, char *buf, size_t len);
 int tm_removexattr(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, const char *name);
-int tm_readdir(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint64_t cookie,
-	       uint32_t max, bool attrs, Rdmafs__ReaddirResp **resp);
+int tm_readdir(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint64_t cookie, uint32_t max,
+	       bool attrs, Rdmafs__ReaddirResp **resp);
 int tm_statfs(struct meta *m, Rdmafs__StatfsResp **resp);
 
-int tm_register(struct meta *m, unsigned n, const char *address, uint64_t capacity,
-		uint64_t used, Rdmafs__RegisterDaemonResp **resp);
+int tm_register(struct meta *m, unsigned n, const char *address, uint64_t capacity, uint64_t used,
+		Rdmafs__RegisterDaemonResp **resp);
 int tm_heartbeat(struct meta *m, unsigned n, uint64_t capacity, uint64_t used,
 		 Rdmafs__HeartbeatResp **resp);
 int tm_cluster_map(struct meta *m, uint64_t known_epoch, Rdmafs__GetClusterMapResp **resp);
