@@ -21,12 +21,16 @@
 #      version, so any change rebuilds.
 #   2. Write a job script (environment, working directory, COMMAND) into a
 #      fresh results directory shared read-write with the guest.
-#   3. Boot QEMU.  The guest's init loads the modules, creates rxe0 on lo,
-#      chroots into the host root, runs the job with stdout/stderr wired to
-#      ours through virtio-serial ports, writes the exit status to the results
-#      share and powers off.
+#   3. Boot QEMU.  The guest's init loads the modules, creates the soft-RoCE
+#      device, chroots into the host root, runs the job with stdout/stderr
+#      wired to ours through virtio-serial ports, writes the exit status to the
+#      results share and powers off.
 #
-# Inside the guest: RDMAFS_IN_VM=1; / is the host's root, read-only; /tmp,
+# Inside the guest: one RDMA device, rxe0, on a dummy netdev with address
+# 192.0.2.1; use that address for rdma_cm (RDMAFS_VM_RDMA_ADDR has it,
+# RDMAFS_VM_RDMA_DEV the device name).  127.0.0.1 does NOT work with rdma_cm
+# on rxe (rdma_resolve_route: ENODEV), so tests must not use it for verbs.
+# RDMAFS_IN_VM=1; / is the host's root, read-only; /tmp,
 # /run and /dev/shm are fresh tmpfs; if the working directory is under /tmp
 # it is made visible (read-only) at the same path; memlock is unlimited; the
 # command runs as root with stdin from /dev/null.  Passed through from the
@@ -44,8 +48,9 @@
 
 set -euo pipefail
 
-readonly SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
-readonly SELF=$SCRIPT_DIR/$(basename -- "${BASH_SOURCE[0]}")
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+SELF=$SCRIPT_DIR/$(basename -- "${BASH_SOURCE[0]}")
+readonly SCRIPT_DIR SELF
 readonly INIT_SCRIPT=$SCRIPT_DIR/init.sh
 
 # Automake/meson convention: 77 means "skipped".
@@ -66,8 +71,15 @@ readonly GUEST_MEMORY=${RDMAFS_VM_MEMORY:-2G}
 readonly GUEST_CPUS=${RDMAFS_VM_CPUS:-2}
 # The metapackage that always points at Debian's current kernel.
 readonly KERNEL_METAPACKAGE=linux-image-amd64
-# Where init.sh mounts the results share, seen from inside the chroot.
-readonly GUEST_RESULTS_DIR=/run/rdmafs-vm
+# The guest's RDMA setup (init.sh creates it; the job gets the device and
+# address as RDMAFS_VM_RDMA_DEV and RDMAFS_VM_RDMA_ADDR).  rxe sits on a dummy
+# netdev because rdma_cm cannot use rxe on lo (see init.sh).  The address is
+# from TEST-NET-1 (RFC 5737), which no real network uses; the guest has no
+# other network anyway.
+readonly RDMA_DEVICE=rxe0
+readonly RDMA_NETDEV=rdmafs0
+readonly RDMA_ADDR=192.0.2.1
+readonly RDMA_PREFIX_LEN=24
 
 # Modules the guest loads (with their dependencies, in this order):
 #   virtio_pci, virtio_console, virtio_rng  the PCI transport, the serial ports
@@ -79,12 +91,13 @@ readonly GUEST_RESULTS_DIR=/run/rdmafs-vm
 #   rdma_rxe, ib_uverbs, rdma_ucm           soft-RoCE, verbs and rdma_cm from
 #                                           user space
 #   fuse                                    so the filesystem can be mounted
+#   dummy                                   the netdev rxe sits on
 readonly GUEST_MODULES=(
 	virtio_pci virtio_console virtio_rng
 	9pnet_virtio 9p
 	crc32_generic
 	rdma_rxe ib_uverbs rdma_ucm
-	fuse
+	fuse dummy
 )
 
 # Environment passed into the guest (see the header).
@@ -215,7 +228,8 @@ cache_key() {
 }
 
 # Copy one module into the initramfs, uncompressed: busybox insmod cannot read
-# .ko.xz/.ko.zst/.ko.gz.  Prints the file name it used.
+# .ko.xz/.ko.zst/.ko.gz.  Prints the file name it used.  (Debian 12's modules
+# are not compressed, so xz and zstd are not in TOOL_PACKAGE.)
 copy_module() {
 	local src=$1 dest_dir=$2 name
 	name=$(basename -- "$src")
@@ -321,6 +335,8 @@ write_job() {
 			[ "$pass" -eq 1 ] && printf 'export %s=%q\n' "$name" "${!name}"
 		done < <(compgen -e)
 		echo "export RDMAFS_IN_VM=1"
+		echo "export RDMAFS_VM_RDMA_DEV=$RDMA_DEVICE"
+		echo "export RDMAFS_VM_RDMA_ADDR=$RDMA_ADDR"
 		printf 'cd -- %q || exit %d\n' "$cwd" "$EXIT_FAIL"
 		printf 'exec'
 		printf ' %q' "${command_argv[@]}"
@@ -337,6 +353,7 @@ print_console_tail() {
 	fi
 }
 
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
 	if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
 		kill -TERM "$qemu_pid" 2>/dev/null || true
@@ -347,10 +364,19 @@ cleanup() {
 
 # Boot the guest, wait for it; sets qemu_status.
 boot_guest() {
-	local share=$1
-	# fds 3 and 4 are our stdout and stderr, handed to QEMU with -add-fd so the
-	# guest's ports write straight to them (no reopening: works for pipes,
-	# files, ttys and sockets alike).  QEMU's own stderr goes to a log.
+	local share=$1 out_fd err_fd out_relay err_relay
+	# The guest's stdout and stderr ports write to pipes that a cat copies
+	# to ours.  Handing QEMU our own fds (-add-fd fd=1) would be simpler but
+	# QEMU sets O_NONBLOCK (and O_APPEND) on them and never clears it: that
+	# would leak to whoever shares our stdout, e.g. the rest of a shell
+	# script, which then gets EAGAIN on a full pipe.
+	exec {out_fd}> >(exec cat)
+	out_relay=$!
+	exec {err_fd}> >(exec cat >&2)
+	err_relay=$!
+	# append=on: by default QEMU opens a file chardev with O_TRUNC, and for a
+	# passed fd that means ftruncate(), which fails on a pipe.
+	# QEMU's own messages go to a log, shown only if the guest fails.
 	timeout --kill-after="$KILL_GRACE" "$timeout_secs" \
 		qemu-system-x86_64 \
 		-accel tcg -cpu max -m "$GUEST_MEMORY" -smp "$GUEST_CPUS" \
@@ -362,15 +388,18 @@ boot_guest() {
 		-virtfs "local,path=$share,mount_tag=results,security_model=none" \
 		-device virtio-rng-pci \
 		-device virtio-serial-pci \
-		-add-fd fd=3,set=1 -chardev file,id=guest-stdout,path=/dev/fdset/1 \
+		-add-fd fd=3,set=1 -chardev file,id=guest-stdout,path=/dev/fdset/1,append=on \
 		-device virtserialport,chardev=guest-stdout,name=rdmafs.stdout \
-		-add-fd fd=4,set=2 -chardev file,id=guest-stderr,path=/dev/fdset/2 \
+		-add-fd fd=4,set=2 -chardev file,id=guest-stderr,path=/dev/fdset/2,append=on \
 		-device virtserialport,chardev=guest-stderr,name=rdmafs.stderr \
-		</dev/null 3>&1 4>&2 2>"$work_dir/qemu.log" &
+		</dev/null 3>&"$out_fd" 4>&"$err_fd" 2>"$work_dir/qemu.log" &
 	qemu_pid=$!
+	# Only QEMU holds the pipes now: the relays end when it does.
+	exec {out_fd}>&- {err_fd}>&-
 	qemu_status=0
 	wait "$qemu_pid" || qemu_status=$?
 	qemu_pid=
+	wait "$out_relay" "$err_relay" || true
 }
 
 main() {
@@ -387,6 +416,13 @@ main() {
 	share=$work_dir/share
 	mkdir -- "$share"
 	pwd -P >"$share/cwd"
+	# Sourced by init.sh (busybox sh): plain NAME=value lines.
+	cat >"$share/guest.conf" <<-EOF
+		RDMA_DEVICE=$RDMA_DEVICE
+		RDMA_NETDEV=$RDMA_NETDEV
+		RDMA_ADDR=$RDMA_ADDR
+		RDMA_PREFIX_LEN=$RDMA_PREFIX_LEN
+	EOF
 	write_job "$share/job.sh" "$(pwd -P)"
 
 	started=$SECONDS
