@@ -15,6 +15,9 @@
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
  *   lmdb_map_size = 1073741824
  *   log_level = info                  ; err, warn, info, debug
+ *   metadata = yes                    ; host the metadata service (one daemon per cluster)
+ *   metadata_uri = tcp://meta1:7471   ; register there instead (needed with metadata = no)
+ *   advertise = rdma://10.0.0.2:7471  ; repeatable: addresses clients use (default: listen)
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <ini.h>
 
@@ -55,17 +59,37 @@ static int set_string(char **slot, const char *value)
 	return 0;
 }
 
-static int add_listen(struct daemon_config *cfg, const char *uri)
+/* Appends @uri to a list of at most DAEMON_MAX_LISTEN addresses. */
+static int add_uri(char **list, unsigned *count, const char *what, const char *uri)
 {
-	if (cfg->listen_count >= DAEMON_MAX_LISTEN) {
-		fprintf(stderr, "rdmafs-daemon: at most %u listen addresses\n", DAEMON_MAX_LISTEN);
+	if (*count >= DAEMON_MAX_LISTEN) {
+		fprintf(stderr, "rdmafs-daemon: at most %u %s addresses\n", DAEMON_MAX_LISTEN,
+			what);
 		return -EINVAL;
 	}
-	cfg->listen[cfg->listen_count] = strdup(uri);
-	if (!cfg->listen[cfg->listen_count])
+	list[*count] = strdup(uri);
+	if (!list[*count])
 		return -ENOMEM;
-	cfg->listen_count++;
+	(*count)++;
 	return 0;
+}
+
+static int parse_bool(const char *text, int *out)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(text, yes[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcasecmp(text, no[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 /* One key: shared by the INI handler and the flags. Returns 0 or -EINVAL. */
@@ -77,7 +101,7 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 	if (strcmp(key, "data_dir") == 0) {
 		ret = set_string(&cfg->data_dir, value);
 	} else if (strcmp(key, "listen") == 0) {
-		ret = add_listen(cfg, value);
+		ret = add_uri(cfg->listen, &cfg->listen_count, "listen", value);
 	} else if (strcmp(key, "secret_file") == 0) {
 		ret = set_string(&cfg->secret_file, value);
 	} else if (strcmp(key, "port_file") == 0) {
@@ -99,6 +123,12 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 		ret = parse_u64(value, 1u << 20, 1ull << 40, &cfg->lmdb_map_size);
 	} else if (strcmp(key, "log_level") == 0) {
 		ret = daemon_log_parse_level(value, &cfg->log_level);
+	} else if (strcmp(key, "metadata") == 0) {
+		ret = parse_bool(value, &cfg->metadata);
+	} else if (strcmp(key, "metadata_uri") == 0) {
+		ret = set_string(&cfg->metadata_uri, value);
+	} else if (strcmp(key, "advertise") == 0) {
+		ret = add_uri(cfg->advertise, &cfg->advertise_count, "advertise", value);
 	} else {
 		return -ENOENT;
 	}
@@ -162,8 +192,12 @@ static void usage(FILE *out)
 		"usage: rdmafs-daemon [--config FILE] [--data-dir DIR] [--listen URI]...\n"
 		"                     [--secret-file FILE] [--port-file FILE] [--name NAME]\n"
 		"                     [--workers N] [--log-level LEVEL] [--foreground]\n"
+		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise URI]...\n"
 		"  URI: rdma://host:port, tcp://host:port or auto://host:port (port 0: any)\n"
 		"  --port-file: write the first listener's port there once serving\n"
+		"  --metadata: host the metadata service (default yes; one daemon per cluster)\n"
+		"  --metadata-uri: the metadata service to register with (default: this daemon)\n"
+		"  --advertise: an address clients use for this daemon (default: the listeners)\n"
 		"  The daemon never forks; --foreground is accepted for scripts.\n");
 }
 
@@ -176,6 +210,9 @@ void config_free(struct daemon_config *cfg)
 	free(cfg->secret_file);
 	free(cfg->port_file);
 	free(cfg->name);
+	free(cfg->metadata_uri);
+	for (unsigned i = 0; i < cfg->advertise_count; i++)
+		free(cfg->advertise[i]);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -191,6 +228,9 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "foreground", no_argument, NULL, 'f' },
+		{ "metadata", required_argument, NULL, 'M' },
+		{ "metadata-uri", required_argument, NULL, 'U' },
+		{ "advertise", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -205,10 +245,12 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	cfg->max_chunk_size = 1u << 20;
 	cfg->lmdb_map_size = 1ull << 30;
 	cfg->log_level = DLOG_INFO;
+	cfg->metadata = -1;
 
 	/* Flags go to their own config first so they can override the file. */
 	flags.log_level = DLOG_INFO;
-	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fh", longopts, NULL)) != -1) {
+	flags.metadata = -1;
+	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhM:U:A:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			ret = set_string(&flags.config_file, optarg);
@@ -227,7 +269,9 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 		default:
 			key = opt == 'd' ? "data_dir" : opt == 'l' ? "listen" :
 			      opt == 's' ? "secret_file" : opt == 'p' ? "port_file" :
-			      opt == 'n' ? "name" : opt == 'w' ? "workers" : "log_level";
+			      opt == 'n' ? "name" : opt == 'w' ? "workers" :
+			      opt == 'M' ? "metadata" : opt == 'U' ? "metadata_uri" :
+			      opt == 'A' ? "advertise" : "log_level";
 			ret = config_set(&flags, key, optarg);
 			log_level_flag |= opt == 'L';
 			if (ret)
@@ -281,6 +325,22 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	}
 	if (flags.workers)
 		cfg->workers = flags.workers;
+	if (flags.metadata >= 0)
+		cfg->metadata = flags.metadata;
+	if (cfg->metadata < 0)
+		cfg->metadata = 1;
+	if (flags.metadata_uri) {
+		free(cfg->metadata_uri);
+		cfg->metadata_uri = flags.metadata_uri;
+		flags.metadata_uri = NULL;
+	}
+	if (flags.advertise_count) {
+		for (unsigned i = 0; i < cfg->advertise_count; i++)
+			free(cfg->advertise[i]);
+		memcpy(cfg->advertise, flags.advertise, sizeof(cfg->advertise));
+		cfg->advertise_count = flags.advertise_count;
+		flags.advertise_count = 0;
+	}
 	if (log_level_flag)
 		cfg->log_level = flags.log_level;
 	cfg->foreground = flags.foreground;
@@ -297,6 +357,11 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	if (!cfg->secret_file) {
 		fprintf(stderr,
 			"rdmafs-daemon: no cluster secret: set secret_file or --secret-file\n");
+		goto err_free_cfg;
+	}
+	if (!cfg->metadata && !cfg->metadata_uri) {
+		fprintf(stderr, "rdmafs-daemon: without the metadata service (metadata = no) the "
+				"daemon needs metadata_uri: the service to register with\n");
 		goto err_free_cfg;
 	}
 	config_free(&flags);

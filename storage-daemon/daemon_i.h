@@ -29,6 +29,8 @@ void daemon_log(enum daemon_log_level level, const char *fmt, ...)
 void daemon_log_set_level(enum daemon_log_level level);
 /* Parses "err", "warn", "info", "debug". -EINVAL otherwise. */
 int daemon_log_parse_level(const char *text, enum daemon_log_level *out);
+/* The va_list form, for libraries that log through a callback (the metadata service). */
+void daemon_vlog(enum daemon_log_level level, const char *fmt, va_list ap);
 /* Routes libxprt's messages through daemon_log(). */
 void daemon_log_hook_xprt(void);
 
@@ -67,6 +69,10 @@ struct daemon_config {
 	uint64_t lmdb_map_size;
 	enum daemon_log_level log_level;
 	bool foreground;
+	int metadata;            /* 1: host the metadata service (the default), 0: not */
+	char *metadata_uri;      /* where to register; NULL: this daemon's own service */
+	char *advertise[DAEMON_MAX_LISTEN]; /* URIs put in the cluster map */
+	unsigned advertise_count;
 };
 
 /*
@@ -191,8 +197,11 @@ uint32_t store_max_chunk_size(const struct store *st);
 
 struct server;
 
+struct meta;
+
 struct server_params {
 	struct xprt_ctx *ctx;
+	struct meta *meta;       /* the metadata service this daemon hosts, or NULL */
 	struct store *store;
 	const uint8_t *uuid;
 	unsigned workers;
@@ -215,5 +224,29 @@ void server_request_cb(struct xprt_req *req, void *arg);
 void server_stop(struct server *srv);
 /* Frees the server, after xprt_ctx_destroy() (no more callbacks). NULL is a no-op. */
 void server_destroy(struct server *srv);
+
+/* ---- cluster membership (agent.c) ---- */
+
+struct agent;
+
+struct agent_params {
+	struct xprt_ctx *ctx;
+	struct meta *meta;        /* hosted here: called directly, and ticked */
+	const char *metadata_uri; /* else: the metadata service to register with */
+	const uint8_t *uuid;
+	const char *const *addresses; /* advertised URIs */
+	unsigned address_count;
+	int data_fd;              /* a descriptor in the data file system, for capacity */
+};
+
+/*
+ * Starts the thread that registers this daemon with the metadata service and
+ * heartbeats to it (and, where the service is hosted here, ticks it so silent
+ * daemons are marked down). It retries with backoff while the service is
+ * unreachable and logs each change of state once.
+ */
+int agent_start(const struct agent_params *p, struct agent **out);
+/* Stops and frees the agent. NULL is a no-op. */
+void agent_stop(struct agent *a);
 
 #endif /* RDMAFS_DAEMON_I_H */

@@ -64,6 +64,11 @@ void daemon_log(enum daemon_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
+void daemon_vlog(enum daemon_log_level level, const char *fmt, va_list ap)
+{
+	vlog(level, fmt, ap);
+}
+
 static void xprt_log_cb_daemon(enum xprt_log_level level, const char *msg, void *arg)
 {
 	daemon_log((enum daemon_log_level)level, "xprt: %s", msg);

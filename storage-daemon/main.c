@@ -27,8 +27,77 @@
 
 #include "xprt.h"
 #include "daemon_i.h"
+#include "meta.h"
 
 #define SECRET_MAX 4096
+#define URI_MAX    300
+/* The metadata service's store, inside the data directory. */
+#define META_SUBDIR "fsmeta"
+
+static void meta_log_bridge(void *arg, enum meta_log_level level, const char *fmt, va_list ap)
+{
+	daemon_vlog((enum daemon_log_level)level, fmt, ap);
+}
+
+/* Opens the metadata service's store in DATA_DIR/fsmeta (created on first start). */
+static int open_metadata(const struct daemon_config *cfg, const struct datadir *dd,
+			 struct meta **out)
+{
+	struct meta_options mo = { .log = meta_log_bridge };
+	char path[4096];
+	int ret;
+
+	if (mkdirat(dd->dir_fd, META_SUBDIR, 0700) && errno != EEXIST) {
+		ret = -errno;
+		daemon_log(DLOG_ERR, "cannot create %s/%s: %s", cfg->data_dir, META_SUBDIR,
+			   strerror(errno));
+		return ret;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", cfg->data_dir, META_SUBDIR) >=
+	    sizeof(path))
+		return -ENAMETOOLONG;
+	ret = meta_open(path, &mo, out);
+	if (ret)
+		daemon_log(DLOG_ERR, "cannot open the metadata store %s: %s", path, strerror(-ret));
+	return ret;
+}
+
+/*
+ * The addresses this daemon is known by in the cluster map: the configured
+ * ones, else each listener's URI with its bound port. A wildcard host is
+ * replaced by this host's name, with a warning that advertise should be set.
+ */
+static int build_advertise(const struct daemon_config *cfg, struct xprt_listener **listeners,
+			   char (*out)[URI_MAX], unsigned *count)
+{
+	enum xprt_kind kind;
+	char host[256];
+	uint16_t port;
+
+	*count = 0;
+	if (cfg->advertise_count) {
+		for (unsigned i = 0; i < cfg->advertise_count; i++)
+			snprintf(out[(*count)++], URI_MAX, "%s", cfg->advertise[i]);
+		return 0;
+	}
+	for (unsigned i = 0; i < cfg->listen_count; i++) {
+		if (xprt_uri_parse(cfg->listen[i], &kind, host, sizeof(host), &port))
+			return -EINVAL;
+		if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
+		    strcmp(host, "*") == 0) {
+			daemon_log(DLOG_WARN, "listening on the wildcard %s: advertising this "
+					      "host's name; set advertise if clients cannot resolve it",
+				   cfg->listen[i]);
+			if (gethostname(host, sizeof(host)))
+				return -errno;
+			host[sizeof(host) - 1] = '\0';
+		}
+		kind = xprt_listener_kind(listeners[i]);
+		snprintf(out[(*count)++], URI_MAX, strchr(host, ':') ? "%s://[%s]:%u" : "%s://%s:%u",
+			 xprt_kind_name(kind), host, xprt_listener_port(listeners[i]));
+	}
+	return 0;
+}
 
 static void notify(const char *state)
 {
@@ -94,6 +163,11 @@ static int write_port_file(const char *path, unsigned port)
 int main(int argc, char **argv)
 {
 	struct xprt_listener *listeners[DAEMON_MAX_LISTEN] = { NULL };
+	char advertise[DAEMON_MAX_LISTEN][URI_MAX];
+	const char *advertise_ptrs[DAEMON_MAX_LISTEN];
+	struct agent_params ap = { 0 };
+	struct agent *agent = NULL;
+	struct meta *meta = NULL;
 	struct server_params sp = { 0 };
 	struct daemon_config cfg;
 	struct xprt_options opts;
@@ -131,6 +205,9 @@ int main(int argc, char **argv)
 		goto out_close_datadir;
 	}
 
+	if (cfg.metadata && open_metadata(&cfg, &dd, &meta))
+		goto out_close_store;
+
 	xprt_options_init(&opts);
 	opts.secret = secret;
 	opts.secret_len = secret_len;
@@ -138,9 +215,10 @@ int main(int argc, char **argv)
 	ret = xprt_ctx_create(&opts, &ctx);
 	if (ret) {
 		daemon_log(DLOG_ERR, "cannot start the transport: %s", xprt_strerror(ret));
-		goto out_close_store;
+		goto out_close_meta;
 	}
 	sp.ctx = ctx;
+	sp.meta = meta;
 	sp.store = store;
 	sp.uuid = dd.uuid;
 	sp.workers = cfg.workers;
@@ -170,9 +248,28 @@ int main(int argc, char **argv)
 			goto out_close_listeners;
 		}
 	}
+	ret = build_advertise(&cfg, listeners, advertise, &ap.address_count);
+	if (ret) {
+		daemon_log(DLOG_ERR, "cannot work out the addresses to advertise: %s",
+			   strerror(-ret));
+		goto out_close_listeners;
+	}
+	for (unsigned i = 0; i < ap.address_count; i++)
+		advertise_ptrs[i] = advertise[i];
+	ap.ctx = ctx;
+	ap.meta = meta;
+	ap.metadata_uri = cfg.metadata_uri;
+	ap.uuid = dd.uuid;
+	ap.addresses = advertise_ptrs;
+	ap.data_fd = store_data_fd(store);
+	ret = agent_start(&ap, &agent);
+	if (ret) {
+		daemon_log(DLOG_ERR, "cannot start cluster membership: %s", strerror(-ret));
+		goto out_close_listeners;
+	}
 	notify("READY=1");
-	daemon_log(DLOG_INFO, "serving data directory %s (uuid %s, %u workers)", cfg.data_dir,
-		   dd.uuid_text, cfg.workers);
+	daemon_log(DLOG_INFO, "serving data directory %s (uuid %s, %u workers%s)", cfg.data_dir,
+		   dd.uuid_text, cfg.workers, meta ? ", metadata service" : "");
 
 	for (;;) {
 		if (sigwait(&sigs, &sig))
@@ -184,6 +281,7 @@ int main(int argc, char **argv)
 	daemon_log(DLOG_INFO, "stopping: draining requests in flight");
 	status = 0;
 
+	agent_stop(agent);
 out_close_listeners:
 	for (unsigned i = 0; i < cfg.listen_count; i++)
 		xprt_listener_close(listeners[i]);
@@ -191,6 +289,8 @@ out_close_listeners:
 out_destroy_ctx:
 	xprt_ctx_destroy(ctx);
 	server_destroy(srv);
+out_close_meta:
+	meta_close(meta);
 out_close_store:
 	store_close(store);
 out_close_datadir:

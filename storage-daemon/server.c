@@ -22,6 +22,7 @@
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
 #include "daemon_i.h"
+#include "meta.h"
 
 #define REPLY_MAX    (64u << 10)
 #define LIST_MAX     1024u
@@ -67,6 +68,7 @@ struct worker {
 
 struct server {
 	struct xprt_ctx *ctx;
+	struct meta *meta;
 	struct store *store;
 	uint8_t uuid[16];
 	uint32_t max_chunk_size;
@@ -459,6 +461,14 @@ static int do_stats(struct worker *w, const void *body, size_t len, size_t *repl
 	return pack_reply(w, &resp.base, reply_len);
 }
 
+/* The largest reply the connection carries (a bigger one would become -EMSGSIZE). */
+static size_t reply_cap(const struct xprt_req *req)
+{
+	size_t max = xprt_conn_max_body(xprt_req_conn(req));
+
+	return max < REPLY_MAX ? max : REPLY_MAX;
+}
+
 static void handle(struct worker *w, struct queued *q)
 {
 	struct xprt_req *req = q->req;
@@ -494,8 +504,11 @@ static void handle(struct worker *w, struct queued *q)
 		ret = do_stats(w, body, len, &reply_len);
 		break;
 	default:
-		/* SCRUB and the metadata service are not served by this daemon yet. */
-		ret = -EOPNOTSUPP;
+		if (w->srv->meta && meta_handles_method(method))
+			ret = meta_handle(w->srv->meta, method, body, len, w->reply,
+					  reply_cap(req), &reply_len);
+		else
+			ret = -EOPNOTSUPP; /* SCRUB, or metadata on a daemon without the service */
 		break;
 	}
 	if (ret && ret != -ENOSPC && ret != -EINVAL && ret != -EBADMSG && ret != -EOPNOTSUPP)
@@ -564,6 +577,7 @@ int server_create(const struct server_params *p, struct server **out)
 	if (!srv)
 		return -ENOMEM;
 	srv->ctx = p->ctx;
+	srv->meta = p->meta;
 	srv->store = p->store;
 	memcpy(srv->uuid, p->uuid, sizeof(srv->uuid));
 	srv->max_chunk_size = p->max_chunk_size;

@@ -314,8 +314,9 @@ static void conn_fail(struct xprt_conn *c, int err)
 		call_err = err;
 	c->state = XPRT_CONN_DEAD;
 	c->error = err;
-	xprt_log(c->is_server ? XPRT_LOG_INFO : XPRT_LOG_WARN, "%s connection %s%s died: %s",
-		 c->ops->name, c->peer_name[0] ? "from " : "", c->peer_name, xprt_strerror(err));
+	xprt_log(c->local_close ? XPRT_LOG_DEBUG : c->is_server ? XPRT_LOG_INFO : XPRT_LOG_WARN,
+		 "%s connection%s%s %s: %s", c->ops->name, c->peer_name[0] ? " from " : "",
+		 c->peer_name, c->local_close ? "closed" : "died", xprt_strerror(err));
 	if (c->backend)
 		c->ops->shutdown(c);
 	list_for_each_safe(pos, tmp, &c->sendq) {
@@ -1075,6 +1076,7 @@ void xprt_conn_close(struct xprt_conn *conn)
 		return;
 	ctx = conn->ctx;
 	pthread_mutex_lock(&ctx->lock);
+	conn->local_close = true;
 	if (conn->state == XPRT_CONN_READY && !conn->closing) {
 		/* Let queued messages leave first (bounded: credits may never come). */
 		clock_gettime(CLOCK_MONOTONIC, &until);

@@ -230,6 +230,7 @@ struct xprt_conn {
 	enum xprt_conn_state state;
 	int error;             /* why it died (negative errno) */
 	bool closing;          /* CLOSE sent or received */
+	bool local_close;      /* our owner closed it: not worth a warning */
 	bool is_server;
 
 	struct xprt_credits credits;

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Cluster membership: registers this daemon (UUID, advertised addresses,
+ * capacity) with the metadata service and heartbeats to it, so clients find
+ * it in the cluster map and a daemon that stops is marked down. Where the
+ * metadata service runs in this daemon the calls go to it directly, and the
+ * agent also ticks it once a second.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/statvfs.h>
+
+#include "xprt.h"
+#include "rdmafs.pb-c.h"
+#include "daemon_i.h"
+#include "meta.h"
+
+#define AGENT_REPLY_MAX    4096
+#define AGENT_TICK_MS      1000u
+/* Until the service tells us its interval (RegisterDaemonResp). */
+#define DEFAULT_HEARTBEAT_MS 2000u
+#define MAX_BACKOFF_MS     10000u
+#define AGENT_CALL_TIMEOUT_MS 3000
+
+struct agent {
+	struct agent_params p;
+	char **addresses;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stopping;
+	struct xprt_conn *conn;
+	bool registered;
+	bool reported_unreachable;
+	uint32_t heartbeat_ms;
+	uint8_t reply[AGENT_REPLY_MAX];
+};
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void capacity(const struct agent *a, uint64_t *total, uint64_t *used)
+{
+	struct statvfs st;
+
+	*total = *used = 0;
+	if (fstatvfs(a->p.data_fd, &st) == 0) {
+		*total = (uint64_t)st.f_blocks * st.f_frsize;
+		*used = (uint64_t)(st.f_blocks - st.f_bavail) * st.f_frsize;
+	}
+}
+
+/* One call to the metadata service: in process when hosted here, else over the wire. */
+static int agent_call(struct agent *a, uint32_t method, const ProtobufCMessage *req,
+		      size_t *reply_len)
+{
+	size_t len = protobuf_c_message_get_packed_size(req);
+	uint8_t *buf = malloc(len ? len : 1);
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	protobuf_c_message_pack(req, buf);
+	if (a->p.meta) {
+		ret = meta_handle(a->p.meta, method, buf, len, a->reply, sizeof(a->reply), reply_len);
+		goto out_free;
+	}
+	if (a->conn && !xprt_conn_alive(a->conn)) {
+		xprt_conn_close(a->conn);
+		a->conn = NULL;
+		a->registered = false;
+	}
+	if (!a->conn) {
+		ret = xprt_connect(a->p.ctx, a->p.metadata_uri, &a->conn);
+		if (ret) {
+			a->conn = NULL;
+			goto out_free;
+		}
+	}
+	ret = xprt_call(a->conn, method, buf, len, a->reply, sizeof(a->reply), reply_len,
+			AGENT_CALL_TIMEOUT_MS);
+out_free:
+	free(buf);
+	return ret;
+}
+
+static int do_register(struct agent *a)
+{
+	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
+	Rdmafs__RegisterDaemonResp *resp;
+	size_t len = 0;
+	int ret;
+
+	req.uuid.data = (uint8_t *)a->p.uuid;
+	req.uuid.len = 16;
+	req.n_addresses = a->p.address_count;
+	req.addresses = a->addresses;
+	capacity(a, &req.capacity_bytes, &req.used_bytes);
+	ret = agent_call(a, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req.base, &len);
+	if (ret)
+		return ret;
+	resp = rdmafs__register_daemon_resp__unpack(NULL, len, a->reply);
+	if (!resp)
+		return -EBADMSG;
+	if (resp->heartbeat_interval_ms >= 100 && resp->heartbeat_interval_ms <= 60000)
+		a->heartbeat_ms = resp->heartbeat_interval_ms;
+	daemon_log(DLOG_INFO, "registered with the metadata service%s%s (epoch %llu)",
+		   a->p.meta ? "" : " at ", a->p.meta ? " hosted here" : a->p.metadata_uri,
+		   (unsigned long long)resp->epoch);
+	rdmafs__register_daemon_resp__free_unpacked(resp, NULL);
+	a->registered = true;
+	return 0;
+}
+
+static int do_heartbeat(struct agent *a)
+{
+	Rdmafs__HeartbeatReq req = RDMAFS__HEARTBEAT_REQ__INIT;
+	size_t len = 0;
+	int ret;
+
+	req.uuid.data = (uint8_t *)a->p.uuid;
+	req.uuid.len = 16;
+	capacity(a, &req.capacity_bytes, &req.used_bytes);
+	ret = agent_call(a, RDMAFS__METHOD__METHOD_HEARTBEAT, &req.base, &len);
+	/* A service that lost us (a new store, or a restart that forgot us): register again. */
+	if (ret == -ENOENT)
+		a->registered = false;
+	return ret;
+}
+
+static void *agent_main(void *arg)
+{
+	struct agent *a = arg;
+	uint64_t next_beat = 0, backoff = AGENT_TICK_MS;
+
+	pthread_mutex_lock(&a->lock);
+	while (!a->stopping) {
+		uint64_t now = monotonic_ms();
+		struct timespec until;
+		int ret = 0;
+
+		pthread_mutex_unlock(&a->lock);
+		if (a->p.meta)
+			meta_tick(a->p.meta, now / 1000u);
+		if (now >= next_beat) {
+			bool was_registered = a->registered;
+
+			ret = was_registered ? do_heartbeat(a) : do_register(a);
+			/* The service forgot us (a new or restored store): register at once. */
+			if (ret && was_registered && !a->registered)
+				ret = do_register(a);
+			if (ret) {
+				if (!a->reported_unreachable)
+					daemon_log(DLOG_WARN,
+						   "cannot reach the metadata service at %s: %s "
+						   "(retrying)",
+						   a->p.metadata_uri ? a->p.metadata_uri : "(local)",
+						   xprt_strerror(ret));
+				a->reported_unreachable = true;
+				backoff = backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;
+				next_beat = now + backoff;
+			} else {
+				if (a->reported_unreachable)
+					daemon_log(DLOG_INFO, "metadata service reachable again");
+				a->reported_unreachable = false;
+				backoff = AGENT_TICK_MS;
+				next_beat = now + a->heartbeat_ms;
+			}
+		}
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (long)AGENT_TICK_MS * 1000000L;
+		while (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&a->lock);
+		if (!a->stopping)
+			pthread_cond_timedwait(&a->cond, &a->lock, &until);
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+int agent_start(const struct agent_params *p, struct agent **out)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+	int ret;
+
+	if (!a)
+		return -ENOMEM;
+	a->p = *p;
+	a->heartbeat_ms = DEFAULT_HEARTBEAT_MS;
+	/* protobuf-c wants char **; the strings are the caller's and outlive us. */
+	a->addresses = calloc(p->address_count ? p->address_count : 1, sizeof(char *));
+	if (!a->addresses) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	for (unsigned i = 0; i < p->address_count; i++)
+		a->addresses[i] = (char *)p->addresses[i];
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->cond, NULL);
+	ret = -pthread_create(&a->thread, NULL, agent_main, a);
+	if (ret)
+		goto err_cond;
+	*out = a;
+	return 0;
+
+err_cond:
+	pthread_cond_destroy(&a->cond);
+	pthread_mutex_destroy(&a->lock);
+	free(a->addresses);
+err_free:
+	free(a);
+	return ret;
+}
+
+void agent_stop(struct agent *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	a->stopping = true;
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	pthread_join(a->thread, NULL);
+	xprt_conn_close(a->conn);
+	pthread_cond_destroy(&a->cond);
+	pthread_mutex_destroy(&a->lock);
+	free(a->addresses);
+	free(a);
+}
