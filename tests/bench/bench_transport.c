@@ -323,8 +323,8 @@ static double perftest(const char *tool, size_t size, int col, const char *extra
 	FILE *f;
 
 	snprintf(cmd, sizeof(cmd),
-		 "(%s -d %s -R -s %zu %s -p 18515 >/dev/null 2>&1 &) ; sleep 1 ; "
-		 "%s -d %s -R -s %zu %s -p 18515 %s 2>/dev/null",
+		 "(timeout 120 %s -d %s -F -R -s %zu %s -p 18515 >/dev/null 2>&1 &) ; sleep 1 ; "
+		 "timeout 120 %s -d %s -F -R -s %zu %s -p 18515 %s 2>/dev/null",
 		 tool, perftest_dev, size, extra, tool, perftest_dev, size, extra, perftest_addr);
 	f = popen(cmd, "r");
 	if (!f)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs inside the rdma-vm guest (soft-RoCE rxe0 on lo): every data-path test
+# Runs inside the rdma-vm guest (soft-RoCE rxe0 on a dummy netdev): every data-path test
 # that has an rdma variant, over real verbs. Usage: guest-suite.sh BUILD_DIR
 # Exit: 0 all passed, 1 something failed, 77 no RDMA device came up.
 build=$1
@@ -26,8 +26,6 @@ run() {
 # rdma_cm cannot route a loopback address over rxe: use the guest's RDMA interface.
 export RDMAFS_TEST_ADDR=${RDMAFS_VM_RDMA_ADDR:-127.0.0.1}
 export RDMAFS_TEST_DEV=${RDMAFS_VM_RDMA_DEV:-rxe0}
-# The guest runs under TCG, about 10x slower: fewer RPCs in the storm test, same checks.
-export RDMAFS_TEST_RPCS=${RDMAFS_TEST_RPCS:-20000}
 run conformance-rdma "$build/tests/transport/conformance" rdma
 for extra in "$build"/tests/rdma-vm/guest.d/*; do
 	[ -x "$extra" ] && run "$(basename "$extra")" "$extra" "$build"
