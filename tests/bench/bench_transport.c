@@ -353,7 +353,8 @@ struct row {
 static void report(struct row *rows, int n, const char *backend, const char *baseline,
 		   const char *json_path)
 {
-	FILE *j = fopen(json_path, "w");
+	/* "-" sends the JSON to stdout (e.g. from inside the rdma-vm guest). */
+	FILE *j = strcmp(json_path, "-") == 0 ? stdout : fopen(json_path, "w");
 
 	printf("\nbench-transport: %s backend vs %s (same run, same machine)\n", backend, baseline);
 	printf("%-28s %14s %14s %8s\n", "metric", backend, "baseline", "ratio");
@@ -378,7 +379,8 @@ static void report(struct row *rows, int n, const char *backend, const char *bas
 	}
 	if (j) {
 		fprintf(j, "  ]\n}\n");
-		fclose(j);
+		if (j != stdout)
+			fclose(j);
 		printf("(ratio: ours/baseline for rates, baseline/ours for latencies; JSON in %s)\n",
 		       json_path);
 	}
@@ -390,6 +392,7 @@ int main(int argc, char **argv)
 	/* rdma_cm needs a routable address on the RDMA device (the guest sets RDMAFS_TEST_ADDR). */
 	const char *addr = "127.0.0.1";
 	bool verbs = false;
+	uint32_t busy_poll_us = 0;
 	int iters = 20000;
 	struct xprt_options o;
 	struct xprt_ctx *sctx, *cctx;
@@ -407,22 +410,31 @@ int main(int argc, char **argv)
 			verbs = true;
 		else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
 			json = argv[++i];
+		else if (strcmp(argv[i], "--busy-poll-us") == 0 && i + 1 < argc)
+			busy_poll_us = (uint32_t)strtoul(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
 			iters = (int)strtol(argv[++i], NULL, 10);
 		else {
-			fprintf(stderr, "usage: bench-transport [--verbs] [--json FILE] [--iters N]\n");
+			fprintf(stderr, "usage: bench-transport [--verbs] [--json FILE|-] [--iters N] [--busy-poll-us N]\n");
 			return 2;
 		}
 	}
 	xprt_options_init(&o);
 	o.secret = "bench";
 	o.secret_len = 5;
+	if (busy_poll_us)
+		o.busy_poll_us = busy_poll_us;
 	if (xprt_ctx_create(&o, &sctx) || xprt_ctx_create(&o, &cctx))
 		return 1;
+	if (getenv("RDMAFS_TEST_ADDR"))
+		addr = getenv("RDMAFS_TEST_ADDR");
+	else if (getenv("RDMAFS_VM_RDMA_ADDR"))
+		addr = getenv("RDMAFS_VM_RDMA_ADDR");
 	if (getenv("RDMAFS_TEST_DEV"))
 		perftest_dev = getenv("RDMAFS_TEST_DEV");
-	if (getenv("RDMAFS_TEST_ADDR"))
-		perftest_addr = getenv("RDMAFS_TEST_ADDR");
+	else if (getenv("RDMAFS_VM_RDMA_DEV"))
+		perftest_dev = getenv("RDMAFS_VM_RDMA_DEV");
+	perftest_addr = addr;
 	if (verbs && !xprt_ctx_has_rdma(cctx)) {
 		fprintf(stderr, "bench-transport: --verbs needs an RDMA device\n");
 		return 77;
@@ -435,8 +447,6 @@ int main(int argc, char **argv)
 	    xprt_mr_register(cctx, cbuf, MAX_BULK,
 			     XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE, &cmr))
 		return 1;
-	if (getenv("RDMAFS_TEST_ADDR"))
-		addr = getenv("RDMAFS_TEST_ADDR");
 	snprintf(uri, sizeof(uri), "%s://%s:0", verbs ? "rdma" : "tcp", addr);
 	if (xprt_listen(sctx, uri, serve, NULL, &l))
 		return 1;
@@ -502,6 +512,7 @@ int main(int argc, char **argv)
 		       json);
 	}
 	xprt_conn_close(c);
+	xprt_mr_deregister(cmr);
 	xprt_ctx_destroy(cctx);
 	xprt_mr_deregister(srv_mr);
 	xprt_ctx_destroy(sctx);

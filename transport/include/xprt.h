@@ -10,8 +10,9 @@
  * would). Nothing here knows about protobuf or files.
  *
  * Threads: every context runs one progress thread. Request handlers and
- * asynchronous callbacks run on it and must not block; every other function
- * may be called from any thread except where a comment says otherwise.
+ * asynchronous callbacks run on it, or on a thread blocked in a call of this
+ * library that is polling for its own answer, and must not block; every other
+ * function may be called from any thread except where a comment says otherwise.
  *
  * Errors: functions return 0 or a negative errno. Calls that cross the wire
  * return the peer's status (a negative errno the peer chose) or a transport
@@ -75,9 +76,13 @@ struct xprt_options {
 	uint32_t ping_interval_ms; /* idle connections are probed this often */
 	uint32_t max_rdma_inflight; /* one-sided operations in flight per connection */
 	const char *name;          /* our name, sent in HELLO (for the peer's logs) */
+	uint32_t busy_poll_us;     /* spin on completions this long before sleeping (verbs) */
 };
 
-/* Fills @opts with the defaults: 64 credits of 16 KiB, 10 s calls, 2 s pings. */
+/*
+ * Fills @opts with the defaults: 64 credits of 16 KiB, 10 s calls, 2 s pings,
+ * 20 us of busy polling (raise it for latency on a host with cores to spare).
+ */
 void xprt_options_init(struct xprt_options *opts);
 
 /*
