@@ -205,6 +205,8 @@ int fs_write_file(const char *path, size_t len, uint64_t seed)
 
 long fs_first_diff(const uint8_t *a, const uint8_t *b, size_t len)
 {
+	if (memcmp(a, b, len) == 0)
+		return -1;
 	for (size_t i = 0; i < len; i++)
 		if (a[i] != b[i])
 			return (long)i;
