@@ -1,0 +1,1344 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The rdmafs client core (see rdmafs_fs.h): metadata calls, the cluster map,
+ * one connection per storage daemon and striped chunk I/O issued to the
+ * daemons in parallel.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xprt.h"
+#include "placement.h"
+#include "rdmafs.pb-c.h"
+#include "rdmafs_client.h"
+#include "rdmafs_fs.h"
+
+#define SECRET_MAX 4096
+#define SLOT_REQ_MAX 512u    /* every chunk request but removal lists fits */
+#define SLOT_REPLY_MAX 256u  /* chunk replies are a few varints */
+#define REMOVE_BATCH 256u    /* chunk indexes per CHUNK_REMOVE */
+#define BACKOFF_MIN_MS 100u
+#define BACKOFF_MAX_MS 5000u
+#define REFRESH_MIN_GAP_MS 500u
+
+_Static_assert(RFS_UUID_LEN == META_UUID_LEN, "UUID sizes differ");
+
+/* A server we talk to: the metadata service or one storage daemon. */
+struct rfs_peer {
+	pthread_mutex_t lock; /* guards everything below but uuid and label */
+	uint8_t uuid[RFS_UUID_LEN];
+	char label[48];	      /* for the log */
+	char **uris;	      /* addresses usable with our transport, in order */
+	size_t uri_count;
+	struct xprt_conn *conn;
+	uint64_t retry_at_ms; /* no connect attempt before this */
+	uint32_t backoff_ms;
+	int last_error;
+	int state;	      /* DaemonState from the map */
+};
+
+struct rfs {
+	struct xprt_ctx *ctx;
+	struct xprt_pool *pool;
+	uint32_t buf_size;
+	int timeout_ms;
+	enum rfs_transport transport;
+	bool have_rdma;
+	uint8_t *zeros; /* buf_size zero bytes, for punching holes */
+
+	struct rfs_peer meta;
+
+	pthread_rwlock_t map_lock; /* guards epoch and the daemons array (not the peers) */
+	uint64_t epoch;
+	struct rfs_peer **daemons;
+	size_t daemon_count, daemon_cap;
+	pthread_mutex_t refresh_lock; /* one refresh at a time */
+	uint64_t last_refresh_ms;
+
+	pthread_t poller;
+	bool poller_running;
+	pthread_mutex_t poll_lock;
+	pthread_cond_t poll_cond;
+	bool stop, refresh_wanted;
+	uint32_t poll_ms;
+};
+
+__attribute__((format(printf, 1, 2)))
+static void rfs_log(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "rdmafs: %s\n", line);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A peer's status must be a negative errno; anything else is a protocol error. */
+static int sane_status(int ret)
+{
+	return ret > 0 || ret < -4095 ? -EPROTO : ret;
+}
+
+/* Errors after which the call was not (or may not have been) executed and a retry may help. */
+static bool retryable(int ret)
+{
+	return ret == -ECONNRESET || ret == -ENOTCONN || ret == -EPIPE || ret == -EBUSY;
+}
+
+void rfs_options_init(struct rfs_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->name = "rdmafs-fuse";
+	opts->call_timeout_ms = 5000;
+	opts->connect_timeout_ms = 2000;
+	opts->buf_size = 1u << 20;
+	opts->buf_count = 32;
+	opts->map_poll_ms = 5000;
+}
+
+int rfs_read_secret(const char *path, uint8_t **out, size_t *len)
+{
+	uint8_t *buf;
+	ssize_t n;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(SECRET_MAX);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto err_close;
+	}
+	n = read(fd, buf, SECRET_MAX);
+	if (n < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	if (n == 0 || n == SECRET_MAX) {
+		ret = -EINVAL;
+		goto err_free;
+	}
+	close(fd);
+	*out = buf;
+	*len = (size_t)n;
+	return 0;
+
+err_free:
+	free(buf);
+err_close:
+	close(fd);
+	return ret;
+}
+
+/* ---- peers and connections --------------------------------------------------- */
+
+static void peer_init(struct rfs_peer *p, const char *label)
+{
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->lock, NULL);
+	snprintf(p->label, sizeof(p->label), "%s", label);
+}
+
+static void free_uris(char **uris, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		free(uris[i]);
+	free(uris);
+}
+
+/* Closes the connection and frees the peer's members (not @p itself). */
+static void peer_fini(struct rfs_peer *p)
+{
+	xprt_conn_close(p->conn);
+	free_uris(p->uris, p->uri_count);
+	pthread_mutex_destroy(&p->lock);
+}
+
+static void request_refresh(struct rfs *fs)
+{
+	pthread_mutex_lock(&fs->poll_lock);
+	fs->refresh_wanted = true;
+	pthread_cond_signal(&fs->poll_cond);
+	pthread_mutex_unlock(&fs->poll_lock);
+}
+
+/*
+ * A live connection to @p with a reference for the caller. A dead one is
+ * replaced at once (the peer may just have restarted); a failed connect makes
+ * the next attempts wait for a growing backoff, failing fast meanwhile.
+ */
+static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **out)
+{
+	struct xprt_conn *fresh = NULL;
+	uint64_t now;
+	int ret = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->conn && xprt_conn_alive(p->conn))
+		goto out_ref;
+	now = now_ms();
+	if (now < p->retry_at_ms) {
+		ret = p->last_error ? p->last_error : -EIO;
+		goto out_unlock;
+	}
+	ret = -EIO;
+	for (size_t i = 0; i < p->uri_count; i++) {
+		ret = xprt_connect(fs->ctx, p->uris[i], &fresh);
+		if (!ret)
+			break;
+		rfs_log("%s: cannot connect to %s: %s", p->label, p->uris[i], xprt_strerror(ret));
+	}
+	if (ret) {
+		if (p->uri_count == 0)
+			rfs_log("%s: no address usable with this transport", p->label);
+		/* a refused secret is not a permission problem of the caller */
+		if (ret != -ETIMEDOUT)
+			ret = -EIO;
+		p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
+		if (p->backoff_ms > BACKOFF_MAX_MS)
+			p->backoff_ms = BACKOFF_MAX_MS;
+		p->retry_at_ms = now_ms() + p->backoff_ms;
+		p->last_error = ret;
+		goto out_unlock;
+	}
+	if (p->backoff_ms)
+		rfs_log("%s: connected again", p->label);
+	xprt_conn_close(p->conn);
+	p->conn = fresh;
+	p->backoff_ms = 0;
+	p->retry_at_ms = 0;
+	p->last_error = 0;
+out_ref:
+	xprt_conn_get(p->conn);
+	*out = p->conn;
+out_unlock:
+	pthread_mutex_unlock(&p->lock);
+	if (ret && p != &fs->meta)
+		request_refresh(fs);
+	return ret;
+}
+
+/* Keeps the addresses of @addrs that our transport can use, rewriting auto:// when forced. */
+static int filter_uris(struct rfs *fs, char *const *addrs, size_t count, char ***out,
+		       size_t *out_count)
+{
+	char **uris, host[256];
+	enum xprt_kind kind;
+	size_t n = 0;
+	uint16_t port;
+	int ret;
+
+	uris = calloc(count ? count : 1, sizeof(*uris));
+	if (!uris)
+		return -ENOMEM;
+	for (size_t i = 0; i < count; i++) {
+		const char *scheme = NULL;
+		char uri[300];
+
+		if (!addrs[i] || xprt_uri_parse(addrs[i], &kind, host, sizeof(host), &port))
+			continue;
+		switch (fs->transport) {
+		case RFS_TRANSPORT_TCP:
+			if (kind == XPRT_KIND_VERBS)
+				continue;
+			scheme = "tcp";
+			break;
+		case RFS_TRANSPORT_RDMA:
+			if (kind == XPRT_KIND_TCP)
+				continue;
+			scheme = "rdma";
+			break;
+		case RFS_TRANSPORT_AUTO:
+			if (kind == XPRT_KIND_VERBS && !fs->have_rdma)
+				continue;
+			break;
+		}
+		if (scheme) {
+			bool v6 = strchr(host, ':') != NULL;
+
+			ret = snprintf(uri, sizeof(uri), "%s://%s%s%s:%u", scheme, v6 ? "[" : "",
+				       host, v6 ? "]" : "", (unsigned)port);
+			if (ret < 0 || (size_t)ret >= sizeof(uri))
+				continue;
+			uris[n] = strdup(uri);
+		} else {
+			uris[n] = strdup(addrs[i]);
+		}
+		if (!uris[n]) {
+			free_uris(uris, n);
+			return -ENOMEM;
+		}
+		n++;
+	}
+	*out = uris;
+	*out_count = n;
+	return 0;
+}
+
+static bool same_uris(char *const *a, size_t an, char *const *b, size_t bn)
+{
+	if (an != bn)
+		return false;
+	for (size_t i = 0; i < an; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return true;
+}
+
+/* ---- metadata calls ------------------------------------------------------------ */
+
+int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
+		  const ProtobufCMessageDescriptor *resp_desc, bool idempotent,
+		  ProtobufCMessage **resp)
+{
+	size_t need = protobuf_c_message_get_packed_size(req), cap, resp_len = 0;
+	uint8_t *body, *reply = NULL;
+	struct xprt_conn *conn;
+	int ret = 0;
+
+	*resp = NULL;
+	body = malloc(need ? need : 1);
+	if (!body)
+		return -ENOMEM;
+	protobuf_c_message_pack(req, body);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		ret = peer_conn_get(fs, &fs->meta, &conn);
+		if (ret)
+			break;
+		cap = xprt_conn_max_body(conn);
+		if (!reply)
+			reply = malloc(cap);
+		if (!reply) {
+			xprt_conn_put(conn);
+			ret = -ENOMEM;
+			break;
+		}
+		ret = sane_status(xprt_call(conn, method, body, need, reply, cap, &resp_len,
+					    fs->timeout_ms));
+		xprt_conn_put(conn);
+		/* ENOTCONN: it never left; after a reset only an idempotent call may run twice */
+		if (ret == -ENOTCONN || (idempotent && (ret == -ECONNRESET || ret == -EPIPE)))
+			continue;
+		break;
+	}
+	if (ret)
+		goto out_free;
+	*resp = protobuf_c_message_unpack(resp_desc, NULL, resp_len, reply);
+	if (!*resp)
+		ret = -EBADMSG;
+out_free:
+	free(reply);
+	free(body);
+	return ret;
+}
+
+void rfs_meta_free(ProtobufCMessage *resp)
+{
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+/* ---- cluster map ------------------------------------------------------------------ */
+
+static struct rfs_peer *find_daemon_locked(struct rfs *fs, const uint8_t *uuid)
+{
+	for (size_t i = 0; i < fs->daemon_count; i++)
+		if (memcmp(fs->daemons[i]->uuid, uuid, RFS_UUID_LEN) == 0)
+			return fs->daemons[i];
+	return NULL;
+}
+
+static struct rfs_peer *find_daemon(struct rfs *fs, const uint8_t *uuid)
+{
+	struct rfs_peer *p;
+
+	pthread_rwlock_rdlock(&fs->map_lock);
+	p = find_daemon_locked(fs, uuid);
+	pthread_rwlock_unlock(&fs->map_lock);
+	return p;
+}
+
+/* Adds or updates the daemon of @info. */
+static int apply_daemon(struct rfs *fs, const Rdmafs__DaemonInfo *info)
+{
+	struct xprt_conn *old = NULL;
+	struct rfs_peer *p;
+	char **uris;
+	size_t n;
+	int ret;
+
+	if (info->uuid.len != RFS_UUID_LEN) {
+		rfs_log("cluster map: a daemon with a %zu-byte UUID, ignored", info->uuid.len);
+		return 0;
+	}
+	ret = filter_uris(fs, info->addresses, info->n_addresses, &uris, &n);
+	if (ret)
+		return ret;
+	pthread_rwlock_wrlock(&fs->map_lock);
+	p = find_daemon_locked(fs, info->uuid.data);
+	if (!p) {
+		char label[48];
+
+		if (fs->daemon_count == fs->daemon_cap) {
+			size_t cap = fs->daemon_cap ? fs->daemon_cap * 2 : 8;
+			struct rfs_peer **d = realloc(fs->daemons, cap * sizeof(*d));
+
+			if (!d) {
+				ret = -ENOMEM;
+				goto err_unlock;
+			}
+			fs->daemons = d;
+			fs->daemon_cap = cap;
+		}
+		p = malloc(sizeof(*p));
+		if (!p) {
+			ret = -ENOMEM;
+			goto err_unlock;
+		}
+		snprintf(label, sizeof(label), "daemon %02x%02x%02x%02x", info->uuid.data[0],
+			 info->uuid.data[1], info->uuid.data[2], info->uuid.data[3]);
+		peer_init(p, label);
+		memcpy(p->uuid, info->uuid.data, RFS_UUID_LEN);
+		fs->daemons[fs->daemon_count++] = p;
+	}
+	pthread_rwlock_unlock(&fs->map_lock);
+
+	pthread_mutex_lock(&p->lock);
+	if (!same_uris(p->uris, p->uri_count, uris, n)) {
+		free_uris(p->uris, p->uri_count);
+		p->uris = uris;
+		p->uri_count = n;
+		uris = NULL;
+		old = p->conn;
+		p->conn = NULL;
+		p->retry_at_ms = 0;
+	}
+	/* back UP: try at once instead of waiting out the backoff */
+	if (info->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP &&
+	    p->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+		p->retry_at_ms = 0;
+	p->state = info->state;
+	pthread_mutex_unlock(&p->lock);
+	xprt_conn_close(old);
+	if (uris)
+		free_uris(uris, n);
+	return 0;
+
+err_unlock:
+	pthread_rwlock_unlock(&fs->map_lock);
+	free_uris(uris, n);
+	return ret;
+}
+
+int rfs_map_refresh(struct rfs *fs, bool force)
+{
+	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
+	Rdmafs__GetClusterMapResp *resp;
+	ProtobufCMessage *msg;
+	int ret;
+
+	pthread_mutex_lock(&fs->refresh_lock);
+	pthread_rwlock_rdlock(&fs->map_lock);
+	req.known_epoch = force ? 0 : fs->epoch;
+	pthread_rwlock_unlock(&fs->map_lock);
+	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base,
+			    &rdmafs__get_cluster_map_resp__descriptor, true, &msg);
+	fs->last_refresh_ms = now_ms();
+	if (ret)
+		goto out_unlock;
+	resp = (Rdmafs__GetClusterMapResp *)msg;
+	if (!resp->unchanged) {
+		for (size_t i = 0; i < resp->n_daemons && !ret; i++)
+			ret = apply_daemon(fs, resp->daemons[i]);
+		if (!ret) {
+			pthread_rwlock_wrlock(&fs->map_lock);
+			fs->epoch = resp->epoch;
+			pthread_rwlock_unlock(&fs->map_lock);
+		}
+	}
+	rfs_meta_free(msg);
+out_unlock:
+	pthread_mutex_unlock(&fs->refresh_lock);
+	return ret;
+}
+
+uint64_t rfs_map_epoch(struct rfs *fs)
+{
+	uint64_t epoch;
+
+	pthread_rwlock_rdlock(&fs->map_lock);
+	epoch = fs->epoch;
+	pthread_rwlock_unlock(&fs->map_lock);
+	return epoch;
+}
+
+/* Polls the map, and refetches it at once when a daemon could not be reached. */
+static void *poller_main(void *arg)
+{
+	struct rfs *fs = arg;
+	struct timespec deadline;
+
+	pthread_mutex_lock(&fs->poll_lock);
+	while (!fs->stop) {
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_sec += fs->poll_ms / 1000;
+		deadline.tv_nsec += (long)(fs->poll_ms % 1000) * 1000000L;
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+		while (!fs->stop && !fs->refresh_wanted &&
+		       pthread_cond_timedwait(&fs->poll_cond, &fs->poll_lock, &deadline) == 0)
+			;
+		if (fs->stop)
+			break;
+		fs->refresh_wanted = false;
+		pthread_mutex_unlock(&fs->poll_lock);
+		if (now_ms() - fs->last_refresh_ms >= REFRESH_MIN_GAP_MS)
+			rfs_map_refresh(fs, false);
+		else
+			usleep(REFRESH_MIN_GAP_MS * 1000u);
+		pthread_mutex_lock(&fs->poll_lock);
+	}
+	pthread_mutex_unlock(&fs->poll_lock);
+	return NULL;
+}
+
+/* ---- create / destroy --------------------------------------------------------------- */
+
+int rfs_create(const struct rfs_options *opts, struct rfs **out)
+{
+	struct xprt_options xo;
+	pthread_condattr_t ca;
+	struct rfs *fs;
+	int ret;
+
+	if (!opts->meta_uri || !opts->secret || !opts->secret_len || opts->buf_size < 4096 ||
+	    !opts->buf_count || opts->transport > RFS_TRANSPORT_TCP)
+		return -EINVAL;
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	fs->buf_size = opts->buf_size;
+	fs->timeout_ms = opts->call_timeout_ms ? (int)opts->call_timeout_ms : 5000;
+	fs->transport = opts->transport;
+	fs->poll_ms = opts->map_poll_ms ? opts->map_poll_ms : 5000;
+	peer_init(&fs->meta, "metadata service");
+	pthread_rwlock_init(&fs->map_lock, NULL);
+	pthread_mutex_init(&fs->refresh_lock, NULL);
+	pthread_mutex_init(&fs->poll_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&fs->poll_cond, &ca);
+	pthread_condattr_destroy(&ca);
+
+	fs->meta.uris = calloc(1, sizeof(char *));
+	if (fs->meta.uris)
+		fs->meta.uris[0] = strdup(opts->meta_uri);
+	fs->zeros = calloc(1, opts->buf_size);
+	if (!fs->meta.uris || !fs->meta.uris[0] || !fs->zeros) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	fs->meta.uri_count = 1;
+
+	xprt_options_init(&xo);
+	xo.secret = opts->secret;
+	xo.secret_len = opts->secret_len;
+	xo.name = opts->name;
+	xo.call_timeout_ms = (uint32_t)fs->timeout_ms;
+	xo.connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : 2000;
+	ret = xprt_ctx_create(&xo, &fs->ctx);
+	if (ret)
+		goto err_free;
+	fs->have_rdma = xprt_ctx_has_rdma(fs->ctx);
+	if (fs->transport == RFS_TRANSPORT_RDMA && !fs->have_rdma) {
+		rfs_log("transport=rdma but this host has no RDMA device");
+		ret = -ENODEV;
+		goto err_destroy_ctx;
+	}
+	ret = xprt_pool_create(fs->ctx, opts->buf_size, opts->buf_count,
+			       XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE, &fs->pool);
+	if (ret) {
+		rfs_log("cannot register %u buffers of %u bytes: %s%s", opts->buf_count,
+			opts->buf_size, xprt_strerror(ret),
+			ret == -ENOMEM ? " (raise the memlock limit: ulimit -l)" : "");
+		goto err_destroy_ctx;
+	}
+	/* the first connect reports the real reason (refused, secret, timeout) */
+	ret = xprt_connect(fs->ctx, opts->meta_uri, &fs->meta.conn);
+	if (ret) {
+		rfs_log("cannot connect to the metadata service at %s: %s", opts->meta_uri,
+			xprt_strerror(ret));
+		goto err_destroy_pool;
+	}
+	ret = rfs_map_refresh(fs, true);
+	if (ret) {
+		rfs_log("cannot fetch the cluster map: %s", xprt_strerror(ret));
+		goto err_destroy_pool;
+	}
+	ret = -pthread_create(&fs->poller, NULL, poller_main, fs);
+	if (ret)
+		goto err_destroy_pool;
+	fs->poller_running = true;
+	*out = fs;
+	return 0;
+
+err_destroy_pool:
+	xprt_conn_close(fs->meta.conn);
+	fs->meta.conn = NULL;
+	for (size_t i = 0; i < fs->daemon_count; i++) {
+		peer_fini(fs->daemons[i]);
+		free(fs->daemons[i]);
+	}
+	free(fs->daemons);
+	xprt_pool_destroy(fs->pool);
+err_destroy_ctx:
+	xprt_ctx_destroy(fs->ctx);
+err_free:
+	free(fs->zeros);
+	peer_fini(&fs->meta);
+	pthread_cond_destroy(&fs->poll_cond);
+	pthread_mutex_destroy(&fs->poll_lock);
+	pthread_mutex_destroy(&fs->refresh_lock);
+	pthread_rwlock_destroy(&fs->map_lock);
+	free(fs);
+	return ret;
+}
+
+void rfs_destroy(struct rfs *fs)
+{
+	if (!fs)
+		return;
+	if (fs->poller_running) {
+		pthread_mutex_lock(&fs->poll_lock);
+		fs->stop = true;
+		pthread_cond_signal(&fs->poll_cond);
+		pthread_mutex_unlock(&fs->poll_lock);
+		pthread_join(fs->poller, NULL);
+	}
+	for (size_t i = 0; i < fs->daemon_count; i++) {
+		peer_fini(fs->daemons[i]);
+		free(fs->daemons[i]);
+	}
+	free(fs->daemons);
+	peer_fini(&fs->meta);
+	xprt_pool_destroy(fs->pool);
+	xprt_ctx_destroy(fs->ctx);
+	free(fs->zeros);
+	pthread_cond_destroy(&fs->poll_cond);
+	pthread_mutex_destroy(&fs->poll_lock);
+	pthread_mutex_destroy(&fs->refresh_lock);
+	pthread_rwlock_destroy(&fs->map_lock);
+	free(fs);
+}
+
+/* ---- layouts -------------------------------------------------------------------------- */
+
+int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out)
+{
+	if (!pb || pb->chunk_size < 4096 || pb->chunk_size > (64u << 20) || pb->n_daemons == 0 ||
+	    pb->n_daemons > RFS_MAX_STRIPE || pb->stripe_width != pb->n_daemons ||
+	    pb->placement != RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1)
+		return -EPROTO;
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < pb->n_daemons; i++) {
+		if (pb->daemons[i].len != RFS_UUID_LEN)
+			return -EPROTO;
+		memcpy(out->daemons[i], pb->daemons[i].data, RFS_UUID_LEN);
+	}
+	out->chunk_size = pb->chunk_size;
+	out->stripe_width = pb->stripe_width;
+	out->seed = pb->placement_seed;
+	return 0;
+}
+
+int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t index)
+{
+	const uint8_t *uuids[RFS_MAX_STRIPE];
+
+	if (layout->stripe_width == 0 || layout->stripe_width > RFS_MAX_STRIPE)
+		return -EINVAL;
+	for (uint32_t i = 0; i < layout->stripe_width; i++)
+		uuids[i] = layout->daemons[i];
+	return meta_place_chunk(uuids, layout->stripe_width, layout->seed, ino, index);
+}
+
+/* The peer of daemon @d of @layout, refetching the map once for an unknown UUID. */
+static int layout_peer(struct rfs *fs, const struct rfs_layout *layout, int d,
+		       struct rfs_peer **out)
+{
+	struct rfs_peer *p = find_daemon(fs, layout->daemons[d]);
+
+	if (!p) {
+		rfs_map_refresh(fs, false);
+		p = find_daemon(fs, layout->daemons[d]);
+	}
+	if (!p) {
+		rfs_log("a file's layout names a daemon missing from the cluster map");
+		return -EIO;
+	}
+	*out = p;
+	return 0;
+}
+
+/* ---- parallel calls ------------------------------------------------------------------------ */
+
+/* Calls in flight together; the caller waits for all of them. */
+struct fanout {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned pending;
+};
+
+struct slot {
+	struct fanout *fo;
+	struct rfs_peer *peer;
+	struct xprt_conn *conn; /* referenced while the call runs */
+	int status;
+	size_t reply_len;
+	uint8_t reply[SLOT_REPLY_MAX];
+};
+
+static void fanout_init(struct fanout *fo)
+{
+	pthread_mutex_init(&fo->lock, NULL);
+	pthread_cond_init(&fo->cond, NULL);
+	fo->pending = 0;
+}
+
+static void fanout_fini(struct fanout *fo)
+{
+	pthread_cond_destroy(&fo->cond);
+	pthread_mutex_destroy(&fo->lock);
+}
+
+/* Every call ends in its callback (xprt guarantees it, bounded by the call timeout). */
+static void fanout_wait(struct fanout *fo)
+{
+	pthread_mutex_lock(&fo->lock);
+	while (fo->pending)
+		pthread_cond_wait(&fo->cond, &fo->lock);
+	pthread_mutex_unlock(&fo->lock);
+}
+
+/* Runs on the transport's progress thread: copy, count down, never block. */
+static void slot_done(void *arg, int status, const void *body, size_t len)
+{
+	struct slot *s = arg;
+	struct fanout *fo = s->fo;
+
+	s->status = sane_status(status);
+	s->reply_len = 0;
+	if (!s->status) {
+		if (len > sizeof(s->reply))
+			s->status = -EPROTO;
+		else if (len)
+			memcpy(s->reply, body, len);
+		s->reply_len = len;
+	}
+	pthread_mutex_lock(&fo->lock);
+	if (--fo->pending == 0)
+		pthread_cond_broadcast(&fo->cond);
+	pthread_mutex_unlock(&fo->lock);
+}
+
+/* Packs @msg and sends it on s->conn; the result arrives in @s. */
+static void slot_send(struct rfs *fs, struct fanout *fo, struct slot *s, uint32_t method,
+		      const ProtobufCMessage *msg)
+{
+	uint8_t body[SLOT_REQ_MAX];
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	int ret;
+
+	s->fo = fo;
+	if (len > sizeof(body)) {
+		s->status = -EMSGSIZE;
+		return;
+	}
+	protobuf_c_message_pack(msg, body);
+	pthread_mutex_lock(&fo->lock);
+	fo->pending++;
+	pthread_mutex_unlock(&fo->lock);
+	ret = xprt_call_async(s->conn, method, body, len, fs->timeout_ms, slot_done, s);
+	(void)ret; /* a failure at once was reported through slot_done() */
+}
+
+/*
+ * Drops the slot's connection. After a timeout the daemon may still RDMA into
+ * the buffer of the call: reset the connection before that buffer is reused.
+ */
+static void slot_release(struct slot *s)
+{
+	if (!s->conn)
+		return;
+	if (s->status == -ETIMEDOUT)
+		xprt_conn_reset(s->conn);
+	xprt_conn_put(s->conn);
+	s->conn = NULL;
+}
+
+/*
+ * Sends method @method with @msgs[i] to the daemons @peers[i] (i < @count) in
+ * parallel, retrying once those whose connection broke. Replies stay in
+ * @slots. Returns the first error.
+ */
+static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMessage *const *msgs,
+		    size_t count, uint32_t method, struct slot *slots)
+{
+	bool todo[RFS_MAX_STRIPE + 1];
+	struct fanout fo;
+	int ret = 0;
+
+	if (count > RFS_MAX_STRIPE + 1)
+		return -EINVAL;
+	fanout_init(&fo);
+	for (size_t i = 0; i < count; i++) {
+		memset(&slots[i], 0, offsetof(struct slot, reply));
+		slots[i].peer = peers[i];
+		todo[i] = true;
+	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		for (size_t i = 0; i < count; i++) {
+			if (!todo[i])
+				continue;
+			slots[i].status = peer_conn_get(fs, peers[i], &slots[i].conn);
+			if (!slots[i].status)
+				slot_send(fs, &fo, &slots[i], method, msgs[i]);
+		}
+		fanout_wait(&fo);
+		for (size_t i = 0; i < count; i++) {
+			if (!todo[i])
+				continue;
+			slot_release(&slots[i]);
+			if (attempt == 0 && retryable(slots[i].status))
+				continue;
+			todo[i] = false;
+		}
+	}
+	for (size_t i = 0; i < count && !ret; i++)
+		ret = slots[i].status;
+	fanout_fini(&fo);
+	return ret;
+}
+
+/* ---- striped data ------------------------------------------------------------------------------ */
+
+/* One chunk's part of a read or write. */
+struct piece {
+	struct slot s;
+	uint64_t index;
+	uint32_t off, len;
+	size_t pos; /* in the caller's buffer */
+	int daemon; /* index in the layout */
+	struct xprt_buf *buf;
+	int tries;
+	bool done;
+};
+
+/* Cuts [off, off + len) at chunk and buffer boundaries; *@out is calloc()ed. */
+static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, uint64_t off,
+		 size_t len, struct piece **out, size_t *count)
+{
+	uint32_t step = layout->chunk_size < fs->buf_size ? layout->chunk_size : fs->buf_size;
+	size_t max = len / step + 2, n = 0, pos = 0;
+	struct piece *pieces;
+
+	if (off > UINT64_MAX - len)
+		return -EFBIG;
+	pieces = calloc(max, sizeof(*pieces));
+	if (!pieces)
+		return -ENOMEM;
+	while (pos < len) {
+		uint64_t at = off + pos;
+		struct piece *p = &pieces[n];
+		uint32_t coff = (uint32_t)(at % layout->chunk_size);
+		size_t take = layout->chunk_size - coff;
+		int d;
+
+		if (take > fs->buf_size)
+			take = fs->buf_size;
+		if (take > len - pos)
+			take = len - pos;
+		p->index = at / layout->chunk_size;
+		p->off = coff;
+		p->len = (uint32_t)take;
+		p->pos = pos;
+		d = rfs_layout_place(layout, ino, p->index);
+		if (d < 0) {
+			free(pieces);
+			return d;
+		}
+		p->daemon = d;
+		pos += take;
+		n++;
+	}
+	*out = pieces;
+	*count = n;
+	return 0;
+}
+
+/* Fills the request of piece @p (a chunk write or read) and sends it. */
+static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layout *layout,
+		       uint64_t ino, struct piece *p, bool write, const uint8_t *src, bool sync)
+{
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
+	struct xprt_desc desc;
+	void *data = xprt_buf_data(p->buf);
+	int ret;
+
+	ret = xprt_mr_desc(p->s.conn, xprt_buf_mr(p->buf), data, p->len, &desc);
+	if (ret) {
+		p->s.status = ret;
+		return;
+	}
+	cid.inode = ino;
+	cid.index = p->index;
+	bd.addr = desc.addr;
+	bd.len = desc.len;
+	bd.rkey = desc.rkey;
+	if (write) {
+		Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
+
+		memcpy(data, src + p->pos, p->len);
+		req.chunk = &cid;
+		req.offset = p->off;
+		req.length = p->len;
+		req.crc32c = rfc_crc32c(data, p->len);
+		req.buf = &bd;
+		req.chunk_size = layout->chunk_size;
+		req.commit = sync;
+		slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base);
+	} else {
+		Rdmafs__ChunkReadReq req = RDMAFS__CHUNK_READ_REQ__INIT;
+
+		req.chunk = &cid;
+		req.offset = p->off;
+		req.length = p->len;
+		req.buf = &bd;
+		slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base);
+	}
+}
+
+/* Checks the reply of a finished piece; a read's data goes to @dst. */
+static int piece_finish(struct piece *p, uint64_t ino, bool write, uint8_t *dst)
+{
+	Rdmafs__ChunkReadResp *rr;
+	Rdmafs__ChunkWriteResp *wr;
+	int ret = 0;
+
+	if (write) {
+		wr = rdmafs__chunk_write_resp__unpack(NULL, p->s.reply_len, p->s.reply);
+		if (!wr)
+			return -EBADMSG;
+		rdmafs__chunk_write_resp__free_unpacked(wr, NULL);
+		return 0;
+	}
+	rr = rdmafs__chunk_read_resp__unpack(NULL, p->s.reply_len, p->s.reply);
+	if (!rr)
+		return -EBADMSG;
+	if (rr->bytes > p->len) {
+		ret = -EPROTO;
+	} else if (rfc_crc32c(xprt_buf_data(p->buf), rr->bytes) != rr->crc32c) {
+		rfs_log("inode %llu chunk %llu: read data fails its checksum (%u bytes at %u)",
+			(unsigned long long)ino, (unsigned long long)p->index, rr->bytes,
+			p->off);
+		ret = -EIO;
+	} else {
+		memcpy(dst + p->pos, xprt_buf_data(p->buf), rr->bytes);
+		memset(dst + p->pos + rr->bytes, 0, p->len - rr->bytes);
+	}
+	rdmafs__chunk_read_resp__free_unpacked(rr, NULL);
+	return ret;
+}
+
+/*
+ * Runs the pieces in waves: as many at once as buffers are free (the first of
+ * a wave may wait for one), every daemon in parallel. A piece whose
+ * connection broke is retried once on a new connection.
+ */
+static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino,
+		      struct piece *pieces, size_t count, bool write, const uint8_t *src,
+		      uint8_t *dst, bool sync, uint64_t *written)
+{
+	struct fanout fo;
+	size_t left = count;
+	int ret = 0;
+
+	fanout_init(&fo);
+	while (left && !ret) {
+		size_t issued = 0;
+
+		for (size_t i = 0; i < count && !ret; i++) {
+			struct piece *p = &pieces[i];
+			struct rfs_peer *peer;
+
+			if (p->done)
+				continue;
+			ret = xprt_pool_get(fs->pool, issued ? 0 : fs->timeout_ms, &p->buf);
+			if (ret == -EAGAIN && issued) {
+				ret = 0;
+				break;
+			}
+			if (ret) {
+				ret = ret == -EAGAIN ? -ETIMEDOUT : ret;
+				break;
+			}
+			issued++;
+			p->tries++;
+			ret = layout_peer(fs, layout, p->daemon, &peer);
+			if (ret)
+				break;
+			p->s.peer = peer;
+			p->s.status = peer_conn_get(fs, peer, &p->s.conn);
+			if (!p->s.status)
+				piece_send(fs, &fo, layout, ino, p, write, src, sync);
+		}
+		fanout_wait(&fo);
+		for (size_t i = 0; i < count; i++) {
+			struct piece *p = &pieces[i];
+			int st;
+
+			if (!p->buf)
+				continue;
+			st = p->s.status;
+			if (!st && !ret)
+				st = piece_finish(p, ino, write, dst);
+			slot_release(&p->s);
+			xprt_pool_put(p->buf);
+			p->buf = NULL;
+			if (!st) {
+				p->done = true;
+				left--;
+				if (write && written)
+					*written |= 1ull << p->daemon;
+			} else if (!(retryable(st) && p->tries < 2) && !ret) {
+				ret = st;
+			}
+		}
+	}
+	fanout_fini(&fo);
+	return ret;
+}
+
+int rfs_read(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
+	     size_t len, void *dst)
+{
+	struct piece *pieces;
+	size_t count;
+	int ret;
+
+	if (len == 0)
+		return 0;
+	ret = split(fs, layout, ino, off, len, &pieces, &count);
+	if (ret)
+		return ret;
+	ret = run_pieces(fs, layout, ino, pieces, count, false, NULL, dst, false, NULL);
+	free(pieces);
+	return ret;
+}
+
+int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
+	      size_t len, const void *src, bool sync, uint64_t *written)
+{
+	struct piece *pieces;
+	size_t count;
+	int ret;
+
+	if (len == 0)
+		return 0;
+	ret = split(fs, layout, ino, off, len, &pieces, &count);
+	if (ret)
+		return ret;
+	ret = run_pieces(fs, layout, ino, pieces, count, true, src, NULL, sync, written);
+	free(pieces);
+	return ret;
+}
+
+/* ---- whole-file chunk operations --------------------------------------------------------------- */
+
+/* Sends @msg as @method to the daemons of @layout in @mask, in parallel. */
+static int broadcast(struct rfs *fs, const struct rfs_layout *layout, uint64_t mask,
+		     uint32_t method, const ProtobufCMessage *msg)
+{
+	struct rfs_peer *peers[RFS_MAX_STRIPE];
+	const ProtobufCMessage *msgs[RFS_MAX_STRIPE];
+	struct slot *slots;
+	size_t n = 0;
+	int ret;
+
+	for (uint32_t d = 0; d < layout->stripe_width; d++) {
+		if (!(mask & (1ull << d)))
+			continue;
+		ret = layout_peer(fs, layout, (int)d, &peers[n]);
+		if (ret)
+			return ret;
+		msgs[n++] = msg;
+	}
+	if (n == 0)
+		return 0;
+	slots = calloc(n, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	ret = fan_call(fs, peers, msgs, n, method, slots);
+	free(slots);
+	return ret;
+}
+
+static uint64_t all_daemons(const struct rfs_layout *layout)
+{
+	return layout->stripe_width >= 64 ? UINT64_MAX : (1ull << layout->stripe_width) - 1;
+}
+
+int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+	       uint64_t daemon_mask, uint64_t first_index)
+{
+	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
+	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
+
+	sel.inode = ino;
+	sel.range = true;
+	sel.first_index = first_index;
+	req.chunks = &sel;
+	return broadcast(fs, layout, daemon_mask & all_daemons(layout),
+			 RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &req.base);
+}
+
+static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+		       uint64_t first_index)
+{
+	Rdmafs__ChunkRemoveReq req = RDMAFS__CHUNK_REMOVE_REQ__INIT;
+	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
+
+	sel.inode = ino;
+	sel.range = true;
+	sel.first_index = first_index;
+	req.chunks = &sel;
+	return broadcast(fs, layout, all_daemons(layout), RDMAFS__METHOD__METHOD_CHUNK_REMOVE,
+			 &req.base);
+}
+
+int rfs_remove_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout)
+{
+	return remove_from(fs, ino, layout, 0);
+}
+
+/* CHUNK_TRUNCATE of one chunk to @length bytes. */
+static int truncate_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+			  uint64_t index, uint32_t length)
+{
+	Rdmafs__ChunkTruncateReq req = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	int d = rfs_layout_place(layout, ino, index);
+
+	if (d < 0)
+		return d;
+	cid.inode = ino;
+	cid.index = index;
+	req.chunk = &cid;
+	req.length = length;
+	return broadcast(fs, layout, 1ull << d, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
+			 &req.base);
+}
+
+int rfs_truncate_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+		      uint64_t new_size)
+{
+	uint64_t index = new_size / layout->chunk_size;
+	uint32_t tail = (uint32_t)(new_size % layout->chunk_size);
+	int ret;
+
+	if (tail) {
+		ret = truncate_chunk(fs, ino, layout, index, tail);
+		if (ret)
+			return ret;
+		index++;
+	}
+	return remove_from(fs, ino, layout, index);
+}
+
+/* Removes chunks [@first, @last] of @ino (@last < UINT64_MAX), batched per daemon. */
+static int remove_chunks(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+			 uint64_t first, uint64_t last)
+{
+	uint64_t(*idx)[REMOVE_BATCH];
+	int ret = 0;
+
+	if (last == UINT64_MAX)
+		return -EINVAL;
+	idx = calloc(layout->stripe_width, sizeof(*idx));
+	if (!idx)
+		return -ENOMEM;
+	while (first <= last && !ret) {
+		size_t counts[RFS_MAX_STRIPE] = {0};
+		Rdmafs__ChunkSelection sels[RFS_MAX_STRIPE];
+		Rdmafs__ChunkRemoveReq reqs[RFS_MAX_STRIPE];
+		const ProtobufCMessage *msgs[RFS_MAX_STRIPE];
+		struct rfs_peer *peers[RFS_MAX_STRIPE];
+		struct slot *slots = NULL;
+		size_t n = 0;
+
+		/* at most REMOVE_BATCH chunks, so no daemon's list overflows */
+		for (size_t taken = 0; first <= last && taken < REMOVE_BATCH; first++, taken++) {
+			int d = rfs_layout_place(layout, ino, first);
+
+			if (d < 0) {
+				ret = d;
+				break;
+			}
+			idx[d][counts[d]++] = first;
+		}
+		for (uint32_t d = 0; d < layout->stripe_width && !ret; d++) {
+			if (!counts[d])
+				continue;
+			ret = layout_peer(fs, layout, (int)d, &peers[n]);
+			rdmafs__chunk_selection__init(&sels[n]);
+			sels[n].inode = ino;
+			sels[n].n_indexes = counts[d];
+			sels[n].indexes = idx[d];
+			rdmafs__chunk_remove_req__init(&reqs[n]);
+			reqs[n].chunks = &sels[n];
+			msgs[n] = &reqs[n].base;
+			n++;
+		}
+		if (!ret && n) {
+			slots = calloc(n, sizeof(*slots));
+			ret = slots ? fan_call(fs, peers, msgs, n,
+					       RDMAFS__METHOD__METHOD_CHUNK_REMOVE, slots)
+				    : -ENOMEM;
+		}
+		free(slots);
+	}
+	free(idx);
+	return ret;
+}
+
+int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+		   uint64_t off, uint64_t len)
+{
+	uint64_t cs = layout->chunk_size, end, first_full, end_full;
+	int ret = 0;
+
+	if (off >= size || len == 0)
+		return 0;
+	end = len > size - off ? size : off + len;
+	/* chunks wholly inside [off, end), or whose part inside the file is */
+	first_full = (off + cs - 1) / cs;
+	end_full = end == size ? (end + cs - 1) / cs : end / cs;
+	if (first_full < end_full) {
+		ret = remove_chunks(fs, ino, layout, first_full, end_full - 1);
+		if (ret)
+			return ret;
+	}
+	/* the partial chunks at either end get zeros */
+	for (uint64_t pos = off; pos < end && !ret;) {
+		uint64_t index = pos / cs, stop;
+
+		if (index >= first_full && index < end_full) {
+			pos = end_full * cs;
+			continue;
+		}
+		stop = (index + 1) * cs < end ? (index + 1) * cs : end;
+		if (stop - pos > fs->buf_size)
+			stop = pos + fs->buf_size;
+		ret = rfs_write(fs, ino, layout, pos, stop - pos, fs->zeros, false, NULL);
+		pos = stop;
+	}
+	return ret;
+}
+
+/* CHUNK_STAT of one chunk. */
+static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+		      uint64_t index, bool *exists, uint32_t *length)
+{
+	Rdmafs__ChunkStatReq req = RDMAFS__CHUNK_STAT_REQ__INIT;
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	Rdmafs__ChunkStatResp *resp;
+	const ProtobufCMessage *msg = &req.base;
+	struct rfs_peer *peer;
+	struct slot slot;
+	int d = rfs_layout_place(layout, ino, index), ret;
+
+	if (d < 0)
+		return d;
+	ret = layout_peer(fs, layout, d, &peer);
+	if (ret)
+		return ret;
+	cid.inode = ino;
+	cid.index = index;
+	req.chunk = &cid;
+	ret = fan_call(fs, &peer, &msg, 1, RDMAFS__METHOD__METHOD_CHUNK_STAT, &slot);
+	if (ret)
+		return ret;
+	resp = rdmafs__chunk_stat_resp__unpack(NULL, slot.reply_len, slot.reply);
+	if (!resp)
+		return -EBADMSG;
+	*exists = resp->exists && resp->length > 0;
+	*length = resp->length > layout->chunk_size ? layout->chunk_size : resp->length;
+	rdmafs__chunk_stat_resp__free_unpacked(resp, NULL);
+	return 0;
+}
+
+int rfs_seek(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+	     uint64_t off, int whence, uint64_t *out)
+{
+	uint64_t cs = layout->chunk_size;
+
+	if (off >= size)
+		return -ENXIO;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	for (uint64_t index = off / cs; index * cs < size; index++) {
+		uint64_t start = index * cs;
+		uint32_t length = 0;
+		bool exists = false;
+		int ret = stat_chunk(fs, ino, layout, index, &exists, &length);
+
+		if (ret)
+			return ret;
+		if (whence == SEEK_DATA) {
+			if (exists && start + length > off) {
+				*out = start > off ? start : off;
+				return 0;
+			}
+		} else if (!exists || length < cs) {
+			/* this chunk's hole is [start + length, start + cs) */
+			uint64_t hole = start + length;
+
+			if (start + cs > off) {
+				*out = hole > off ? hole : off;
+				if (*out > size)
+					*out = size;
+				return 0;
+			}
+		}
+		if (start > UINT64_MAX - cs)
+			break;
+	}
+	if (whence == SEEK_DATA)
+		return -ENXIO;
+	*out = size;
+	return 0;
+}
