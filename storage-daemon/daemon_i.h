@@ -30,7 +30,8 @@ void daemon_log_set_level(enum daemon_log_level level);
 /* Parses "err", "warn", "info", "debug". -EINVAL otherwise. */
 int daemon_log_parse_level(const char *text, enum daemon_log_level *out);
 /* The va_list form, for libraries that log through a callback (the metadata service). */
-void daemon_vlog(enum daemon_log_level level, const char *fmt, va_list ap);
+void daemon_vlog(enum daemon_log_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 /* Routes libxprt's messages through daemon_log(). */
 void daemon_log_hook_xprt(void);
 

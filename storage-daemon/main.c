@@ -34,6 +34,7 @@
 /* The metadata service's store, inside the data directory. */
 #define META_SUBDIR "fsmeta"
 
+__attribute__((format(printf, 3, 0)))
 static void meta_log_bridge(void *arg, enum meta_log_level level, const char *fmt, va_list ap)
 {
 	daemon_vlog((enum daemon_log_level)level, fmt, ap);
