@@ -36,7 +36,8 @@ struct tm_attr {
 };
 
 /* Silent unless TEST_META_VERBOSE is set. */
-void tm_quiet_log(void *arg, enum meta_log_level level, const char *fmt, va_list ap);
+void tm_quiet_log(void *arg, enum meta_log_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
 
 /* Room for a reply; tests of paging lower it. */
 extern size_t tm_resp_cap;
