@@ -297,22 +297,28 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
 }
 
-/* 1 if some inode's layout still names @uuid, 0 if none, or a negative errno. */
-static int daemon_in_layouts(struct meta_txn *t, const uint8_t *uuid)
+/*
+ * Counts the regular files whose layout names @uuid into *@count, stopping at
+ * the first one when @first_only.
+ */
+static int daemon_layout_count(struct meta_txn *t, const uint8_t *uuid, bool first_only,
+			       uint64_t *count)
 {
 	struct inode *in = meta_alloc(t, sizeof(*in));
 	MDB_cursor *c;
 	MDB_val k, v;
-	int rc, found = 0;
+	int rc;
 
+	*count = 0;
 	if (!in)
 		return -ENOMEM;
 	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
 	if (rc)
 		return meta_lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && !found;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && !(first_only && *count);
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		const uint8_t *p = (const uint8_t *)v.mv_data + sizeof(in->r);
+		bool found = false;
 
 		if (v.mv_size < sizeof(in->r))
 			continue;
@@ -320,11 +326,72 @@ static int daemon_in_layouts(struct meta_txn *t, const uint8_t *uuid)
 		for (uint32_t i = 0; i < in->r.stripe_width && !found; i++)
 			if (sizeof(in->r) + (i + 1) * (size_t)META_UUID_LEN <= v.mv_size)
 				found = memcmp(p + i * META_UUID_LEN, uuid, META_UUID_LEN) == 0;
+		if (found)
+			(*count)++;
 	}
 	mdb_cursor_close(c);
 	if (rc && rc != MDB_NOTFOUND)
 		return meta_lmdb_errno(rc);
-	return found;
+	return 0;
+}
+
+/* 1 if some inode's layout still names @uuid, 0 if none, or a negative errno. */
+static int daemon_in_layouts(struct meta_txn *t, const uint8_t *uuid)
+{
+	uint64_t count;
+	int ret = daemon_layout_count(t, uuid, true, &count);
+
+	return ret ? ret : count != 0;
+}
+
+int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state)
+{
+	struct daemon *d = meta_alloc(t, sizeof(*d));
+	int ret;
+
+	if (!d)
+		return -ENOMEM;
+	ret = daemon_get(t, uuid, d);
+	if (!ret)
+		*state = d->r.state;
+	return ret;
+}
+
+int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__DrainStatusReq *req = (const void *)msg;
+	Rdmafs__DrainStatusResp *out;
+	struct daemon *d;
+	uint64_t remaining;
+	int ret;
+
+	if (req->uuid.len != META_UUID_LEN)
+		return -EINVAL;
+	d = meta_alloc(t, sizeof(*d));
+	out = meta_alloc(t, sizeof(*out));
+	if (!d || !out)
+		return -ENOMEM;
+	ret = daemon_get(t, req->uuid.data, d);
+	if (!ret)
+		ret = daemon_layout_count(t, d->uuid, false, &remaining);
+	if (ret)
+		return ret;
+	rdmafs__drain_status_resp__init(out);
+	out->daemon_state = d->r.state;
+	out->files_remaining = remaining;
+	switch (d->r.state) {
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING:
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED:
+		out->state = remaining ? RDMAFS__JOB_STATE__JOB_STATE_RUNNING
+				       : RDMAFS__JOB_STATE__JOB_STATE_DONE;
+		out->removable = remaining == 0;
+		break;
+	default:
+		out->state = RDMAFS__JOB_STATE__JOB_STATE_NEVER_RUN;
+		break;
+	}
+	*resp = &out->base;
+	return 0;
 }
 
 int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,

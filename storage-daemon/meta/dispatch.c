@@ -48,6 +48,9 @@ static const struct meta_method methods[] = {
 	METHOD(HEARTBEAT, true, heartbeat_req, heartbeat),
 	METHOD(GET_CLUSTER_MAP, false, get_cluster_map_req, get_cluster_map),
 	METHOD(SET_DAEMON_STATE, true, set_daemon_state_req, set_daemon_state),
+	METHOD(DRAIN_STATUS, false, drain_status_req, drain_status),
+	METHOD(INODE_LIST, false, inode_list_req, inode_list),
+	METHOD(SET_LAYOUT, true, set_layout_req, set_layout),
 };
 
 static const struct meta_method *find_method(uint32_t id)

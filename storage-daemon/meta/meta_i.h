@@ -232,6 +232,14 @@ int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *req, Protobu
 /* Creates the root directory in a new store. */
 int meta_make_root(struct meta_txn *t);
 
+/* The layout of a regular file, in reply memory; *@out stays NULL for anything else. */
+int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout **out);
+
+/* ---- admin.c: rdmafsctl's methods ---- */
+
+int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+
 /* ---- cluster.c ---- */
 
 int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
@@ -242,6 +250,10 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *req,
 			    ProtobufCMessage **resp);
 int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *req,
 			     ProtobufCMessage **resp);
+int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+
+/* The state of daemon @uuid in the cluster map (a DaemonState); -ENOENT if unknown. */
+int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state);
 
 /*
  * Chooses the daemons of a new file's layout: min(stripe width, UP daemons),

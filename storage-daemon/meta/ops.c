@@ -143,8 +143,7 @@ static Rdmafs__Attr *attr_out(struct meta_txn *t, const struct inode *in)
 	return a;
 }
 
-/* The layout of a regular file; *@out stays NULL for anything else. */
-static int layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout **out)
+int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout **out)
 {
 	Rdmafs__Layout *l;
 
@@ -184,7 +183,7 @@ static int entry_resp(struct meta_txn *t, const struct inode *in, ProtobufCMessa
 	out->attr = attr_out(t, in);
 	if (!out->attr)
 		return -ENOMEM;
-	ret = layout_out(t, in, &out->layout);
+	ret = meta_layout_out(t, in, &out->layout);
 	*resp = &out->base;
 	return ret;
 }
@@ -279,7 +278,7 @@ static int free_inode(struct meta_txn *t, const struct inode *in, Rdmafs__FreedI
 		rdmafs__freed_inode__init(f);
 		f->ino = in->ino;
 		f->size = in->r.size;
-		ret = layout_out(t, in, &f->layout);
+		ret = meta_layout_out(t, in, &f->layout);
 		if (ret)
 			return ret;
 		*freed = f;
@@ -650,7 +649,7 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	out->attr = attr_out(t, &in);
 	if (!out->attr)
 		return -ENOMEM;
-	ret = layout_out(t, &in, &out->layout);
+	ret = meta_layout_out(t, &in, &out->layout);
 	*resp = &out->base;
 	return ret;
 }
@@ -1234,7 +1233,7 @@ int meta_op_open(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 	if (!out->attr)
 		return -ENOMEM;
 	*resp = &out->base;
-	return layout_out(t, &in, &out->layout);
+	return meta_layout_out(t, &in, &out->layout);
 }
 
 int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)

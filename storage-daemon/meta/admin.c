@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Methods for rdmafsctl: INODE_LIST pages through every inode (fsck compares
+ * it with the daemons' chunk lists, drain finds the files to move) and
+ * SET_LAYOUT switches a file to another daemon list once drain has copied its
+ * chunks. Both trust nothing in the request: ids, lengths and counts are
+ * checked before use.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "meta_i.h"
+
+/* Entries in one INODE_LIST reply at most, whatever fits. */
+#define INODE_LIST_MAX 1024
+/* Room kept in a reply for the `done` field and the message framing. */
+#define INODE_LIST_SLACK 16
+
+/* Bytes a length-delimited field of @len bytes adds to a message (tag < 16). */
+static size_t field_size(size_t len)
+{
+	size_t n = 1 + 1;
+
+	for (size_t v = len; v >= 0x80; v >>= 7)
+		n++;
+	return n + len;
+}
+
+int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__InodeListReq *req = (const void *)msg;
+	Rdmafs__InodeListResp *out = meta_alloc(t, sizeof(*out));
+	struct inode *in = meta_alloc(t, sizeof(*in));
+	size_t max = INODE_LIST_MAX, used = 0, room;
+	uint8_t key[8];
+	MDB_cursor *c;
+	MDB_val k = {sizeof(key), key}, v;
+	int rc, ret = 0;
+
+	if (!out || !in)
+		return -ENOMEM;
+	if (t->resp_cap <= INODE_LIST_SLACK)
+		return -EMSGSIZE;
+	room = t->resp_cap - INODE_LIST_SLACK;
+	if (req->limit && req->limit < max)
+		max = req->limit;
+	rdmafs__inode_list_resp__init(out);
+	out->inodes = meta_alloc(t, max * sizeof(*out->inodes));
+	if (!out->inodes)
+		return -ENOMEM;
+	*resp = &out->base;
+	if (req->start_after == UINT64_MAX) {
+		out->done = true;
+		return 0;
+	}
+	meta_put_be64(key, req->start_after + 1);
+	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
+	if (rc)
+		return meta_lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		Rdmafs__InodeListEntry *e;
+		size_t size;
+
+		if (k.mv_size != sizeof(key))
+			continue;
+		if (out->n_inodes == max)
+			break;
+		ret = meta_inode_get(t, meta_get_be64(k.mv_data), in);
+		if (ret)
+			break;
+		e = meta_alloc(t, sizeof(*e));
+		if (!e) {
+			ret = -ENOMEM;
+			break;
+		}
+		rdmafs__inode_list_entry__init(e);
+		e->ino = in->ino;
+		e->mode = in->r.mode;
+		e->size = in->r.size;
+		e->nlink = in->r.nlink;
+		e->open_count = in->r.open_count;
+		ret = meta_layout_out(t, in, &e->layout);
+		if (ret)
+			break;
+		size = field_size(protobuf_c_message_get_packed_size(&e->base));
+		if (used + size > room) {
+			if (out->n_inodes == 0)
+				ret = -EMSGSIZE;
+			break;
+		}
+		used += size;
+		out->inodes[out->n_inodes++] = e;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	if (rc == MDB_NOTFOUND)
+		out->done = true;
+	else if (rc)
+		return meta_lmdb_errno(rc);
+	return 0;
+}
+
+/* Checks a list of daemon UUIDs off the wire: 16 bytes each, no repeats. */
+static int check_uuid_list(const ProtobufCBinaryData *list, size_t n)
+{
+	if (n > META_MAX_STRIPE)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (list[i].len != META_UUID_LEN || !list[i].data)
+			return -EINVAL;
+		for (size_t j = 0; j < i; j++)
+			if (memcmp(list[i].data, list[j].data, META_UUID_LEN) == 0)
+				return -EINVAL;
+	}
+	return 0;
+}
+
+int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__SetLayoutReq *req = (const void *)msg;
+	Rdmafs__SetLayoutResp *out;
+	struct inode *in;
+	uint32_t state;
+	int ret;
+
+	if (req->ino == 0 || req->n_daemons == 0 ||
+	    check_uuid_list(req->daemons, req->n_daemons) ||
+	    check_uuid_list(req->expected_daemons, req->n_expected_daemons))
+		return -EINVAL;
+	in = meta_alloc(t, sizeof(*in));
+	out = meta_alloc(t, sizeof(*out));
+	if (!in || !out)
+		return -ENOMEM;
+	ret = meta_inode_get(t, req->ino, in);
+	if (ret)
+		return ret;
+	if (S_ISDIR(in->r.mode))
+		return -EISDIR;
+	if (!S_ISREG(in->r.mode) || in->r.stripe_width == 0)
+		return -EINVAL;
+	if (req->n_expected_daemons != in->r.stripe_width)
+		return -ESTALE;
+	for (uint32_t i = 0; i < in->r.stripe_width; i++)
+		if (memcmp(req->expected_daemons[i].data, in->daemons[i], META_UUID_LEN) != 0)
+			return -ESTALE;
+	for (size_t i = 0; i < req->n_daemons; i++) {
+		ret = meta_daemon_state(t, req->daemons[i].data, &state);
+		if (ret == -ENOENT)
+			return -EINVAL;
+		if (ret)
+			return ret;
+		if (state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+			return -EHOSTDOWN;
+	}
+	in->r.stripe_width = (uint32_t)req->n_daemons;
+	for (size_t i = 0; i < req->n_daemons; i++)
+		memcpy(in->daemons[i], req->daemons[i].data, META_UUID_LEN);
+	ret = meta_inode_put(t, in);
+	if (ret)
+		return ret;
+	meta_log(t->m, META_LOG_INFO, "inode %llu: layout now has %u daemons",
+		 (unsigned long long)in->ino, in->r.stripe_width);
+	rdmafs__set_layout_resp__init(out);
+	ret = meta_layout_out(t, in, &out->layout);
+	*resp = &out->base;
+	return ret;
+}
