@@ -81,6 +81,9 @@ struct fs {
 	struct rfs *rfs;
 	struct fuse_session *se;
 	double attr_timeout, entry_timeout;
+	char bdi[32];		  /* "major:minor" of our mount, for its read-ahead */
+	unsigned readahead_kb;	  /* 0: leave the kernel's */
+	int readahead_done;	  /* atomic */
 	pthread_mutex_t table_lock;
 	struct node *buckets[NODE_BUCKETS];
 };
@@ -518,6 +521,55 @@ err_redirty:
 	return ret;
 }
 
+/*
+ * The kernel reads ahead 128 KiB on a FUSE mount and INIT cannot raise it;
+ * the bdi's sysfs knob can (root only). Its name is our mount's device
+ * number, found in mountinfo without a FUSE request (we are not serving yet).
+ */
+static void find_bdi(struct fs *fs, const char *mountpoint)
+{
+	char line[4096], *real = realpath(mountpoint, NULL);
+	FILE *f;
+
+	if (!real)
+		return;
+	f = fopen("/proc/self/mountinfo", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		char mnt[PATH_MAX], *dash;
+
+		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - FSTYPE ..." (spaces in names are \040) */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) != 3)
+			continue;
+		dash = strstr(line, " - ");
+		if (!dash || strncmp(dash + 3, "fuse", 4) != 0 || strcmp(mnt, real) != 0)
+			continue;
+		snprintf(fs->bdi, sizeof(fs->bdi), "%u:%u", maj, min);
+	}
+	if (f)
+		fclose(f);
+	free(real);
+}
+
+/* Runs once, at the first request: the kernel has applied INIT by then. */
+static void tune_readahead(struct fs *fs)
+{
+	char path[96], value[16];
+	int fd, len;
+
+	if (__atomic_exchange_n(&fs->readahead_done, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!fs->readahead_kb || !fs->bdi[0])
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", fs->bdi);
+	len = snprintf(value, sizeof(value), "%u", fs->readahead_kb);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, value, (size_t)len) != len)
+		fs_log("read-ahead left as it was (%s: %s)", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 /* ---- operations ------------------------------------------------------------------------ */
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
@@ -544,6 +596,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct cred c;
 	int ret;
 
+	tune_readahead(fs);
 	cred_fill(req, &c);
 	r.parent = parent;
 	r.name = name_bytes(name);
@@ -601,6 +654,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct cred c;
 	int ret;
 
+	tune_readahead(fs);
 	cred_fill(req, &c);
 	ret = do_getattr(fs, &c, ino, &st);
 	if (ret)
@@ -1040,6 +1094,22 @@ out_reply:
 	reply_error(req, ret);
 }
 
+/* The layout and size of an open regular file; -EIO if the service gave none. */
+static int node_io_state(struct node *n, struct rfs_layout *layout, uint64_t *size)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&n->lock);
+	if (n->has_layout && n->layout.chunk_size) {
+		*layout = n->layout;
+		*size = n->size;
+	} else {
+		ret = -EIO;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return ret;
+}
+
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -1055,10 +1125,11 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_error(req, -EINVAL);
 		return;
 	}
-	pthread_mutex_lock(&n->lock);
-	file_size = n->size;
-	layout = n->layout;
-	pthread_mutex_unlock(&n->lock);
+	ret = node_io_state(n, &layout, &file_size);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
 	if ((uint64_t)off >= file_size) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -1085,7 +1156,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	struct node *n = h->node;
 	struct rfs_layout layout;
-	uint64_t written = 0, end;
+	uint64_t written = 0, end, file_size;
 	bool send_size = false;
 	struct cred c;
 	int ret;
@@ -1095,9 +1166,11 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	end = (uint64_t)off + size;
-	pthread_mutex_lock(&n->lock);
-	layout = n->layout;
-	pthread_mutex_unlock(&n->lock);
+	ret = node_io_state(n, &layout, &file_size);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
 	ret = rfs_write(fs->rfs, ino, &layout, (uint64_t)off, size, buf,
 			(h->flags & (O_SYNC | O_DSYNC)) != 0, &written);
 	pthread_mutex_lock(&n->lock);
@@ -1580,10 +1653,11 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	}
 	end = (uint64_t)off + (uint64_t)len;
 	cred_fill(req, &c);
-	pthread_mutex_lock(&n->lock);
-	size = n->size;
-	layout = n->layout;
-	pthread_mutex_unlock(&n->lock);
+	ret = node_io_state(n, &layout, &size);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
 	if (mode == 0) {
 		/* nothing to reserve: chunks are allocated when written; only the size grows */
 		if (end > size) {
@@ -1629,10 +1703,11 @@ static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		reply_error(req, -EINVAL);
 		return;
 	}
-	pthread_mutex_lock(&n->lock);
-	size = n->size;
-	layout = n->layout;
-	pthread_mutex_unlock(&n->lock);
+	ret = node_io_state(n, &layout, &size);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
 	ret = rfs_seek(fs->rfs, ino, &layout, size, (uint64_t)off, whence, &pos);
 	if (ret)
 		reply_error(req, ret);
@@ -1684,6 +1759,7 @@ struct mount_opts {
 	char *secret;
 	char *transport;
 	char *timeout;
+	unsigned readahead_kb;
 	double attr_timeout, entry_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
 	int nonopt_count;
@@ -1698,6 +1774,7 @@ static const struct fuse_opt mount_spec[] = {
 	MOPT("secret=%s", secret),
 	MOPT("transport=%s", transport),
 	MOPT("timeout=%s", timeout),
+	MOPT("readahead=%u", readahead_kb),
 	MOPT("attr_timeout=%lf", attr_timeout),
 	MOPT("entry_timeout=%lf", entry_timeout),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -1749,6 +1826,7 @@ static void usage(const char *prog)
 	       "    secret=FILE            cluster secret file [" DEFAULT_SECRET "]\n"
 	       "    transport=auto|rdma|tcp  how to reach the storage daemons [auto]\n"
 	       "    timeout=MS             per-RPC timeout [5000]\n"
+	       "    readahead=KB           kernel read-ahead, set as root; 0: leave it [1024]\n"
 	       "    attr_timeout=SEC       kernel attribute cache [1.0]\n"
 	       "    entry_timeout=SEC      kernel name cache [1.0]\n"
 	       "    ro                     read-only mount\n"
@@ -1800,7 +1878,7 @@ static int parse_ms(const char *s, uint32_t *out)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct mount_opts mo = {.attr_timeout = 1.0, .entry_timeout = 1.0};
+	struct mount_opts mo = {.attr_timeout = 1.0, .entry_timeout = 1.0, .readahead_kb = 1024};
 	struct fuse_cmdline_opts cmd = {0};
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct rfs_options ro;
@@ -1822,8 +1900,17 @@ int main(int argc, char *argv[])
 		goto out_free_args;
 	}
 	/* the mount point goes back for fuse_parse_cmdline(); a first argument is the source */
-	if (mo.nonopt_count == 2)
+	if (mo.nonopt_count == 2) {
 		meta_uri = source_uri(mo.nonopt[0]);
+		/* show the source in /proc/mounts and df, as other filesystems do */
+		if (!strchr(mo.nonopt[0], ',') && strlen(mo.nonopt[0]) < 512) {
+			char opt[600];
+
+			snprintf(opt, sizeof(opt), "-ofsname=%s", mo.nonopt[0]);
+			if (fuse_opt_add_arg(&args, opt) == -1)
+				goto out_free_args;
+		}
+	}
 	if (mo.nonopt_count >= 1 &&
 	    fuse_opt_add_arg(&args, mo.nonopt[mo.nonopt_count - 1]) == -1)
 		goto out_free_args;
@@ -1873,6 +1960,7 @@ int main(int argc, char *argv[])
 		goto out_free_secret;
 	fs->attr_timeout = mo.attr_timeout;
 	fs->entry_timeout = mo.entry_timeout;
+	fs->readahead_kb = mo.readahead_kb;
 	pthread_mutex_init(&fs->table_lock, NULL);
 	if (!node_ref(fs, FUSE_ROOT_ID, 1, 0))
 		goto out_free_fs;
@@ -1884,6 +1972,7 @@ int main(int argc, char *argv[])
 		goto out_destroy_session;
 	if (fuse_session_mount(fs->se, cmd.mountpoint) != 0)
 		goto out_remove_handlers;
+	find_bdi(fs, cmd.mountpoint);
 	/* fork before the transport starts threads and registers memory */
 	fuse_daemonize(cmd.foreground);
 	err = rfs_create(&ro, &fs->rfs);
