@@ -158,6 +158,16 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
 	       uint8_t *buf, uint32_t *bytes, uint32_t *chunk_length);
 
+/*
+ * Scrub: reads chunk @id whole into @buf (max_chunk_size bytes, 4 KiB
+ * aligned) and checks every block against its stored CRC. *@length gets the
+ * chunk's length (0: the chunk is gone), *@bad_block the first block that
+ * fails. Returns 0, -EBADMSG (a checksum mismatch), -EIO (the read failed or
+ * the chunk's metadata is damaged).
+ */
+int store_verify(struct store_io *io, struct store_chunk_id id, uint8_t *buf, uint32_t *length,
+		 uint32_t *bad_block);
+
 /* Sets a chunk's length (creating it when missing); zeros when it grows. */
 int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t length,
 		   struct store_chunk_info *info);

@@ -27,6 +27,10 @@
 #define REPLY_MAX    (64u << 10)
 #define LIST_MAX     1024u
 #define SELECT_MAX   65536u
+/* Bad chunks a scrub remembers (bad_count counts them all). */
+#define SCRUB_BAD_MAX 1024u
+/* Chunks a scrub lists at once. */
+#define SCRUB_PAGE   256u
 
 static const uint64_t latency_bounds_us[] = {
 	50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000,
@@ -66,6 +70,28 @@ struct worker {
 	uint8_t *reply;
 };
 
+struct scrub_bad {
+	struct store_chunk_id id;
+	uint32_t block;
+	int32_t error;
+};
+
+/*
+ * The background scrub: one at a time, its own thread and io_uring, one
+ * chunk in flight. Guarded by its lock; the result stays until the next START.
+ */
+struct scrub_job {
+	pthread_mutex_t lock;
+	pthread_t thread;
+	bool joinable;
+	bool cancel;
+	Rdmafs__JobState state;
+	uint64_t total, checked, bytes, bad_count;
+	struct scrub_bad bad[SCRUB_BAD_MAX];
+	unsigned bad_kept;
+	char error[128];
+};
+
 struct server {
 	struct xprt_ctx *ctx;
 	struct meta *meta;
@@ -87,6 +113,8 @@ struct server {
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
 	uint32_t in_flight;
 	uint64_t rdma_bytes_in_flight;
+
+	struct scrub_job scrub;
 };
 
 static uint64_t now_ns(void)
@@ -461,6 +489,218 @@ static int do_stats(struct worker *w, const void *body, size_t len, size_t *repl
 	return pack_reply(w, &resp.base, reply_len);
 }
 
+/* ---- scrub ---- */
+
+static bool scrub_cancelled(struct server *srv)
+{
+	bool cancel;
+
+	pthread_mutex_lock(&srv->scrub.lock);
+	cancel = srv->scrub.cancel;
+	pthread_mutex_unlock(&srv->scrub.lock);
+	return cancel;
+}
+
+static void scrub_note_bad(struct server *srv, struct store_chunk_id id, uint32_t block, int err)
+{
+	struct scrub_job *j = &srv->scrub;
+
+	if (err == -EBADMSG)
+		STAT_ADD(srv->checksum_errors, 1);
+	pthread_mutex_lock(&j->lock);
+	j->bad_count++;
+	if (j->bad_kept < SCRUB_BAD_MAX)
+		j->bad[j->bad_kept++] = (struct scrub_bad){ .id = id, .block = block, .error = err };
+	pthread_mutex_unlock(&j->lock);
+}
+
+/* Walks the chunk index page by page and verifies every chunk. */
+static void *scrub_main(void *arg)
+{
+	struct server *srv = arg;
+	struct scrub_job *j = &srv->scrub;
+	size_t buf_len = (srv->max_chunk_size + STORE_BLOCK_SIZE - 1) / STORE_BLOCK_SIZE *
+			 STORE_BLOCK_SIZE;
+	struct store_list_entry *page = calloc(SCRUB_PAGE, sizeof(*page));
+	uint8_t *buf = aligned_alloc(STORE_BLOCK_SIZE, buf_len);
+	Rdmafs__JobState end = RDMAFS__JOB_STATE__JOB_STATE_DONE;
+	struct store_chunk_id after = { 0, 0 };
+	struct store_io *io = NULL;
+	bool done = false, first = true;
+	size_t count;
+	int ret = -ENOMEM;
+
+	if (!page || !buf)
+		goto out_fail;
+	ret = store_io_create(srv->store, NULL, &io);
+	if (ret)
+		goto out_fail;
+	daemon_log(DLOG_INFO, "scrub started");
+	while (!done) {
+		ret = store_list(srv->store, first ? NULL : &after, page, SCRUB_PAGE, &count, &done);
+		if (ret)
+			goto out_fail;
+		first = false;
+		for (size_t i = 0; i < count; i++) {
+			uint32_t length, block;
+
+			if (scrub_cancelled(srv)) {
+				end = RDMAFS__JOB_STATE__JOB_STATE_CANCELLED;
+				goto out_end;
+			}
+			ret = store_verify(io, page[i].id, buf, &length, &block);
+			if (ret)
+				scrub_note_bad(srv, page[i].id, block, ret == -EBADMSG ? -EBADMSG : -EIO);
+			pthread_mutex_lock(&j->lock);
+			j->checked++;
+			j->bytes += length;
+			pthread_mutex_unlock(&j->lock);
+			after = page[i].id;
+		}
+		if (count == 0)
+			break;
+	}
+	goto out_end;
+
+out_fail:
+	end = RDMAFS__JOB_STATE__JOB_STATE_FAILED;
+	pthread_mutex_lock(&j->lock);
+	snprintf(j->error, sizeof(j->error), "%s", strerror(-ret));
+	pthread_mutex_unlock(&j->lock);
+out_end:
+	store_io_destroy(io);
+	free(buf);
+	free(page);
+	pthread_mutex_lock(&j->lock);
+	j->state = end;
+	daemon_log(end == RDMAFS__JOB_STATE__JOB_STATE_DONE ? DLOG_INFO : DLOG_WARN,
+		   "scrub %s: %" PRIu64 " chunks, %" PRIu64 " bytes checked, %" PRIu64 " bad%s%s",
+		   end == RDMAFS__JOB_STATE__JOB_STATE_DONE	 ? "done"
+		   : end == RDMAFS__JOB_STATE__JOB_STATE_CANCELLED ? "cancelled"
+								  : "failed",
+		   j->checked, j->bytes, j->bad_count, j->error[0] ? ": " : "", j->error);
+	pthread_mutex_unlock(&j->lock);
+	return NULL;
+}
+
+/* Starts a scrub; the caller holds the job's lock. -EBUSY while one runs. */
+static int scrub_start_locked(struct server *srv)
+{
+	struct scrub_job *j = &srv->scrub;
+	int ret;
+
+	if (j->state == RDMAFS__JOB_STATE__JOB_STATE_RUNNING)
+		return -EBUSY;
+	if (j->joinable) {
+		/* finished: its thread only has to be reaped */
+		pthread_join(j->thread, NULL);
+		j->joinable = false;
+	}
+	j->cancel = false;
+	j->checked = j->bytes = j->bad_count = 0;
+	j->bad_kept = 0;
+	j->error[0] = '\0';
+	j->total = store_chunk_count(srv->store);
+	j->state = RDMAFS__JOB_STATE__JOB_STATE_RUNNING;
+	ret = -pthread_create(&j->thread, NULL, scrub_main, srv);
+	if (ret) {
+		j->state = RDMAFS__JOB_STATE__JOB_STATE_FAILED;
+		snprintf(j->error, sizeof(j->error), "cannot start a thread: %s", strerror(-ret));
+		return ret;
+	}
+	j->joinable = true;
+	return 0;
+}
+
+static int do_scrub(struct worker *w, struct xprt_req *req, const void *body, size_t len,
+		    size_t *reply_len)
+{
+	struct server *srv = w->srv;
+	struct scrub_job *j = &srv->scrub;
+	Rdmafs__ScrubReq *m = rdmafs__scrub_req__unpack(NULL, len, body);
+	Rdmafs__ScrubResp resp = RDMAFS__SCRUB_RESP__INIT;
+	/* A BadChunk packs to at most 2 + (2 + 11 + 11) + 6 + 11 bytes. */
+	size_t cap = xprt_conn_max_body(xprt_req_conn(req)), fit, n;
+	Rdmafs__BadChunk *bad = NULL, **ptrs = NULL;
+	Rdmafs__ChunkId *ids = NULL;
+	char error[sizeof(j->error)];
+	int ret = 0;
+
+	if (!m)
+		return -EBADMSG;
+	fit = cap > REPLY_MAX ? REPLY_MAX : cap;
+	fit = fit > 128 + 48 ? (fit - 128) / 48 : 0;
+	bad = calloc(SCRUB_BAD_MAX, sizeof(*bad));
+	ptrs = calloc(SCRUB_BAD_MAX, sizeof(*ptrs));
+	ids = calloc(SCRUB_BAD_MAX, sizeof(*ids));
+	if (!bad || !ptrs || !ids) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	pthread_mutex_lock(&j->lock);
+	switch (m->action) {
+	case RDMAFS__JOB_ACTION__JOB_ACTION_STATUS:
+		break;
+	case RDMAFS__JOB_ACTION__JOB_ACTION_START:
+		if (__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED))
+			ret = -ESHUTDOWN;
+		else
+			ret = scrub_start_locked(srv);
+		break;
+	case RDMAFS__JOB_ACTION__JOB_ACTION_CANCEL:
+		j->cancel = true;
+		break;
+	default:
+		ret = -EINVAL;
+		break;
+	}
+	resp.state = j->state;
+	resp.chunks_total = j->total;
+	resp.chunks_checked = j->checked;
+	resp.bytes_checked = j->bytes;
+	resp.bad_count = j->bad_count;
+	n = j->bad_kept < fit ? j->bad_kept : fit;
+	for (size_t i = 0; i < n; i++) {
+		rdmafs__bad_chunk__init(&bad[i]);
+		rdmafs__chunk_id__init(&ids[i]);
+		ids[i].inode = j->bad[i].id.inode;
+		ids[i].index = j->bad[i].id.index;
+		bad[i].chunk = &ids[i];
+		bad[i].block = j->bad[i].block;
+		bad[i].error = j->bad[i].error;
+		ptrs[i] = &bad[i];
+	}
+	snprintf(error, sizeof(error), "%s", j->error);
+	pthread_mutex_unlock(&j->lock);
+	if (ret)
+		goto out_free;
+	resp.n_bad = n;
+	resp.bad = ptrs;
+	resp.error = error;
+	ret = pack_reply(w, &resp.base, reply_len);
+out_free:
+	free(ids);
+	free(ptrs);
+	free(bad);
+	rdmafs__scrub_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+/* Stops a running scrub and reaps its thread. */
+static void scrub_stop(struct server *srv)
+{
+	struct scrub_job *j = &srv->scrub;
+	bool joinable;
+
+	pthread_mutex_lock(&j->lock);
+	j->cancel = true;
+	joinable = j->joinable;
+	j->joinable = false;
+	pthread_mutex_unlock(&j->lock);
+	if (joinable)
+		pthread_join(j->thread, NULL);
+}
+
 /* The largest reply the connection carries (a bigger one would become -EMSGSIZE). */
 static size_t reply_cap(const struct xprt_req *req)
 {
@@ -503,15 +743,19 @@ static void handle(struct worker *w, struct queued *q)
 	case RDMAFS__METHOD__METHOD_DAEMON_STATS:
 		ret = do_stats(w, body, len, &reply_len);
 		break;
+	case RDMAFS__METHOD__METHOD_SCRUB:
+		ret = do_scrub(w, req, body, len, &reply_len);
+		break;
 	default:
 		if (w->srv->meta && meta_handles_method(method))
 			ret = meta_handle(w->srv->meta, method, body, len, w->reply,
 					  reply_cap(req), &reply_len);
 		else
-			ret = -EOPNOTSUPP; /* SCRUB, or metadata on a daemon without the service */
+			ret = -EOPNOTSUPP; /* metadata on a daemon without the service */
 		break;
 	}
-	if (ret && ret != -ENOSPC && ret != -EINVAL && ret != -EBADMSG && ret != -EOPNOTSUPP)
+	if (ret && ret != -ENOSPC && ret != -EINVAL && ret != -EBADMSG && ret != -EOPNOTSUPP &&
+	    ret != -EBUSY)
 		daemon_log(DLOG_DEBUG, "method %u from %s: %s", method,
 			   xprt_conn_peer_name(xprt_req_conn(req)), strerror(-ret));
 	account(w->srv, method, ret, moved, q->start_ns);
@@ -586,6 +830,7 @@ int server_create(const struct server_params *p, struct server **out)
 	srv->worker_count = p->workers;
 	pthread_mutex_init(&srv->lock, NULL);
 	pthread_cond_init(&srv->cond, NULL);
+	pthread_mutex_init(&srv->scrub.lock, NULL);
 	srv->queue = calloc(srv->queue_cap, sizeof(*srv->queue));
 	srv->workers = calloc(srv->worker_count, sizeof(*srv->workers));
 	if (!srv->queue || !srv->workers) {
@@ -635,9 +880,10 @@ void server_stop(struct server *srv)
 	if (!srv)
 		return;
 	pthread_mutex_lock(&srv->lock);
-	srv->stopping = true;
+	__atomic_store_n(&srv->stopping, true, __ATOMIC_RELAXED); /* do_scrub() reads it */
 	pthread_cond_broadcast(&srv->cond);
 	pthread_mutex_unlock(&srv->lock);
+	scrub_stop(srv);
 	for (unsigned i = 0; srv->workers && i < srv->worker_count; i++) {
 		struct worker *w = &srv->workers[i];
 
@@ -662,6 +908,7 @@ void server_destroy(struct server *srv)
 		free(srv->workers[i].reply);
 	free(srv->workers);
 	free(srv->queue);
+	pthread_mutex_destroy(&srv->scrub.lock);
 	pthread_cond_destroy(&srv->cond);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);

@@ -796,6 +796,59 @@ out_unlock:
 	return ret;
 }
 
+int store_verify(struct store_io *io, struct store_chunk_id id, uint8_t *buf, uint32_t *length,
+		 uint32_t *bad_block)
+{
+	struct store *st = io->st;
+	struct chunk_meta *m = io->meta;
+	pthread_rwlock_t *lock = chunk_lock(st, id);
+	uint32_t blocks, got = 0;
+	bool exists;
+	int fd, ret;
+
+	*length = 0;
+	*bad_block = 0;
+	pthread_rwlock_rdlock(lock);
+	ret = meta_load(st, id, m, &exists);
+	if (ret || !exists)
+		goto out_unlock;
+	*length = m->length;
+	blocks = m->block_count;
+	ret = chunk_open(st, id, false, direct_allowed(st), &fd);
+	if (ret == -ENOENT) {
+		/* Metadata without a file reads as zeros: the CRCs decide. */
+		ret = 0;
+	} else if (ret) {
+		goto out_unlock;
+	} else {
+		ret = ring_rw(io, false, fd, buf, blocks * BS, 0, &got);
+		close(fd);
+		if (ret) {
+			daemon_log(DLOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " scrub read: %s",
+				   id.inode, id.index, strerror(-ret));
+			ret = -EIO;
+			goto out_unlock;
+		}
+	}
+	if (got < blocks * BS)
+		memset(buf + got, 0, blocks * BS - got);
+	for (uint32_t b = 0; b < blocks; b++) {
+		if (!block_ok(m, b, daemon_crc32c(buf + (size_t)b * BS,
+						  min_u32(BS, m->length - b * BS)))) {
+			daemon_log(DLOG_ERR,
+				   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data"
+				   " fails its checksum (scrub)",
+				   id.inode, id.index, b);
+			*bad_block = b;
+			ret = -EBADMSG;
+			break;
+		}
+	}
+out_unlock:
+	pthread_rwlock_unlock(lock);
+	return ret;
+}
+
 int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t length,
 		   struct store_chunk_info *info)
 {
