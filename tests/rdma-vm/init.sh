@@ -84,12 +84,17 @@ mount -t tmpfs -o mode=0755 tmpfs "$HOST/run" || die "mount /run"
 mkdir -p "$HOST$HOST_RESULTS"
 mount --bind "$RESULTS" "$HOST$HOST_RESULTS" || die "bind results share"
 
-case "$cwd" in
-/tmp/*)
-	mkdir -p "$HOST$cwd"
-	mount --bind "/mnt/host-tmp/${cwd#/tmp/}" "$HOST$cwd" || die "bind $cwd"
-	;;
-esac
+# Paths under the host's /tmp that the job needs (its cwd, its program and
+# arguments: vm-run.sh listed them) stay visible, read-only, at the same place.
+while read -r path; do
+	case "$path" in
+	/tmp/*)
+		[ -d "/mnt/host-tmp/${path#/tmp/}" ] || continue
+		mkdir -p "$HOST$path"
+		mount --bind "/mnt/host-tmp/${path#/tmp/}" "$HOST$path" || die "bind $path"
+		;;
+	esac
+done <"$RESULTS/expose"
 
 # Soft-RoCE.  Not on lo: rdma_cm cannot resolve a route over a loopback-type
 # netdev (rdma_resolve_route fails with ENODEV for 127.0.0.1; lo is

@@ -402,6 +402,28 @@ boot_guest() {
 	wait "$out_relay" "$err_relay" || true
 }
 
+# The guest's /tmp is a fresh tmpfs, which would hide a checkout or build
+# tree under the host's /tmp (CI clones may live there). List what must stay
+# visible: the working directory, every path among the command's arguments
+# (a file's directory), and the colon-separated RDMAFS_VM_EXPOSE.
+write_expose() {
+	local out=$1 arg path
+	local -a paths=("$(pwd -P)")
+	for arg in "${command_argv[@]}"; do
+		[ -e "$arg" ] || continue
+		path=$(realpath -- "$arg")
+		[ -d "$path" ] || path=$(dirname -- "$path")
+		paths+=("$path")
+	done
+	if [ -n "${RDMAFS_VM_EXPOSE:-}" ]; then
+		local IFS=:
+		for arg in $RDMAFS_VM_EXPOSE; do
+			[ -d "$arg" ] && paths+=("$(realpath -- "$arg")")
+		done
+	fi
+	printf '%s\n' "${paths[@]}" >"$out"
+}
+
 main() {
 	local share status started elapsed
 	parse_args "$@"
@@ -416,6 +438,7 @@ main() {
 	share=$work_dir/share
 	mkdir -- "$share"
 	pwd -P >"$share/cwd"
+	write_expose "$share/expose"
 	# Sourced by init.sh (busybox sh): plain NAME=value lines.
 	cat >"$share/guest.conf" <<-EOF
 		RDMA_DEVICE=$RDMA_DEVICE
