@@ -1760,6 +1760,7 @@ struct mount_opts {
 	char *transport;
 	char *timeout;
 	unsigned readahead_kb;
+	int server_permissions;
 	double attr_timeout, entry_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
 	int nonopt_count;
@@ -1775,6 +1776,7 @@ static const struct fuse_opt mount_spec[] = {
 	MOPT("transport=%s", transport),
 	MOPT("timeout=%s", timeout),
 	MOPT("readahead=%u", readahead_kb),
+	MOPT("server_permissions", server_permissions),
 	MOPT("attr_timeout=%lf", attr_timeout),
 	MOPT("entry_timeout=%lf", entry_timeout),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -1829,6 +1831,8 @@ static void usage(const char *prog)
 	       "    readahead=KB           kernel read-ahead, set as root; 0: leave it [1024]\n"
 	       "    attr_timeout=SEC       kernel attribute cache [1.0]\n"
 	       "    entry_timeout=SEC      kernel name cache [1.0]\n"
+	       "    server_permissions     no default_permissions: only the service checks\n"
+	       "                           (names the kernel has cached are then not checked)\n"
 	       "    ro                     read-only mount\n"
 	       "\n",
 	       prog);
@@ -1916,6 +1920,14 @@ int main(int argc, char *argv[])
 		goto out_free_args;
 	if (mo.meta)
 		meta_uri = mo.meta;
+	/*
+	 * The service checks every request, but a path walk through names the
+	 * kernel has cached asks nobody: without default_permissions a user could
+	 * stat through a directory it may not search. The kernel checks with the
+	 * cached attributes, the service again on every request it gets.
+	 */
+	if (!mo.server_permissions && fuse_opt_add_arg(&args, "-odefault_permissions") == -1)
+		goto out_free_args;
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
 		goto out_free_args;
 	if (cmd.show_version) {
