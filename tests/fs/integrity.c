@@ -97,11 +97,11 @@ static size_t pick_len(void)
 {
 	uint64_t r = below(100);
 
-	if (r < 70)
+	if (r < 75)
 		return 1 + below(16 * 1024);
 	if (r < 98)
-		return 1 + below(256 * 1024);
-	return 1 + below(2 * MIB);
+		return 1 + below(128 * 1024);
+	return 1 + below(MIB + MIB / 4);
 }
 
 /* An offset for @len bytes: near a chunk boundary, around EOF or anywhere. */
