@@ -1193,11 +1193,12 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		reply_error(req, ret);
 		return;
 	}
-	fuse_reply_write(req, size);
-	if (send_size) {
+	/* req is gone once replied to: take the caller's credentials first */
+	if (send_size)
 		cred_fill(req, &c);
+	fuse_reply_write(req, size);
+	if (send_size)
 		node_sync(fs, n, &c, false);
-	}
 }
 
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1384,9 +1385,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			used += need;
 			cookie = d->cookie;
 		}
-		rfs_meta_free(msg);
 		if (!eof && resp->n_entries == 0 && !full)
 			ret = -EPROTO; /* no progress: do not spin */
+		rfs_meta_free(msg);
 	}
 	if (ret && used == 0)
 		reply_error(req, ret);
