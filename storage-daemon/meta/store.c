@@ -505,9 +505,16 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 		rc = mdb_env_set_mapsize(m->env, m->opts.map_size);
 	if (!rc)
 		rc = mdb_env_set_maxreaders(m->env, 512);
-	/* MDB_NOTLS: a read transaction is not tied to the thread that began it */
+	/*
+	 * MDB_NOTLS: a read transaction is not tied to the thread that began it.
+	 * MDB_NOMETASYNC: every commit flushes its data pages but not the meta
+	 * page, which the next commit's flush carries: one flush per metadata
+	 * RPC instead of two. Atomicity and consistency are kept; a system crash
+	 * can undo at most the last transaction, and never corrupts the store
+	 * (unlike MDB_NOSYNC).
+	 */
 	if (!rc)
-		rc = mdb_env_open(m->env, dir, MDB_NOTLS, 0600);
+		rc = mdb_env_open(m->env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0600);
 	if (rc) {
 		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
 			 mdb_strerror(rc));
