@@ -59,6 +59,8 @@ start_daemon() {
 		--secret-file "$dir/secret" --port-file "$dir/$name.port" \
 		--name "$name" --foreground "$@" </dev/null >>"$dir/$name.log" 2>&1 &
 	pid=$!
+	# not a job of ours: no "Killed" notice when a test kills it on purpose
+	disown "$pid" 2>/dev/null
 	echo "$pid" >"$dir/$name.pid"
 	deadline=$(($(now_ms) + 20000))
 	while [ ! -s "$dir/$name.port" ]; do
