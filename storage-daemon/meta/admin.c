@@ -147,12 +147,19 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 		if (memcmp(req->expected_daemons[i].data, in->daemons[i], META_UUID_LEN) != 0)
 			return -ESTALE;
 	for (size_t i = 0; i < req->n_daemons; i++) {
+		bool kept = false;
+
+		for (size_t j = 0; j < req->n_expected_daemons && !kept; j++)
+			kept = memcmp(req->daemons[i].data, req->expected_daemons[j].data,
+				      META_UUID_LEN) == 0;
 		ret = meta_daemon_state(t, req->daemons[i].data, &state);
 		if (ret == -ENOENT)
 			return -EINVAL;
 		if (ret)
 			return ret;
-		if (state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+		/* a daemon added must be UP; one kept (maybe DOWN for now) must not be gone */
+		if (state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED ||
+		    (!kept && state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP))
 			return -EHOSTDOWN;
 	}
 	in->r.stripe_width = (uint32_t)req->n_daemons;

@@ -1,0 +1,515 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rdmafsctl drain and remove.
+ *
+ * The drain runs here, in rdmafsctl, as a client of the daemons: the
+ * metadata service only records the state. For every regular file whose
+ * layout names the draining daemon D:
+ *
+ *   1. the new daemon list is the old one without D (rendezvous placement
+ *      then moves only D's chunks); a file whose only daemon is D gets the
+ *      UP daemon that scores highest for it instead;
+ *   2. each chunk D holds for the file is read from D and written to its
+ *      place under the new list, and the destinations commit (fdatasync);
+ *   3. SET_LAYOUT switches the file to the new list, a compare-and-swap
+ *      against the old one (-ESTALE: changed meanwhile, retried next pass);
+ *   4. D's chunks of the file are listed again: one a writer with the old
+ *      layout changed between the copy and the switch (its version moved)
+ *      is copied again, up to MAX_RECOPY rounds.
+ *
+ * D keeps every chunk and keeps serving reads until it is REMOVED, so readers
+ * holding the old layout read correct data throughout; those that open the
+ * file afterwards get the new layout, whose chunks were durable before the
+ * switch. A writer that keeps writing through an old layout after step 4
+ * writes to D only: writers should reopen their files (close-to-open) before
+ * the daemon is removed. Interrupting a drain is safe: the daemon stays
+ * DRAINING and running the drain again finishes it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xprt.h"
+#include "placement.h"
+#include "ctl_i.h"
+
+#define MAX_PASSES 5
+#define MAX_RECOPY 3
+/* Scores a daemon for a whole file (as the metadata service's layouts do). */
+#define LAYOUT_INDEX UINT64_MAX
+
+struct drain {
+	struct ctl *c;
+	struct ctl_daemon *src;
+	struct xprt_conn *src_conn;
+	bool progress;
+	uint64_t files_total;
+	uint64_t files_moved, chunks_moved, bytes_moved, files_failed, files_stale;
+};
+
+struct copied {
+	uint64_t index;
+	uint64_t version;
+};
+
+static int drain_status(struct ctl *c, const struct ctl_daemon *d, Rdmafs__DrainStatusResp **out)
+{
+	Rdmafs__DrainStatusReq req = RDMAFS__DRAIN_STATUS_REQ__INIT;
+
+	req.uuid.data = (uint8_t *)d->uuid;
+	req.uuid.len = CTL_UUID_LEN;
+	return ctl_meta_call(c, RDMAFS__METHOD__METHOD_DRAIN_STATUS, &req.base,
+			     &rdmafs__drain_status_resp__descriptor, (ProtobufCMessage **)out);
+}
+
+static int set_state(struct ctl *c, const struct ctl_daemon *d, Rdmafs__DaemonState state,
+		     bool force, uint64_t *epoch)
+{
+	Rdmafs__SetDaemonStateReq req = RDMAFS__SET_DAEMON_STATE_REQ__INIT;
+	Rdmafs__SetDaemonStateResp *resp;
+	int ret;
+
+	req.uuid.data = (uint8_t *)d->uuid;
+	req.uuid.len = CTL_UUID_LEN;
+	req.state = state;
+	req.force = force;
+	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_SET_DAEMON_STATE, &req.base,
+			    &rdmafs__set_daemon_state_resp__descriptor, (ProtobufCMessage **)&resp);
+	if (ret)
+		return ret;
+	if (epoch)
+		*epoch = resp->epoch;
+	rdmafs__set_daemon_state_resp__free_unpacked(resp, NULL);
+	return 0;
+}
+
+static bool layout_names(const Rdmafs__Layout *l, const uint8_t *uuid)
+{
+	for (size_t i = 0; l && i < l->n_daemons; i++)
+		if (memcmp(l->daemons[i].data, uuid, CTL_UUID_LEN) == 0)
+			return true;
+	return false;
+}
+
+/* The UP daemon other than the source that scores highest for the whole file. */
+static const uint8_t *replacement(struct drain *dr, uint64_t seed, uint64_t ino)
+{
+	const uint8_t *best = NULL;
+	uint64_t best_score = 0;
+
+	for (size_t i = 0; i < dr->c->map.count; i++) {
+		const struct ctl_daemon *d = &dr->c->map.daemons[i];
+		uint64_t s;
+
+		if (d == dr->src || d->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+			continue;
+		s = meta_rendezvous_score(seed, ino, LAYOUT_INDEX, d->uuid);
+		if (!best || s > best_score) {
+			best = d->uuid;
+			best_score = s;
+		}
+	}
+	return best;
+}
+
+static int find_copied(const struct copied *list, size_t n, uint64_t index)
+{
+	for (size_t i = 0; i < n; i++)
+		if (list[i].index == index)
+			return (int)i;
+	return -1;
+}
+
+/*
+ * Copies every chunk the source holds for @ino whose version differs from
+ * the one recorded in @done (all of them the first time) to its place among
+ * @daemons, then commits the destinations. *@copied_now counts them.
+ */
+static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
+		      const uint8_t *const *daemons, size_t n, struct copied **done,
+		      size_t *done_count, size_t *copied_now)
+{
+	struct ctl *c = dr->c;
+	bool used[CTL_MAX_STRIPE] = { false };
+	uint64_t after_ino = ino - 1, after_index = UINT64_MAX;
+	Rdmafs__ChunkListResp *page;
+	bool end = false;
+	int ret = 0;
+
+	*copied_now = 0;
+	while (!end) {
+		ret = ctl_chunk_list(c, dr->src_conn, after_ino, after_index, false, &page);
+		if (ret) {
+			ctl_err("cannot list the chunks of daemon %s: %s", dr->src->uuid_text,
+				ctl_strerror(ret));
+			return ret;
+		}
+		end = page->done;
+		for (size_t i = 0; i < page->n_chunks && !ret; i++) {
+			const Rdmafs__ChunkListEntry *e = page->chunks[i];
+			struct ctl_daemon *dst;
+			struct xprt_conn *conn;
+			int slot, at;
+
+			if (e->chunk->inode != ino) {
+				end = true;
+				break;
+			}
+			after_ino = e->chunk->inode;
+			after_index = e->chunk->index;
+			at = find_copied(*done, *done_count, e->chunk->index);
+			if (at >= 0 && (*done)[at].version == e->version)
+				continue;
+			slot = meta_place_chunk(daemons, n, l->placement_seed, ino, e->chunk->index);
+			dst = slot >= 0 ? ctl_map_find(c, daemons[slot]) : NULL;
+			if (!dst) {
+				ret = -EINVAL;
+				break;
+			}
+			ret = ctl_daemon_conn(c, dst, &conn);
+			if (ret) {
+				ctl_err("cannot reach daemon %s at %s: %s", dst->uuid_text,
+					dst->conn_address, ctl_strerror(ret));
+				break;
+			}
+			ret = ctl_chunk_copy(c, dr->src_conn, conn, ino, e->chunk->index, e->length,
+					     l->chunk_size);
+			if (ret) {
+				ctl_err("inode %" PRIu64 " chunk %" PRIu64 ": copy from %s to %s: %s",
+					ino, e->chunk->index, dr->src->uuid_text, dst->uuid_text,
+					ctl_strerror(ret));
+				break;
+			}
+			used[slot] = true;
+			if (at < 0) {
+				struct copied *grown =
+					realloc(*done, (*done_count + 1) * sizeof(**done));
+
+				if (!grown) {
+					ret = -ENOMEM;
+					break;
+				}
+				*done = grown;
+				at = (int)(*done_count)++;
+				(*done)[at].index = e->chunk->index;
+			}
+			(*done)[at].version = e->version;
+			(*copied_now)++;
+			dr->chunks_moved++;
+			dr->bytes_moved += e->length;
+		}
+		rdmafs__chunk_list_resp__free_unpacked(page, NULL);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ctl_daemon *dst = used[i] ? ctl_map_find(c, daemons[i]) : NULL;
+		struct xprt_conn *conn;
+
+		if (!dst)
+			continue;
+		ret = ctl_daemon_conn(c, dst, &conn);
+		if (!ret)
+			ret = ctl_chunk_commit_inode(c, conn, ino);
+		if (ret) {
+			ctl_err("inode %" PRIu64 ": commit on daemon %s: %s", ino, dst->uuid_text,
+				ctl_strerror(ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int set_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *old,
+		      const uint8_t *const *daemons, size_t n)
+{
+	Rdmafs__SetLayoutReq req = RDMAFS__SET_LAYOUT_REQ__INIT;
+	ProtobufCBinaryData list[CTL_MAX_STRIPE];
+	ProtobufCMessage *resp;
+	int ret;
+
+	for (size_t i = 0; i < n; i++) {
+		list[i].data = (uint8_t *)daemons[i];
+		list[i].len = CTL_UUID_LEN;
+	}
+	req.ino = ino;
+	req.expected_daemons = old->daemons;
+	req.n_expected_daemons = old->n_daemons;
+	req.daemons = list;
+	req.n_daemons = n;
+	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_SET_LAYOUT, &req.base,
+			    &rdmafs__set_layout_resp__descriptor, &resp);
+	if (!ret)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return ret;
+}
+
+/* Moves one file off the source; see the top of this file. */
+static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
+{
+	const Rdmafs__Layout *l = e->layout;
+	const uint8_t *daemons[CTL_MAX_STRIPE];
+	struct copied *done = NULL;
+	size_t n = 0, done_count = 0, copied;
+	int ret;
+
+	for (size_t i = 0; i < l->n_daemons; i++)
+		if (memcmp(l->daemons[i].data, dr->src->uuid, CTL_UUID_LEN) != 0)
+			daemons[n++] = l->daemons[i].data;
+	if (n == 0) {
+		daemons[0] = replacement(dr, l->placement_seed, e->ino);
+		if (!daemons[0])
+			return -ENOSPC;
+		n = 1;
+	}
+	ret = copy_round(dr, e->ino, l, daemons, n, &done, &done_count, &copied);
+	if (!ret) {
+		ret = set_layout(dr->c, e->ino, l, daemons, n);
+		if (ret && ret != -ESTALE)
+			ctl_err("inode %" PRIu64 ": cannot switch its layout: %s", e->ino,
+				ctl_strerror(ret));
+	}
+	for (int round = 0; !ret && round < MAX_RECOPY; round++) {
+		ret = copy_round(dr, e->ino, l, daemons, n, &done, &done_count, &copied);
+		if (!ret && copied == 0)
+			break;
+		if (!ret && round + 1 == MAX_RECOPY)
+			ctl_err("inode %" PRIu64 " is still being written through its old layout: "
+				"its writers should reopen it",
+				e->ino);
+	}
+	free(done);
+	return ret;
+}
+
+/* One pass over every inode. *@touched: files found on the source. */
+static int drain_pass(struct drain *dr, uint64_t *touched)
+{
+	struct ctl *c = dr->c;
+	Rdmafs__InodeListResp *page;
+	uint64_t after = 0;
+	bool end = false;
+	int ret;
+
+	*touched = 0;
+	while (!end) {
+		ret = ctl_inode_list(c, after, &page);
+		if (ret)
+			return ret;
+		end = page->done;
+		for (size_t i = 0; i < page->n_inodes; i++) {
+			const Rdmafs__InodeListEntry *e = page->inodes[i];
+
+			after = e->ino;
+			if (!e->layout || !layout_names(e->layout, dr->src->uuid))
+				continue;
+			(*touched)++;
+			ret = move_file(dr, e);
+			if (ret == -ESTALE) {
+				dr->files_stale++;
+				continue;
+			}
+			if (ret) {
+				dr->files_failed++;
+				if (ctl_exit_for(ret) == CTL_EXIT_UNREACHABLE)
+					break; /* a daemon went away: stop this pass */
+				continue;
+			}
+			dr->files_moved++;
+			if (dr->progress) {
+				char b[32];
+
+				fprintf(stderr,
+					"drain: %" PRIu64 "/%" PRIu64 " files, %" PRIu64
+					" chunks, %s moved\n",
+					dr->files_moved, dr->files_total, dr->chunks_moved,
+					ctl_fmt_bytes(dr->bytes_moved, b, sizeof(b)));
+			}
+		}
+		rdmafs__inode_list_resp__free_unpacked(page, NULL);
+		if (ret && ctl_exit_for(ret) == CTL_EXIT_UNREACHABLE)
+			return ret;
+	}
+	return 0;
+}
+
+static int report_status(struct ctl *c, const struct ctl_daemon *d)
+{
+	Rdmafs__DrainStatusResp *s;
+	int ret = drain_status(c, d, &s);
+
+	if (ret)
+		return ctl_exit_for(ret);
+	if (c->json) {
+		ctl_json_begin_object(NULL);
+		ctl_json_string("uuid", d->uuid_text);
+		ctl_json_string("state", ctl_state_name((uint32_t)s->daemon_state));
+		ctl_json_u64("files_remaining", s->files_remaining);
+		ctl_json_bool("removable", s->removable);
+		ctl_json_end_object();
+		ctl_json_finish();
+	} else if (s->state == RDMAFS__JOB_STATE__JOB_STATE_NEVER_RUN) {
+		printf("daemon %s is %s: not draining\n", d->uuid_text,
+		       ctl_state_name((uint32_t)s->daemon_state));
+	} else {
+		printf("daemon %s is %s: %" PRIu64 " files still name it; %s\n", d->uuid_text,
+		       ctl_state_name((uint32_t)s->daemon_state), s->files_remaining,
+		       s->removable ? "removable" : "not removable yet");
+	}
+	rdmafs__drain_status_resp__free_unpacked(s, NULL);
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
+{
+	struct drain dr = { .c = c, .progress = (ctl_flags & CTL_FLAG_WAIT) != 0 };
+	Rdmafs__DrainStatusResp *s = NULL;
+	bool removable = false, has_target = false;
+	uint64_t touched;
+	int ret, status;
+
+	ret = ctl_resolve(c, argv[0], &dr.src);
+	if (ret)
+		return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE : ctl_exit_for(ret);
+	if (ctl_flags & CTL_FLAG_STATUS)
+		return report_status(c, dr.src);
+	if (dr.src->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
+		ctl_err("daemon %s is already removed", dr.src->uuid_text);
+		return CTL_EXIT_FAILED;
+	}
+	for (size_t i = 0; i < c->map.count; i++)
+		has_target |= &c->map.daemons[i] != dr.src &&
+			      c->map.daemons[i].state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
+	if (!has_target) {
+		ctl_err("no other daemon is up to take the chunks of %s", dr.src->uuid_text);
+		return CTL_EXIT_FAILED;
+	}
+	ret = ctl_daemon_conn(c, dr.src, &dr.src_conn);
+	if (ret) {
+		ctl_err("cannot reach daemon %s at %s to read its chunks: %s", dr.src->uuid_text,
+			dr.src->conn_address, ctl_strerror(ret));
+		return CTL_EXIT_UNREACHABLE;
+	}
+	if (dr.src->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING) {
+		/* From now on new files are placed elsewhere. */
+		ret = set_state(c, dr.src, RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING, false, NULL);
+		if (ret) {
+			ctl_err("cannot mark daemon %s draining: %s", dr.src->uuid_text,
+				ctl_strerror(ret));
+			return ctl_exit_for(ret);
+		}
+	}
+	ret = drain_status(c, dr.src, &s);
+	if (ret)
+		return ctl_exit_for(ret);
+	dr.files_total = s->files_remaining;
+	rdmafs__drain_status_resp__free_unpacked(s, NULL);
+	if (dr.progress)
+		fprintf(stderr, "drain: daemon %s: %" PRIu64 " files to move\n", dr.src->uuid_text,
+			dr.files_total);
+
+	for (int pass = 0; pass < MAX_PASSES; pass++) {
+		uint64_t failed = dr.files_failed;
+
+		/* The map may have changed (a daemon down, another draining). */
+		ret = ctl_map_load(c, true);
+		if (!ret) {
+			uint8_t uuid[CTL_UUID_LEN];
+
+			memcpy(uuid, dr.src->uuid, sizeof(uuid));
+			dr.src = ctl_map_find(c, uuid);
+			ret = dr.src ? ctl_daemon_conn(c, dr.src, &dr.src_conn) : -ENOENT;
+		}
+		if (!ret)
+			ret = drain_pass(&dr, &touched);
+		if (!ret)
+			ret = drain_status(c, dr.src, &s);
+		if (ret)
+			break;
+		removable = s->removable;
+		rdmafs__drain_status_resp__free_unpacked(s, NULL);
+		if (removable || touched == 0 || dr.files_failed > failed)
+			break;
+	}
+
+	status = removable ? CTL_EXIT_OK : ret ? ctl_exit_for(ret) : CTL_EXIT_FAILED;
+	if (c->json) {
+		ctl_json_begin_object(NULL);
+		ctl_json_string("uuid", dr.src ? dr.src->uuid_text : argv[0]);
+		ctl_json_u64("files_moved", dr.files_moved);
+		ctl_json_u64("chunks_moved", dr.chunks_moved);
+		ctl_json_u64("bytes_moved", dr.bytes_moved);
+		ctl_json_u64("files_failed", dr.files_failed);
+		ctl_json_bool("removable", removable);
+		ctl_json_end_object();
+		ctl_json_finish();
+	} else {
+		char b[32];
+
+		printf("drained %" PRIu64 " files (%" PRIu64 " chunks, %s) off %s\n",
+		       dr.files_moved, dr.chunks_moved, ctl_fmt_bytes(dr.bytes_moved, b, sizeof(b)),
+		       dr.src ? dr.src->uuid_text : argv[0]);
+		if (removable)
+			printf("daemon %s holds no file any more: `rdmafsctl remove %.8s` takes it"
+			       " out\n",
+			       dr.src->uuid_text, dr.src->uuid_text);
+	}
+	if (!removable)
+		ctl_err("the drain did not finish (%" PRIu64 " files failed%s): run it again",
+			dr.files_failed, ret ? ", the service or a daemon failed" : "");
+	return status;
+}
+
+int ctl_cmd_remove(struct ctl *c, int argc, char **argv)
+{
+	bool force = (ctl_flags & CTL_FLAG_FORCE) != 0;
+	Rdmafs__DrainStatusResp *s;
+	struct ctl_daemon *d;
+	uint64_t epoch = 0;
+	int ret;
+
+	ret = ctl_resolve(c, argv[0], &d);
+	if (ret)
+		return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE : ctl_exit_for(ret);
+	if (!force) {
+		ret = drain_status(c, d, &s);
+		if (ret)
+			return ctl_exit_for(ret);
+		if (!s->removable) {
+			ctl_err("daemon %s is %s and %" PRIu64 " files still name it: run "
+				"`rdmafsctl drain %.8s` first (or remove --force: data only it "
+				"holds is lost)",
+				d->uuid_text, ctl_state_name((uint32_t)s->daemon_state),
+				s->files_remaining, d->uuid_text);
+			rdmafs__drain_status_resp__free_unpacked(s, NULL);
+			return CTL_EXIT_FAILED;
+		}
+		rdmafs__drain_status_resp__free_unpacked(s, NULL);
+	}
+	ret = set_state(c, d, RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED, force, &epoch);
+	if (ret == -EBUSY) {
+		ctl_err("the metadata service refused: daemon %s is not drained (a file was "
+			"placed on it meanwhile?): run `rdmafsctl drain %.8s` again",
+			d->uuid_text, d->uuid_text);
+		return CTL_EXIT_FAILED;
+	}
+	if (ret) {
+		ctl_err("cannot remove daemon %s: %s", d->uuid_text, ctl_strerror(ret));
+		return ctl_exit_for(ret);
+	}
+	if (c->json) {
+		ctl_json_begin_object(NULL);
+		ctl_json_string("uuid", d->uuid_text);
+		ctl_json_string("state", "removed");
+		ctl_json_u64("epoch", epoch);
+		ctl_json_bool("forced", force);
+		ctl_json_end_object();
+		ctl_json_finish();
+	} else {
+		printf("daemon %s removed (cluster map epoch %" PRIu64 ")%s\n", d->uuid_text, epoch,
+		       force ? "; forced: files that named it have lost that data" : "");
+	}
+	return CTL_EXIT_OK;
+}

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rdmafsctl: administers an rdmafs cluster over the same authenticated
+ * protocol as the clients.
+ *
+ *   rdmafsctl [-m URI] [-s FILE] [--json] [--timeout SEC] COMMAND [ARGS]
+ *
+ * Where the metadata service is and which secret to use come from, in
+ * increasing order of precedence: the built-in defaults (the single-node
+ * setup), the config file, the environment (RDMAFS_META,
+ * RDMAFS_SECRET_FILE), the command line. See rdmafsctl(8).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "xprt.h"
+#include "ctl_i.h"
+
+#ifndef CTL_SYSCONFDIR
+#define CTL_SYSCONFDIR "/etc"
+#endif
+#ifndef RDMAFS_VERSION
+#define RDMAFS_VERSION "unknown"
+#endif
+
+#define DEFAULT_META	    "tcp://127.0.0.1:7471"
+#define DEFAULT_SECRET	    CTL_SYSCONFDIR "/rdmafs/secret"
+#define DEFAULT_CONFIG	    CTL_SYSCONFDIR "/rdmafs/rdmafsctl.conf"
+#define DEFAULT_TIMEOUT_SEC 10
+#define SECRET_MAX	    4096
+
+/* Settings gathered from every source; strings are owned. */
+struct settings {
+	char *meta;
+	char *secret_file;
+	unsigned timeout_sec;
+	const char *config_path;
+	bool config_given;
+	int bad_line; /* first bad line of the config file, 0 if none */
+	char bad_text[160];
+};
+
+struct command {
+	const char *name;
+	int (*fn)(struct ctl *c, int argc, char **argv);
+	unsigned flags; /* enum ctl_flag accepted */
+	int min_args, max_args;
+	const char *usage;
+};
+
+static const struct command commands[] = {
+	{ "status", ctl_cmd_status, 0, 0, 0, "status" },
+	{ "daemons", ctl_cmd_daemons, 0, 0, 0, "daemons" },
+	{ "stats", ctl_cmd_stats, 0, 0, 1, "stats [DAEMON]" },
+	{ "drain", ctl_cmd_drain, CTL_FLAG_WAIT | CTL_FLAG_STATUS, 1, 1, "drain [--wait|--status] DAEMON" },
+	{ "remove", ctl_cmd_remove, CTL_FLAG_FORCE, 1, 1, "remove [--force] DAEMON" },
+	{ "scrub", ctl_cmd_scrub, CTL_FLAG_NO_WAIT | CTL_FLAG_STATUS, 0, 1,
+	  "scrub [--no-wait|--status] [DAEMON]" },
+	{ "fsck", ctl_cmd_fsck, CTL_FLAG_REPAIR, 0, 0, "fsck [--repair]" },
+};
+
+unsigned ctl_flags;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: rdmafsctl [OPTIONS] COMMAND [ARGS]\n"
+		"\n"
+		"Commands:\n"
+		"  status                  the cluster map: epoch, daemons, state, capacity, use\n"
+		"  daemons                 the storage daemons and their addresses\n"
+		"  stats [DAEMON]          ops, bandwidth, latency percentiles, errors\n"
+		"  drain [--wait] DAEMON   move every chunk off DAEMON, then mark it removable\n"
+		"  drain --status DAEMON   what is left to move\n"
+		"  remove [--force] DAEMON take a drained daemon out of the cluster\n"
+		"  scrub [DAEMON]          read every chunk and verify its checksums\n"
+		"        [--no-wait]       start and return; [--status]: the last result\n"
+		"  fsck [--repair]         metadata against chunks: orphan chunks, lost files,\n"
+		"                          bad chunks; --repair removes the orphans\n"
+		"\n"
+		"DAEMON is a UUID, a unique UUID prefix, or one of its addresses.\n"
+		"\n"
+		"Options:\n"
+		"  -m, --meta URI          the metadata service (default %s)\n"
+		"  -s, --secret-file FILE  the cluster secret (default %s)\n"
+		"  -c, --config FILE       settings file (default %s, if present)\n"
+		"      --json              JSON output for scripts\n"
+		"      --timeout SEC       per call and connect (default %d)\n"
+		"  -v, --verbose           transport messages on stderr\n"
+		"  -h, --help              this text;  -V, --version\n"
+		"\n"
+		"Environment: RDMAFS_META, RDMAFS_SECRET_FILE (flags win over them, they over\n"
+		"the config file: [rdmafsctl] meta = URI, secret_file = FILE, timeout = SEC).\n"
+		"\n"
+		"Exit status: 0 ok, 1 problems found (scrub, fsck), 2 usage or configuration\n"
+		"error, 3 the metadata service or a daemon unreachable, 4 the operation failed\n"
+		"or was refused.\n",
+		DEFAULT_META, DEFAULT_SECRET, DEFAULT_CONFIG, DEFAULT_TIMEOUT_SEC);
+}
+
+static int set_string(char **dst, const char *value)
+{
+	char *copy = strdup(value);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+static int parse_timeout(const char *text, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (errno || end == text || *end || v == 0 || v > 3600)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int config_line(void *arg, const char *section, const char *name, const char *value)
+{
+	struct settings *s = arg;
+
+	if (strcmp(section, "rdmafsctl") != 0) {
+		snprintf(s->bad_text, sizeof(s->bad_text), "unknown section [%s]", section);
+		return 0;
+	}
+	if (strcmp(name, "meta") == 0)
+		return set_string(&s->meta, value) == 0;
+	if (strcmp(name, "secret_file") == 0)
+		return set_string(&s->secret_file, value) == 0;
+	if (strcmp(name, "timeout") == 0) {
+		if (parse_timeout(value, &s->timeout_sec) == 0)
+			return 1;
+		snprintf(s->bad_text, sizeof(s->bad_text), "timeout must be 1..3600 seconds");
+		return 0;
+	}
+	snprintf(s->bad_text, sizeof(s->bad_text), "unknown key %s", name);
+	return 0;
+}
+
+/* Reads the config file; a missing default file is fine, a missing named one is not. */
+static int load_config(struct settings *s)
+{
+	FILE *f = fopen(s->config_path, "r");
+	int line;
+
+	if (!f) {
+		if (errno == ENOENT && !s->config_given)
+			return 0;
+		ctl_err("cannot read %s: %s", s->config_path, strerror(errno));
+		return -errno;
+	}
+	line = ini_parse_file(f, config_line, s);
+	fclose(f);
+	if (line) {
+		ctl_err("%s:%d: %s", s->config_path, line,
+			s->bad_text[0] ? s->bad_text : "syntax error");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Reads the cluster secret; trailing newlines are not part of it (as in the daemon). */
+static int read_secret(const char *path, struct ctl *c)
+{
+	uint8_t *buf = malloc(SECRET_MAX);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
+	ssize_t n;
+
+	if (!buf || fd < 0) {
+		err = buf ? errno : ENOMEM;
+		ctl_err("cannot read the secret file %s: %s (give it with -s FILE or "
+			"RDMAFS_SECRET_FILE)",
+			path, strerror(err));
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return -err;
+	}
+	n = read(fd, buf, SECRET_MAX);
+	err = errno;
+	close(fd);
+	if (n < 0) {
+		ctl_err("cannot read the secret file %s: %s", path, strerror(err));
+		free(buf);
+		return -err;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	if (n == 0 || n == SECRET_MAX) {
+		ctl_err("the secret file %s must hold 1 to %d bytes", path, SECRET_MAX - 1);
+		free(buf);
+		return -EINVAL;
+	}
+	c->secret = buf;
+	c->secret_len = (size_t)n;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "meta", required_argument, NULL, 'm' },
+		{ "secret-file", required_argument, NULL, 's' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "wait", no_argument, NULL, 'W' },
+		{ "no-wait", no_argument, NULL, 'N' },
+		{ "status", no_argument, NULL, 'S' },
+		{ "repair", no_argument, NULL, 'R' },
+		{ "force", no_argument, NULL, 'F' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct settings s = { .timeout_sec = DEFAULT_TIMEOUT_SEC, .config_path = DEFAULT_CONFIG };
+	char *flag_meta = NULL, *flag_secret = NULL;
+	unsigned flag_timeout = 0;
+	const struct command *cmd = NULL;
+	struct ctl c = { 0 };
+	const char *env;
+	int opt, nargs, status = CTL_EXIT_USAGE;
+
+	while ((opt = getopt_long(argc, argv, "m:s:c:vhV", options, NULL)) != -1) {
+		switch (opt) {
+		case 'm':
+			if (set_string(&flag_meta, optarg))
+				goto out_free;
+			break;
+		case 's':
+			if (set_string(&flag_secret, optarg))
+				goto out_free;
+			break;
+		case 'c':
+			s.config_path = optarg;
+			s.config_given = true;
+			break;
+		case 'j':
+			c.json = true;
+			break;
+		case 't':
+			if (parse_timeout(optarg, &flag_timeout)) {
+				ctl_err("--timeout wants 1..3600 seconds, not \"%s\"", optarg);
+				goto out_free;
+			}
+			break;
+		case 'v':
+			c.verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			status = CTL_EXIT_OK;
+			goto out_free;
+		case 'V':
+			printf("rdmafsctl %s\n", RDMAFS_VERSION);
+			status = CTL_EXIT_OK;
+			goto out_free;
+		case 'W':
+			ctl_flags |= CTL_FLAG_WAIT;
+			break;
+		case 'N':
+			ctl_flags |= CTL_FLAG_NO_WAIT;
+			break;
+		case 'S':
+			ctl_flags |= CTL_FLAG_STATUS;
+			break;
+		case 'R':
+			ctl_flags |= CTL_FLAG_REPAIR;
+			break;
+		case 'F':
+			ctl_flags |= CTL_FLAG_FORCE;
+			break;
+		default:
+			usage(stderr);
+			goto out_free;
+		}
+	}
+	if (optind >= argc) {
+		ctl_err("no command given");
+		usage(stderr);
+		goto out_free;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[optind], commands[i].name) == 0)
+			cmd = &commands[i];
+	if (!cmd) {
+		ctl_err("unknown command \"%s\" (rdmafsctl --help lists them)", argv[optind]);
+		goto out_free;
+	}
+	nargs = argc - optind - 1;
+	if (nargs < cmd->min_args || nargs > cmd->max_args || (ctl_flags & ~cmd->flags) ||
+	    ((ctl_flags & CTL_FLAG_STATUS) && (ctl_flags & (CTL_FLAG_WAIT | CTL_FLAG_NO_WAIT)))) {
+		ctl_err("usage: rdmafsctl [OPTIONS] %s", cmd->usage);
+		goto out_free;
+	}
+
+	if (load_config(&s))
+		goto out_free;
+	env = getenv("RDMAFS_META");
+	if (env && *env && set_string(&s.meta, env))
+		goto out_free;
+	env = getenv("RDMAFS_SECRET_FILE");
+	if (env && *env && set_string(&s.secret_file, env))
+		goto out_free;
+	if (flag_meta && set_string(&s.meta, flag_meta))
+		goto out_free;
+	if (flag_secret && set_string(&s.secret_file, flag_secret))
+		goto out_free;
+	if (flag_timeout)
+		s.timeout_sec = flag_timeout;
+	if ((!s.meta && set_string(&s.meta, DEFAULT_META)) ||
+	    (!s.secret_file && set_string(&s.secret_file, DEFAULT_SECRET)))
+		goto out_free;
+	if (xprt_uri_parse(s.meta, &(enum xprt_kind){ 0 }, (char[256]){ 0 }, 256,
+			   &(uint16_t){ 0 })) {
+		ctl_err("\"%s\" is not a metadata service address (tcp://HOST:PORT, "
+			"rdma://HOST:PORT)",
+			s.meta);
+		goto out_free;
+	}
+	if (read_secret(s.secret_file, &c))
+		goto out_free;
+	c.meta_uri = s.meta;
+	c.timeout_ms = s.timeout_sec * 1000u;
+	/* A peer that closes its socket must give an error, not kill us. */
+	signal(SIGPIPE, SIG_IGN);
+
+	status = ctl_session_open(&c);
+	if (status == CTL_EXIT_OK) {
+		status = cmd->fn(&c, nargs, argv + optind + 1);
+		ctl_session_close(&c);
+	}
+out_free:
+	free(c.secret);
+	free(flag_meta);
+	free(flag_secret);
+	free(s.meta);
+	free(s.secret_file);
+	return status;
+}
