@@ -1,0 +1,958 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The ops suite: rdmafsctl against a live cluster over tcp, a daemon that
+ * hosts the metadata service plus three storage daemons.
+ *
+ *   ops-test RDMAFS_DAEMON RDMAFSCTL CASE
+ *
+ * Files are written through librdmafs_client and the metadata calls (no
+ * FUSE): CREATE at the metadata service, each chunk to the daemon that
+ * rendezvous placement picks, UPDATE_SIZE, RELEASE.
+ *
+ * Cases: cli (status, daemons, stats in text and JSON, usage, configuration
+ * and unreachable errors), drain (drain a daemon while a reader thread keeps
+ * reading and checking every file, then remove it), scrub (a chunk corrupted
+ * on disk is found), fsck (orphan chunks found, then removed by --repair).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "xprt.h"
+#include "rdmafs.pb-c.h"
+#include "rdmafs_client.h"
+#include "placement.h"
+#include "harness.h"
+#include "json.h"
+
+extern char **environ;
+
+#define STORAGE_DAEMONS 3
+#define DAEMONS		(STORAGE_DAEMONS + 1)
+#define MAX_FILES	32
+#define OUT_MAX		(1u << 20)
+#define REPLY_MAX	(64u << 10)
+
+static const char *ctl_path;
+
+struct cluster_daemon {
+	struct daemon_proc proc;
+	uint8_t uuid[16];
+	char uuid_text[37];
+	struct rfc_client *client;
+};
+
+static struct cluster_daemon daemons[DAEMONS];
+static struct rfc_client *meta; /* the metadata service (daemons[0]) */
+static char secret_path[300];
+
+struct file {
+	char name[32];
+	uint64_t ino;
+	uint64_t size;
+	uint64_t seed;
+	uint64_t hole; /* a chunk index left unwritten, UINT64_MAX for none */
+	uint32_t chunk_size;
+	uint64_t layout_seed;
+	size_t width;
+	uint8_t layout[8][16];
+};
+
+static struct file files[MAX_FILES];
+static size_t file_count;
+
+/* ---- small helpers ---- */
+
+static void uuid_text(const uint8_t *u, char *out)
+{
+	snprintf(out, 37,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+		 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+}
+
+static int meta_call(uint32_t method, const ProtobufCMessage *req,
+		     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out)
+{
+	size_t len = protobuf_c_message_get_packed_size(req), reply_len = 0;
+	uint8_t *buf = malloc(len + 1), *reply = malloc(REPLY_MAX);
+	int ret;
+
+	CHECK(buf && reply, "out of memory");
+	protobuf_c_message_pack(req, buf);
+	ret = rfc_call_raw(meta, method, buf, len, reply, REPLY_MAX, &reply_len);
+	*out = NULL;
+	if (!ret) {
+		*out = protobuf_c_message_unpack(desc, NULL, reply_len, reply);
+		if (!*out)
+			ret = -EBADMSG;
+	}
+	free(buf);
+	free(reply);
+	return ret;
+}
+
+static struct cluster_daemon *daemon_by_uuid(const uint8_t *uuid)
+{
+	for (int i = 0; i < DAEMONS; i++)
+		if (memcmp(daemons[i].uuid, uuid, 16) == 0)
+			return &daemons[i];
+	return NULL;
+}
+
+/*
+ * Runs rdmafsctl with @args (NULL-terminated) and @envp; stdout and stderr
+ * are captured (NUL-terminated). Returns its exit status, 128 + signal.
+ */
+static int run_ctl_env(const char *const *args, char **envp, char *out, char *err)
+{
+	char out_path[300], err_path[300];
+	posix_spawn_file_actions_t fa;
+	const char *argv[32];
+	unsigned n = 0;
+	pid_t pid;
+	int status, fd;
+	ssize_t len;
+
+	snprintf(out_path, sizeof(out_path), "%s/ctl.out", harness_dir());
+	snprintf(err_path, sizeof(err_path), "%s/ctl.err", harness_dir());
+	argv[n++] = ctl_path;
+	for (unsigned i = 0; args[i] && n < 31; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(posix_spawn(&pid, ctl_path, &fa, NULL, (char **)argv, envp) == 0, "spawn %s",
+	      ctl_path);
+	posix_spawn_file_actions_destroy(&fa);
+	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	for (int k = 0; k < 2; k++) {
+		char *dst = k ? err : out;
+
+		fd = open(k ? err_path : out_path, O_RDONLY);
+		len = fd >= 0 ? read(fd, dst, OUT_MAX - 1) : 0;
+		dst[len > 0 ? len : 0] = '\0';
+		if (fd >= 0)
+			close(fd);
+	}
+	if (getenv("RDMAFS_TEST_VERBOSE"))
+		fprintf(stderr, "$ rdmafsctl ... %s -> %d\n%s%s", args[4] ? args[4] : "",
+			WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char ctl_out[OUT_MAX], ctl_errbuf[OUT_MAX];
+
+/* rdmafsctl -m META -s SECRET @a0 @a1 ... against our cluster. */
+static int ctl(const char *a0, const char *a1, const char *a2, const char *a3)
+{
+	const char *args[] = { "-m", daemons[0].proc.uri, "-s", secret_path, a0, a1, a2, a3, NULL };
+
+	return run_ctl_env(args, environ, ctl_out, ctl_errbuf);
+}
+
+/* Parses ctl_out as JSON; fails the test if it is not. */
+static struct jv *ctl_json(void)
+{
+	char err[128];
+	struct jv *v = json_parse(ctl_out, err, sizeof(err));
+
+	CHECK(v, "rdmafsctl --json printed no valid JSON (%s):\n%s", err, ctl_out);
+	return v;
+}
+
+/* ---- the cluster ---- */
+
+static void load_uuids(void)
+{
+	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
+	uint64_t deadline = harness_now_ms() + 30000;
+
+	for (;;) {
+		Rdmafs__GetClusterMapResp *map;
+		int found = 0, up = 0;
+
+		CHECK(meta_call(RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base,
+				&rdmafs__get_cluster_map_resp__descriptor,
+				(ProtobufCMessage **)&map) == 0,
+		      "GET_CLUSTER_MAP");
+		for (size_t i = 0; i < map->n_daemons; i++) {
+			const Rdmafs__DaemonInfo *d = map->daemons[i];
+
+			for (int k = 0; k < DAEMONS; k++) {
+				if (d->n_addresses && strcmp(d->addresses[0], daemons[k].proc.uri) == 0) {
+					memcpy(daemons[k].uuid, d->uuid.data, 16);
+					uuid_text(daemons[k].uuid, daemons[k].uuid_text);
+					found++;
+					up += d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
+				}
+			}
+		}
+		rdmafs__get_cluster_map_resp__free_unpacked(map, NULL);
+		if (found == DAEMONS && up == DAEMONS)
+			return;
+		CHECK(harness_now_ms() < deadline, "only %d of %d daemons registered and up", up,
+		      DAEMONS);
+		usleep(100000);
+	}
+}
+
+static struct rfc_client *connect_to(const char *uri)
+{
+	struct rfc_options o;
+	struct rfc_client *c;
+	int ret;
+
+	rfc_options_init(&o);
+	o.uri = uri;
+	o.secret = SECRET;
+	o.secret_len = strlen(SECRET);
+	o.name = "ops-test";
+	o.buf_size = 1u << 20;
+	o.buf_count = 4;
+	o.timeout_ms = 20000;
+	ret = rfc_client_create(&o, &c);
+	CHECK(ret == 0, "connect to %s: %s", uri, strerror(-ret));
+	return c;
+}
+
+static void cluster_start(void)
+{
+	char dir[300], meta_arg[200];
+	const char *extra[] = { "--metadata", "no", "--metadata-uri", meta_arg, NULL };
+
+	snprintf(secret_path, sizeof(secret_path), "%s/secret", harness_dir());
+	snprintf(dir, sizeof(dir), "%s/d0", harness_dir());
+	CHECK(daemon_start(&daemons[0].proc, dir, NULL) == 0, "start the metadata daemon");
+	snprintf(meta_arg, sizeof(meta_arg), "%s", daemons[0].proc.uri);
+	for (int i = 1; i < DAEMONS; i++) {
+		snprintf(dir, sizeof(dir), "%s/d%d", harness_dir(), i);
+		CHECK(daemon_start(&daemons[i].proc, dir, extra) == 0, "start daemon %d", i);
+	}
+	meta = connect_to(daemons[0].proc.uri);
+	load_uuids();
+	for (int i = 0; i < DAEMONS; i++)
+		daemons[i].client = connect_to(daemons[i].proc.uri);
+}
+
+/* ---- files ---- */
+
+static uint8_t expected_byte(const struct file *f, uint64_t pos)
+{
+	if (f->hole != UINT64_MAX && pos / f->chunk_size == f->hole)
+		return 0;
+	return stream_byte(f->seed, pos);
+}
+
+static void layout_from(struct file *f, const Rdmafs__Layout *l)
+{
+	CHECK(l && l->chunk_size && l->n_daemons >= 1 && l->n_daemons <= 8, "file layout");
+	CHECK(l->chunk_size <= (1u << 20), "chunk size %u larger than the test's buffers",
+	      l->chunk_size);
+	f->chunk_size = l->chunk_size;
+	f->layout_seed = l->placement_seed;
+	f->width = l->n_daemons;
+	for (size_t i = 0; i < l->n_daemons; i++) {
+		CHECK(l->daemons[i].len == 16, "uuid length");
+		memcpy(f->layout[i], l->daemons[i].data, 16);
+	}
+}
+
+/* The daemon that holds chunk @index of @f under the layout in @f. */
+static struct cluster_daemon *placed(const struct file *f, uint64_t index)
+{
+	const uint8_t *list[8];
+	int slot;
+
+	for (size_t i = 0; i < f->width; i++)
+		list[i] = f->layout[i];
+	slot = meta_place_chunk(list, f->width, f->layout_seed, f->ino, index);
+	CHECK(slot >= 0, "placement");
+	return daemon_by_uuid(list[slot]);
+}
+
+static void write_file(const char *name, uint64_t size, uint64_t hole)
+{
+	Rdmafs__CreateReq req = RDMAFS__CREATE_REQ__INIT;
+	Rdmafs__CreateResp *resp;
+	Rdmafs__UpdateSizeReq us = RDMAFS__UPDATE_SIZE_REQ__INIT;
+	Rdmafs__ReleaseReq rel = RDMAFS__RELEASE_REQ__INIT;
+	ProtobufCMessage *r;
+	struct file *f = &files[file_count];
+	uint8_t *buf = malloc(1u << 20);
+	int ret;
+
+	CHECK(buf && file_count < MAX_FILES, "too many files");
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	req.parent = 1;
+	req.name.data = (uint8_t *)f->name;
+	req.name.len = strlen(f->name);
+	req.mode = S_IFREG | 0644;
+	req.exclusive = true;
+	req.open_flags = O_RDWR;
+	ret = meta_call(RDMAFS__METHOD__METHOD_CREATE, &req.base, &rdmafs__create_resp__descriptor,
+			(ProtobufCMessage **)&resp);
+	CHECK(ret == 0, "CREATE %s: %s", name, strerror(-ret));
+	f->ino = resp->attr->ino;
+	f->size = size;
+	f->seed = f->ino * 7919 + 13;
+	f->hole = hole;
+	layout_from(f, resp->layout);
+	for (uint64_t idx = 0; idx * f->chunk_size < size; idx++) {
+		uint32_t len = (uint32_t)(size - idx * f->chunk_size < f->chunk_size
+						  ? size - idx * f->chunk_size
+						  : f->chunk_size);
+		struct cluster_daemon *d = placed(f, idx);
+
+		if (idx == hole)
+			continue;
+		for (uint32_t k = 0; k < len; k++)
+			buf[k] = stream_byte(f->seed, idx * f->chunk_size + k);
+		ret = rfc_chunk_write(d->client, (struct rfc_chunk){ f->ino, idx }, f->chunk_size,
+				      0, buf, len, true, NULL);
+		CHECK(ret == 0, "write %s chunk %" PRIu64 ": %s", name, idx, strerror(-ret));
+	}
+	us.ino = f->ino;
+	us.size = size;
+	CHECK(meta_call(RDMAFS__METHOD__METHOD_UPDATE_SIZE, &us.base,
+			&rdmafs__attr_resp__descriptor, &r) == 0,
+	      "UPDATE_SIZE");
+	protobuf_c_message_free_unpacked(r, NULL);
+	rel.handle = resp->handle;
+	rel.ino = f->ino;
+	CHECK(meta_call(RDMAFS__METHOD__METHOD_RELEASE, &rel.base,
+			&rdmafs__release_resp__descriptor, &r) == 0,
+	      "RELEASE");
+	protobuf_c_message_free_unpacked(r, NULL);
+	rdmafs__create_resp__free_unpacked(resp, NULL);
+	free(buf);
+	file_count++;
+}
+
+static void write_files(void)
+{
+	static const uint64_t MiB = 1u << 20;
+	char name[32];
+
+	write_file("empty", 0, UINT64_MAX);
+	write_file("small", 1000, UINT64_MAX);
+	write_file("sparse", 4 * MiB + 77, 1); /* chunk 1 never written: a hole */
+	for (int i = 0; i < 9; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		write_file(name, (uint64_t)(i % 4 + 1) * MiB + (uint64_t)i * 4099, UINT64_MAX);
+	}
+}
+
+/* Fetches the current layout of @f into @out (a copy of @f). */
+static void fresh_layout(const struct file *f, struct file *out)
+{
+	Rdmafs__LookupReq req = RDMAFS__LOOKUP_REQ__INIT;
+	Rdmafs__EntryResp *resp;
+	int ret;
+
+	*out = *f;
+	req.parent = 1;
+	req.name.data = (uint8_t *)f->name;
+	req.name.len = strlen(f->name);
+	ret = meta_call(RDMAFS__METHOD__METHOD_LOOKUP, &req.base, &rdmafs__entry_resp__descriptor,
+			(ProtobufCMessage **)&resp);
+	CHECK(ret == 0, "LOOKUP %s: %s", f->name, strerror(-ret));
+	CHECK(resp->attr->ino == f->ino && resp->attr->size == f->size, "attributes of %s",
+	      f->name);
+	layout_from(out, resp->layout);
+	rdmafs__entry_resp__free_unpacked(resp, NULL);
+}
+
+/*
+ * Reads all of @f through the layout in @f and compares every byte. Returns
+ * 0, or an errno / -EILSEQ (wrong data) with a message in @why.
+ */
+static int verify_file(const struct file *f, uint8_t *buf, char *why, size_t why_len)
+{
+	for (uint64_t idx = 0; idx * f->chunk_size < f->size; idx++) {
+		uint32_t len = (uint32_t)(f->size - idx * f->chunk_size < f->chunk_size
+						  ? f->size - idx * f->chunk_size
+						  : f->chunk_size);
+		struct cluster_daemon *d = placed(f, idx);
+		uint32_t got = 0;
+		int ret;
+
+		if (!d) {
+			snprintf(why, why_len, "%s chunk %" PRIu64 ": placed on an unknown daemon",
+				 f->name, idx);
+			return -ENODEV;
+		}
+		ret = rfc_chunk_read(d->client, (struct rfc_chunk){ f->ino, idx }, 0, buf, len, &got,
+				     NULL);
+		if (ret) {
+			snprintf(why, why_len, "%s chunk %" PRIu64 " on %s: %s", f->name, idx,
+				 d->proc.uri, strerror(-ret));
+			return ret;
+		}
+		for (uint32_t k = 0; k < len; k++) {
+			uint8_t have = k < got ? buf[k] : 0;
+
+			if (have != expected_byte(f, idx * f->chunk_size + k)) {
+				snprintf(why, why_len,
+					 "%s chunk %" PRIu64 " on %s: wrong byte at %u (%u of %u read)",
+					 f->name, idx, d->proc.uri, k, got, len);
+				return -EILSEQ;
+			}
+		}
+	}
+	return 0;
+}
+
+static void verify_all_fresh(const uint8_t *must_not_name)
+{
+	uint8_t *buf = malloc(1u << 20);
+	char why[256];
+
+	CHECK(buf, "out of memory");
+	for (size_t i = 0; i < file_count; i++) {
+		struct file f;
+
+		fresh_layout(&files[i], &f);
+		for (size_t k = 0; must_not_name && k < f.width; k++)
+			CHECK(memcmp(f.layout[k], must_not_name, 16) != 0,
+			      "%s: layout still names the drained daemon", f.name);
+		CHECK(verify_file(&f, buf, why, sizeof(why)) == 0, "%s", why);
+	}
+	free(buf);
+}
+
+static uint64_t daemon_chunks(struct cluster_daemon *d)
+{
+	struct rfc_daemon_stats s;
+
+	CHECK(rfc_daemon_stats(d->client, &s) == 0, "DAEMON_STATS of %s", d->proc.uri);
+	return s.chunks;
+}
+
+/* ---- cli ---- */
+
+static void test_cli(void)
+{
+	char prefix[9], cfg_path[300], bad_meta[64], *env[8];
+	struct jv *v, *ds;
+	uint64_t written = 0, sum_written = 0;
+	int n_env = 0;
+	FILE *f;
+
+	write_files();
+	for (size_t i = 0; i < file_count; i++)
+		written += files[i].size - (files[i].hole != UINT64_MAX ? files[i].chunk_size : 0);
+
+	/* status, text: every daemon with its state and address */
+	CHECK(ctl("status", NULL, NULL, NULL) == 0, "status: %s", ctl_errbuf);
+	CHECK(strstr(ctl_out, "epoch"), "status prints the epoch:\n%s", ctl_out);
+	for (int i = 0; i < DAEMONS; i++) {
+		const char *line = strstr(ctl_out, daemons[i].uuid_text);
+
+		CHECK(line, "status lists %s:\n%s", daemons[i].uuid_text, ctl_out);
+		CHECK(strstr(line, "up") && strstr(line, daemons[i].proc.uri),
+		      "status line of %s", daemons[i].uuid_text);
+	}
+
+	/* status --json */
+	CHECK(ctl("--json", "status", NULL, NULL) == 0, "status --json: %s", ctl_errbuf);
+	v = ctl_json();
+	CHECK(jnum(jget(v, "epoch"), 0) >= 1, "epoch");
+	ds = jget(v, "daemons");
+	CHECK(jlen(ds) == DAEMONS, "%zu daemons in status --json", jlen(ds));
+	for (size_t i = 0; i < jlen(ds); i++) {
+		struct jv *d = jat(ds, i);
+		struct cluster_daemon *cd = NULL;
+
+		for (int k = 0; k < DAEMONS; k++)
+			if (strcmp(jstr(jget(d, "uuid")), daemons[k].uuid_text) == 0)
+				cd = &daemons[k];
+		CHECK(cd, "unknown uuid %s", jstr(jget(d, "uuid")));
+		CHECK(strcmp(jstr(jget(d, "state")), "up") == 0, "state %s",
+		      jstr(jget(d, "state")));
+		CHECK(strcmp(jstr(jat(jget(d, "addresses"), 0)), cd->proc.uri) == 0, "address");
+		CHECK(jnum(jget(d, "capacity_bytes"), 0) > 0, "capacity");
+		CHECK(jnum(jget(d, "heartbeat_age_ms"), 1e9) < 30000, "heartbeat age");
+	}
+	json_free(v);
+
+	/* daemons, text and JSON */
+	CHECK(ctl("daemons", NULL, NULL, NULL) == 0, "daemons");
+	for (int i = 0; i < DAEMONS; i++)
+		CHECK(strstr(ctl_out, daemons[i].uuid_text) && strstr(ctl_out, daemons[i].proc.uri),
+		      "daemons lists %s", daemons[i].proc.uri);
+	CHECK(ctl("daemons", "--json", NULL, NULL) == 0, "daemons --json");
+	v = ctl_json();
+	CHECK(jlen(jget(v, "daemons")) == DAEMONS, "daemons --json count");
+	json_free(v);
+
+	/* stats: every byte written shows up, with latency percentiles */
+	CHECK(ctl("stats", NULL, NULL, NULL) == 0, "stats: %s", ctl_errbuf);
+	CHECK(strstr(ctl_out, "chunk_write") && strstr(ctl_out, "p99"), "stats table:\n%s",
+	      ctl_out);
+	CHECK(ctl("stats", "--json", NULL, NULL) == 0, "stats --json");
+	v = ctl_json();
+	ds = jget(v, "daemons");
+	CHECK(jlen(ds) == DAEMONS, "stats of %zu daemons", jlen(ds));
+	for (size_t i = 0; i < jlen(ds); i++) {
+		struct jv *d = jat(ds, i), *ops = jget(d, "ops");
+
+		sum_written += (uint64_t)jnum(jget(d, "bytes_written"), 0);
+		CHECK(jnum(jget(d, "uptime_sec"), -1) >= 0 && jget(d, "checksum_errors"),
+		      "stats fields");
+		for (size_t k = 0; k < jlen(ops); k++) {
+			struct jv *op = jat(ops, k);
+
+			if (strcmp(jstr(jget(op, "method")), "chunk_write") != 0 ||
+			    jnum(jget(op, "count"), 0) == 0)
+				continue;
+			CHECK(jnum(jget(jget(op, "latency_us"), "p50"), -1) > 0 &&
+				      jnum(jget(jget(op, "latency_us"), "p99"), -1) >=
+					      jnum(jget(jget(op, "latency_us"), "p50"), -1),
+			      "chunk_write percentiles");
+		}
+	}
+	CHECK(sum_written == written, "stats: %" PRIu64 " bytes written, %" PRIu64 " expected",
+	      sum_written, written);
+	json_free(v);
+
+	/* one daemon, by UUID prefix and by address */
+	snprintf(prefix, sizeof(prefix), "%.8s", daemons[2].uuid_text);
+	CHECK(ctl("--json", "stats", prefix, NULL) == 0, "stats PREFIX");
+	v = ctl_json();
+	CHECK(jlen(jget(v, "daemons")) == 1 &&
+		      strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")), daemons[2].uuid_text) ==
+			      0,
+	      "stats of one daemon by prefix");
+	json_free(v);
+	CHECK(ctl("--json", "stats", daemons[3].proc.uri + strlen("tcp://"), NULL) == 0,
+	      "stats ADDRESS");
+	v = ctl_json();
+	CHECK(strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")), daemons[3].uuid_text) == 0,
+	      "stats by address");
+	json_free(v);
+
+	/* usage and configuration errors: 2 */
+	CHECK(ctl("stats", "zzzz", NULL, NULL) == 2, "unknown daemon");
+	CHECK(strstr(ctl_errbuf, "zzzz"), "names the daemon asked for: %s", ctl_errbuf);
+	CHECK(ctl("stats", "", NULL, NULL) == 2, "empty daemon name");
+	CHECK(ctl("frobnicate", NULL, NULL, NULL) == 2, "unknown command");
+	CHECK(ctl("fsck", "--force", NULL, NULL) == 2, "a flag of another command");
+	CHECK(ctl("--timeout", "0", "status", NULL) == 2, "bad timeout");
+	CHECK(ctl("drain", NULL, NULL, NULL) == 2, "drain without a daemon");
+	{
+		const char *args[] = { "-m", daemons[0].proc.uri, "-s", "/nonexistent/secret",
+				       "status", NULL };
+
+		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "missing secret");
+		CHECK(strstr(ctl_errbuf, "/nonexistent/secret"), "names the secret file");
+	}
+	{
+		char wrong[300];
+		const char *args[] = { "-m", daemons[0].proc.uri, "-s", wrong, "status", NULL };
+
+		snprintf(wrong, sizeof(wrong), "%s/wrong-secret", harness_dir());
+		f = fopen(wrong, "w");
+		CHECK(f, "wrong secret file");
+		fputs("not the cluster secret\n", f);
+		fclose(f);
+		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "wrong secret");
+		CHECK(strstr(ctl_errbuf, "secret"), "says the secret was refused: %s", ctl_errbuf);
+	}
+
+	/* the metadata service unreachable: 3, naming the address */
+	{
+		const char *args[] = { "-m", "tcp://127.0.0.1:1", "-s", secret_path, "status", NULL };
+
+		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 3, "unreachable service");
+		CHECK(strstr(ctl_errbuf, "tcp://127.0.0.1:1") && strstr(ctl_errbuf, "refused"),
+		      "message names the address and the error: %s", ctl_errbuf);
+	}
+
+	/* the config file, then the environment over it, then flags over both */
+	snprintf(cfg_path, sizeof(cfg_path), "%s/rdmafsctl.conf", harness_dir());
+	f = fopen(cfg_path, "w");
+	CHECK(f, "config file");
+	fprintf(f, "[rdmafsctl]\nmeta = %s\nsecret_file = %s\ntimeout = 5\n", daemons[0].proc.uri,
+		secret_path);
+	fclose(f);
+	{
+		const char *args[] = { "--config", cfg_path, "--json", "daemons", NULL };
+		const char *args_flag[] = { "--config", cfg_path, "-m", daemons[0].proc.uri,
+					    "daemons", NULL };
+		char **e = env;
+
+		snprintf(bad_meta, sizeof(bad_meta), "RDMAFS_META=tcp://127.0.0.1:1");
+		env[n_env++] = "PATH=/usr/bin:/bin";
+		env[n_env] = NULL;
+		CHECK(run_ctl_env(args, e, ctl_out, ctl_errbuf) == 0, "config file: %s",
+		      ctl_errbuf);
+		env[n_env++] = bad_meta;
+		env[n_env] = NULL;
+		CHECK(run_ctl_env(args, e, ctl_out, ctl_errbuf) == 3,
+		      "RDMAFS_META wins over the file");
+		CHECK(run_ctl_env(args_flag, e, ctl_out, ctl_errbuf) == 0,
+		      "-m wins over RDMAFS_META");
+	}
+	f = fopen(cfg_path, "w");
+	CHECK(f, "config file");
+	fputs("[rdmafsctl]\nmetta = tcp://x:1\n", f);
+	fclose(f);
+	{
+		const char *args[] = { "--config", cfg_path, "status", NULL };
+
+		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "unknown config key");
+		CHECK(strstr(ctl_errbuf, "metta"), "names the bad key: %s", ctl_errbuf);
+	}
+	{
+		const char *args[] = { "--help", NULL };
+
+		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 0 &&
+			      strstr(ctl_out, "drain") && strstr(ctl_out, "fsck"),
+		      "--help");
+	}
+
+	/* a daemon down: stats still reports the others, exits 3 and names it */
+	CHECK(daemon_stop(&daemons[3].proc, SIGKILL) != -1, "stop daemon 3");
+	CHECK(ctl("stats", NULL, NULL, NULL) == 3, "stats with a daemon down");
+	CHECK(strstr(ctl_errbuf, daemons[3].proc.uri), "names the daemon's address: %s",
+	      ctl_errbuf);
+	CHECK(strstr(ctl_out, daemons[1].uuid_text), "still reports the others");
+}
+
+/* ---- drain ---- */
+
+struct reader {
+	pthread_t thread;
+	volatile bool stop;
+	uint64_t reads_stale, reads_fresh, passes;
+	int error;
+	char why[256];
+};
+
+/*
+ * Reads every file again and again, alternating the layout it had when it
+ * was written (a client that opened it before the drain) and the current
+ * one (a client that opens it now), and checks every byte.
+ */
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	uint8_t *buf = malloc(1u << 20);
+
+	if (!buf) {
+		r->error = -ENOMEM;
+		return NULL;
+	}
+	while (!r->stop && !r->error) {
+		for (size_t i = 0; i < file_count && !r->error; i++) {
+			struct file fresh;
+			bool use_fresh = (r->passes + i) % 2;
+			int ret;
+
+			if (use_fresh)
+				fresh_layout(&files[i], &fresh);
+			ret = verify_file(use_fresh ? &fresh : &files[i], buf, r->why, sizeof(r->why));
+			if (ret)
+				r->error = ret;
+			else if (use_fresh)
+				r->reads_fresh++;
+			else
+				r->reads_stale++;
+		}
+		r->passes++;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void test_drain(void)
+{
+	struct cluster_daemon *victim = &daemons[2];
+	struct reader r = { 0 };
+	uint64_t passes_before;
+	struct jv *v;
+	int rc;
+
+	write_files();
+	CHECK(daemon_chunks(victim) > 0, "the daemon to drain holds no chunk: nothing to test");
+
+	/* remove refuses a daemon that is not drained */
+	CHECK(ctl("remove", victim->uuid_text, NULL, NULL) == 4, "remove before drain: %s",
+	      ctl_errbuf);
+	CHECK(strstr(ctl_errbuf, "drain"), "says to drain first: %s", ctl_errbuf);
+	CHECK(ctl("--json", "drain", "--status", victim->uuid_text) == 0, "drain --status");
+	v = ctl_json();
+	CHECK(strcmp(jstr(jget(v, "state")), "up") == 0 && jget(v, "removable") &&
+		      !jget(v, "removable")->b,
+	      "drain --status before the drain");
+	json_free(v);
+
+	CHECK(pthread_create(&r.thread, NULL, reader_main, &r) == 0, "reader thread");
+	while (r.passes < 2 && !r.error)
+		usleep(10000);
+
+	rc = ctl("--json", "drain", "--wait", victim->uuid_text);
+	v = rc == 0 ? ctl_json() : NULL;
+	CHECK(rc == 0, "drain exit %d: %s", rc, ctl_errbuf);
+	CHECK(strstr(ctl_errbuf, "files to move"), "--wait prints progress: %s", ctl_errbuf);
+	CHECK(jget(v, "removable") && jget(v, "removable")->b, "drain: not removable");
+	CHECK(jnum(jget(v, "files_moved"), 0) > 0 && jnum(jget(v, "chunks_moved"), 0) > 0,
+	      "drain moved nothing");
+	CHECK(jnum(jget(v, "files_failed"), 1) == 0, "drain: files failed");
+	json_free(v);
+
+	/* the reader keeps going a full pass on the new layouts, still correct */
+	passes_before = r.passes;
+	while (r.passes < passes_before + 3 && !r.error)
+		usleep(10000);
+	r.stop = true;
+	pthread_join(r.thread, NULL);
+	CHECK(r.error == 0, "reader during the drain: %s", r.why);
+	CHECK(r.reads_stale > 0 && r.reads_fresh > 0, "the reader read with both layouts");
+
+	CHECK(ctl("--json", "status", NULL, NULL) == 0, "status after the drain");
+	v = ctl_json();
+	for (size_t i = 0; i < jlen(jget(v, "daemons")); i++) {
+		struct jv *d = jat(jget(v, "daemons"), i);
+
+		if (strcmp(jstr(jget(d, "uuid")), victim->uuid_text) != 0)
+			continue;
+		CHECK(strcmp(jstr(jget(d, "state")), "draining") == 0 && jget(d, "drained") &&
+			      jget(d, "drained")->b,
+		      "status shows the daemon drained");
+	}
+	json_free(v);
+	CHECK(ctl("status", NULL, NULL, NULL) == 0 && strstr(ctl_out, "drained"),
+	      "status text says drained:\n%s", ctl_out);
+
+	/* no file needs the daemon any more: stop it and read everything */
+	daemon_stop(&victim->proc, SIGKILL);
+	verify_all_fresh(victim->uuid);
+
+	CHECK(ctl("remove", victim->uuid_text, NULL, NULL) == 0, "remove: %s", ctl_errbuf);
+	CHECK(ctl("--json", "daemons", NULL, NULL) == 0, "daemons after remove");
+	v = ctl_json();
+	for (size_t i = 0; i < jlen(jget(v, "daemons")); i++) {
+		struct jv *d = jat(jget(v, "daemons"), i);
+
+		if (strcmp(jstr(jget(d, "uuid")), victim->uuid_text) == 0)
+			CHECK(strcmp(jstr(jget(d, "state")), "removed") == 0, "state after remove");
+	}
+	json_free(v);
+	/* new files go to the others; the whole filesystem checks clean */
+	write_file("after-remove", 3u << 20, UINT64_MAX);
+	verify_all_fresh(victim->uuid);
+	CHECK(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after drain and remove: %s\n%s",
+	      ctl_errbuf, ctl_out);
+	/* a forced remove of a daemon in use makes fsck report lost files */
+	CHECK(ctl("--json", "remove", "--force", daemons[1].uuid_text) == 0, "remove --force");
+	CHECK(ctl("--json", "fsck", NULL, NULL) == 1, "fsck after a forced remove");
+	v = ctl_json();
+	CHECK(jnum(jget(v, "lost_count"), 0) > 0, "fsck reports lost files");
+	json_free(v);
+}
+
+/* ---- scrub ---- */
+
+static void corrupt_chunk(struct cluster_daemon *d, uint64_t ino, uint64_t index)
+{
+	char path[600];
+	uint8_t byte;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/chunks/%016" PRIx64 "/%016" PRIx64, d->proc.data_dir,
+		 ino, index);
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+	CHECK(pread(fd, &byte, 1, 100) == 1, "read %s", path);
+	byte ^= 0x5a;
+	CHECK(pwrite(fd, &byte, 1, 100) == 1, "write %s", path);
+	CHECK(fsync(fd) == 0, "fsync");
+	close(fd);
+}
+
+static void test_scrub(void)
+{
+	const struct file *f;
+	struct cluster_daemon *bad, *good = NULL;
+	struct jv *v, *ds;
+	char prefix[9];
+	uint64_t found = 0;
+	int rc;
+
+	write_files();
+	/* a clean cluster scrubs clean */
+	CHECK(ctl("scrub", NULL, NULL, NULL) == 0, "scrub of a clean cluster: %s\n%s", ctl_errbuf,
+	      ctl_out);
+
+	f = &files[5];
+	bad = placed(f, 0);
+	corrupt_chunk(bad, f->ino, 0);
+	for (int i = 0; i < DAEMONS; i++)
+		if (&daemons[i] != bad)
+			good = &daemons[i];
+
+	rc = ctl("scrub", NULL, NULL, NULL);
+	CHECK(rc == 1, "scrub with a corrupted chunk exits %d:\n%s%s", rc, ctl_out, ctl_errbuf);
+	CHECK(strstr(ctl_out, bad->uuid_text) && strstr(ctl_out, "checksum mismatch"),
+	      "scrub names the daemon and the damage:\n%s", ctl_out);
+
+	CHECK(ctl("--json", "scrub", NULL, NULL) == 1, "scrub --json");
+	v = ctl_json();
+	CHECK(jnum(jget(v, "bad_total"), 0) == 1, "one bad chunk, not %g",
+	      jnum(jget(v, "bad_total"), 0));
+	ds = jget(v, "daemons");
+	for (size_t i = 0; i < jlen(ds); i++) {
+		struct jv *d = jat(ds, i);
+
+		CHECK(strcmp(jstr(jget(d, "state")), "done") == 0, "scrub state");
+		CHECK(jnum(jget(d, "chunks_checked"), -1) == jnum(jget(d, "chunks_total"), -2),
+		      "every chunk checked");
+		for (size_t k = 0; k < jlen(jget(d, "bad")); k++) {
+			struct jv *b = jat(jget(d, "bad"), k);
+
+			CHECK(strcmp(jstr(jget(d, "uuid")), bad->uuid_text) == 0, "bad on %s",
+			      jstr(jget(d, "uuid")));
+			CHECK((uint64_t)jnum(jget(b, "inode"), 0) == f->ino &&
+				      jnum(jget(b, "index"), -1) == 0 &&
+				      jnum(jget(b, "block"), -1) == 0 &&
+				      strcmp(jstr(jget(b, "error")), "checksum mismatch") == 0,
+			      "the bad chunk's identity");
+			found++;
+		}
+	}
+	CHECK(found == 1, "%" PRIu64 " bad chunks listed", found);
+	json_free(v);
+
+	/* one daemon at a time: the damaged one fails, a clean one passes */
+	snprintf(prefix, sizeof(prefix), "%.8s", bad->uuid_text);
+	CHECK(ctl("scrub", prefix, NULL, NULL) == 1, "scrub of the damaged daemon");
+	CHECK(ctl("scrub", good->uuid_text, NULL, NULL) == 0, "scrub of a clean daemon");
+	CHECK(ctl("scrub", "--status", prefix, NULL) == 1, "scrub --status keeps the result");
+	CHECK(ctl("--json", "stats", prefix, NULL) == 0, "stats");
+	v = ctl_json();
+	CHECK(jnum(jget(jat(jget(v, "daemons"), 0), "checksum_errors"), 0) >= 1,
+	      "the damage counts in checksum_errors");
+	json_free(v);
+	/* fsck reports what the scrub found */
+	CHECK(ctl("--json", "fsck", NULL, NULL) == 1, "fsck with a bad chunk");
+	v = ctl_json();
+	CHECK(jnum(jget(v, "bad_count"), 0) == 1 && jnum(jget(v, "orphan_count"), -1) == 0,
+	      "fsck: bad 1, no orphans");
+	json_free(v);
+}
+
+/* ---- fsck ---- */
+
+static bool chunk_exists(struct cluster_daemon *d, uint64_t ino, uint64_t index)
+{
+	struct rfc_chunk_state st;
+
+	CHECK(rfc_chunk_stat(d->client, (struct rfc_chunk){ ino, index }, &st) == 0, "stat");
+	return st.exists;
+}
+
+static void test_fsck(void)
+{
+	static const uint8_t junk[5000] = { 1, 2, 3 };
+	const uint64_t no_ino = 987654321;
+	const struct file *small;
+	struct cluster_daemon *d1, *d2;
+	struct jv *v, *orphans;
+	bool seen_no_inode = false, seen_eof = false;
+	int rc;
+
+	write_files();
+	CHECK(ctl("fsck", NULL, NULL, NULL) == 0, "fsck of a clean cluster: %s\n%s", ctl_errbuf,
+	      ctl_out);
+	CHECK(ctl("--json", "fsck", NULL, NULL) == 0, "fsck --json");
+	v = ctl_json();
+	CHECK(jnum(jget(v, "orphan_count"), -1) == 0 && jnum(jget(v, "lost_count"), -1) == 0,
+	      "clean");
+	/* the sparse file's unwritten chunk is a hole, not damage */
+	CHECK(jnum(jget(v, "holes"), 0) >= 1, "holes counted");
+	CHECK(jnum(jget(v, "files"), 0) == (double)file_count, "files counted");
+	json_free(v);
+
+	/* an orphan of no inode, and one past the end of a closed file */
+	d1 = &daemons[1];
+	CHECK(rfc_chunk_write(d1->client, (struct rfc_chunk){ no_ino, 0 }, 1u << 20, 0, junk,
+			      sizeof(junk), true, NULL) == 0,
+	      "write an orphan");
+	small = &files[1];
+	d2 = placed(small, 7);
+	CHECK(rfc_chunk_write(d2->client, (struct rfc_chunk){ small->ino, 7 }, small->chunk_size,
+			      0, junk, sizeof(junk), true, NULL) == 0,
+	      "write past the end");
+
+	rc = ctl("fsck", NULL, NULL, NULL);
+	CHECK(rc == 1, "fsck with orphans exits %d:\n%s%s", rc, ctl_out, ctl_errbuf);
+	CHECK(strstr(ctl_out, "987654321") && strstr(ctl_out, "no such inode"),
+	      "fsck names the orphan:\n%s", ctl_out);
+	CHECK(ctl("--json", "fsck", NULL, NULL) == 1, "fsck --json with orphans");
+	v = ctl_json();
+	orphans = jget(v, "orphans");
+	CHECK(jnum(jget(v, "orphan_count"), 0) == 2 && jlen(orphans) == 2, "two orphans");
+	for (size_t i = 0; i < jlen(orphans); i++) {
+		struct jv *o = jat(orphans, i);
+		uint64_t ino = (uint64_t)jnum(jget(o, "inode"), 0);
+
+		if (ino == no_ino)
+			seen_no_inode = strcmp(jstr(jget(o, "daemon")), d1->uuid_text) == 0 &&
+					strcmp(jstr(jget(o, "reason")), "no such inode") == 0;
+		if (ino == small->ino)
+			seen_eof = jnum(jget(o, "index"), 0) == 7 &&
+				   strcmp(jstr(jget(o, "reason")), "past the end of the file") == 0;
+		CHECK(jget(o, "removed") && !jget(o, "removed")->b, "not removed without --repair");
+	}
+	CHECK(seen_no_inode && seen_eof, "both orphans described");
+	json_free(v);
+	CHECK(chunk_exists(d1, no_ino, 0), "fsck without --repair removes nothing");
+
+	CHECK(ctl("--json", "fsck", "--repair", NULL) == 0, "fsck --repair: %s", ctl_errbuf);
+	v = ctl_json();
+	CHECK(jnum(jget(v, "orphans_removed"), 0) == 2, "two orphans removed");
+	json_free(v);
+	CHECK(!chunk_exists(d1, no_ino, 0) && !chunk_exists(d2, small->ino, 7),
+	      "the orphans are gone");
+	CHECK(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after the repair:\n%s", ctl_out);
+	verify_all_fresh(NULL);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s RDMAFS_DAEMON RDMAFSCTL cli|drain|scrub|fsck\n", argv[0]);
+		return 2;
+	}
+	harness_daemon_path = argv[1];
+	ctl_path = argv[2];
+	signal(SIGPIPE, SIG_IGN);
+	cluster_start();
+	if (strcmp(argv[3], "cli") == 0)
+		test_cli();
+	else if (strcmp(argv[3], "drain") == 0)
+		test_drain();
+	else if (strcmp(argv[3], "scrub") == 0)
+		test_scrub();
+	else if (strcmp(argv[3], "fsck") == 0)
+		test_fsck();
+	else
+		CHECK(false, "unknown case %s", argv[3]);
+	for (int i = 0; i < DAEMONS; i++)
+		rfc_client_destroy(daemons[i].client);
+	rfc_client_destroy(meta);
+	printf("PASS %s\n", argv[3]);
+	return 0;
+}
