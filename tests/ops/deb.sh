@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Builds the .debs with packaging/build-deb.sh and checks what they hold:
+# the daemon, rdmafsctl, the systemd unit (Type=notify, LimitMEMLOCK=infinity),
+# the example config and the man pages; the mount helper and the rdmafs-fuse
+# page in the client package. The extracted programs must run (--help).
+#
+#   tests/ops/deb.sh SRCDIR
+#
+# Exit 0 pass, 1 fail, 77 skip (only when dpkg-buildpackage is missing).
+set -uo pipefail
+
+srcdir=${1:?usage: deb.sh SRCDIR}
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+for tool in dpkg-buildpackage dpkg-deb; do
+	if ! command -v "$tool" >/dev/null; then
+		echo "SKIP: $tool not found (scripts/install-deps.sh installs dpkg-dev)"
+		exit 77
+	fi
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/rdmafs-deb-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+if ! "$srcdir/packaging/build-deb.sh" "$work/out" >"$work/build.log" 2>&1; then
+	tail -n 60 "$work/build.log" >&2
+	fail "packaging/build-deb.sh failed (last lines above)"
+fi
+
+shopt -s nullglob
+daemon_debs=("$work"/out/rdmafs-daemon_*.deb)
+client_debs=("$work"/out/rdmafs-client_*.deb)
+[ ${#daemon_debs[@]} -eq 1 ] || fail "expected one rdmafs-daemon_*.deb, got: ${daemon_debs[*]:-none}"
+[ ${#client_debs[@]} -eq 1 ] || fail "expected one rdmafs-client_*.deb, got: ${client_debs[*]:-none}"
+
+# Paths as dpkg-deb -c prints them (the sixth column).
+contents() {
+	dpkg-deb -c "$1" | awk '{ print $6 }'
+}
+
+expect() {
+	local deb=$1 path=$2
+	contents "$deb" | grep -qxF -- "$path" || fail "$(basename "$deb") lacks $path"
+}
+
+daemon_deb=${daemon_debs[0]}
+client_deb=${client_debs[0]}
+for path in ./usr/sbin/rdmafs-daemon ./usr/sbin/rdmafsctl \
+	./lib/systemd/system/rdmafs-daemon@.service ./etc/rdmafs/daemon.conf.example \
+	./usr/share/man/man8/rdmafs-daemon.8.gz ./usr/share/man/man8/rdmafsctl.8.gz; do
+	expect "$daemon_deb" "$path"
+done
+for path in ./usr/sbin/mount.fuse.rdmafs ./usr/share/man/man8/rdmafs-fuse.8.gz; do
+	expect "$client_deb" "$path"
+done
+
+root="$work/root"
+dpkg-deb -x "$daemon_deb" "$root" || fail "dpkg-deb -x $daemon_deb"
+"$root/usr/sbin/rdmafs-daemon" --help >"$work/help.out" 2>&1 ||
+	fail "the packaged rdmafs-daemon --help exits $?: $(cat "$work/help.out")"
+grep -q -- --data-dir "$work/help.out" || fail "rdmafs-daemon --help does not document --data-dir"
+"$root/usr/sbin/rdmafsctl" --help >"$work/help.out" 2>&1 ||
+	fail "the packaged rdmafsctl --help exits $?: $(cat "$work/help.out")"
+grep -q drain "$work/help.out" || fail "rdmafsctl --help does not list drain"
+
+unit="$root/lib/systemd/system/rdmafs-daemon@.service"
+grep -qx 'Type=notify' "$unit" || fail "the unit is not Type=notify: $(grep '^Type=' "$unit")"
+grep -qx 'LimitMEMLOCK=infinity' "$unit" || fail "the unit lacks LimitMEMLOCK=infinity"
+
+echo "PASS: $(basename "$daemon_deb") and $(basename "$client_deb")"
