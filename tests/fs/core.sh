@@ -1,0 +1,36 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# The core fs checks over one transport, for the rdma-vm guest (TCG, about
+# 10x slower: smaller defaults, same checks):
+#   tests/fs/core.sh BUILD_DIR [rdma|tcp]
+# RDMAFS_VM_RDMA_ADDR (set by vm-run.sh) or RDMAFS_TEST_ADDR is the address
+# to listen on. Exit: 0 pass, 1 a check failed, 77 every check skipped.
+build=${1:?usage: core.sh BUILD_DIR [rdma|tcp]}
+kind=${2:-rdma}
+here=$(dirname "$(readlink -f "$0")")
+export RDMAFS_FS_OPS=${RDMAFS_FS_OPS:-20000}
+export RDMAFS_FS_BIGDIR_ENTRIES=${RDMAFS_FS_BIGDIR_ENTRIES:-2000}
+cluster=("$here/cluster.sh" --transport "$kind" --daemon "$build/storage-daemon/rdmafs-daemon"
+	--fuse "$build/fuse-client/rdmafs-fuse" --timeout 1200)
+status=77
+run() {
+	local name=$1 rc
+	shift
+	echo "--- fs-$name over $kind"
+	"${cluster[@]}" "$@"
+	rc=$?
+	echo "--- fs-$name over $kind: exit $rc"
+	if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+		status=1
+	elif [ $rc -eq 0 ] && [ $status -eq 77 ]; then
+		status=0
+	fi
+}
+run posix -- "$build/tests/fs/fs-posix" %MOUNT%
+run permissions -- "$build/tests/fs/fs-permissions" %MOUNT%
+run bigdir -- "$build/tests/fs/fs-bigdir" %MOUNT%
+run integrity -- "$build/tests/fs/fs-integrity" %MOUNT%
+run twomounts --mounts 2 -- "$here/twomounts.sh" %MOUNT% %MOUNT2%
+run restart -- "$here/restart.sh" %MOUNT%
+exit $status
