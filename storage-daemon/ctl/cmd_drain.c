@@ -367,6 +367,8 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 	struct drain dr = { .c = c, .progress = (ctl_flags & CTL_FLAG_WAIT) != 0 };
 	Rdmafs__DrainStatusResp *s = NULL;
 	bool removable = false, has_target = false;
+	uint8_t uuid[CTL_UUID_LEN];
+	char uuid_text[37];
 	uint64_t touched;
 	int ret, status;
 
@@ -410,15 +412,14 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 		fprintf(stderr, "drain: daemon %s: %" PRIu64 " files to move\n", dr.src->uuid_text,
 			dr.files_total);
 
+	memcpy(uuid, dr.src->uuid, sizeof(uuid));
 	for (int pass = 0; pass < MAX_PASSES; pass++) {
 		uint64_t failed = dr.files_failed;
 
-		/* The map may have changed (a daemon down, another draining). */
+		/* The map may have changed (a daemon down, another draining); it is new memory. */
+		dr.src = NULL;
 		ret = ctl_map_load(c, true);
 		if (!ret) {
-			uint8_t uuid[CTL_UUID_LEN];
-
-			memcpy(uuid, dr.src->uuid, sizeof(uuid));
 			dr.src = ctl_map_find(c, uuid);
 			ret = dr.src ? ctl_daemon_conn(c, dr.src, &dr.src_conn) : -ENOENT;
 		}
@@ -435,9 +436,10 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 	}
 
 	status = removable ? CTL_EXIT_OK : ret ? ctl_exit_for(ret) : CTL_EXIT_FAILED;
+	ctl_uuid_format(uuid, uuid_text);
 	if (c->json) {
 		ctl_json_begin_object(NULL);
-		ctl_json_string("uuid", dr.src ? dr.src->uuid_text : argv[0]);
+		ctl_json_string("uuid", uuid_text);
 		ctl_json_u64("files_moved", dr.files_moved);
 		ctl_json_u64("chunks_moved", dr.chunks_moved);
 		ctl_json_u64("bytes_moved", dr.bytes_moved);
@@ -450,15 +452,15 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 
 		printf("drained %" PRIu64 " files (%" PRIu64 " chunks, %s) off %s\n",
 		       dr.files_moved, dr.chunks_moved, ctl_fmt_bytes(dr.bytes_moved, b, sizeof(b)),
-		       dr.src ? dr.src->uuid_text : argv[0]);
+		       uuid_text);
 		if (removable)
 			printf("daemon %s holds no file any more: `rdmafsctl remove %.8s` takes it"
 			       " out\n",
-			       dr.src->uuid_text, dr.src->uuid_text);
+			       uuid_text, uuid_text);
 	}
 	if (!removable)
-		ctl_err("the drain did not finish (%" PRIu64 " files failed%s): run it again",
-			dr.files_failed, ret ? ", the service or a daemon failed" : "");
+		ctl_err("the drain did not finish (%" PRIu64 " files failed%s%s): run it again",
+			dr.files_failed, ret ? "; stopped by: " : "", ret ? ctl_strerror(ret) : "");
 	return status;
 }
 
