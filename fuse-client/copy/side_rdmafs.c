@@ -645,6 +645,15 @@ static int rdmafs_set_attr(struct cp_side *s, const struct cp_loc *loc, const st
 		r.uid = a->uid;
 		r.gid = a->gid;
 	}
+	/* a chown clears setuid/setgid, as chown(2) does: the mode must come after it */
+	if (owner && (a->mode & 06000) && !S_ISLNK(a->mode)) {
+		ret = call(s, RDMAFS__METHOD__METHOD_SETATTR, &r.base,
+			   &rdmafs__attr_resp__descriptor, true, &msg);
+		if (ret)
+			return ret;
+		rfs_meta_free(msg);
+		r.valid = 0;
+	}
 	at.sec = a->atime.tv_sec;
 	at.nsec = (uint32_t)a->atime.tv_nsec;
 	mt.sec = a->mtime.tv_sec;
