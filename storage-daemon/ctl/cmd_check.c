@@ -123,7 +123,8 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 	if (argc == 1) {
 		ret = ctl_resolve(c, argv[0], &one);
 		if (ret)
-			return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE : ctl_exit_for(ret);
+			return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE
+								: ctl_exit_for(ret);
 	}
 	n = c->map.count;
 	res = calloc(n + 1, sizeof(*res));
@@ -158,8 +159,8 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 				continue;
 			running = true;
 			rdmafs__scrub_resp__free_unpacked(res[i], NULL);
-			ret = scrub_call(c, &c->map.daemons[i], RDMAFS__JOB_ACTION__JOB_ACTION_STATUS,
-					 &res[i]);
+			ret = scrub_call(c, &c->map.daemons[i],
+					 RDMAFS__JOB_ACTION__JOB_ACTION_STATUS, &res[i]);
 			if (ret) {
 				errs[i] = ret;
 				report_daemon_error(&c->map.daemons[i], ret);
@@ -235,11 +236,12 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 				const Rdmafs__BadChunk *bc = res[i]->bad[k];
 
 				printf("%-36s  %20" PRIu64 "  %10" PRIu64 "  %6u  %s\n",
-				       c->map.daemons[i].uuid_text, bc->chunk->inode, bc->chunk->index,
-				       bc->block, chunk_error_name(bc->error));
+				       c->map.daemons[i].uuid_text, bc->chunk->inode,
+				       bc->chunk->index, bc->block, chunk_error_name(bc->error));
 			}
 			if (res[i] && errs[i] == 0 && res[i]->bad_count > res[i]->n_bad)
-				printf("%-36s  ... and %" PRIu64 " more\n", c->map.daemons[i].uuid_text,
+				printf("%-36s  ... and %" PRIu64 " more\n",
+				       c->map.daemons[i].uuid_text,
 				       res[i]->bad_count - res[i]->n_bad);
 		}
 	}
@@ -606,11 +608,11 @@ static int fsck_scrub_results(struct fsck *f)
 				return -ENOMEM;
 			}
 			f->bad = b;
-			b[f->bad_count++] = (struct bad){ .daemon = i,
-							  .ino = r->bad[k]->chunk->inode,
-							  .index = r->bad[k]->chunk->index,
-							  .block = r->bad[k]->block,
-							  .error = r->bad[k]->error };
+			b[f->bad_count++] = (struct bad){.daemon = i,
+							 .ino = r->bad[k]->chunk->inode,
+							 .index = r->bad[k]->chunk->index,
+							 .block = r->bad[k]->block,
+							 .error = r->bad[k]->error};
 		}
 		rdmafs__scrub_resp__free_unpacked(r, NULL);
 	}
@@ -789,8 +791,8 @@ static void fsck_print(struct fsck *f, bool repair)
 		ctl_json_finish();
 		return;
 	}
-	printf("fsck: %zu inodes (%zu regular files), %zu chunks on %zu daemons\n",
-	       f->inode_count, f->files, f->chunk_count, c->map.count);
+	printf("fsck: %zu inodes (%zu regular files), %zu chunks on %zu daemons\n", f->inode_count,
+	       f->files, f->chunk_count, c->map.count);
 	printf("  orphan chunks   %zu", f->orphan_count);
 	if (repair)
 		printf(" (%zu removed)", f->orphans_removed);
@@ -821,7 +823,8 @@ static void fsck_print(struct fsck *f, bool repair)
 		       o->chunk.length, reason_text[o->reason], o->removed ? " [removed]" : "");
 	}
 	if (f->orphan_count > LIST_IN_TABLES)
-		printf("... and %zu more (--json lists them all)\n", f->orphan_count - LIST_IN_TABLES);
+		printf("... and %zu more (--json lists them all)\n",
+		       f->orphan_count - LIST_IN_TABLES);
 	if (f->lost_count)
 		printf("\n%-12s  %-36s  %s\n", "LOST INODE", "DAEMON", "ITS STATE");
 	for (size_t i = 0; i < f->lost_count && i < LIST_IN_TABLES; i++) {
@@ -842,7 +845,7 @@ static void fsck_print(struct fsck *f, bool repair)
 int ctl_cmd_fsck(struct ctl *c, int argc, char **argv)
 {
 	bool repair = (ctl_flags & CTL_FLAG_REPAIR) != 0;
-	struct fsck f = { .c = c };
+	struct fsck f = {.c = c};
 	int ret, status;
 
 	ret = ctl_map_load(c, false);

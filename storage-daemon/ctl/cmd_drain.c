@@ -132,7 +132,7 @@ static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 		      size_t *done_count, size_t *copied_now)
 {
 	struct ctl *c = dr->c;
-	bool used[CTL_MAX_STRIPE] = { false };
+	bool used[CTL_MAX_STRIPE] = {false};
 	uint64_t after_ino = ino - 1, after_index = UINT64_MAX;
 	Rdmafs__ChunkListResp *page;
 	bool end = false;
@@ -162,7 +162,8 @@ static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 			at = find_copied(*done, *done_count, e->chunk->index);
 			if (at >= 0 && (*done)[at].version == e->version)
 				continue;
-			slot = meta_place_chunk(daemons, n, l->placement_seed, ino, e->chunk->index);
+			slot = meta_place_chunk(daemons, n, l->placement_seed, ino,
+						e->chunk->index);
 			dst = slot >= 0 ? ctl_map_find(c, daemons[slot]) : NULL;
 			if (!dst) {
 				ret = -EINVAL;
@@ -177,7 +178,8 @@ static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 			ret = ctl_chunk_copy(c, dr->src_conn, conn, ino, e->chunk->index, e->length,
 					     l->chunk_size);
 			if (ret) {
-				ctl_err("inode %" PRIu64 " chunk %" PRIu64 ": copy from %s to %s: %s",
+				ctl_err("inode %" PRIu64 " chunk %" PRIu64
+					": copy from %s to %s: %s",
 					ino, e->chunk->index, dr->src->uuid_text, dst->uuid_text,
 					ctl_strerror(ret));
 				break;
@@ -364,7 +366,7 @@ static int report_status(struct ctl *c, const struct ctl_daemon *d)
 
 int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 {
-	struct drain dr = { .c = c, .progress = (ctl_flags & CTL_FLAG_WAIT) != 0 };
+	struct drain dr = {.c = c, .progress = (ctl_flags & CTL_FLAG_WAIT) != 0};
 	Rdmafs__DrainStatusResp *s = NULL;
 	bool removable = false, has_target = false;
 	uint8_t uuid[CTL_UUID_LEN];
@@ -396,7 +398,8 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 	}
 	if (dr.src->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING) {
 		/* From now on new files are placed elsewhere. */
-		ret = set_state(c, dr.src, RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING, false, NULL);
+		ret = set_state(c, dr.src, RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING, false,
+				NULL);
 		if (ret) {
 			ctl_err("cannot mark daemon %s draining: %s", dr.src->uuid_text,
 				ctl_strerror(ret));

@@ -19,8 +19,7 @@ static uint64_t now_unix_ms(void)
 }
 
 /* DRAIN_STATUS of a draining daemon: whether it is removable. -errno on failure. */
-static int drained(struct ctl *c, const struct ctl_daemon *d, bool *removable,
-		   uint64_t *remaining)
+static int drained(struct ctl *c, const struct ctl_daemon *d, bool *removable, uint64_t *remaining)
 {
 	Rdmafs__DrainStatusReq req = RDMAFS__DRAIN_STATUS_REQ__INIT;
 	Rdmafs__DrainStatusResp *resp;
@@ -62,7 +61,8 @@ int ctl_cmd_status(struct ctl *c, int argc, char **argv)
 		ctl_json_u64("epoch", c->map.epoch);
 		ctl_json_begin_array("daemons");
 	} else {
-		printf("metadata service %s, cluster map epoch %" PRIu64 ": %zu daemons, %zu up\n\n",
+		printf("metadata service %s, cluster map epoch %" PRIu64
+		       ": %zu daemons, %zu up\n\n",
 		       c->meta_uri, c->map.epoch, c->map.count, up);
 		printf("%-36s  %-9s  %10s  %10s  %10s  %s\n", "UUID", "STATE", "CAPACITY", "USED",
 		       "HEARTBEAT", "ADDRESS");
@@ -109,8 +109,8 @@ int ctl_cmd_status(struct ctl *c, int argc, char **argv)
 		       ctl_fmt_bytes(d->used_bytes, used, sizeof(used)), hb,
 		       d->address_count ? d->addresses[0] : "-");
 		if (draining && !removable)
-			printf("%-36s  (%" PRIu64 " files still to move: rdmafsctl drain %.8s)\n", "",
-			       remaining, d->uuid_text);
+			printf("%-36s  (%" PRIu64 " files still to move: rdmafsctl drain %.8s)\n",
+			       "", remaining, d->uuid_text);
 	}
 	if (c->json) {
 		ctl_json_end_array();
@@ -215,8 +215,8 @@ static bool bounds_ascending(const Rdmafs__DaemonStatsResp *s)
 	return s->n_latency_bounds_us > 0;
 }
 
-static const double percentiles[] = { 0.50, 0.90, 0.99 };
-static const char *const percentile_keys[] = { "p50", "p90", "p99" };
+static const double percentiles[] = {0.50, 0.90, 0.99};
+static const char *const percentile_keys[] = {"p50", "p90", "p99"};
 
 static void fmt_latency(int64_t us, const Rdmafs__DaemonStatsResp *s, char *out, size_t len)
 {
@@ -246,9 +246,10 @@ static void print_stats(const struct ctl_daemon *d, const Rdmafs__DaemonStatsRes
 	       (double)s->bytes_read / up / 1024);
 	printf("  written %s (%.1f KiB/s), averaged over the uptime\n",
 	       ctl_fmt_bytes(s->bytes_written, b, sizeof(b)), (double)s->bytes_written / up / 1024);
-	printf("  errors %" PRIu64 "  checksum errors %" PRIu64 "\n", s->errors, s->checksum_errors);
-	printf("  %-16s %10s %8s %10s %9s %9s %9s\n", "OP", "COUNT", "ERRORS", "BYTES", "p50", "p90",
-	       "p99");
+	printf("  errors %" PRIu64 "  checksum errors %" PRIu64 "\n", s->errors,
+	       s->checksum_errors);
+	printf("  %-16s %10s %8s %10s %9s %9s %9s\n", "OP", "COUNT", "ERRORS", "BYTES", "p50",
+	       "p90", "p99");
 	for (size_t i = 0; i < s->n_ops; i++) {
 		const Rdmafs__OpStats *op = s->ops[i];
 
@@ -333,7 +334,8 @@ int ctl_cmd_stats(struct ctl *c, int argc, char **argv)
 	if (argc == 1) {
 		ret = ctl_resolve(c, argv[0], &one);
 		if (ret)
-			return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE : ctl_exit_for(ret);
+			return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE
+								: ctl_exit_for(ret);
 	}
 	if (c->json) {
 		ctl_json_begin_object(NULL);

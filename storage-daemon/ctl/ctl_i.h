@@ -22,10 +22,10 @@ struct xprt_pool;
 /* Exit status of rdmafsctl (the man page lists them). */
 enum ctl_exit {
 	CTL_EXIT_OK = 0,
-	CTL_EXIT_PROBLEMS = 1,   /* scrub/fsck found damage that remains */
-	CTL_EXIT_USAGE = 2,      /* bad command line or configuration */
+	CTL_EXIT_PROBLEMS = 1,	  /* scrub/fsck found damage that remains */
+	CTL_EXIT_USAGE = 2,	  /* bad command line or configuration */
 	CTL_EXIT_UNREACHABLE = 3, /* the metadata service or a daemon could not be reached */
-	CTL_EXIT_FAILED = 4,     /* the service refused, or the operation failed midway */
+	CTL_EXIT_FAILED = 4,	  /* the service refused, or the operation failed midway */
 };
 
 /* Flags only some commands take; main() checks they fit the command. */
@@ -53,8 +53,8 @@ struct ctl_daemon {
 	uint64_t capacity_bytes, used_bytes;
 	uint32_t state; /* Rdmafs__DaemonState, maybe a value we do not know */
 	uint64_t last_heartbeat_unix_ms;
-	struct xprt_conn *conn; /* NULL until ctl_daemon_conn() */
-	int conn_error;		/* the last connect error, 0 if none */
+	struct xprt_conn *conn;	  /* NULL until ctl_daemon_conn() */
+	int conn_error;		  /* the last connect error, 0 if none */
 	const char *conn_address; /* the address that answered or failed last */
 };
 
@@ -77,7 +77,7 @@ struct ctl {
 	struct xprt_conn *meta;
 	struct xprt_pool *pool; /* registered buffers for chunk copies (drain) */
 	uint32_t pool_buf_size;
-	uint8_t *reply;		/* a reply body, the largest a connection carries */
+	uint8_t *reply; /* a reply body, the largest a connection carries */
 	size_t reply_cap;
 	struct ctl_map map;
 	bool map_loaded;

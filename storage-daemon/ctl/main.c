@@ -58,14 +58,15 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "status", ctl_cmd_status, 0, 0, 0, "status" },
-	{ "daemons", ctl_cmd_daemons, 0, 0, 0, "daemons" },
-	{ "stats", ctl_cmd_stats, 0, 0, 1, "stats [DAEMON]" },
-	{ "drain", ctl_cmd_drain, CTL_FLAG_WAIT | CTL_FLAG_STATUS, 1, 1, "drain [--wait|--status] DAEMON" },
-	{ "remove", ctl_cmd_remove, CTL_FLAG_FORCE, 1, 1, "remove [--force] DAEMON" },
-	{ "scrub", ctl_cmd_scrub, CTL_FLAG_NO_WAIT | CTL_FLAG_STATUS, 0, 1,
-	  "scrub [--no-wait|--status] [DAEMON]" },
-	{ "fsck", ctl_cmd_fsck, CTL_FLAG_REPAIR, 0, 0, "fsck [--repair]" },
+	{"status", ctl_cmd_status, 0, 0, 0, "status"},
+	{"daemons", ctl_cmd_daemons, 0, 0, 0, "daemons"},
+	{"stats", ctl_cmd_stats, 0, 0, 1, "stats [DAEMON]"},
+	{"drain", ctl_cmd_drain, CTL_FLAG_WAIT | CTL_FLAG_STATUS, 1, 1,
+	 "drain [--wait|--status] DAEMON"},
+	{"remove", ctl_cmd_remove, CTL_FLAG_FORCE, 1, 1, "remove [--force] DAEMON"},
+	{"scrub", ctl_cmd_scrub, CTL_FLAG_NO_WAIT | CTL_FLAG_STATUS, 0, 1,
+	 "scrub [--no-wait|--status] [DAEMON]"},
+	{"fsck", ctl_cmd_fsck, CTL_FLAG_REPAIR, 0, 0, "fsck [--repair]"},
 };
 
 unsigned ctl_flags;
@@ -215,26 +216,26 @@ static int read_secret(const char *path, struct ctl *c)
 int main(int argc, char **argv)
 {
 	static const struct option options[] = {
-		{ "meta", required_argument, NULL, 'm' },
-		{ "secret-file", required_argument, NULL, 's' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "wait", no_argument, NULL, 'W' },
-		{ "no-wait", no_argument, NULL, 'N' },
-		{ "status", no_argument, NULL, 'S' },
-		{ "repair", no_argument, NULL, 'R' },
-		{ "force", no_argument, NULL, 'F' },
-		{ NULL, 0, NULL, 0 },
+		{"meta", required_argument, NULL, 'm'},
+		{"secret-file", required_argument, NULL, 's'},
+		{"config", required_argument, NULL, 'c'},
+		{"json", no_argument, NULL, 'j'},
+		{"timeout", required_argument, NULL, 't'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{"wait", no_argument, NULL, 'W'},
+		{"no-wait", no_argument, NULL, 'N'},
+		{"status", no_argument, NULL, 'S'},
+		{"repair", no_argument, NULL, 'R'},
+		{"force", no_argument, NULL, 'F'},
+		{NULL, 0, NULL, 0},
 	};
-	struct settings s = { .timeout_sec = DEFAULT_TIMEOUT_SEC, .config_path = DEFAULT_CONFIG };
+	struct settings s = {.timeout_sec = DEFAULT_TIMEOUT_SEC, .config_path = DEFAULT_CONFIG};
 	char *flag_meta = NULL, *flag_secret = NULL;
 	unsigned flag_timeout = 0;
 	const struct command *cmd = NULL;
-	struct ctl c = { 0 };
+	struct ctl c = {0};
 	const char *env;
 	int opt, nargs, status = CTL_EXIT_USAGE;
 
@@ -328,8 +329,7 @@ int main(int argc, char **argv)
 	if ((!s.meta && set_string(&s.meta, DEFAULT_META)) ||
 	    (!s.secret_file && set_string(&s.secret_file, DEFAULT_SECRET)))
 		goto out_free;
-	if (xprt_uri_parse(s.meta, &(enum xprt_kind){ 0 }, (char[256]){ 0 }, 256,
-			   &(uint16_t){ 0 })) {
+	if (xprt_uri_parse(s.meta, &(enum xprt_kind){0}, (char[256]){0}, 256, &(uint16_t){0})) {
 		ctl_err("\"%s\" is not a metadata service address (tcp://HOST:PORT, "
 			"rdma://HOST:PORT)",
 			s.meta);

@@ -254,7 +254,7 @@ int ctl_map_load(struct ctl *c, bool reload)
 {
 	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
 	Rdmafs__GetClusterMapResp *resp;
-	struct ctl_map map = { 0 };
+	struct ctl_map map = {0};
 	int ret;
 
 	if (c->map_loaded && !reload)
@@ -278,7 +278,8 @@ int ctl_map_load(struct ctl *c, bool reload)
 		ret = daemon_from(resp->daemons[i], &map.daemons[i]);
 		map.count = i + 1;
 		if (ret) {
-			ctl_err("the cluster map from %s has a malformed daemon entry", c->meta_uri);
+			ctl_err("the cluster map from %s has a malformed daemon entry",
+				c->meta_uri);
 			goto out_free;
 		}
 	}
@@ -537,8 +538,8 @@ int ctl_chunk_copy(struct ctl *c, struct xprt_conn *src, struct xprt_conn *dst, 
 	if (ret)
 		return ret;
 	while (offset < length) {
-		uint32_t want = length - offset < c->pool_buf_size ? length - offset
-								    : c->pool_buf_size;
+		uint32_t want =
+			length - offset < c->pool_buf_size ? length - offset : c->pool_buf_size;
 		uint32_t got = 0;
 
 		ret = piece_read(c, src, buf, ino, index, offset, want, &got);

@@ -126,8 +126,7 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 	uint32_t state;
 	int ret;
 
-	if (req->ino == 0 || req->n_daemons == 0 ||
-	    check_uuid_list(req->daemons, req->n_daemons) ||
+	if (req->ino == 0 || req->n_daemons == 0 || check_uuid_list(req->daemons, req->n_daemons) ||
 	    check_uuid_list(req->expected_daemons, req->n_expected_daemons))
 		return -EINVAL;
 	in = meta_alloc(t, sizeof(*in));

@@ -48,21 +48,36 @@ static char *parse_string_body(struct parser *ps)
 		if (c == '\\') {
 			c = *ps->p++;
 			switch (c) {
-			case '"': case '\\': case '/':
+			case '"':
+			case '\\':
+			case '/':
 				break;
-			case 'n': c = '\n'; break;
-			case 't': c = '\t'; break;
-			case 'r': c = '\r'; break;
-			case 'b': c = '\b'; break;
-			case 'f': c = '\f'; break;
+			case 'n':
+				c = '\n';
+				break;
+			case 't':
+				c = '\t';
+				break;
+			case 'r':
+				c = '\r';
+				break;
+			case 'b':
+				c = '\b';
+				break;
+			case 'f':
+				c = '\f';
+				break;
 			case 'u': {
 				unsigned v = 0;
 
 				for (int i = 0; i < 4; i++) {
 					if (!isxdigit((unsigned char)ps->p[i]))
 						goto bad;
-					v = v * 16 + (unsigned)(isdigit((unsigned char)ps->p[i])
-						? ps->p[i] - '0' : (tolower((unsigned char)ps->p[i]) - 'a' + 10));
+					v = v * 16 +
+					    (unsigned)(isdigit((unsigned char)ps->p[i])
+							       ? ps->p[i] - '0'
+							       : (tolower((unsigned char)ps->p[i]) -
+								  'a' + 10));
 				}
 				ps->p += 4;
 				c = v < 0x80 ? (char)v : '?';
@@ -231,7 +246,7 @@ static struct jv *parse_value(struct parser *ps)
 
 struct jv *json_parse(const char *text, char *err, size_t err_len)
 {
-	struct parser ps = { .p = text, .err = err, .err_len = err_len };
+	struct parser ps = {.p = text, .err = err, .err_len = err_len};
 	struct jv *v;
 
 	err[0] = '\0';

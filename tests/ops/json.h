@@ -16,8 +16,8 @@ struct jv {
 	bool b;
 	double num;
 	char *str;
-	size_t n;	  /* items of an array or object */
-	char **keys;	  /* objects */
+	size_t n;    /* items of an array or object */
+	char **keys; /* objects */
 	struct jv **items;
 };
 

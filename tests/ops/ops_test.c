@@ -74,10 +74,9 @@ static size_t file_count;
 
 static void uuid_text(const uint8_t *u, char *out)
 {
-	snprintf(out, 37,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-		 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-		 u[14], u[15]);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
 }
 
 static int meta_call(uint32_t method, const ProtobufCMessage *req,
@@ -156,7 +155,7 @@ static char ctl_out[OUT_MAX], ctl_errbuf[OUT_MAX];
 /* rdmafsctl -m META -s SECRET @a0 @a1 ... against our cluster. */
 static int ctl(const char *a0, const char *a1, const char *a2, const char *a3)
 {
-	const char *args[] = { "-m", daemons[0].proc.uri, "-s", secret_path, a0, a1, a2, a3, NULL };
+	const char *args[] = {"-m", daemons[0].proc.uri, "-s", secret_path, a0, a1, a2, a3, NULL};
 
 	return run_ctl_env(args, environ, ctl_out, ctl_errbuf);
 }
@@ -190,7 +189,8 @@ static void load_uuids(void)
 			const Rdmafs__DaemonInfo *d = map->daemons[i];
 
 			for (int k = 0; k < DAEMONS; k++) {
-				if (d->n_addresses && strcmp(d->addresses[0], daemons[k].proc.uri) == 0) {
+				if (d->n_addresses &&
+				    strcmp(d->addresses[0], daemons[k].proc.uri) == 0) {
 					memcpy(daemons[k].uuid, d->uuid.data, 16);
 					uuid_text(daemons[k].uuid, daemons[k].uuid_text);
 					found++;
@@ -229,7 +229,7 @@ static struct rfc_client *connect_to(const char *uri)
 static void cluster_start(void)
 {
 	char dir[300], meta_arg[200];
-	const char *extra[] = { "--metadata", "no", "--metadata-uri", meta_arg, NULL };
+	const char *extra[] = {"--metadata", "no", "--metadata-uri", meta_arg, NULL};
 
 	snprintf(secret_path, sizeof(secret_path), "%s/secret", harness_dir());
 	snprintf(dir, sizeof(dir), "%s/d0", harness_dir());
@@ -318,8 +318,8 @@ static void write_file(const char *name, uint64_t size, uint64_t hole)
 			continue;
 		for (uint32_t k = 0; k < len; k++)
 			buf[k] = stream_byte(f->seed, idx * f->chunk_size + k);
-		ret = rfc_chunk_write(d->client, (struct rfc_chunk){ f->ino, idx }, f->chunk_size,
-				      0, buf, len, true, NULL);
+		ret = rfc_chunk_write(d->client, (struct rfc_chunk){f->ino, idx}, f->chunk_size, 0,
+				      buf, len, true, NULL);
 		CHECK(ret == 0, "write %s chunk %" PRIu64 ": %s", name, idx, strerror(-ret));
 	}
 	us.ino = f->ino;
@@ -392,7 +392,7 @@ static int verify_file(const struct file *f, uint8_t *buf, char *why, size_t why
 				 f->name, idx);
 			return -ENODEV;
 		}
-		ret = rfc_chunk_read(d->client, (struct rfc_chunk){ f->ino, idx }, 0, buf, len, &got,
+		ret = rfc_chunk_read(d->client, (struct rfc_chunk){f->ino, idx}, 0, buf, len, &got,
 				     NULL);
 		if (ret) {
 			snprintf(why, why_len, "%s chunk %" PRIu64 " on %s: %s", f->name, idx,
@@ -404,7 +404,8 @@ static int verify_file(const struct file *f, uint8_t *buf, char *why, size_t why
 
 			if (have != expected_byte(f, idx * f->chunk_size + k)) {
 				snprintf(why, why_len,
-					 "%s chunk %" PRIu64 " on %s: wrong byte at %u (%u of %u read)",
+					 "%s chunk %" PRIu64
+					 " on %s: wrong byte at %u (%u of %u read)",
 					 f->name, idx, d->proc.uri, k, got, len);
 				return -EILSEQ;
 			}
@@ -460,8 +461,8 @@ static void test_cli(void)
 		const char *line = strstr(ctl_out, daemons[i].uuid_text);
 
 		CHECK(line, "status lists %s:\n%s", daemons[i].uuid_text, ctl_out);
-		CHECK(strstr(line, "up") && strstr(line, daemons[i].proc.uri),
-		      "status line of %s", daemons[i].uuid_text);
+		CHECK(strstr(line, "up") && strstr(line, daemons[i].proc.uri), "status line of %s",
+		      daemons[i].uuid_text);
 	}
 
 	/* status --json */
@@ -531,8 +532,8 @@ static void test_cli(void)
 	CHECK(ctl("--json", "stats", prefix, NULL) == 0, "stats PREFIX");
 	v = ctl_json();
 	CHECK(jlen(jget(v, "daemons")) == 1 &&
-		      strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")), daemons[2].uuid_text) ==
-			      0,
+		      strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")),
+			     daemons[2].uuid_text) == 0,
 	      "stats of one daemon by prefix");
 	json_free(v);
 	CHECK(ctl("--json", "stats", daemons[3].proc.uri + strlen("tcp://"), NULL) == 0,
@@ -551,15 +552,15 @@ static void test_cli(void)
 	CHECK(ctl("--timeout", "0", "status", NULL) == 2, "bad timeout");
 	CHECK(ctl("drain", NULL, NULL, NULL) == 2, "drain without a daemon");
 	{
-		const char *args[] = { "-m", daemons[0].proc.uri, "-s", "/nonexistent/secret",
-				       "status", NULL };
+		const char *args[] = {
+			"-m", daemons[0].proc.uri, "-s", "/nonexistent/secret", "status", NULL};
 
 		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "missing secret");
 		CHECK(strstr(ctl_errbuf, "/nonexistent/secret"), "names the secret file");
 	}
 	{
 		char wrong[300];
-		const char *args[] = { "-m", daemons[0].proc.uri, "-s", wrong, "status", NULL };
+		const char *args[] = {"-m", daemons[0].proc.uri, "-s", wrong, "status", NULL};
 
 		snprintf(wrong, sizeof(wrong), "%s/wrong-secret", harness_dir());
 		f = fopen(wrong, "w");
@@ -572,7 +573,7 @@ static void test_cli(void)
 
 	/* the metadata service unreachable: 3, naming the address */
 	{
-		const char *args[] = { "-m", "tcp://127.0.0.1:1", "-s", secret_path, "status", NULL };
+		const char *args[] = {"-m", "tcp://127.0.0.1:1", "-s", secret_path, "status", NULL};
 
 		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 3, "unreachable service");
 		CHECK(strstr(ctl_errbuf, "tcp://127.0.0.1:1") && strstr(ctl_errbuf, "refused"),
@@ -587,9 +588,9 @@ static void test_cli(void)
 		secret_path);
 	fclose(f);
 	{
-		const char *args[] = { "--config", cfg_path, "--json", "daemons", NULL };
-		const char *args_flag[] = { "--config", cfg_path, "-m", daemons[0].proc.uri,
-					    "daemons", NULL };
+		const char *args[] = {"--config", cfg_path, "--json", "daemons", NULL};
+		const char *args_flag[] = {"--config",		cfg_path,  "-m",
+					   daemons[0].proc.uri, "daemons", NULL};
 		char **e = env;
 
 		snprintf(bad_meta, sizeof(bad_meta), "RDMAFS_META=tcp://127.0.0.1:1");
@@ -609,13 +610,13 @@ static void test_cli(void)
 	fputs("[rdmafsctl]\nmetta = tcp://x:1\n", f);
 	fclose(f);
 	{
-		const char *args[] = { "--config", cfg_path, "status", NULL };
+		const char *args[] = {"--config", cfg_path, "status", NULL};
 
 		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "unknown config key");
 		CHECK(strstr(ctl_errbuf, "metta"), "names the bad key: %s", ctl_errbuf);
 	}
 	{
-		const char *args[] = { "--help", NULL };
+		const char *args[] = {"--help", NULL};
 
 		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 0 &&
 			      strstr(ctl_out, "drain") && strstr(ctl_out, "fsck"),
@@ -662,7 +663,8 @@ static void *reader_main(void *arg)
 
 			if (use_fresh)
 				fresh_layout(&files[i], &fresh);
-			ret = verify_file(use_fresh ? &fresh : &files[i], buf, r->why, sizeof(r->why));
+			ret = verify_file(use_fresh ? &fresh : &files[i], buf, r->why,
+					  sizeof(r->why));
 			if (ret)
 				r->error = ret;
 			else if (use_fresh)
@@ -679,7 +681,7 @@ static void *reader_main(void *arg)
 static void test_drain(void)
 {
 	struct cluster_daemon *victim = &daemons[2];
-	struct reader r = { 0 };
+	struct reader r = {0};
 	uint64_t passes_before;
 	struct jv *v;
 	int rc;
@@ -753,8 +755,8 @@ static void test_drain(void)
 	/* new files go to the others; the whole filesystem checks clean */
 	write_file("after-remove", 3u << 20, UINT64_MAX);
 	verify_all_fresh(victim->uuid);
-	CHECK(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after drain and remove: %s\n%s",
-	      ctl_errbuf, ctl_out);
+	CHECK(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after drain and remove: %s\n%s", ctl_errbuf,
+	      ctl_out);
 	/* a forced remove of a daemon in use makes fsck report lost files */
 	CHECK(ctl("--json", "remove", "--force", daemons[1].uuid_text) == 0, "remove --force");
 	CHECK(ctl("--json", "fsck", NULL, NULL) == 1, "fsck after a forced remove");
@@ -771,8 +773,8 @@ static void corrupt_chunk(struct cluster_daemon *d, uint64_t ino, uint64_t index
 	uint8_t byte;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/chunks/%016" PRIx64 "/%016" PRIx64, d->proc.data_dir,
-		 ino, index);
+	snprintf(path, sizeof(path), "%s/chunks/%016" PRIx64 "/%016" PRIx64, d->proc.data_dir, ino,
+		 index);
 	fd = open(path, O_RDWR);
 	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
 	CHECK(pread(fd, &byte, 1, 100) == 1, "read %s", path);
@@ -859,13 +861,13 @@ static bool chunk_exists(struct cluster_daemon *d, uint64_t ino, uint64_t index)
 {
 	struct rfc_chunk_state st;
 
-	CHECK(rfc_chunk_stat(d->client, (struct rfc_chunk){ ino, index }, &st) == 0, "stat");
+	CHECK(rfc_chunk_stat(d->client, (struct rfc_chunk){ino, index}, &st) == 0, "stat");
 	return st.exists;
 }
 
 static void test_fsck(void)
 {
-	static const uint8_t junk[5000] = { 1, 2, 3 };
+	static const uint8_t junk[5000] = {1, 2, 3};
 	const uint64_t no_ino = 987654321;
 	const struct file *small;
 	struct cluster_daemon *d1, *d2;
@@ -887,13 +889,13 @@ static void test_fsck(void)
 
 	/* an orphan of no inode, and one past the end of a closed file */
 	d1 = &daemons[1];
-	CHECK(rfc_chunk_write(d1->client, (struct rfc_chunk){ no_ino, 0 }, 1u << 20, 0, junk,
+	CHECK(rfc_chunk_write(d1->client, (struct rfc_chunk){no_ino, 0}, 1u << 20, 0, junk,
 			      sizeof(junk), true, NULL) == 0,
 	      "write an orphan");
 	small = &files[1];
 	d2 = placed(small, 7);
-	CHECK(rfc_chunk_write(d2->client, (struct rfc_chunk){ small->ino, 7 }, small->chunk_size,
-			      0, junk, sizeof(junk), true, NULL) == 0,
+	CHECK(rfc_chunk_write(d2->client, (struct rfc_chunk){small->ino, 7}, small->chunk_size, 0,
+			      junk, sizeof(junk), true, NULL) == 0,
 	      "write past the end");
 
 	rc = ctl("fsck", NULL, NULL, NULL);
@@ -933,7 +935,8 @@ static void test_fsck(void)
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: %s RDMAFS_DAEMON RDMAFSCTL cli|drain|scrub|fsck\n", argv[0]);
+		fprintf(stderr, "usage: %s RDMAFS_DAEMON RDMAFSCTL cli|drain|scrub|fsck\n",
+			argv[0]);
 		return 2;
 	}
 	harness_daemon_path = argv[1];

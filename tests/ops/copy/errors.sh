@@ -1,0 +1,113 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# errors.sh COPY TREECMP: bad input and failures give a clear message naming
+# what failed and the documented exit status, never a hang: usage errors (2),
+# an unreachable service (3), a missing source and an unreadable file (1), a
+# storage daemon down in the middle of a copy (1, every failed file named),
+# after which a re-run with the daemon back completes the copy. Runs inside
+# copy-cluster.sh.
+set -u
+copy=$1 treecmp=$2
+work=$RDMAFS_CLUSTER_DIR/errors
+fails=0
+
+check() {
+	local what=$1
+	shift
+	if "$@"; then
+		echo "ok: $what"
+	else
+		echo "FAIL: $what" >&2
+		fails=$((fails + 1))
+	fi
+}
+
+# expect STATUS PATTERN SECONDS ARGS...: runs the copy, checks its exit
+# status, that stderr matches PATTERN and that it took at most SECONDS
+expect() {
+	local want=$1 pattern=$2 limit=$3 rc start took
+	shift 3
+	start=$(date +%s)
+	timeout 120 "$copy" "$@" >"$work/out" 2>"$work/err"
+	rc=$?
+	took=$(($(date +%s) - start))
+	if [ $rc -ne "$want" ] || ! grep -Eq -- "$pattern" "$work/err" || [ $took -gt "$limit" ]; then
+		echo "  exit $rc (want $want), ${took}s (limit $limit), stderr:" >&2
+		sed 's/^/    /' "$work/err" | head -20 >&2
+		return 1
+	fi
+	return 0
+}
+
+mkdir -p "$work/src/sub"
+for i in $(seq 30); do
+	head -c $((3 * 1024 * 1024 + i)) /dev/urandom >"$work/src/sub/f$i"
+done
+
+check "no arguments: usage, exit 2" expect 2 "needs exactly two arguments" 5
+check "two local paths: exit 2" expect 2 "exactly one of SRC and DST" 5 /tmp /tmp/x
+check "bad option value: exit 2" expect 2 "jobs takes" 5 -j 0 "$work/src" rdmafs:/x
+check "no secret file: exit 2" expect 2 "cannot read the secret file" 5 \
+	-s "$work/no-such-secret" "$work/src" rdmafs:/x
+check "unreachable service: exit 3" expect 3 "cannot reach the cluster" 15 \
+	-m tcp://127.0.0.1:1 "$work/src" rdmafs:/x
+check "missing local source: exit 1, named" expect 1 "$work/missing: source: No such file" 10 \
+	"$work/missing" rdmafs:/x
+check "missing rdmafs source: exit 1, named" expect 1 "/no/such/dir: source: No such file" 10 \
+	rdmafs:/no/such/dir "$work/out-dir"
+check "missing rdmafs destination parent: exit 1" expect 1 "/no/such: destination directory" 10 \
+	"$work/src" rdmafs:/no/such/dir
+check "--help documents every option" bash -c '
+	help=$("$1" --help) || exit 1
+	for o in --meta --secret-file --transport --timeout --jobs --inflight --piece-size \
+		--no-verify --verify-existing --owner --no-owner --quiet --verbose --version --help; do
+		grep -q -- "$o" <<<"$help" || { echo "--help lacks $o" >&2; exit 1; }
+	done' _ "$copy"
+
+# no permission: a file its reader may not open (as an unprivileged user)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	mkdir -p "$work/perm"
+	echo readable >"$work/perm/ok"
+	echo hidden >"$work/perm/no-access"
+	chmod 000 "$work/perm/no-access"
+	chmod -R a+rX "$work"
+	chmod 000 "$work/perm/no-access"
+	cp "$RDMAFS_SECRET_FILE" "$work/secret"
+	chmod 644 "$work/secret"
+	check "unreadable file: exit 1, named with the reason" \
+		setpriv --reuid=65534 --regid=65534 --clear-groups \
+		bash -c '"$1" -q -s "$2" "$3" rdmafs:/perm-nobody 2>"$4.err"; rc=$?; cat "$4.err" >&2;
+			[ $rc -eq 1 ] && grep -q "no-access: cannot open: Permission denied" "$4.err"' \
+		_ "$copy" "$work/secret" "$work/perm" "$work/nobody"
+fi
+
+# a storage daemon down: the files that need it fail (named) without a hang,
+# the others are copied; with the daemon back, a re-run completes the copy
+check "copy with every daemon up" "$copy" -q "$work/src" rdmafs:/before
+"$RDMAFS_CLUSTER_CTL" ctl kill 2 KILL
+check "daemon down: exit 1, failures named, bounded time" \
+	expect 1 "sub/f[0-9]+: .*(timed out|connection refused|Input/output error)" 60 \
+	"$work/src" rdmafs:/during
+echo "  $(grep -c "sub/f" "$work/err") files failed; summary: $(cat "$work/out")"
+check "daemon down: reading a copy that needs it fails, named" \
+	expect 1 "/before/sub/f[0-9]+: " 60 rdmafs:/before "$work/back-during"
+"$RDMAFS_CLUSTER_CTL" ctl start 2
+check "daemon back: the re-run completes the copy" "$copy" -q "$work/src" rdmafs:/during
+check "and it reads back identical" "$copy" -q rdmafs:/during "$work/back"
+check "identical" "$treecmp" "$work/src" "$work/back"
+
+# a daemon killed in the middle of a running copy
+(sleep 0.7; "$RDMAFS_CLUSTER_CTL" ctl kill 3 KILL) &
+killer=$!
+check "daemon killed mid-copy: exit 1, failures named, bounded time" \
+	expect 1 "sub/f[0-9]+: " 60 -j 1 --inflight 0 "$work/src" rdmafs:/midway
+wait $killer
+"$RDMAFS_CLUSTER_CTL" ctl start 3
+check "daemon back: the re-run completes it" "$copy" -q "$work/src" rdmafs:/midway
+rm -rf "$work/back"
+check "and it reads back identical" "$copy" -q rdmafs:/midway "$work/back"
+check "identical" "$treecmp" "$work/src" "$work/back"
+
+[ $fails -eq 0 ] || { echo "$fails checks failed" >&2; exit 1; }
+echo "errors: all checks passed"
