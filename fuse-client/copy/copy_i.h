@@ -94,8 +94,8 @@ struct cp_side_ops {
 	int (*readlink)(struct cp_side *s, const struct cp_loc *loc, char *buf, size_t size);
 	/* the names, NUL-separated, malloc()ed into *@names (NULL when none) */
 	int (*listxattr)(struct cp_side *s, const struct cp_loc *loc, char **names, size_t *len);
-	int (*getxattr)(struct cp_side *s, const struct cp_loc *loc, const char *name,
-			void **value, size_t *len);
+	int (*getxattr)(struct cp_side *s, const struct cp_loc *loc, const char *name, void **value,
+			size_t *len);
 	int (*setxattr)(struct cp_side *s, const struct cp_loc *loc, const char *name,
 			const void *value, size_t len);
 	int (*mkdir)(struct cp_side *s, const struct cp_loc *dir, const char *name,
@@ -117,8 +117,8 @@ struct cp_side_ops {
 
 struct cp_side {
 	const struct cp_side_ops *ops;
-	struct rfs *rfs;      /* rdmafs side */
-	Rdmafs__Cred cred;    /* rdmafs side: our credentials */
+	struct rfs *rfs;   /* rdmafs side */
+	Rdmafs__Cred cred; /* rdmafs side: our credentials */
 	uint32_t groups[64];
 	bool is_rdmafs;
 	bool owner; /* files are created with the source's uid/gid (root) */
@@ -152,14 +152,14 @@ const char *cp_strerror(int err);
 /* ---- the engine (engine.c) -------------------------------------------------------- */
 
 struct cp_options {
-	unsigned jobs;	       /* file workers */
-	unsigned inflight;     /* extra threads that only move pieces of large files */
-	size_t piece_size;     /* bytes per read/write call of a large file */
-	bool verify;	       /* read back and compare a CRC-32C */
-	bool verify_existing;  /* a complete-looking destination is checked by CRC */
+	unsigned jobs;	      /* file workers */
+	unsigned inflight;    /* extra threads that only move pieces of large files */
+	size_t piece_size;    /* bytes per read/write call of a large file */
+	bool verify;	      /* read back and compare a CRC-32C */
+	bool verify_existing; /* a complete-looking destination is checked by CRC */
 	bool quiet;
 	bool verbose;
-	bool owner;	       /* preserve uid/gid (root) */
+	bool owner; /* preserve uid/gid (root) */
 };
 
 /* Counters, updated atomically by the workers, read by the progress thread. */

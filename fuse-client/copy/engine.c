@@ -32,7 +32,7 @@
 #include "copy_i.h"
 
 #define MAX_QUEUED_FILES 8192
-#define GROUP_BUCKETS 4096
+#define GROUP_BUCKETS	 4096
 
 enum group_state { GROUP_PENDING, GROUP_DONE, GROUP_FAILED };
 
@@ -517,8 +517,7 @@ static int checksum(struct engine *e, struct job *j, struct cp_side *side, struc
 }
 
 /* The CRC-32C check of an existing destination against the source. */
-static int compare_existing(struct engine *e, struct job *j, const struct cp_loc *dst,
-			    bool *same)
+static int compare_existing(struct engine *e, struct job *j, const struct cp_loc *dst, bool *same)
 {
 	struct cp_file in, out;
 	uint32_t scrc = 0, dcrc = 0;
@@ -770,9 +769,9 @@ static void job_link(struct engine *e, struct job *j)
 	int ret;
 
 	if (j->dst_exists && S_ISREG(j->dattr.mode) &&
-	    (e->to->is_rdmafs ? j->dattr.ino == g->dst.ino
-			      : g->dst_ino && j->dattr.ino == g->dst_ino &&
-					j->dattr.dev == g->dst_dev)) {
+	    (e->to->is_rdmafs
+		     ? j->dattr.ino == g->dst.ino
+		     : g->dst_ino && j->dattr.ino == g->dst_ino && j->dattr.dev == g->dst_dev)) {
 		stat_add(&e->stats->skipped, 1);
 		return;
 	}
@@ -1019,9 +1018,9 @@ static int walk_dir(struct engine *e, struct dirnode *dir, bool dst_fresh, struc
 				if (ret) {
 					fail(e, dp, "cannot make directory", ret);
 				} else {
-					child = dirnode_new(e, sp, e->from->is_rdmafs ? se->attr.ino : 0,
-							    dp, e->to->is_rdmafs ? ino : 0, &se->attr,
-							    true);
+					child = dirnode_new(
+						e, sp, e->from->is_rdmafs ? se->attr.ino : 0, dp,
+						e->to->is_rdmafs ? ino : 0, &se->attr, true);
 					if (!child)
 						fail(e, dp, NULL, -ENOMEM);
 				}
@@ -1204,8 +1203,9 @@ int cp_run(const struct cp_options *opts, struct cp_side *from, struct cp_loc *s
 	}
 	if (dst_exists && S_ISDIR(sattr.mode) != S_ISDIR(dattr.mode)) {
 		ret = -EEXIST;
-		fail(&e, dst->path, S_ISDIR(sattr.mode) ? "exists and is not a directory"
-							: "exists and is a directory",
+		fail(&e, dst->path,
+		     S_ISDIR(sattr.mode) ? "exists and is not a directory"
+					 : "exists and is a directory",
 		     ret);
 		goto out_free;
 	}

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +21,11 @@
 
 #include "copy_i.h"
 
-#define EXIT_FAILED 1
-#define EXIT_USAGE 2
+#define EXIT_FAILED	 1
+#define EXIT_USAGE	 2
 #define EXIT_UNREACHABLE 3
-#define DEFAULT_SECRET "/etc/rdmafs/secret"
-#define MIB (1024u * 1024u)
+#define DEFAULT_SECRET	 "/etc/rdmafs/secret"
+#define MIB		 (1024u * 1024u)
 
 static const char *prog = "rdmafs-copy";
 
@@ -125,7 +126,7 @@ static int parse_size(const char *s, size_t *out)
 /* A side of the copy as written on the command line. */
 struct target {
 	bool rdmafs;
-	char *path;	/* malloc()ed, without trailing slashes */
+	char *path;	 /* malloc()ed, without trailing slashes */
 	char *authority; /* "HOST:PORT" of rdmafs://, malloc()ed, or NULL */
 };
 
@@ -372,8 +373,7 @@ static const struct option long_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
-__attribute__((format(printf, 1, 2)))
-static int usage_error(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -405,6 +405,8 @@ int main(int argc, char *argv[])
 	bool progress_on = false;
 	double t0;
 
+	/* a peer that went away must be an error of one call, not the end of the process */
+	signal(SIGPIPE, SIG_IGN);
 	rfs_options_init(&ro);
 	while ((c = getopt_long(argc, argv, "m:s:t:j:qvVh", long_opts, NULL)) != -1) {
 		switch (c) {

@@ -180,7 +180,8 @@ static int local_write(struct cp_side *s, struct cp_file *f, uint64_t off, size_
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = pwrite(f->fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		ssize_t n =
+			pwrite(f->fd, (const char *)buf + done, len - done, (off_t)(off + done));
 
 		if (n < 0) {
 			if (errno == EINTR)

@@ -102,8 +102,8 @@ static int lookup(struct cp_side *s, uint64_t parent, const char *name, struct c
 	r.parent = parent;
 	r.name = bytes_of(name);
 	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_LOOKUP, &r.base, &rdmafs__entry_resp__descriptor,
-		   true, &msg);
+	ret = call(s, RDMAFS__METHOD__METHOD_LOOKUP, &r.base, &rdmafs__entry_resp__descriptor, true,
+		   &msg);
 	if (ret)
 		return ret;
 	ret = attr_from_pb(((Rdmafs__EntryResp *)msg)->attr, a);
@@ -410,8 +410,7 @@ static int rdmafs_readlink(struct cp_side *s, const struct cp_loc *loc, char *bu
 	return ret;
 }
 
-static int rdmafs_listxattr(struct cp_side *s, const struct cp_loc *loc, char **names,
-			    size_t *len)
+static int rdmafs_listxattr(struct cp_side *s, const struct cp_loc *loc, char **names, size_t *len)
 {
 	Rdmafs__ListxattrReq r = RDMAFS__LISTXATTR_REQ__INIT;
 	Rdmafs__ListxattrResp *resp;
