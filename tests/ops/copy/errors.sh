@@ -8,7 +8,7 @@
 # after which a re-run with the daemon back completes the copy. Runs inside
 # copy-cluster.sh.
 set -u
-copy=$1 treecmp=$2
+copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/errors
 fails=0
 

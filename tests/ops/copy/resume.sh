@@ -6,7 +6,7 @@
 # the temporaries of the killed run removed and the result identical to the
 # source. Runs inside copy-cluster.sh.
 set -u
-copy=$1 treecmp=$2
+copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/resume
 src=$work/src
 fails=0
@@ -22,22 +22,42 @@ check() {
 	fi
 }
 
-# kill_midway SECONDS COPY-ARGS...: starts the copy, SIGKILLs it after
-# SECONDS; fails if it was already done (the interruption proved nothing)
-kill_midway() {
-	local delay=$1 pid
+# kill_when TEST COPY-ARGS...: starts the copy and SIGKILLs it as soon as
+# the shell function TEST succeeds (polled); fails if the copy ended first
+kill_when() {
+	local test=$1 pid deadline
 	shift
 	"$copy" -q "$@" &
 	pid=$!
-	sleep "$delay"
-	if ! kill -0 "$pid" 2>/dev/null; then
-		echo "the copy finished in under $delay s: nothing was interrupted" >&2
-		wait "$pid"
-		return 1
-	fi
+	deadline=$(($(date +%s) + 120))
+	until "$test"; do
+		if ! kill -0 "$pid" 2>/dev/null || [ "$(date +%s)" -gt "$deadline" ]; then
+			echo "the copy ended before the moment to kill it: nothing was interrupted" >&2
+			kill -KILL "$pid" 2>/dev/null
+			wait "$pid"
+			return 1
+		fi
+		sleep 0.02
+	done
 	kill -KILL "$pid"
 	wait "$pid" 2>/dev/null
 	return 0
+}
+
+# chunk files the daemons hold (1 MiB each for the big files)
+chunks() {
+	find "$RDMAFS_CLUSTER_DIR"/meta/chunks "$RDMAFS_CLUSTER_DIR"/storage*/chunks -type f 2>/dev/null |
+		wc -l
+}
+
+# local -> rdmafs: two of the six 48 MiB files written, the third under way
+two_big_files_in_rdmafs() {
+	[ "$(chunks)" -ge 110 ]
+}
+
+# rdmafs -> local: a big file complete and the next one under its temporary name
+big_file_in_flight_locally() {
+	[ -f "$work/back/big1" ] && ls "$work/back"/.rdmafs-copy.*.tmp >/dev/null 2>&1
 }
 
 # a large tree: big files (many pieces in flight when killed) and many small ones
@@ -57,7 +77,8 @@ owner_flag=
 [ "$(id -u)" = 0 ] && owner_flag=--owner
 
 # local -> rdmafs, one file at a time so that the kill lands midway
-check "killed midway (local -> rdmafs)" kill_midway 1.5 -j 1 --inflight 1 "$src" rdmafs:/resume
+check "killed midway (local -> rdmafs)" \
+	kill_when two_big_files_in_rdmafs -j 1 --inflight 1 "$src" rdmafs:/resume
 out=$("$copy" -v "$src" rdmafs:/resume 2>&1)
 rc=$?
 echo "$out" | tail -n 3
@@ -70,10 +91,16 @@ check "a third run finds no temporaries" bash -c '! grep -q "stale temporary" <<
 check "a third run copies nothing" grep -q " 0 files (0 B) copied.* 0 failed" <<<"$out"
 
 # rdmafs -> local, killed midway too
-check "killed midway (rdmafs -> local)" kill_midway 1.5 -j 1 --inflight 1 rdmafs:/resume "$work/back"
+check "killed midway (rdmafs -> local)" \
+	kill_when big_file_in_flight_locally -j 1 --inflight 1 rdmafs:/resume "$work/back"
 left=$(find "$work/back" -name '.rdmafs-copy.*.tmp' | wc -l)
-echo "info: the killed run left $left temporaries"
-check "resumed copy back exits 0" "$copy" -q rdmafs:/resume "$work/back"
+check "the killed run left a temporary ($left)" test "$left" -ge 1
+out=$("$copy" -v rdmafs:/resume "$work/back" 2>&1)
+rc=$?
+check "resumed copy back exits 0 ($rc)" test $rc -eq 0
+check "resumed copy back removed the temporaries" \
+	grep -q "stale temporary of an interrupted copy removed" <<<"$out"
+check "resumed copy back skipped what was complete" grep -Eq " [1-9][0-9]* skipped" <<<"$out"
 left=$(find "$work/back" -name '.rdmafs-copy.*' | wc -l)
 check "no temporaries left ($left)" test "$left" -eq 0
 check "identical after both interruptions" "$treecmp" $owner_flag "$src" "$work/back"

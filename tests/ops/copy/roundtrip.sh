@@ -6,7 +6,7 @@
 # metadata (treecmp). A second run must skip everything. Runs inside
 # copy-cluster.sh (RDMAFS_META, RDMAFS_SECRET_FILE, RDMAFS_CLUSTER_DIR).
 set -u
-copy=$1 treecmp=$2
+copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/roundtrip
 src=$work/src
 fails=0
