@@ -61,6 +61,7 @@ struct node {
 	uint64_t size;	      /* the size as we know it, our writes included */
 	bool size_dirty;      /* size is larger than what the service has from us */
 	bool mtime_dirty;     /* written since the last UPDATE_SIZE */
+	uint64_t size_seq;    /* bumped whenever we change the size the service will have */
 	uint64_t dirty_mask;  /* layout daemons holding uncommitted writes */
 	uint64_t dirty_first; /* lowest chunk index written since the last commit */
 	uint64_t size_sent_ms;
@@ -81,6 +82,7 @@ struct fs {
 	struct rfs *rfs;
 	struct fuse_session *se;
 	double attr_timeout, entry_timeout;
+	bool kernel_acl;	  /* the kernel enforces POSIX ACLs (with default_permissions) */
 	char bdi[32];		  /* "major:minor" of our mount, for its read-ahead */
 	unsigned readahead_kb;	  /* 0: leave the kernel's */
 	int readahead_done;	  /* atomic */
@@ -303,12 +305,22 @@ out_unlock:
  * the service does not know of yet. Tells *@changed whether size or mtime
  * moved since we last looked (someone else wrote).
  */
-static int node_update(struct node *n, const Rdmafs__Attr *a, const Rdmafs__Layout *layout,
-		       struct stat *st, bool *changed)
+/* node_update_seq()'s @seq for a reply that cannot predate our own size updates. */
+#define SIZE_SEQ_FRESH UINT64_MAX
+
+/*
+ * Like node_update(), for a reply to a call made when n->size_seq was @seq:
+ * if we changed the size since (an UPDATE_SIZE finished meanwhile), the
+ * service may have answered before it saw our change, so a smaller size in
+ * the reply is stale and must not shrink ours.
+ */
+static int node_update_seq(struct node *n, const Rdmafs__Attr *a, const Rdmafs__Layout *layout,
+			   struct stat *st, bool *changed, uint64_t seq)
 {
 	struct rfs_layout l;
 	int64_t msec = a && a->mtime ? a->mtime->sec : 0;
 	uint32_t mnsec = a && a->mtime ? a->mtime->nsec : 0;
+	bool stale;
 	int ret;
 
 	ret = attr_to_stat(a, st);
@@ -333,12 +345,32 @@ static int node_update(struct node *n, const Rdmafs__Attr *a, const Rdmafs__Layo
 	n->seen_size = a->size;
 	n->seen_mtime_sec = msec;
 	n->seen_mtime_nsec = mnsec;
-	if (!n->size_dirty || a->size > n->size)
+	stale = seq != SIZE_SEQ_FRESH && seq != n->size_seq && a->size < n->size;
+	if ((!n->size_dirty && !stale) || a->size > n->size)
 		n->size = a->size;
-	if (n->size_dirty && S_ISREG(a->mode))
+	if ((n->size_dirty || stale) && S_ISREG(a->mode))
 		st->st_size = (off_t)n->size;
 	pthread_mutex_unlock(&n->lock);
 	return 0;
+}
+
+static int node_update(struct node *n, const Rdmafs__Attr *a, const Rdmafs__Layout *layout,
+		       struct stat *st, bool *changed)
+{
+	return node_update_seq(n, a, layout, st, changed, SIZE_SEQ_FRESH);
+}
+
+/* The size sequence of @n now, for node_update_seq() after a call. */
+static uint64_t node_size_seq(struct node *n)
+{
+	uint64_t seq;
+
+	if (!n)
+		return SIZE_SEQ_FRESH;
+	pthread_mutex_lock(&n->lock);
+	seq = n->size_seq;
+	pthread_mutex_unlock(&n->lock);
+	return seq;
 }
 
 /* ---- metadata calls ---------------------------------------------------------------- */
@@ -449,9 +481,10 @@ static int node_layout(struct fs *fs, struct node *n, const struct cred *c, stru
 }
 
 /*
- * Makes our writes to @n durable and its size known: CHUNK_COMMIT on the
- * daemons that got writes (@commit), then UPDATE_SIZE if the size grew or the
- * file was written. What fails stays dirty for the next attempt.
+ * Makes our writes to @n durable and its size known: with @commit (flush,
+ * fsync, release) CHUNK_COMMIT on the daemons that got writes and UPDATE_SIZE
+ * with the new mtime; without it only the size. What fails stays dirty for
+ * the next attempt.
  */
 static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool commit)
 {
@@ -474,8 +507,14 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 	}
 	size = n->size;
 	size_dirty = n->size_dirty;
-	mtime_dirty = n->mtime_dirty;
-	n->mtime_dirty = false;
+	/*
+	 * The mtime our writes earned goes with flush, fsync and release only.
+	 * The batched size update of a growing file runs after the write was
+	 * answered, so it could land after the caller's own utimensat and undo it.
+	 */
+	mtime_dirty = commit && n->mtime_dirty;
+	if (commit)
+		n->mtime_dirty = false;
 	pthread_mutex_unlock(&n->lock);
 
 	if (mask) {
@@ -501,6 +540,7 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 	pthread_mutex_lock(&n->lock);
 	if (n->size == size)
 		n->size_dirty = false;
+	n->size_seq++;
 	n->size_sent_ms = now_ms();
 	pthread_mutex_unlock(&n->lock);
 	{
@@ -574,6 +614,8 @@ static void tune_readahead(struct fs *fs)
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct fs *fs = userdata;
+
 	conn->max_write = IO_SIZE;
 	if (conn->max_readahead > IO_SIZE)
 		conn->max_readahead = IO_SIZE;
@@ -586,6 +628,15 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	/* the size must come from the service, never from a cached write-back page */
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
+	 * POSIX ACLs: the kernel checks them (default_permissions), keeps the
+	 * mode bits and the system.posix_acl_* xattrs in step, and applies
+	 * default ACLs at create; the service just stores the xattrs. Without
+	 * this, setting an access ACL (as cp -a and tar do to set the final
+	 * mode) would leave the mode bits untouched.
+	 */
+	if (fs->kernel_acl && (conn->capable & FUSE_CAP_POSIX_ACL))
+		conn->want |= FUSE_CAP_POSIX_ACL;
 }
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -636,13 +687,16 @@ static int do_getattr(struct fs *fs, const struct cred *c, uint64_t ino, struct 
 	ProtobufCMessage *msg;
 	int ret;
 
+	struct node *n = node_find(fs, ino);
+	uint64_t seq = node_size_seq(n);
+
 	r.ino = ino;
 	r.cred = (Rdmafs__Cred *)&c->pb;
 	ret = meta_call(fs, RDMAFS__METHOD__METHOD_GETATTR, &r.base, &rdmafs__attr_resp__descriptor,
 			true, &msg);
 	if (ret)
 		return ret;
-	ret = node_update(node_find(fs, ino), ((Rdmafs__AttrResp *)msg)->attr, NULL, st, NULL);
+	ret = node_update_seq(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, st, NULL, seq);
 	rfs_meta_free(msg);
 	return ret;
 }
@@ -679,6 +733,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct rfs_layout layout;
 	ProtobufCMessage *msg;
 	uint64_t old_size = UINT64_MAX;
+	bool mtime_was_dirty = false;
 	struct stat st;
 	struct cred c;
 	int ret;
@@ -718,8 +773,24 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		ct.nsec = (uint32_t)attr->st_ctim.tv_nsec;
 		r.ctime = &ct;
 	}
+	/*
+	 * An explicit mtime (tar, cp -a, rsync after writing) supersedes the one
+	 * our earlier writes would stamp at the next sync: drop that, or restore
+	 * it if the call fails.
+	 */
+	if (n && (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) {
+		pthread_mutex_lock(&n->lock);
+		mtime_was_dirty = n->mtime_dirty;
+		n->mtime_dirty = false;
+		pthread_mutex_unlock(&n->lock);
+	}
 	ret = meta_call(fs, RDMAFS__METHOD__METHOD_SETATTR, &r.base, &rdmafs__attr_resp__descriptor,
 			true, &msg);
+	if (ret && mtime_was_dirty) {
+		pthread_mutex_lock(&n->lock);
+		n->mtime_dirty = true;
+		pthread_mutex_unlock(&n->lock);
+	}
 	if (ret)
 		goto out_reply;
 	if ((to_set & FUSE_SET_ATTR_SIZE) && n) {
@@ -727,6 +798,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		pthread_mutex_lock(&n->lock);
 		n->size = r.size;
 		n->size_dirty = false;
+		n->size_seq++;
 		pthread_mutex_unlock(&n->lock);
 	}
 	ret = node_update(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, &st, NULL);
@@ -1182,6 +1254,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		if (end > n->size) {
 			n->size = end;
 			n->size_dirty = true;
+			n->size_seq++;
 		}
 		/* batched: a growing file tells the service at most once a second */
 		send_size = n->size_dirty && now_ms() - n->size_sent_ms >= SIZE_UPDATE_GAP_MS;
@@ -1972,6 +2045,7 @@ int main(int argc, char *argv[])
 	if (!fs)
 		goto out_free_secret;
 	fs->attr_timeout = mo.attr_timeout;
+	fs->kernel_acl = !mo.server_permissions;
 	fs->entry_timeout = mo.entry_timeout;
 	fs->readahead_kb = mo.readahead_kb;
 	pthread_mutex_init(&fs->table_lock, NULL);

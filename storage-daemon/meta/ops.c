@@ -1317,6 +1317,83 @@ static int xattr_may(struct meta_txn *t, const struct inode *in, const ProtobufC
 
 #define XATTR_KNOWN (RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE | RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE)
 
+/*
+ * POSIX access ACLs, as Linux passes them in system.posix_acl_access
+ * (linux/posix_acl_xattr.h): a little-endian u32 version (2), then entries
+ * of u16 tag, u16 perm, u32 id. The mode's permission bits are part of the
+ * ACL (owner, group class = the mask if there is one, other), so setting it
+ * sets them, as every Linux filesystem does; cp -a and tar rely on it.
+ */
+#define ACL_XATTR_ACCESS  "system.posix_acl_access"
+#define ACL_XATTR_VERSION 2u
+#define ACL_ENTRY_SIZE    8u
+#define ACL_USER_OBJ      0x01u
+#define ACL_USER          0x02u
+#define ACL_GROUP_OBJ     0x04u
+#define ACL_GROUP         0x08u
+#define ACL_MASK          0x10u
+#define ACL_OTHER         0x20u
+
+static bool is_access_acl(const ProtobufCBinaryData *name)
+{
+	return name->len == sizeof(ACL_XATTR_ACCESS) - 1 &&
+	       memcmp(name->data, ACL_XATTR_ACCESS, name->len) == 0;
+}
+
+/*
+ * Takes the permission bits of the access ACL @v into *@mode. Returns 1 when
+ * the ACL says no more than the mode (it need not be stored), 0 when it has
+ * named users or groups (store it), -EINVAL when it is malformed.
+ */
+static int acl_to_mode(const ProtobufCBinaryData *v, uint32_t *mode)
+{
+	uint32_t user = 0, group = 0, mask = 0, other = 0, seen = 0;
+	size_t n;
+
+	if (v->len < 4 || (v->len - 4) % ACL_ENTRY_SIZE ||
+	    (uint32_t)(v->data[0] | v->data[1] << 8 | v->data[2] << 16 |
+		       (uint32_t)v->data[3] << 24) != ACL_XATTR_VERSION)
+		return -EINVAL;
+	n = (v->len - 4) / ACL_ENTRY_SIZE;
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *e = v->data + 4 + i * ACL_ENTRY_SIZE;
+		uint32_t tag = (uint32_t)(e[0] | e[1] << 8), perm = (uint32_t)(e[2] | e[3] << 8);
+
+		if (perm & ~7u)
+			return -EINVAL;
+		switch (tag) {
+		case ACL_USER_OBJ:
+			user = perm;
+			break;
+		case ACL_GROUP_OBJ:
+			group = perm;
+			break;
+		case ACL_MASK:
+			mask = perm;
+			break;
+		case ACL_OTHER:
+			other = perm;
+			break;
+		case ACL_USER:
+		case ACL_GROUP:
+			break;
+		default:
+			return -EINVAL;
+		}
+		/* each of the three required entries and the mask at most once */
+		if ((tag & (ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_MASK | ACL_OTHER)) && (seen & tag))
+			return -EINVAL;
+		seen |= tag;
+	}
+	if ((seen & (ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_OTHER)) !=
+	    (ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_OTHER))
+		return -EINVAL;
+	if ((seen & (ACL_USER | ACL_GROUP)) && !(seen & ACL_MASK))
+		return -EINVAL;
+	*mode = (*mode & ~0777u) | user << 6 | ((seen & ACL_MASK) ? mask : group) << 3 | other;
+	return (seen & (ACL_USER | ACL_GROUP | ACL_MASK)) ? 0 : 1;
+}
+
 int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__SetxattrReq *req = (const void *)msg;
@@ -1346,11 +1423,24 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		return -EEXIST;
 	if (rc == MDB_NOTFOUND && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE))
 		return -ENODATA;
+	if (is_access_acl(&req->name)) {
+		ret = acl_to_mode(&req->value, &in.r.mode);
+		if (ret < 0)
+			return ret;
+		/* An ACL the mode says in full is not kept, as on Linux filesystems. */
+		if (ret == 1) {
+			rc = mdb_del(t->txn, t->m->db_xattrs, &k, NULL);
+			if (rc && rc != MDB_NOTFOUND)
+				return meta_lmdb_errno(rc);
+			goto out_touch;
+		}
+	}
 	if (v.mv_data == NULL)
 		v.mv_data = key; /* an empty value still needs a pointer */
 	rc = mdb_put(t->txn, t->m->db_xattrs, &k, &v, 0);
 	if (rc)
 		return meta_lmdb_errno(rc);
+out_touch:
 	touch_ctime(t, &in);
 	ret = meta_inode_put(t, &in);
 	if (ret)

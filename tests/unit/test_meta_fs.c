@@ -916,6 +916,69 @@ static void test_statfs(void **state)
 	protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
+/* Builds a system.posix_acl_access value: version 2, then (tag, perm, id) entries. */
+static size_t acl_value(uint8_t *out, const uint16_t (*entries)[2], size_t n)
+{
+	size_t len = 4;
+
+	out[0] = 2;
+	out[1] = out[2] = out[3] = 0;
+	for (size_t i = 0; i < n; i++, len += 8) {
+		uint32_t id = entries[i][0] == 0x02 || entries[i][0] == 0x08 ? 1001 : 0xffffffffu;
+
+		out[len] = (uint8_t)entries[i][0];
+		out[len + 1] = (uint8_t)(entries[i][0] >> 8);
+		out[len + 2] = (uint8_t)entries[i][1];
+		out[len + 3] = 0;
+		memcpy(out + len + 4, &id, 4);
+	}
+	return len;
+}
+
+/* Setting an access ACL sets the mode bits, as cp -a and tar expect. */
+static void test_acl_sets_mode(void **state)
+{
+	struct tm_env *e = *state;
+	static const uint16_t minimal[][2] = { { 0x01, 6 }, { 0x04, 4 }, { 0x20, 4 } };
+	static const uint16_t named[][2] = { { 0x01, 7 }, { 0x02, 6 }, { 0x04, 4 },
+					     { 0x10, 5 }, { 0x20, 0 } };
+	static const uint16_t no_other[][2] = { { 0x01, 6 }, { 0x04, 4 } };
+	static const uint16_t no_mask[][2] = { { 0x01, 6 }, { 0x02, 6 }, { 0x04, 4 }, { 0x20, 4 } };
+	int64_t f = tm_mkfile(e->m, NULL, ROOT, "acl", 0600);
+	uint64_t ino = (uint64_t)f;
+	uint8_t v[64], buf[64];
+	struct tm_attr a;
+	size_t len;
+
+	assert_true(f > 0);
+	/* A minimal ACL is the mode itself: 0644, and nothing is stored. */
+	len = acl_value(v, minimal, 3);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "system.posix_acl_access", v, len, 0), 0);
+	assert_int_equal(tm_getattr(e->m, NULL, ino, &a), 0);
+	assert_int_equal(a.mode & 07777, 0644);
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "system.posix_acl_access", (char *)buf,
+				     sizeof(buf)), -ENODATA);
+	/* Named entries: stored, and the group class bits are the mask's. */
+	len = acl_value(v, named, 5);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "system.posix_acl_access", v, len, 0), 0);
+	assert_int_equal(tm_getattr(e->m, NULL, ino, &a), 0);
+	assert_int_equal(a.mode & 07777, 0750);
+	assert_int_equal(tm_getxattr(e->m, NULL, ino, "system.posix_acl_access", (char *)buf,
+				     sizeof(buf)), (int)len);
+	/* Malformed ACLs change nothing. */
+	len = acl_value(v, no_other, 2);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "system.posix_acl_access", v, len, 0),
+			 -EINVAL);
+	len = acl_value(v, no_mask, 4);
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "system.posix_acl_access", v, len, 0),
+			 -EINVAL);
+	v[0] = 1;
+	assert_int_equal(tm_setxattr(e->m, NULL, ino, "system.posix_acl_access", v, len, 0),
+			 -EINVAL);
+	assert_int_equal(tm_getattr(e->m, NULL, ino, &a), 0);
+	assert_int_equal(a.mode & 07777, 0750);
+}
+
 static void test_xattrs(void **state)
 {
 	struct tm_env *e = *state;
@@ -1241,6 +1304,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readdir_10000_changing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_acl_sets_mode, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_update_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
