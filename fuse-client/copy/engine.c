@@ -1246,7 +1246,7 @@ int cp_run(const struct cp_options *opts, struct cp_side *from, struct cp_loc *s
 		struct cp_dirent de = {.name = (char *)dname, .attr = dattr};
 		struct dirnode *pd;
 
-		ret = split_path(src->path, &sparent, &sname);
+		ret = sparent ? 0 : split_path(src->path, &sparent, &sname);
 		if (!ret) {
 			/* the parent's attributes are not ours to change */
 			pd = dirnode_new(&e, sparent, 0, dparent, ploc.ino, &pattr, false);

@@ -478,7 +478,8 @@ static int rdmafs_getxattr(struct cp_side *s, const struct cp_loc *loc, const ch
 		rfs_meta_free(msg);
 		return -ENOMEM;
 	}
-	memcpy(v, resp->value.data, resp->value.len);
+	if (resp->value.len)
+		memcpy(v, resp->value.data, resp->value.len);
 	*value = v;
 	*len = resp->value.len;
 	rfs_meta_free(msg);
