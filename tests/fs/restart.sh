@@ -147,8 +147,10 @@ for k in $(awk '$2 == 0 { print $1 }' "$local_dir/before-kill.log" | sort -un); 
 		awk -v k="$k" '$1 == k && $2 != 0 { f = 1 } END { exit !f }'; then
 		continue
 	fi
-	timeout 60 cmp -s <(dd if="$work/B" bs=1M skip="$k" count=1 status=none) \
-		<(dd if="$local_dir/B" bs=1M skip="$k" count=1 status=none) ||
+	timeout 60 dd if="$work/B" of="$local_dir/slot" bs=1M skip="$k" count=1 status=none \
+		2>"$local_dir/slot.err" ||
+		fail "B slot $k (written and fsynced before the kill) unreadable after the restart: $(cat "$local_dir/slot.err")"
+	cmp -s "$local_dir/slot" <(dd if="$local_dir/B" bs=1M skip="$k" count=1 status=none) ||
 		fail "B slot $k (written and fsynced before the kill) differs after the restart"
 	checked=$((checked + 1))
 done

@@ -28,7 +28,7 @@ export RDMAFS_TEST_ADDR=${RDMAFS_VM_RDMA_ADDR:-127.0.0.1}
 export RDMAFS_TEST_DEV=${RDMAFS_VM_RDMA_DEV:-rxe0}
 run conformance-rdma "$build/tests/transport/conformance" rdma
 for extra in "$build"/tests/rdma-vm/guest.d/*; do
-	[ -x "$extra" ] && run "$(basename "$extra")" "$extra" "$build"
+	[ -f "$extra" ] && run "$(basename "$extra")" sh "$extra" "$build"
 done
 echo "rdma-vm: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
