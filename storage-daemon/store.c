@@ -168,6 +168,7 @@ static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_me
 	uint8_t key[16];
 	MDB_val k = { sizeof(key), key }, v;
 	const struct chunk_meta *disk;
+	struct chunk_meta hdr;
 	MDB_txn *txn;
 	int rc, ret = 0;
 
@@ -186,8 +187,14 @@ static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_me
 		ret = mdb_to_errno(rc);
 		goto out_abort;
 	}
-	disk = v.mv_data;
-	if (v.mv_size < sizeof(*disk) || disk->magic != META_MAGIC || disk->block_size != BS ||
+	/* LMDB values are not aligned: read the header through a copy. */
+	if (v.mv_size < sizeof(hdr)) {
+		ret = -EIO;
+		goto out_abort;
+	}
+	memcpy(&hdr, v.mv_data, sizeof(hdr));
+	disk = &hdr;
+	if (disk->magic != META_MAGIC || disk->block_size != BS ||
 	    disk->length > st->max_chunk_size ||
 	    disk->block_count != div_up(disk->length, BS) ||
 	    disk->pending_count > disk->block_count ||
@@ -200,7 +207,7 @@ static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_me
 		ret = -EIO;
 		goto out_abort;
 	}
-	memcpy(m, disk, v.mv_size);
+	memcpy(m, v.mv_data, v.mv_size);
 	*exists = true;
 out_abort:
 	mdb_txn_abort(txn);
@@ -1088,20 +1095,22 @@ int store_list(struct store *st, const struct store_chunk_id *after, struct stor
 		op = MDB_SET_RANGE;
 	}
 	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
-		const struct chunk_meta *cm = v.mv_data;
+		struct chunk_meta cm;
 		struct store_chunk_id id;
 
 		op = MDB_NEXT;
-		if (k.mv_size != 16 || v.mv_size < sizeof(*cm))
+		if (k.mv_size != 16 || v.mv_size < sizeof(cm))
 			continue;
+		/* LMDB values are not aligned: read the header through a copy. */
+		memcpy(&cm, v.mv_data, sizeof(cm));
 		id = key_decode(k.mv_data);
 		if (after && id.inode == after->inode && id.index == after->index)
 			continue;
 		if (*count == max)
 			break;
 		out[*count].id = id;
-		out[*count].length = cm->length;
-		out[*count].version = cm->version;
+		out[*count].length = cm.length;
+		out[*count].version = cm.version;
 		(*count)++;
 	}
 	if (rc == MDB_NOTFOUND) {

@@ -107,7 +107,9 @@ static int tx_flush(struct tcp_conn *tc)
 			iov[n].iov_base = (void *)(tx->data + done);
 			iov[n++].iov_len = tx->data_len - done;
 		}
-		w = writev(tc->poller.fd, iov, n);
+		/* MSG_NOSIGNAL: a peer that went away is an error here, never a SIGPIPE. */
+		w = sendmsg(tc->poller.fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = (size_t)n },
+			    MSG_NOSIGNAL);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				break;
