@@ -10,14 +10,15 @@
 #
 # Environment: RDMAFS_HOME (default /var/lib/rdmafs-local: data, secret, logs),
 # RDMAFS_MOUNT (default /mnt/rdmafs), RDMAFS_PORT (default 7471),
-# RDMAFS_SKIP_DEPS=1 to skip the package installation.
+# RDMAFS_BUILD (default ./build), RDMAFS_SKIP_DEPS=1 to skip the package
+# installation.
 set -euo pipefail
 
 top=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 home=${RDMAFS_HOME:-/var/lib/rdmafs-local}
 mnt=${RDMAFS_MOUNT:-/mnt/rdmafs}
 port=${RDMAFS_PORT:-7471}
-build=$top/build
+build=${RDMAFS_BUILD:-$top/build}
 daemon=$build/storage-daemon/rdmafs-daemon
 fuse=$build/fuse-client/rdmafs-fuse
 pidfile=$home/daemon.pid
