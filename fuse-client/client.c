@@ -27,8 +27,7 @@ struct rfc_client {
 	struct xprt_conn *conn;
 };
 
-__attribute__((format(printf, 1, 2)))
-static void rfc_log(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void rfc_log(const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -162,9 +161,8 @@ static void fence_buffer(struct xprt_conn *conn, int ret)
 		xprt_conn_reset(conn);
 }
 
-int rfc_chunk_write(struct rfc_client *c, struct rfc_chunk id, uint32_t chunk_size,
-		    uint32_t offset, const void *data, uint32_t len, bool commit,
-		    struct rfc_chunk_state *state)
+int rfc_chunk_write(struct rfc_client *c, struct rfc_chunk id, uint32_t chunk_size, uint32_t offset,
+		    const void *data, uint32_t len, bool commit, struct rfc_chunk_state *state)
 {
 	Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
@@ -468,8 +466,8 @@ int rfc_daemon_stats(struct rfc_client *c, struct rfc_daemon_stats *out)
 	return 0;
 }
 
-int rfc_call_raw(struct rfc_client *c, uint32_t method, const void *req, size_t req_len,
-		 void *resp, size_t resp_cap, size_t *resp_len)
+int rfc_call_raw(struct rfc_client *c, uint32_t method, const void *req, size_t req_len, void *resp,
+		 size_t resp_cap, size_t *resp_len)
 {
 	struct xprt_conn *conn;
 	int ret = conn_get(c, &conn);

@@ -21,12 +21,12 @@
 #include "rdmafs_client.h"
 #include "rdmafs_fs.h"
 
-#define SECRET_MAX 4096
-#define SLOT_REQ_MAX 512u    /* every chunk request but removal lists fits */
-#define SLOT_REPLY_MAX 256u  /* chunk replies are a few varints */
-#define REMOVE_BATCH 256u    /* chunk indexes per CHUNK_REMOVE */
-#define BACKOFF_MIN_MS 100u
-#define BACKOFF_MAX_MS 5000u
+#define SECRET_MAX	   4096
+#define SLOT_REQ_MAX	   512u /* every chunk request but removal lists fits */
+#define SLOT_REPLY_MAX	   256u /* chunk replies are a few varints */
+#define REMOVE_BATCH	   256u /* chunk indexes per CHUNK_REMOVE */
+#define BACKOFF_MIN_MS	   100u
+#define BACKOFF_MAX_MS	   5000u
 #define REFRESH_MIN_GAP_MS 500u
 
 _Static_assert(RFS_UUID_LEN == META_UUID_LEN, "UUID sizes differ");
@@ -35,14 +35,14 @@ _Static_assert(RFS_UUID_LEN == META_UUID_LEN, "UUID sizes differ");
 struct rfs_peer {
 	pthread_mutex_t lock; /* guards everything below but uuid and label */
 	uint8_t uuid[RFS_UUID_LEN];
-	char label[48];	      /* for the log */
-	char **uris;	      /* addresses usable with our transport, in order */
+	char label[48]; /* for the log */
+	char **uris;	/* addresses usable with our transport, in order */
 	size_t uri_count;
 	struct xprt_conn *conn;
 	uint64_t retry_at_ms; /* no connect attempt before this */
 	uint32_t backoff_ms;
 	int last_error;
-	int state;	      /* DaemonState from the map */
+	int state; /* DaemonState from the map */
 };
 
 struct rfs {
@@ -71,8 +71,7 @@ struct rfs {
 	uint32_t poll_ms;
 };
 
-__attribute__((format(printf, 1, 2)))
-static void rfs_log(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void rfs_log(const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -334,8 +333,8 @@ int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
 			ret = -ENOMEM;
 			break;
 		}
-		ret = sane_status(xprt_call(conn, method, body, need, reply, cap, &resp_len,
-					    fs->timeout_ms));
+		ret = sane_status(
+			xprt_call(conn, method, body, need, reply, cap, &resp_len, fs->timeout_ms));
 		xprt_conn_put(conn);
 		/* ENOTCONN: it never left; after a reset only an idempotent call may run twice */
 		if (ret == -ENOTCONN || (idempotent && (ret == -ECONNRESET || ret == -EPIPE)))
@@ -843,7 +842,8 @@ static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMess
 	return ret;
 }
 
-/* ---- striped data ------------------------------------------------------------------------------ */
+/* ---- striped data ------------------------------------------------------------------------------
+ */
 
 /* One chunk's part of a read or write. */
 struct piece {
@@ -963,8 +963,7 @@ static int piece_finish(struct piece *p, uint64_t ino, bool write, uint8_t *dst)
 		ret = -EPROTO;
 	} else if (rfc_crc32c(xprt_buf_data(p->buf), rr->bytes) != rr->crc32c) {
 		rfs_log("inode %llu chunk %llu: read data fails its checksum (%u bytes at %u)",
-			(unsigned long long)ino, (unsigned long long)p->index, rr->bytes,
-			p->off);
+			(unsigned long long)ino, (unsigned long long)p->index, rr->bytes, p->off);
 		ret = -EIO;
 	} else {
 		memcpy(dst + p->pos, xprt_buf_data(p->buf), rr->bytes);
@@ -1077,7 +1076,8 @@ int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uin
 	return ret;
 }
 
-/* ---- whole-file chunk operations --------------------------------------------------------------- */
+/* ---- whole-file chunk operations ---------------------------------------------------------------
+ */
 
 /* Sends @msg as @method to the daemons of @layout in @mask, in parallel. */
 static int broadcast(struct rfs *fs, const struct rfs_layout *layout, uint64_t mask,
@@ -1112,8 +1112,8 @@ static uint64_t all_daemons(const struct rfs_layout *layout)
 	return layout->stripe_width >= 64 ? UINT64_MAX : (1ull << layout->stripe_width) - 1;
 }
 
-int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-	       uint64_t daemon_mask, uint64_t first_index)
+int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t daemon_mask,
+	       uint64_t first_index)
 {
 	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
 	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
@@ -1159,8 +1159,7 @@ static int truncate_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout 
 	cid.index = index;
 	req.chunk = &cid;
 	req.length = length;
-	return broadcast(fs, layout, 1ull << d, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
-			 &req.base);
+	return broadcast(fs, layout, 1ull << d, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base);
 }
 
 int rfs_truncate_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
@@ -1270,8 +1269,8 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout
 }
 
 /* CHUNK_STAT of one chunk. */
-static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-		      uint64_t index, bool *exists, uint32_t *length)
+static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t index,
+		      bool *exists, uint32_t *length)
 {
 	Rdmafs__ChunkStatReq req = RDMAFS__CHUNK_STAT_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;

@@ -41,19 +41,19 @@
 
 #include "rdmafs_fs.h"
 
-#define NODE_BUCKETS 4096u
-#define CRED_GROUPS 64
-#define NAME_MAX_LEN 255
+#define NODE_BUCKETS	   4096u
+#define CRED_GROUPS	   64
+#define NAME_MAX_LEN	   255
 #define SIZE_UPDATE_GAP_MS 1000u
-#define IO_SIZE (1u << 20)
-#define DEFAULT_SECRET "/etc/rdmafs/secret"
+#define IO_SIZE		   (1u << 20)
+#define DEFAULT_SECRET	   "/etc/rdmafs/secret"
 
 /* What we know of an inode the kernel holds (lookup count) or has open. */
 struct node {
 	struct node *next; /* hash chain, under fs.table_lock */
 	uint64_t ino;
-	uint64_t nlookup;  /* under fs.table_lock */
-	uint32_t opens;	   /* under fs.table_lock */
+	uint64_t nlookup; /* under fs.table_lock */
+	uint32_t opens;	  /* under fs.table_lock */
 
 	pthread_mutex_t lock; /* guards everything below */
 	bool has_layout;
@@ -65,7 +65,7 @@ struct node {
 	uint64_t dirty_mask;  /* layout daemons holding uncommitted writes */
 	uint64_t dirty_first; /* lowest chunk index written since the last commit */
 	uint64_t size_sent_ms;
-	bool seen;	      /* seen_* hold the service's last attributes */
+	bool seen; /* seen_* hold the service's last attributes */
 	uint64_t seen_size;
 	int64_t seen_mtime_sec;
 	uint32_t seen_mtime_nsec;
@@ -82,10 +82,10 @@ struct fs {
 	struct rfs *rfs;
 	struct fuse_session *se;
 	double attr_timeout, entry_timeout;
-	bool kernel_acl;	  /* the kernel enforces POSIX ACLs (with default_permissions) */
-	char bdi[32];		  /* "major:minor" of our mount, for its read-ahead */
-	unsigned readahead_kb;	  /* 0: leave the kernel's */
-	int readahead_done;	  /* atomic */
+	bool kernel_acl;       /* the kernel enforces POSIX ACLs (with default_permissions) */
+	char bdi[32];	       /* "major:minor" of our mount, for its read-ahead */
+	unsigned readahead_kb; /* 0: leave the kernel's */
+	int readahead_done;    /* atomic */
 	pthread_mutex_t table_lock;
 	struct node *buckets[NODE_BUCKETS];
 };
@@ -96,8 +96,7 @@ struct cred {
 	uint32_t groups[CRED_GROUPS];
 };
 
-__attribute__((format(printf, 1, 2)))
-static void fs_log(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void fs_log(const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -578,7 +577,8 @@ static void find_bdi(struct fs *fs, const char *mountpoint)
 		unsigned maj, min;
 		char mnt[PATH_MAX], *dash;
 
-		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - FSTYPE ..." (spaces in names are \040) */
+		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - FSTYPE ..." (spaces in names are \040)
+		 */
 		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) != 3)
 			continue;
 		dash = strstr(line, " - ");
@@ -717,9 +717,9 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
-#define SETATTR_SENT                                                                           \
-	(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE |     \
-	 FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |                 \
+#define SETATTR_SENT                                                                       \
+	(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE | \
+	 FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |             \
 	 FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)
 
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -1418,8 +1418,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			const Rdmafs__DirEntry *d = resp->entries[i];
 			struct fuse_entry_param e;
 
-			if (d->cookie >= UINT64_MAX - 2 || d->cookie > INT64_MAX - 2 || d->ino == 0 ||
-			    name_from_wire(&d->name, name)) {
+			if (d->cookie >= UINT64_MAX - 2 || d->cookie > INT64_MAX - 2 ||
+			    d->ino == 0 || name_from_wire(&d->name, name)) {
 				ret = -EPROTO;
 				break;
 			}
@@ -1448,8 +1448,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 			} else {
 				e.attr.st_ino = d->ino;
 				e.attr.st_mode = d->mode & S_IFMT;
-				need = fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
-							 (off_t)d->cookie + 2);
+				need = fuse_add_direntry(req, buf + used, size - used, name,
+							 &e.attr, (off_t)d->cookie + 2);
 				if (need > size - used) {
 					full = true;
 					break;
@@ -1843,29 +1843,21 @@ struct mount_opts {
 
 enum { KEY_HELP, KEY_DISCARD };
 
-#define MOPT(t, p) {t, offsetof(struct mount_opts, p), 1}
+#define MOPT(t, p)                                   \
+	{                                            \
+		t, offsetof(struct mount_opts, p), 1 \
+	}
 static const struct fuse_opt mount_spec[] = {
-	MOPT("meta=%s", meta),
-	MOPT("secret=%s", secret),
-	MOPT("transport=%s", transport),
-	MOPT("timeout=%s", timeout),
-	MOPT("readahead=%u", readahead_kb),
-	MOPT("server_permissions", server_permissions),
-	MOPT("attr_timeout=%lf", attr_timeout),
-	MOPT("entry_timeout=%lf", entry_timeout),
-	FUSE_OPT_KEY("-h", KEY_HELP),
+	MOPT("meta=%s", meta), MOPT("secret=%s", secret), MOPT("transport=%s", transport),
+	MOPT("timeout=%s", timeout), MOPT("readahead=%u", readahead_kb),
+	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
+	MOPT("entry_timeout=%lf", entry_timeout), FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	/* fstab options meant for mount(8) and systemd, not for the kernel */
-	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
-	FUSE_OPT_KEY("nofail", KEY_DISCARD),
-	FUSE_OPT_KEY("noauto", KEY_DISCARD),
-	FUSE_OPT_KEY("auto", KEY_DISCARD),
-	FUSE_OPT_KEY("user", KEY_DISCARD),
-	FUSE_OPT_KEY("users", KEY_DISCARD),
-	FUSE_OPT_KEY("nouser", KEY_DISCARD),
-	FUSE_OPT_KEY("defaults", KEY_DISCARD),
-	FUSE_OPT_END
-};
+	FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("nofail", KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_DISCARD), FUSE_OPT_KEY("users", KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", KEY_DISCARD), FUSE_OPT_KEY("defaults", KEY_DISCARD), FUSE_OPT_END};
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -1989,8 +1981,7 @@ int main(int argc, char *argv[])
 				goto out_free_args;
 		}
 	}
-	if (mo.nonopt_count >= 1 &&
-	    fuse_opt_add_arg(&args, mo.nonopt[mo.nonopt_count - 1]) == -1)
+	if (mo.nonopt_count >= 1 && fuse_opt_add_arg(&args, mo.nonopt[mo.nonopt_count - 1]) == -1)
 		goto out_free_args;
 	if (mo.meta)
 		meta_uri = mo.meta;
@@ -2018,7 +2009,8 @@ int main(int argc, char *argv[])
 	if (parse_transport(mo.transport, &ro.transport) ||
 	    parse_ms(mo.timeout, &ro.call_timeout_ms) || mo.attr_timeout < 0 ||
 	    mo.entry_timeout < 0) {
-		fprintf(stderr, "rdmafs-fuse: bad option value (transport, timeout or *_timeout)\n");
+		fprintf(stderr,
+			"rdmafs-fuse: bad option value (transport, timeout or *_timeout)\n");
 		goto out_free_cmd;
 	}
 	err = rfs_read_secret(mo.secret ? mo.secret : DEFAULT_SECRET, &secret, &secret_len);

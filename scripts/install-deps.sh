@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_packages=(
-	build-essential meson ninja-build pkg-config clang llvm
+	build-essential meson ninja-build pkg-config clang llvm clang-format
 	libibverbs-dev librdmacm-dev rdma-core ibverbs-utils
 	libfuse3-dev fuse3 liburing-dev
 	libprotobuf-c-dev protobuf-c-compiler

@@ -18,11 +18,11 @@
 #include "daemon_i.h"
 #include "meta.h"
 
-#define AGENT_REPLY_MAX    4096
-#define AGENT_TICK_MS      1000u
+#define AGENT_REPLY_MAX 4096
+#define AGENT_TICK_MS	1000u
 /* Until the service tells us its interval (RegisterDaemonResp). */
-#define DEFAULT_HEARTBEAT_MS 2000u
-#define MAX_BACKOFF_MS     10000u
+#define DEFAULT_HEARTBEAT_MS  2000u
+#define MAX_BACKOFF_MS	      10000u
 #define AGENT_CALL_TIMEOUT_MS 3000
 
 struct agent {
@@ -70,7 +70,8 @@ static int agent_call(struct agent *a, uint32_t method, const ProtobufCMessage *
 		return -ENOMEM;
 	protobuf_c_message_pack(req, buf);
 	if (a->p.meta) {
-		ret = meta_handle(a->p.meta, method, buf, len, a->reply, sizeof(a->reply), reply_len);
+		ret = meta_handle(a->p.meta, method, buf, len, a->reply, sizeof(a->reply),
+				  reply_len);
 		goto out_free;
 	}
 	if (a->conn && !xprt_conn_alive(a->conn)) {
@@ -162,10 +163,12 @@ static void *agent_main(void *arg)
 					daemon_log(DLOG_WARN,
 						   "cannot reach the metadata service at %s: %s "
 						   "(retrying)",
-						   a->p.metadata_uri ? a->p.metadata_uri : "(local)",
+						   a->p.metadata_uri ? a->p.metadata_uri
+								     : "(local)",
 						   xprt_strerror(ret));
 				a->reported_unreachable = true;
-				backoff = backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;
+				backoff =
+					backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;
 				next_beat = now + backoff;
 			} else {
 				if (a->reported_unreachable)

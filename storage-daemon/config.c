@@ -76,8 +76,8 @@ static int add_uri(char **list, unsigned *count, const char *what, const char *u
 
 static int parse_bool(const char *text, int *out)
 {
-	static const char *const yes[] = { "yes", "true", "on", "1" };
-	static const char *const no[] = { "no", "false", "off", "0" };
+	static const char *const yes[] = {"yes", "true", "on", "1"};
+	static const char *const no[] = {"no", "false", "off", "0"};
 
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
 		if (strcasecmp(text, yes[i]) == 0) {
@@ -164,7 +164,7 @@ static int config_ini_cb(void *user, const char *section, const char *name, cons
 
 static int load_file(struct daemon_config *cfg, const char *path)
 {
-	struct ini_state st = { .cfg = cfg, .path = path };
+	struct ini_state st = {.cfg = cfg, .path = path};
 	FILE *f = fopen(path, "r");
 	int line;
 
@@ -192,7 +192,8 @@ static void usage(FILE *out)
 		"usage: rdmafs-daemon [--config FILE] [--data-dir DIR] [--listen URI]...\n"
 		"                     [--secret-file FILE] [--port-file FILE] [--name NAME]\n"
 		"                     [--workers N] [--log-level LEVEL] [--foreground]\n"
-		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise URI]...\n"
+		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise "
+		"URI]...\n"
 		"  URI: rdma://host:port, tcp://host:port or auto://host:port (port 0: any)\n"
 		"  --port-file: write the first listener's port there once serving\n"
 		"  --metadata: host the metadata service (default yes; one daemon per cluster)\n"
@@ -219,22 +220,22 @@ void config_free(struct daemon_config *cfg)
 int config_load(struct daemon_config *cfg, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "data-dir", required_argument, NULL, 'd' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "secret-file", required_argument, NULL, 's' },
-		{ "port-file", required_argument, NULL, 'p' },
-		{ "name", required_argument, NULL, 'n' },
-		{ "workers", required_argument, NULL, 'w' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "metadata", required_argument, NULL, 'M' },
-		{ "metadata-uri", required_argument, NULL, 'U' },
-		{ "advertise", required_argument, NULL, 'A' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"config", required_argument, NULL, 'c'},
+		{"data-dir", required_argument, NULL, 'd'},
+		{"listen", required_argument, NULL, 'l'},
+		{"secret-file", required_argument, NULL, 's'},
+		{"port-file", required_argument, NULL, 'p'},
+		{"name", required_argument, NULL, 'n'},
+		{"workers", required_argument, NULL, 'w'},
+		{"log-level", required_argument, NULL, 'L'},
+		{"foreground", no_argument, NULL, 'f'},
+		{"metadata", required_argument, NULL, 'M'},
+		{"metadata-uri", required_argument, NULL, 'U'},
+		{"advertise", required_argument, NULL, 'A'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
-	struct daemon_config flags = { 0 };
+	struct daemon_config flags = {0};
 	bool log_level_flag = false;
 	const char *key;
 	int opt, ret = -EINVAL;
@@ -267,11 +268,16 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			ret = -EINVAL;
 			goto err_free_flags;
 		default:
-			key = opt == 'd' ? "data_dir" : opt == 'l' ? "listen" :
-			      opt == 's' ? "secret_file" : opt == 'p' ? "port_file" :
-			      opt == 'n' ? "name" : opt == 'w' ? "workers" :
-			      opt == 'M' ? "metadata" : opt == 'U' ? "metadata_uri" :
-			      opt == 'A' ? "advertise" : "log_level";
+			key = opt == 'd'   ? "data_dir"
+			      : opt == 'l' ? "listen"
+			      : opt == 's' ? "secret_file"
+			      : opt == 'p' ? "port_file"
+			      : opt == 'n' ? "name"
+			      : opt == 'w' ? "workers"
+			      : opt == 'M' ? "metadata"
+			      : opt == 'U' ? "metadata_uri"
+			      : opt == 'A' ? "advertise"
+					   : "log_level";
 			ret = config_set(&flags, key, optarg);
 			log_level_flag |= opt == 'L';
 			if (ret)

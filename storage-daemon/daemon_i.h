@@ -64,14 +64,14 @@ struct daemon_config {
 	char *secret_file;
 	char *port_file;
 	char *name;
-	unsigned workers;        /* worker threads, each with its own io_uring */
-	unsigned queue_depth;    /* requests queued for the workers, then -EBUSY */
+	unsigned workers;	 /* worker threads, each with its own io_uring */
+	unsigned queue_depth;	 /* requests queued for the workers, then -EBUSY */
 	uint32_t max_chunk_size; /* largest chunk served; sizes the buffers */
 	uint64_t lmdb_map_size;
 	enum daemon_log_level log_level;
 	bool foreground;
-	int metadata;            /* 1: host the metadata service (the default), 0: not */
-	char *metadata_uri;      /* where to register; NULL: this daemon's own service */
+	int metadata;			    /* 1: host the metadata service (the default), 0: not */
+	char *metadata_uri;		    /* where to register; NULL: this daemon's own service */
 	char *advertise[DAEMON_MAX_LISTEN]; /* URIs put in the cluster map */
 	unsigned advertise_count;
 };
@@ -87,7 +87,7 @@ void config_free(struct daemon_config *cfg);
 /* ---- data directory (datadir.c) ---- */
 
 #define DATADIR_FORMAT_VERSION 1
-#define DATADIR_MARKER "rdmafs-format"
+#define DATADIR_MARKER	       "rdmafs-format"
 
 struct datadir {
 	int dir_fd;
@@ -212,7 +212,7 @@ struct meta;
 
 struct server_params {
 	struct xprt_ctx *ctx;
-	struct meta *meta;       /* the metadata service this daemon hosts, or NULL */
+	struct meta *meta; /* the metadata service this daemon hosts, or NULL */
 	struct store *store;
 	const uint8_t *uuid;
 	unsigned workers;
@@ -242,12 +242,12 @@ struct agent;
 
 struct agent_params {
 	struct xprt_ctx *ctx;
-	struct meta *meta;        /* hosted here: called directly, and ticked */
+	struct meta *meta;	  /* hosted here: called directly, and ticked */
 	const char *metadata_uri; /* else: the metadata service to register with */
 	const uint8_t *uuid;
 	const char *const *addresses; /* advertised URIs */
 	unsigned address_count;
-	int data_fd;              /* a descriptor in the data file system, for capacity */
+	int data_fd; /* a descriptor in the data file system, for capacity */
 };
 
 /*

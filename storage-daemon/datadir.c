@@ -30,10 +30,9 @@
 
 static void uuid_format(const uint8_t *u, char *out, size_t size)
 {
-	snprintf(out, size,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-		 u[15]);
+	snprintf(out, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
 }
 
 static int uuid_parse(const char *text, uint8_t *u)
@@ -210,10 +209,11 @@ int datadir_open(const char *path, struct datadir *out)
 		if (ret)
 			goto err_close_dir;
 		if (!empty) {
-			daemon_log(DLOG_ERR,
-				   "data directory %s is not empty and has no " DATADIR_MARKER
-				   " marker: refusing to use it (give an empty or rdmafs directory)",
-				   path);
+			daemon_log(
+				DLOG_ERR,
+				"data directory %s is not empty and has no " DATADIR_MARKER
+				" marker: refusing to use it (give an empty or rdmafs directory)",
+				path);
 			ret = -EINVAL;
 			goto err_close_dir;
 		}
@@ -228,8 +228,7 @@ int datadir_open(const char *path, struct datadir *out)
 	}
 	if (out->marker_fd < 0) {
 		ret = -errno;
-		daemon_log(DLOG_ERR, "cannot open %s/" DATADIR_MARKER ": %s", path,
-			   strerror(-ret));
+		daemon_log(DLOG_ERR, "cannot open %s/" DATADIR_MARKER ": %s", path, strerror(-ret));
 		goto err_close_dir;
 	}
 	if (flock(out->marker_fd, LOCK_EX | LOCK_NB)) {

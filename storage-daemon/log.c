@@ -16,8 +16,8 @@ static enum daemon_log_level max_level = DLOG_INFO;
 static int journal = -1; /* unknown until the first line */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *const level_names[] = { "error", "warning", "info", "debug" };
-static const int syslog_prio[] = { 3, 4, 6, 7 };
+static const char *const level_names[] = {"error", "warning", "info", "debug"};
+static const int syslog_prio[] = {3, 4, 6, 7};
 
 void daemon_log_set_level(enum daemon_log_level level)
 {
@@ -26,7 +26,7 @@ void daemon_log_set_level(enum daemon_log_level level)
 
 int daemon_log_parse_level(const char *text, enum daemon_log_level *out)
 {
-	static const char *const names[] = { "err", "warn", "info", "debug" };
+	static const char *const names[] = {"err", "warn", "info", "debug"};
 
 	for (unsigned i = 0; i < 4; i++) {
 		if (strcmp(text, names[i]) == 0) {
@@ -37,8 +37,8 @@ int daemon_log_parse_level(const char *text, enum daemon_log_level *out)
 	return -EINVAL;
 }
 
-__attribute__((format(printf, 2, 0)))
-static void vlog(enum daemon_log_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void vlog(enum daemon_log_level level, const char *fmt,
+						       va_list ap)
 {
 	char line[1024];
 

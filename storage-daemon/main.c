@@ -30,12 +30,12 @@
 #include "meta.h"
 
 #define SECRET_MAX 4096
-#define URI_MAX    300
+#define URI_MAX	   300
 /* The metadata service's store, inside the data directory. */
 #define META_SUBDIR "fsmeta"
 
-__attribute__((format(printf, 3, 0)))
-static void meta_log_bridge(void *arg, enum meta_log_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void
+meta_log_bridge(void *arg, enum meta_log_level level, const char *fmt, va_list ap)
 {
 	daemon_vlog((enum daemon_log_level)level, fmt, ap);
 }
@@ -44,7 +44,7 @@ static void meta_log_bridge(void *arg, enum meta_log_level level, const char *fm
 static int open_metadata(const struct daemon_config *cfg, const struct datadir *dd,
 			 struct meta **out)
 {
-	struct meta_options mo = { .log = meta_log_bridge };
+	struct meta_options mo = {.log = meta_log_bridge};
 	char path[4096];
 	int ret;
 
@@ -86,16 +86,18 @@ static int build_advertise(const struct daemon_config *cfg, struct xprt_listener
 			return -EINVAL;
 		if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
 		    strcmp(host, "*") == 0) {
-			daemon_log(DLOG_WARN, "listening on the wildcard %s: advertising this "
-					      "host's name; set advertise if clients cannot resolve it",
+			daemon_log(DLOG_WARN,
+				   "listening on the wildcard %s: advertising this "
+				   "host's name; set advertise if clients cannot resolve it",
 				   cfg->listen[i]);
 			if (gethostname(host, sizeof(host)))
 				return -errno;
 			host[sizeof(host) - 1] = '\0';
 		}
 		kind = xprt_listener_kind(listeners[i]);
-		snprintf(out[(*count)++], URI_MAX, strchr(host, ':') ? "%s://[%s]:%u" : "%s://%s:%u",
-			 xprt_kind_name(kind), host, xprt_listener_port(listeners[i]));
+		snprintf(out[(*count)++], URI_MAX,
+			 strchr(host, ':') ? "%s://[%s]:%u" : "%s://%s:%u", xprt_kind_name(kind),
+			 host, xprt_listener_port(listeners[i]));
 	}
 	return 0;
 }
@@ -163,13 +165,13 @@ static int write_port_file(const char *path, unsigned port)
 
 int main(int argc, char **argv)
 {
-	struct xprt_listener *listeners[DAEMON_MAX_LISTEN] = { NULL };
+	struct xprt_listener *listeners[DAEMON_MAX_LISTEN] = {NULL};
 	char advertise[DAEMON_MAX_LISTEN][URI_MAX];
 	const char *advertise_ptrs[DAEMON_MAX_LISTEN];
-	struct agent_params ap = { 0 };
+	struct agent_params ap = {0};
 	struct agent *agent = NULL;
 	struct meta *meta = NULL;
-	struct server_params sp = { 0 };
+	struct server_params sp = {0};
 	struct daemon_config cfg;
 	struct xprt_options opts;
 	struct xprt_ctx *ctx;

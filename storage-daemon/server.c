@@ -24,31 +24,40 @@
 #include "daemon_i.h"
 #include "meta.h"
 
-#define REPLY_MAX    (64u << 10)
-#define LIST_MAX     1024u
-#define SELECT_MAX   65536u
+#define REPLY_MAX  (64u << 10)
+#define LIST_MAX   1024u
+#define SELECT_MAX 65536u
 /* Bad chunks a scrub remembers (bad_count counts them all). */
 #define SCRUB_BAD_MAX 1024u
 /* Chunks a scrub lists at once. */
-#define SCRUB_PAGE   256u
+#define SCRUB_PAGE 256u
 
 static const uint64_t latency_bounds_us[] = {
 	50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000,
 };
-#define BOUNDS  (sizeof(latency_bounds_us) / sizeof(latency_bounds_us[0]))
+#define BOUNDS	(sizeof(latency_bounds_us) / sizeof(latency_bounds_us[0]))
 #define BUCKETS (BOUNDS + 1)
 
 enum op_slot {
-	OP_WRITE, OP_READ, OP_COMMIT, OP_TRUNCATE, OP_REMOVE, OP_STAT, OP_LIST, OP_STATS,
-	OP_SCRUB, OP_OTHER, OP_COUNT
+	OP_WRITE,
+	OP_READ,
+	OP_COMMIT,
+	OP_TRUNCATE,
+	OP_REMOVE,
+	OP_STAT,
+	OP_LIST,
+	OP_STATS,
+	OP_SCRUB,
+	OP_OTHER,
+	OP_COUNT
 };
 
 static const uint32_t op_methods[OP_COUNT] = {
-	RDMAFS__METHOD__METHOD_CHUNK_WRITE,    RDMAFS__METHOD__METHOD_CHUNK_READ,
-	RDMAFS__METHOD__METHOD_CHUNK_COMMIT,   RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
-	RDMAFS__METHOD__METHOD_CHUNK_REMOVE,   RDMAFS__METHOD__METHOD_CHUNK_STAT,
-	RDMAFS__METHOD__METHOD_CHUNK_LIST,     RDMAFS__METHOD__METHOD_DAEMON_STATS,
-	RDMAFS__METHOD__METHOD_SCRUB,          RDMAFS__METHOD__METHOD_UNSPECIFIED,
+	RDMAFS__METHOD__METHOD_CHUNK_WRITE,  RDMAFS__METHOD__METHOD_CHUNK_READ,
+	RDMAFS__METHOD__METHOD_CHUNK_COMMIT, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
+	RDMAFS__METHOD__METHOD_CHUNK_REMOVE, RDMAFS__METHOD__METHOD_CHUNK_STAT,
+	RDMAFS__METHOD__METHOD_CHUNK_LIST,   RDMAFS__METHOD__METHOD_DAEMON_STATS,
+	RDMAFS__METHOD__METHOD_SCRUB,	     RDMAFS__METHOD__METHOD_UNSPECIFIED,
 };
 
 struct op_counters {
@@ -126,7 +135,7 @@ static uint64_t now_ns(void)
 }
 
 #define STAT_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
-#define STAT_GET(field)    __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define STAT_GET(field)	   __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 static enum op_slot op_slot_of(uint32_t method)
 {
@@ -510,7 +519,7 @@ static void scrub_note_bad(struct server *srv, struct store_chunk_id id, uint32_
 	pthread_mutex_lock(&j->lock);
 	j->bad_count++;
 	if (j->bad_kept < SCRUB_BAD_MAX)
-		j->bad[j->bad_kept++] = (struct scrub_bad){ .id = id, .block = block, .error = err };
+		j->bad[j->bad_kept++] = (struct scrub_bad){.id = id, .block = block, .error = err};
 	pthread_mutex_unlock(&j->lock);
 }
 
@@ -519,12 +528,12 @@ static void *scrub_main(void *arg)
 {
 	struct server *srv = arg;
 	struct scrub_job *j = &srv->scrub;
-	size_t buf_len = (srv->max_chunk_size + STORE_BLOCK_SIZE - 1) / STORE_BLOCK_SIZE *
-			 STORE_BLOCK_SIZE;
+	size_t buf_len =
+		(srv->max_chunk_size + STORE_BLOCK_SIZE - 1) / STORE_BLOCK_SIZE * STORE_BLOCK_SIZE;
 	struct store_list_entry *page = calloc(SCRUB_PAGE, sizeof(*page));
 	uint8_t *buf = aligned_alloc(STORE_BLOCK_SIZE, buf_len);
 	Rdmafs__JobState end = RDMAFS__JOB_STATE__JOB_STATE_DONE;
-	struct store_chunk_id after = { 0, 0 };
+	struct store_chunk_id after = {0, 0};
 	struct store_io *io = NULL;
 	bool done = false, first = true;
 	size_t count;
@@ -537,7 +546,8 @@ static void *scrub_main(void *arg)
 		goto out_fail;
 	daemon_log(DLOG_INFO, "scrub started");
 	while (!done) {
-		ret = store_list(srv->store, first ? NULL : &after, page, SCRUB_PAGE, &count, &done);
+		ret = store_list(srv->store, first ? NULL : &after, page, SCRUB_PAGE, &count,
+				 &done);
 		if (ret)
 			goto out_fail;
 		first = false;
@@ -550,7 +560,8 @@ static void *scrub_main(void *arg)
 			}
 			ret = store_verify(io, page[i].id, buf, &length, &block);
 			if (ret)
-				scrub_note_bad(srv, page[i].id, block, ret == -EBADMSG ? -EBADMSG : -EIO);
+				scrub_note_bad(srv, page[i].id, block,
+					       ret == -EBADMSG ? -EBADMSG : -EIO);
 			pthread_mutex_lock(&j->lock);
 			j->checked++;
 			j->bytes += length;
@@ -575,9 +586,9 @@ out_end:
 	j->state = end;
 	daemon_log(end == RDMAFS__JOB_STATE__JOB_STATE_DONE ? DLOG_INFO : DLOG_WARN,
 		   "scrub %s: %" PRIu64 " chunks, %" PRIu64 " bytes checked, %" PRIu64 " bad%s%s",
-		   end == RDMAFS__JOB_STATE__JOB_STATE_DONE	 ? "done"
+		   end == RDMAFS__JOB_STATE__JOB_STATE_DONE	   ? "done"
 		   : end == RDMAFS__JOB_STATE__JOB_STATE_CANCELLED ? "cancelled"
-								  : "failed",
+								   : "failed",
 		   j->checked, j->bytes, j->bad_count, j->error[0] ? ": " : "", j->error);
 	pthread_mutex_unlock(&j->lock);
 	return NULL;
@@ -748,8 +759,8 @@ static void handle(struct worker *w, struct queued *q)
 		break;
 	default:
 		if (w->srv->meta && meta_handles_method(method))
-			ret = meta_handle(w->srv->meta, method, body, len, w->reply,
-					  reply_cap(req), &reply_len);
+			ret = meta_handle(w->srv->meta, method, body, len, w->reply, reply_cap(req),
+					  &reply_len);
 		else
 			ret = -EOPNOTSUPP; /* metadata on a daemon without the service */
 		break;
@@ -804,7 +815,7 @@ void server_request_cb(struct xprt_req *req, void *arg)
 		srv->busy++;
 	} else {
 		srv->queue[(srv->queue_head + srv->queue_len) % srv->queue_cap] =
-			(struct queued){ .req = req, .start_ns = now_ns() };
+			(struct queued){.req = req, .start_ns = now_ns()};
 		srv->queue_len++;
 		pthread_cond_signal(&srv->cond);
 	}

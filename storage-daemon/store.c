@@ -49,8 +49,8 @@
 #include "xprt.h"
 #include "daemon_i.h"
 
-#define BS          STORE_BLOCK_SIZE
-#define META_MAGIC  0x314d4352u /* "RCM1" */
+#define BS	     STORE_BLOCK_SIZE
+#define META_MAGIC   0x314d4352u /* "RCM1" */
 #define LOCK_STRIPES 64
 #define RING_ENTRIES 8
 
@@ -82,8 +82,8 @@ struct store_io {
 	bool fixed;
 	uint8_t *region;
 	size_t region_len;
-	uint8_t *aux;             /* two blocks, aligned, for the old head and tail */
-	struct chunk_meta *meta;  /* room for max_blocks CRCs */
+	uint8_t *aux;		 /* two blocks, aligned, for the old head and tail */
+	struct chunk_meta *meta; /* room for max_blocks CRCs */
 };
 
 static const uint8_t zero_block[BS];
@@ -127,7 +127,7 @@ static void key_encode(struct store_chunk_id id, uint8_t *key)
 
 static struct store_chunk_id key_decode(const uint8_t *key)
 {
-	struct store_chunk_id id = { 0, 0 };
+	struct store_chunk_id id = {0, 0};
 
 	for (int i = 0; i < 8; i++) {
 		id.inode = (id.inode << 8) | key[i];
@@ -162,11 +162,10 @@ static int mdb_to_errno(int rc)
 /* ---- metadata ---- */
 
 /* Loads @id's metadata into @m; *@exists false (and @m an empty chunk) if none. */
-static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_meta *m,
-		     bool *exists)
+static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_meta *m, bool *exists)
 {
 	uint8_t key[16];
-	MDB_val k = { sizeof(key), key }, v;
+	MDB_val k = {sizeof(key), key}, v;
 	const struct chunk_meta *disk;
 	struct chunk_meta hdr;
 	MDB_txn *txn;
@@ -195,8 +194,7 @@ static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_me
 	memcpy(&hdr, v.mv_data, sizeof(hdr));
 	disk = &hdr;
 	if (disk->magic != META_MAGIC || disk->block_size != BS ||
-	    disk->length > st->max_chunk_size ||
-	    disk->block_count != div_up(disk->length, BS) ||
+	    disk->length > st->max_chunk_size || disk->block_count != div_up(disk->length, BS) ||
 	    disk->pending_count > disk->block_count ||
 	    disk->pending_first > disk->block_count - disk->pending_count ||
 	    v.mv_size != meta_bytes(disk)) {
@@ -217,7 +215,7 @@ out_abort:
 static int meta_put(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
 {
 	uint8_t key[16];
-	MDB_val k = { sizeof(key), key }, v = { meta_bytes(m), (void *)m };
+	MDB_val k = {sizeof(key), key}, v = {meta_bytes(m), (void *)m};
 	MDB_txn *txn;
 	int rc;
 
@@ -236,7 +234,7 @@ static int meta_put(struct store *st, struct store_chunk_id id, const struct chu
 static int meta_delete(struct store *st, struct store_chunk_id id)
 {
 	uint8_t key[16];
-	MDB_val k = { sizeof(key), key };
+	MDB_val k = {sizeof(key), key};
 	MDB_txn *txn;
 	int rc;
 
@@ -840,8 +838,9 @@ int store_verify(struct store_io *io, struct store_chunk_id id, uint8_t *buf, ui
 	if (got < blocks * BS)
 		memset(buf + got, 0, blocks * BS - got);
 	for (uint32_t b = 0; b < blocks; b++) {
-		if (!block_ok(m, b, daemon_crc32c(buf + (size_t)b * BS,
-						  min_u32(BS, m->length - b * BS)))) {
+		if (!block_ok(
+			    m, b,
+			    daemon_crc32c(buf + (size_t)b * BS, min_u32(BS, m->length - b * BS)))) {
 			daemon_log(DLOG_ERR,
 				   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data"
 				   " fails its checksum (scrub)",
@@ -942,7 +941,7 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 			  struct store_chunk_id *id)
 {
 	uint8_t key[16];
-	MDB_val k = { sizeof(key), key }, v;
+	MDB_val k = {sizeof(key), key}, v;
 	MDB_cursor *cur;
 	MDB_txn *txn;
 	int rc;
@@ -1074,7 +1073,7 @@ int store_list(struct store *st, const struct store_chunk_id *after, struct stor
 	       size_t max, size_t *count, bool *done)
 {
 	uint8_t key[16];
-	MDB_val k = { sizeof(key), key }, v;
+	MDB_val k = {sizeof(key), key}, v;
 	MDB_cursor *cur;
 	MDB_txn *txn;
 	MDB_cursor_op op = MDB_FIRST;

@@ -15,21 +15,21 @@
 
 #include "xprt_i.h"
 
-#define DEFAULT_CREDITS        64u
-#define DEFAULT_MAX_MSG        (16u << 10)
-#define DEFAULT_CALL_TIMEOUT   10000u
+#define DEFAULT_CREDITS		64u
+#define DEFAULT_MAX_MSG		(16u << 10)
+#define DEFAULT_CALL_TIMEOUT	10000u
 #define DEFAULT_CONNECT_TIMEOUT 5000u
-#define DEFAULT_PING_INTERVAL  2000u
-#define DEFAULT_RDMA_INFLIGHT  16u
+#define DEFAULT_PING_INTERVAL	2000u
+#define DEFAULT_RDMA_INFLIGHT	16u
 /* A peer that answers no ping for this many intervals is dead. */
-#define PING_MISSES            3u
+#define PING_MISSES 3u
 /* How often the progress thread checks deadlines; bounds how late a timeout fires. */
-#define TIMER_PERIOD_MS        10
+#define TIMER_PERIOD_MS 10
 /* Busy-poll this long after the last completion before sleeping (verbs latency). */
-#define DEFAULT_BUSY_POLL_US   20u
+#define DEFAULT_BUSY_POLL_US 20u
 /* How long a rejected or erring peer gets to read our last word before we cut it. */
-#define DOOM_GRACE_MS          500u
-#define EPOLL_BATCH            32
+#define DOOM_GRACE_MS 500u
+#define EPOLL_BATCH   32
 
 /* ---- logging ---- */
 
@@ -46,7 +46,7 @@ void xprt_set_log(xprt_log_cb cb, void *arg, enum xprt_log_level max_level)
 
 void xprt_log(enum xprt_log_level level, const char *fmt, ...)
 {
-	static const char *const names[] = { "error", "warning", "info", "debug" };
+	static const char *const names[] = {"error", "warning", "info", "debug"};
 	char msg[512];
 	va_list ap;
 
@@ -71,7 +71,8 @@ const char *xprt_strerror(int err)
 	case -ENOTCONN:
 		return "not connected (the connection had already died)";
 	case -EACCES:
-		return "access refused (wrong cluster secret, or a one-sided access with a wrong key or out of bounds)";
+		return "access refused (wrong cluster secret, or a one-sided access with a wrong "
+		       "key or out of bounds)";
 	case -EPROTO:
 		return "protocol error (bad magic, version or message from the peer)";
 	case -EMSGSIZE:
@@ -176,14 +177,14 @@ enum xprt_kind xprt_ctx_resolve_kind(const struct xprt_ctx *ctx, enum xprt_kind 
 
 int xprt_core_poll_add(struct xprt_ctx *ctx, struct xprt_poller *p, uint32_t events)
 {
-	struct epoll_event ev = { .events = events, .data.ptr = p };
+	struct epoll_event ev = {.events = events, .data.ptr = p};
 
 	return epoll_ctl(ctx->epoll_fd, EPOLL_CTL_ADD, p->fd, &ev) ? -errno : 0;
 }
 
 int xprt_core_poll_mod(struct xprt_ctx *ctx, struct xprt_poller *p, uint32_t events)
 {
-	struct epoll_event ev = { .events = events, .data.ptr = p };
+	struct epoll_event ev = {.events = events, .data.ptr = p};
 
 	return epoll_ctl(ctx->epoll_fd, EPOLL_CTL_MOD, p->fd, &ev) ? -errno : 0;
 }
@@ -244,7 +245,7 @@ static void reap_conns(struct xprt_ctx *ctx)
 {
 	struct list_head *pos, *tmp;
 
-	list_for_each_safe(pos, tmp, &ctx->conns) {
+	list_for_each_safe (pos, tmp, &ctx->conns) {
 		struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
 
 		if (conn_reapable(c))
@@ -315,18 +316,20 @@ static void conn_fail(struct xprt_conn *c, int err)
 		call_err = err;
 	c->state = XPRT_CONN_DEAD;
 	c->error = err;
-	xprt_log(c->local_close ? XPRT_LOG_DEBUG : c->is_server ? XPRT_LOG_INFO : XPRT_LOG_WARN,
+	xprt_log(c->local_close ? XPRT_LOG_DEBUG
+		 : c->is_server ? XPRT_LOG_INFO
+				: XPRT_LOG_WARN,
 		 "%s connection%s%s %s: %s", c->ops->name, c->peer_name[0] ? " from " : "",
 		 c->peer_name, c->local_close ? "closed" : "died", xprt_strerror(err));
 	if (c->backend)
 		c->ops->shutdown(c);
-	list_for_each_safe(pos, tmp, &c->sendq) {
+	list_for_each_safe (pos, tmp, &c->sendq) {
 		list_del(pos);
 		free(list_entry(pos, struct xprt_out, link));
 	}
-	list_for_each_safe(pos, tmp, &c->rdma_wait)
+	list_for_each_safe (pos, tmp, &c->rdma_wait)
 		rdma_op_finish(list_entry(pos, struct xprt_rdma_op, link), call_err);
-	list_for_each_safe(pos, tmp, &c->calls) {
+	list_for_each_safe (pos, tmp, &c->calls) {
 		struct xprt_call *call = list_entry(pos, struct xprt_call, link);
 
 		list_del(pos);
@@ -404,11 +407,15 @@ static void flush_sendq(struct xprt_conn *c)
  * Sends a credit-using message, or queues a copy of it when credits or send
  * slots are short. Order is kept: nothing overtakes what is queued.
  */
-static int send_msg(struct xprt_conn *c, uint8_t type, uint16_t flags, uint64_t id,
-		    uint32_t method, int32_t status, const void *body, size_t len)
+static int send_msg(struct xprt_conn *c, uint8_t type, uint16_t flags, uint64_t id, uint32_t method,
+		    int32_t status, const void *body, size_t len)
 {
 	struct xprt_hdr h = {
-		.type = type, .flags = flags, .request_id = id, .method = method, .status = status,
+		.type = type,
+		.flags = flags,
+		.request_id = id,
+		.method = method,
+		.status = status,
 	};
 	struct xprt_out *o;
 	int ret;
@@ -496,7 +503,7 @@ void xprt_core_conn_established(struct xprt_conn *c, const struct xprt_conn_para
 	c->peer_window = peer->credits;
 	c->peer_max_msg = peer->max_msg_size;
 	c->max_msg = peer->max_msg_size < ctx->opts.max_msg_size ? peer->max_msg_size
-								  : ctx->opts.max_msg_size;
+								 : ctx->opts.max_msg_size;
 	c->state = XPRT_CONN_HELLO;
 	c->last_rx_ns = xprt_now_ns();
 	/* The handshake must finish within the connect timeout, on both sides. */
@@ -561,8 +568,8 @@ static void hello_server_auth(struct xprt_conn *c, const uint8_t *body, size_t l
 		c->state = XPRT_CONN_READY;
 }
 
-static void hello_client_accept(struct xprt_conn *c, const struct xprt_hdr *h,
-				const uint8_t *body, size_t len)
+static void hello_client_accept(struct xprt_conn *c, const struct xprt_hdr *h, const uint8_t *body,
+				size_t len)
 {
 	struct xprt_ctx *ctx = c->ctx;
 
@@ -571,9 +578,8 @@ static void hello_client_accept(struct xprt_conn *c, const struct xprt_hdr *h,
 		conn_fail(c, h->status == -EACCES ? -EACCES : -EPROTO);
 		return;
 	}
-	if (len != XPRT_MAC_SIZE ||
-	    xprt_hello_verify(ctx->secret, ctx->opts.secret_len, true, c->server_nonce,
-			      c->client_nonce, body)) {
+	if (len != XPRT_MAC_SIZE || xprt_hello_verify(ctx->secret, ctx->opts.secret_len, true,
+						      c->server_nonce, c->client_nonce, body)) {
 		xprt_log(XPRT_LOG_ERR, "server failed to prove it knows the cluster secret");
 		conn_fail(c, -EACCES);
 		return;
@@ -631,7 +637,7 @@ static void handle_response(struct xprt_conn *c, const struct xprt_hdr *h, const
 {
 	struct list_head *pos;
 
-	list_for_each(pos, &c->calls) {
+	list_for_each (pos, &c->calls) {
 		struct xprt_call *call = list_entry(pos, struct xprt_call, link);
 
 		if (call->id != h->request_id)
@@ -719,7 +725,8 @@ static void rdma_start_waiting(struct xprt_conn *c)
 {
 	while (!list_empty(&c->rdma_wait) && c->state == XPRT_CONN_READY &&
 	       c->rdma_inflight < c->ctx->opts.max_rdma_inflight) {
-		struct xprt_rdma_op *op = list_first_entry(&c->rdma_wait, struct xprt_rdma_op, link);
+		struct xprt_rdma_op *op =
+			list_first_entry(&c->rdma_wait, struct xprt_rdma_op, link);
 		int ret;
 
 		list_del(&op->link);
@@ -788,8 +795,8 @@ static int rdma_submit(struct xprt_conn *c, bool is_write, void *local, struct x
 		goto out_unlock;
 	}
 	op->id = c->next_id++;
-	op->deadline_ns = xprt_now_ns() +
-			  xprt_ms_to_ns(timeout_ms > 0 ? (uint32_t)timeout_ms : ctx->opts.call_timeout_ms);
+	op->deadline_ns = xprt_now_ns() + xprt_ms_to_ns(timeout_ms > 0 ? (uint32_t)timeout_ms
+								       : ctx->opts.call_timeout_ms);
 	list_add_tail(&op->link, &c->rdma_wait);
 	rdma_start_waiting(c);
 out_unlock:
@@ -938,9 +945,9 @@ int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, si
 		goto err_free;
 	}
 	call->id = conn->next_id++;
-	call->deadline_ns = xprt_now_ns() +
-			    xprt_ms_to_ns(timeout_ms > 0 ? (uint32_t)timeout_ms
-							 : ctx->opts.call_timeout_ms);
+	call->deadline_ns =
+		xprt_now_ns() +
+		xprt_ms_to_ns(timeout_ms > 0 ? (uint32_t)timeout_ms : ctx->opts.call_timeout_ms);
 	call->cb = cb;
 	call->arg = arg;
 	/* Registered before sending: the response may come before send_msg returns. */
@@ -961,8 +968,8 @@ err_free:
 	return ret;
 }
 
-int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
-	      void *resp, size_t resp_cap, size_t *resp_len, int timeout_ms)
+int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len, void *resp,
+	      size_t resp_cap, size_t *resp_len, int timeout_ms)
 {
 	struct xprt_ctx *ctx = conn->ctx;
 	struct sync_wait w;
@@ -1203,7 +1210,7 @@ static void listener_free_locked(struct xprt_listener *l)
 	l->ops->listener_close(l);
 	list_del(&l->link);
 	/* Connections it accepted stay, but no longer point at it. */
-	list_for_each(pos, &l->ctx->conns) {
+	list_for_each (pos, &l->ctx->conns) {
 		struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
 
 		if (c->listener == l)
@@ -1247,20 +1254,20 @@ static void conn_timers(struct xprt_conn *c, uint64_t now)
 		conn_fail(c, c->closing ? c->error : -ETIMEDOUT);
 		return;
 	}
-	list_for_each(pos, &c->calls) {
+	list_for_each (pos, &c->calls) {
 		if (list_entry(pos, struct xprt_call, link)->deadline_ns < now) {
 			xprt_log(XPRT_LOG_WARN, "call timed out: resetting the connection");
 			conn_fail(c, -ETIMEDOUT);
 			return;
 		}
 	}
-	list_for_each(pos, &c->rdma_posted) {
+	list_for_each (pos, &c->rdma_posted) {
 		if (list_entry(pos, struct xprt_rdma_op, link)->deadline_ns < now) {
 			conn_fail(c, -ETIMEDOUT);
 			return;
 		}
 	}
-	list_for_each(pos, &c->rdma_wait) {
+	list_for_each (pos, &c->rdma_wait) {
 		if (list_entry(pos, struct xprt_rdma_op, link)->deadline_ns < now) {
 			conn_fail(c, -ETIMEDOUT);
 			return;
@@ -1286,7 +1293,7 @@ static void run_timers(struct xprt_ctx *ctx)
 	if (now - ctx->last_timer_ns < xprt_ms_to_ns(TIMER_PERIOD_MS))
 		return;
 	ctx->last_timer_ns = now;
-	list_for_each_safe(pos, tmp, &ctx->conns) {
+	list_for_each_safe (pos, tmp, &ctx->conns) {
 		struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
 
 		conn_timers(c, now);
@@ -1355,13 +1362,12 @@ static void *progress_thread(void *arg)
 
 int xprt_ctx_create(const struct xprt_options *opts, struct xprt_ctx **out)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 	pthread_mutexattr_t attr;
 	struct xprt_ctx *ctx;
 	int ret;
 
-	if (opts->recv_credits < 4 || opts->max_msg_size < 256 ||
-	    opts->max_msg_size > (16u << 20))
+	if (opts->recv_credits < 4 || opts->max_msg_size < 256 || opts->max_msg_size > (16u << 20))
 		return -EINVAL;
 	if (sodium_init() < 0)
 		return -EIO;
@@ -1432,14 +1438,14 @@ void xprt_ctx_destroy(struct xprt_ctx *ctx)
 {
 	struct list_head *pos, *tmp;
 	uint64_t one = 1;
-	struct timespec pause = { 0, 1000000 };
+	struct timespec pause = {0, 1000000};
 
 	if (!ctx)
 		return;
 	pthread_mutex_lock(&ctx->lock);
-	list_for_each_safe(pos, tmp, &ctx->listeners)
+	list_for_each_safe (pos, tmp, &ctx->listeners)
 		listener_free_locked(list_entry(pos, struct xprt_listener, link));
-	list_for_each_safe(pos, tmp, &ctx->conns) {
+	list_for_each_safe (pos, tmp, &ctx->conns) {
 		struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
 
 		conn_fail(c, -ECONNRESET);
@@ -1450,7 +1456,7 @@ void xprt_ctx_destroy(struct xprt_ctx *ctx)
 		bool busy = false;
 
 		pthread_mutex_lock(&ctx->lock);
-		list_for_each(pos, &ctx->conns)
+		list_for_each (pos, &ctx->conns)
 			if (!list_empty(&list_entry(pos, struct xprt_conn, link)->rdma_posted))
 				busy = true;
 		pthread_mutex_unlock(&ctx->lock);
@@ -1465,7 +1471,7 @@ void xprt_ctx_destroy(struct xprt_ctx *ctx)
 		xprt_log(XPRT_LOG_WARN, "cannot wake the progress thread: %s", strerror(errno));
 	pthread_join(ctx->thread, NULL);
 	/* Whatever is left (owners that never closed) goes now; the thread is gone. */
-	list_for_each_safe(pos, tmp, &ctx->conns)
+	list_for_each_safe (pos, tmp, &ctx->conns)
 		conn_free(list_entry(pos, struct xprt_conn, link));
 	for (int k = 0; k < 3; k++)
 		if (ctx->backends[k])

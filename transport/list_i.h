@@ -10,7 +10,10 @@ struct list_head {
 	struct list_head *next, *prev;
 };
 
-#define LIST_HEAD_INIT(name) { &(name), &(name) }
+#define LIST_HEAD_INIT(name)     \
+	{                        \
+		&(name), &(name) \
+	}
 
 static inline void list_init(struct list_head *head)
 {
@@ -50,13 +53,13 @@ static inline void list_del(struct list_head *node)
 	list_init(node);
 }
 
-#define list_entry(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define list_entry(ptr, type, member)	     ((type *)((char *)(ptr)-offsetof(type, member)))
 #define list_first_entry(head, type, member) list_entry((head)->next, type, member)
 
 #define list_for_each(pos, head) for ((pos) = (head)->next; (pos) != (head); (pos) = (pos)->next)
 
-#define list_for_each_safe(pos, tmp, head)                                                         \
-	for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);                           \
+#define list_for_each_safe(pos, tmp, head)                               \
+	for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); \
 	     (pos) = (tmp), (tmp) = (pos)->next)
 
 #endif /* RDMAFS_LIST_I_H */

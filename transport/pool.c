@@ -48,7 +48,7 @@ struct xprt_mr *xprt_core_mr_by_tcp_key(struct xprt_ctx *ctx, uint32_t key)
 {
 	struct list_head *pos;
 
-	list_for_each(pos, &ctx->mrs) {
+	list_for_each (pos, &ctx->mrs) {
 		struct xprt_mr *mr = list_entry(pos, struct xprt_mr, link);
 
 		if (mr->tcp_key == key)

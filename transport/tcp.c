@@ -27,14 +27,14 @@
 /* Staging buffer beyond the largest message, so several small frames fit per recv(). */
 #define TCP_STAGING_EXTRA (64u << 10)
 /* A target queueing more READ responses than this is being flooded: cut the peer. */
-#define TCP_MAX_TXQ       4096u
+#define TCP_MAX_TXQ	   4096u
 #define TCP_LISTEN_BACKLOG 128
 
 enum tcp_rx_state {
-	RX_PREAMBLE,  /* waiting for the peer's connection parameters */
-	RX_FRAMES,    /* parsing frames out of the staging buffer */
-	RX_DIRECT,    /* receiving one-sided data straight into its destination */
-	RX_STOPPED,   /* after a protocol error: read nothing more */
+	RX_PREAMBLE, /* waiting for the peer's connection parameters */
+	RX_FRAMES,   /* parsing frames out of the staging buffer */
+	RX_DIRECT,   /* receiving one-sided data straight into its destination */
+	RX_STOPPED,  /* after a protocol error: read nothing more */
 };
 
 struct tcp_tx {
@@ -43,8 +43,8 @@ struct tcp_tx {
 	size_t head_len;
 	const uint8_t *data; /* not owned: remote-readable memory or an op's local buffer */
 	size_t data_len;
-	size_t sent;         /* bytes of head + data already written */
-	uint8_t owned[];     /* a copied message body follows head when data == owned */
+	size_t sent;	 /* bytes of head + data already written */
+	uint8_t owned[]; /* a copied message body follows head when data == owned */
 };
 
 struct tcp_conn {
@@ -59,7 +59,7 @@ struct tcp_conn {
 	uint8_t *direct_dst;
 	size_t direct_len, direct_got;
 	struct xprt_rdma_op *direct_op; /* a READ completing into op->local, or NULL */
-	uint64_t direct_write_id;       /* a WRITE landing in our memory: its id, for the ack */
+	uint64_t direct_write_id;	/* a WRITE landing in our memory: its id, for the ack */
 	struct list_head txq;
 	uint32_t txq_len;
 };
@@ -108,7 +108,8 @@ static int tx_flush(struct tcp_conn *tc)
 			iov[n++].iov_len = tx->data_len - done;
 		}
 		/* MSG_NOSIGNAL: a peer that went away is an error here, never a SIGPIPE. */
-		w = sendmsg(tc->poller.fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = (size_t)n },
+		w = sendmsg(tc->poller.fd,
+			    &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n},
 			    MSG_NOSIGNAL);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -133,8 +134,8 @@ static int tx_flush(struct tcp_conn *tc)
  * @data_len bytes; @copy_data says whether data must be copied (a message
  * body the caller keeps) or stays valid until sent (registered memory).
  */
-static int tx_queue(struct tcp_conn *tc, const uint8_t *head, size_t head_len,
-		    const void *data, size_t data_len, bool copy_data)
+static int tx_queue(struct tcp_conn *tc, const uint8_t *head, size_t head_len, const void *data,
+		    size_t data_len, bool copy_data)
 {
 	struct tcp_tx *tx;
 
@@ -171,8 +172,12 @@ static void encode_one_sided(uint8_t *out, uint8_t type, uint64_t id, int32_t st
 			     uint32_t body_len, const struct xprt_rdma_wire *w)
 {
 	struct xprt_hdr h = {
-		.magic = XPRT_MAGIC, .version = XPRT_VERSION, .type = type, .request_id = id,
-		.body_len = body_len, .status = status,
+		.magic = XPRT_MAGIC,
+		.version = XPRT_VERSION,
+		.type = type,
+		.request_id = id,
+		.body_len = body_len,
+		.status = status,
 	};
 
 	xprt_hdr_encode(&h, out);
@@ -183,8 +188,8 @@ static void encode_one_sided(uint8_t *out, uint8_t type, uint64_t id, int32_t st
 static int tcp_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 {
 	struct tcp_conn *tc = c->backend;
-	struct xprt_rdma_wire w = { .addr = op->remote_addr, .rkey = op->rkey,
-				    .len = (uint32_t)op->len };
+	struct xprt_rdma_wire w = {
+		.addr = op->remote_addr, .rkey = op->rkey, .len = (uint32_t)op->len};
 	uint8_t head[XPRT_HDR_SIZE + XPRT_RDMA_WIRE_SIZE];
 
 	if (op->is_write) {
@@ -202,7 +207,7 @@ static struct xprt_rdma_op *find_op(struct xprt_conn *c, uint64_t id)
 {
 	struct list_head *pos;
 
-	list_for_each(pos, &c->rdma_posted) {
+	list_for_each (pos, &c->rdma_posted) {
 		struct xprt_rdma_op *op = list_entry(pos, struct xprt_rdma_op, link);
 
 		if (op->id == id)
@@ -281,7 +286,8 @@ static size_t rx_frame(struct tcp_conn *tc, const uint8_t *p, size_t avail)
 		} else {
 			uint8_t head[XPRT_HDR_SIZE];
 
-			encode_one_sided(head, XPRT_MSG_RDMA_READ_RESP, h.request_id, 0, w.len, NULL);
+			encode_one_sided(head, XPRT_MSG_RDMA_READ_RESP, h.request_id, 0, w.len,
+					 NULL);
 			ret = tx_queue(tc, head, XPRT_HDR_SIZE, (const void *)(uintptr_t)w.addr,
 				       w.len, false);
 			if (ret)
@@ -538,8 +544,8 @@ err_free:
 
 static int resolve(const char *host, uint16_t port, bool passive, struct addrinfo **res)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) };
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0)};
 	char service[8];
 	int ret;
 
@@ -674,7 +680,7 @@ static void tcp_shutdown(struct xprt_conn *c)
 	tc->rx_state = RX_STOPPED;
 	tc->direct_op = NULL;
 	/* Posted ops flush, as they would from a QP in error. */
-	list_for_each_safe(pos, tmp, &c->rdma_posted)
+	list_for_each_safe (pos, tmp, &c->rdma_posted)
 		xprt_core_rdma_done(list_entry(pos, struct xprt_rdma_op, link), -ECONNRESET);
 }
 
@@ -685,7 +691,7 @@ static void tcp_conn_destroy(struct xprt_conn *c)
 
 	if (!tc)
 		return;
-	list_for_each_safe(pos, tmp, &tc->txq)
+	list_for_each_safe (pos, tmp, &tc->txq)
 		free(list_entry(pos, struct tcp_tx, link));
 	close(tc->poller.fd);
 	free(tc->stage);

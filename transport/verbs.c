@@ -38,7 +38,7 @@
 
 /* Address and route resolution give up after this long (rdma_cm's own timer). */
 #define VERBS_RESOLVE_TIMEOUT_MS 2000
-#define VERBS_LISTEN_BACKLOG 128
+#define VERBS_LISTEN_BACKLOG	 128
 /*
  * Local ACK timeout 4.096 us * 2^14 = 67 ms and 7 retries: a dead peer gives
  * IBV_WC_RETRY_EXC_ERR after about 0.5 s (DESIGN, "Verbs details that bite").
@@ -61,7 +61,7 @@
 #define VERBS_CQ_ACK_BATCH 64
 /* conn_destroy() waits this long for the flush of the send queue. */
 #define VERBS_DRAIN_TIMEOUT_MS 1000
-#define VERBS_DRAIN_SLEEP_NS 1000000L
+#define VERBS_DRAIN_SLEEP_NS   1000000L
 /*
  * A flush we did not cause means the NIC put our QP in ERR, usually because
  * the peer broke a rule at our side (a bad rkey): the peer learns it from its
@@ -142,19 +142,19 @@ struct verbs_conn {
 	struct xprt_conn *c;
 	struct verbs_ctx *vctx;
 	struct rdma_cm_id *id;
-	int dev;               /* index in vctx->devs; -1 until the address is known */
+	int dev; /* index in vctx->devs; -1 until the address is known */
 	char peer[VERBS_PEER_NAME_SIZE];
 	struct xprt_conn_params peer_params;
 
 	struct ibv_comp_channel *comp_channel;
 	struct xprt_poller cq_poller;
-	bool cq_polled;        /* cq_poller is in the epoll set */
+	bool cq_polled; /* cq_poller is in the epoll set */
 	unsigned int cq_events_unacked;
 	struct ibv_cq *cq;
-	struct ibv_qp *qp;     /* id->qp, kept to know whether we created it */
+	struct ibv_qp *qp; /* id->qp, kept to know whether we created it */
 	uint32_t max_inline;
-	uint32_t max_reads;    /* the QP's max_rd_atomic */
-	uint32_t sq_posted;    /* WRs on the send queue (all signalled) */
+	uint32_t max_reads; /* the QP's max_rd_atomic */
+	uint32_t sq_posted; /* WRs on the send queue (all signalled) */
 
 	uint32_t buf_size;
 
@@ -162,16 +162,16 @@ struct verbs_conn {
 	uint8_t *recv_bufs;
 	struct ibv_mr *recv_mr;
 	uint32_t recv_posted;
-	uint32_t *recv_len;    /* byte_len of receives held until ESTABLISHED */
-	uint32_t *early;       /* FIFO of those receives */
+	uint32_t *recv_len; /* byte_len of receives held until ESTABLISHED */
+	uint32_t *early;    /* FIFO of those receives */
 	uint32_t early_head, early_count;
 
 	uint32_t send_slots;
 	uint8_t *send_bufs;
 	struct ibv_mr *send_mr;
-	uint32_t *send_free;   /* stack of free slot indexes */
+	uint32_t *send_free; /* stack of free slot indexes */
 	uint32_t send_free_count;
-	bool send_blocked;     /* send() said -EAGAIN: call xprt_core_send_space() */
+	bool send_blocked; /* send() said -EAGAIN: call xprt_core_send_space() */
 
 	uint32_t rdma_slots;
 	struct verbs_rdma_slot *rdma;
@@ -180,13 +180,13 @@ struct verbs_conn {
 	uint32_t reads_inflight;
 
 	uint64_t flush_deadline_ns; /* see VERBS_PEER_ERROR_GRACE_MS; 0: none */
-	int peer_error;        /* what an async event said the peer did wrong */
+	int peer_error;		    /* what an async event said the peer did wrong */
 
 	bool established;
-	bool qp_error;         /* the QP is (or is going) to ERR: post nothing */
-	bool failed;           /* xprt_core_conn_failed() was called */
-	bool shut;             /* shutdown() ran */
-	int in_poll;           /* nesting depth of verbs_conn_poll() */
+	bool qp_error; /* the QP is (or is going) to ERR: post nothing */
+	bool failed;   /* xprt_core_conn_failed() was called */
+	bool shut;     /* shutdown() ran */
+	int in_poll;   /* nesting depth of verbs_conn_poll() */
 };
 
 /* A copy of an rdma_cm event, taken so the event can be acked at once. */
@@ -235,8 +235,7 @@ static void verbs_log_nomem(const char *what, const char *detail)
 	else if (rl.rlim_cur == RLIM_INFINITY)
 		snprintf(limit, sizeof(limit), "unlimited");
 	else
-		snprintf(limit, sizeof(limit), "%llu KiB",
-			 (unsigned long long)rl.rlim_cur / 1024);
+		snprintf(limit, sizeof(limit), "%llu KiB", (unsigned long long)rl.rlim_cur / 1024);
 
 	xprt_log(XPRT_LOG_ERR,
 		 "verbs: %s (%s) failed: out of lockable memory. RDMA pins its buffers and the "
@@ -251,7 +250,7 @@ static void verbs_log_peer_addr(struct rdma_cm_id *id, char *out, size_t size)
 	struct sockaddr *sa = rdma_get_peer_addr(id);
 	char host[NI_MAXHOST], serv[NI_MAXSERV];
 	socklen_t len = sa && sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-							 : sizeof(struct sockaddr_in);
+							: sizeof(struct sockaddr_in);
 
 	if (!sa || getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv),
 			       NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
@@ -365,8 +364,8 @@ static int verbs_ctx_init(struct xprt_ctx *ctx)
 		}
 		d->pd = ibv_alloc_pd(d->verbs);
 		if (!d->pd) {
-			xprt_log(XPRT_LOG_WARN, "verbs: ibv_alloc_pd(%s): %s; device skipped",
-				 name, strerror(errno));
+			xprt_log(XPRT_LOG_WARN, "verbs: ibv_alloc_pd(%s): %s; device skipped", name,
+				 strerror(errno));
 			continue;
 		}
 		vctx->ndevs++;
@@ -380,7 +379,8 @@ static int verbs_ctx_init(struct xprt_ctx *ctx)
 	if (!vctx->channel) {
 		xprt_log(XPRT_LOG_WARN,
 			 "verbs: rdma_create_event_channel: %s (is rdma_ucm loaded?); "
-			 "the verbs backend is off", strerror(errno));
+			 "the verbs backend is off",
+			 strerror(errno));
 		err = -ENODEV;
 		goto err_free_devs;
 	}
@@ -536,11 +536,13 @@ static int verbs_post_recv(struct verbs_conn *vc, uint32_t idx)
 		.length = vc->buf_size,
 		.lkey = vc->recv_mr->lkey,
 	};
-	struct ibv_recv_wr wr = {
-		.wr_id = verbs_wr_id(VERBS_WR_RECV, idx),
-		.sg_list = &sge,
-		.num_sge = 1,
-	}, *bad;
+	struct ibv_recv_wr wr =
+				   {
+					   .wr_id = verbs_wr_id(VERBS_WR_RECV, idx),
+					   .sg_list = &sge,
+					   .num_sge = 1,
+				   },
+			   *bad;
 	int ret;
 
 	if (vc->qp_error)
@@ -555,8 +557,8 @@ static int verbs_post_recv(struct verbs_conn *vc, uint32_t idx)
 }
 
 /* Allocates and registers a region of @count buffers of vc->buf_size bytes. */
-static int verbs_buffers_alloc(struct verbs_conn *vc, uint32_t count, int access,
-			       uint8_t **bufs, struct ibv_mr **mr, const char *what)
+static int verbs_buffers_alloc(struct verbs_conn *vc, uint32_t count, int access, uint8_t **bufs,
+			       struct ibv_mr **mr, const char *what)
 {
 	size_t len = (size_t)count * vc->buf_size;
 	void *mem;
@@ -589,13 +591,14 @@ static int verbs_qp_create(struct verbs_conn *vc, uint32_t sq_depth)
 	struct ibv_qp_init_attr init = {
 		.send_cq = vc->cq,
 		.recv_cq = vc->cq,
-		.cap = {
-			.max_send_wr = sq_depth,
-			.max_recv_wr = vc->recv_count,
-			.max_send_sge = 1,
-			.max_recv_sge = 1,
-			.max_inline_data = VERBS_INLINE_WANTED,
-		},
+		.cap =
+			{
+				.max_send_wr = sq_depth,
+				.max_recv_wr = vc->recv_count,
+				.max_send_sge = 1,
+				.max_recv_sge = 1,
+				.max_inline_data = VERBS_INLINE_WANTED,
+			},
 		.qp_context = vc, /* for async events */
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 0,
@@ -658,8 +661,8 @@ static int verbs_conn_setup(struct verbs_conn *vc)
 		xprt_log(XPRT_LOG_ERR,
 			 "verbs: %s: %u receives, %u sends and %u one-sided ops per connection "
 			 "exceed the device (max_qp_wr %d, max_cqe %d)",
-			 vc->peer, vc->recv_count, vc->send_slots, vc->rdma_slots,
-			 attr->max_qp_wr, attr->max_cqe);
+			 vc->peer, vc->recv_count, vc->send_slots, vc->rdma_slots, attr->max_qp_wr,
+			 attr->max_cqe);
 		return -EINVAL;
 	}
 
@@ -687,8 +690,7 @@ static int verbs_conn_setup(struct verbs_conn *vc)
 	}
 	err = ibv_req_notify_cq(vc->cq, 0);
 	if (err) {
-		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_req_notify_cq: %s", vc->peer,
-			 strerror(err));
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_req_notify_cq: %s", vc->peer, strerror(err));
 		return -err;
 	}
 	err = xprt_core_poll_add(ctx, &vc->cq_poller, EPOLLIN);
@@ -869,17 +871,17 @@ static int verbs_wc_error(struct verbs_conn *vc, const struct ibv_wc *wc, unsign
 	} else if (verbs_wc_too_long(wc, kind)) {
 		xprt_log(XPRT_LOG_ERR,
 			 "verbs: %s: the peer sent a message longer than our receive buffers "
-			 "(%u bytes): %s; closing the connection", vc->peer, vc->buf_size,
-			 ibv_wc_status_str(wc->status));
+			 "(%u bytes): %s; closing the connection",
+			 vc->peer, vc->buf_size, ibv_wc_status_str(wc->status));
 		err = -EMSGSIZE;
 	} else if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR) {
 		xprt_log(XPRT_LOG_ERR,
 			 "verbs: %s: the peer had no receive buffer posted (credit accounting "
-			 "bug); closing the connection", vc->peer);
+			 "bug); closing the connection",
+			 vc->peer);
 	} else {
-		xprt_log(XPRT_LOG_ERR, "verbs: %s: %s WR failed: %s (vendor error 0x%x)",
-			 vc->peer, verbs_wr_kind_name(kind), ibv_wc_status_str(wc->status),
-			 wc->vendor_err);
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: %s WR failed: %s (vendor error 0x%x)", vc->peer,
+			 verbs_wr_kind_name(kind), ibv_wc_status_str(wc->status), wc->vendor_err);
 	}
 	return err;
 }
@@ -893,8 +895,8 @@ static void verbs_conn_wc_fail(struct verbs_conn *vc, int err)
 {
 	if (err == -ECONNRESET && !vc->failed && !vc->shut) {
 		if (!vc->flush_deadline_ns)
-			vc->flush_deadline_ns = xprt_now_ns() +
-						xprt_ms_to_ns(VERBS_PEER_ERROR_GRACE_MS);
+			vc->flush_deadline_ns =
+				xprt_now_ns() + xprt_ms_to_ns(VERBS_PEER_ERROR_GRACE_MS);
 		return;
 	}
 	verbs_conn_fail(vc, err);
@@ -1018,8 +1020,8 @@ static void verbs_handle_wc(struct verbs_conn *vc, const struct ibv_wc *wc)
 		verbs_rdma_done(vc, idx, err);
 		break;
 	default:
-		xprt_log(XPRT_LOG_ERR, "verbs: %s: completion with unknown wr_id 0x%llx",
-			 vc->peer, (unsigned long long)wc->wr_id);
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: completion with unknown wr_id 0x%llx", vc->peer,
+			 (unsigned long long)wc->wr_id);
 		break;
 	}
 }
@@ -1056,8 +1058,8 @@ static int verbs_conn_poll(struct verbs_conn *vc, int budget)
 /* The completion channel is readable: take its events, re-arm, poll to empty. */
 static void verbs_cq_poll(struct xprt_poller *p, uint32_t events)
 {
-	struct verbs_conn *vc = (struct verbs_conn *)((char *)p -
-						      offsetof(struct verbs_conn, cq_poller));
+	struct verbs_conn *vc =
+		(struct verbs_conn *)((char *)p - offsetof(struct verbs_conn, cq_poller));
 	struct ibv_cq *cq;
 	void *cq_context;
 	int ret;
@@ -1073,8 +1075,7 @@ static void verbs_cq_poll(struct xprt_poller *p, uint32_t events)
 	/* Arm, then poll again: a completion that came before the arm raises no event. */
 	ret = ibv_req_notify_cq(vc->cq, 0);
 	if (ret) {
-		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_req_notify_cq: %s", vc->peer,
-			 strerror(ret));
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_req_notify_cq: %s", vc->peer, strerror(ret));
 		verbs_conn_fail(vc, -ret);
 	}
 	verbs_conn_poll(vc, INT_MAX);
@@ -1086,8 +1087,8 @@ static void verbs_cq_poll(struct xprt_poller *p, uint32_t events)
  */
 static void verbs_async_poll(struct xprt_poller *p, uint32_t events)
 {
-	struct verbs_dev *d = (struct verbs_dev *)((char *)p -
-						   offsetof(struct verbs_dev, async_poller));
+	struct verbs_dev *d =
+		(struct verbs_dev *)((char *)p - offsetof(struct verbs_dev, async_poller));
 	struct ibv_async_event ev;
 
 	while (ibv_get_async_event(d->verbs, &ev) == 0) {
@@ -1113,7 +1114,8 @@ static void verbs_async_poll(struct xprt_poller *p, uint32_t events)
 			xprt_log(XPRT_LOG_ERR, "verbs: %s: %s%s", vc->peer,
 				 ibv_event_type_str(ev.event_type),
 				 err == -EACCES ? ": the peer made a one-sided access our memory "
-						  "refuses (wrong key, rights or bounds)" : "");
+						  "refuses (wrong key, rights or bounds)"
+						: "");
 			vc->peer_error = err;
 		} else if (!err) {
 			xprt_log(ev.event_type == IBV_EVENT_DEVICE_FATAL ? XPRT_LOG_ERR
@@ -1133,7 +1135,7 @@ static int verbs_progress(struct xprt_ctx *ctx)
 
 	if (!vctx)
 		return 0;
-	list_for_each_safe(pos, tmp, &vctx->conns) {
+	list_for_each_safe (pos, tmp, &vctx->conns) {
 		struct verbs_conn *vc = list_entry(pos, struct verbs_conn, link);
 
 		total += verbs_conn_poll(vc, VERBS_PROGRESS_BUDGET);
@@ -1165,7 +1167,7 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	struct verbs_conn *vc = c->backend;
 	size_t hdr_len = hdr ? XPRT_HDR_SIZE : 0;
 	size_t total = hdr_len + len;
-	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_send_wr wr = {0}, *bad;
 	struct ibv_sge sge;
 	uint32_t slot;
 	uint8_t *buf;
@@ -1214,8 +1216,8 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 {
 	struct verbs_conn *vc = c->backend;
-	struct ibv_send_wr wr = { 0 }, *bad;
-	struct ibv_sge sge = { 0 };
+	struct ibv_send_wr wr = {0}, *bad;
+	struct ibv_sge sge = {0};
 	struct ibv_mr *ib_mr = NULL;
 	uint32_t idx;
 	int ret;
@@ -1236,8 +1238,10 @@ static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 	}
 	if (!op->is_write) {
 		if (!vc->max_reads) {
-			xprt_log(XPRT_LOG_ERR, "verbs: %s: RDMA READ impossible: the QP allows "
-				 "no outstanding reads", vc->peer);
+			xprt_log(XPRT_LOG_ERR,
+				 "verbs: %s: RDMA READ impossible: the QP allows "
+				 "no outstanding reads",
+				 vc->peer);
 			return -EOPNOTSUPP;
 		}
 		if (vc->reads_inflight >= vc->max_reads)
@@ -1262,8 +1266,8 @@ static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 
 	ret = ibv_post_send(vc->qp, &wr, &bad);
 	if (ret) {
-		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(RDMA %s, %zu bytes): %s",
-			 vc->peer, op->is_write ? "WRITE" : "READ", op->len, strerror(ret));
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(RDMA %s, %zu bytes): %s", vc->peer,
+			 op->is_write ? "WRITE" : "READ", op->len, strerror(ret));
 		return -ret;
 	}
 	vc->rdma_free_count--;
@@ -1322,8 +1326,7 @@ static int verbs_client_connect(struct verbs_conn *vc)
 	return 0;
 }
 
-static int verbs_decode_private_data(const struct verbs_cm_event *ev,
-				     struct xprt_conn_params *p)
+static int verbs_decode_private_data(const struct verbs_cm_event *ev, struct xprt_conn_params *p)
 {
 	return xprt_params_decode(ev->private_data, ev->private_data_len, p);
 }
@@ -1338,8 +1341,10 @@ static void verbs_conn_established(struct verbs_conn *vc, const struct verbs_cm_
 	if (!vc->c->is_server) {
 		err = verbs_decode_private_data(ev, &vc->peer_params);
 		if (err) {
-			xprt_log(XPRT_LOG_ERR, "verbs: %s: bad connection parameters from the "
-				 "server: %s", vc->peer, strerror(-err));
+			xprt_log(XPRT_LOG_ERR,
+				 "verbs: %s: bad connection parameters from the "
+				 "server: %s",
+				 vc->peer, strerror(-err));
 			verbs_conn_fail(vc, err);
 			return;
 		}
@@ -1394,7 +1399,8 @@ static void verbs_conn_cm_event(struct verbs_conn *vc, const struct verbs_cm_eve
 			xprt_log(XPRT_LOG_ERR, "verbs: %s: rdma_resolve_route: %s%s", vc->peer,
 				 strerror(-err),
 				 err == -ENODEV ? " (RoCE cannot reach a loopback address such as "
-						  "127.0.0.1: use an address of the RDMA interface)" : "");
+						  "127.0.0.1: use an address of the RDMA interface)"
+						: "");
 			/* -ENODEV would read as "no RDMA device at all" to the caller. */
 			if (err == -ENODEV)
 				err = -ENETUNREACH;
@@ -1417,14 +1423,13 @@ static void verbs_conn_cm_event(struct verbs_conn *vc, const struct verbs_cm_eve
 		verbs_conn_fail(vc, ev->status == -ETIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH);
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:
-		xprt_log(XPRT_LOG_INFO, "verbs: %s: unreachable (status %d)", vc->peer,
-			 ev->status);
+		xprt_log(XPRT_LOG_INFO, "verbs: %s: unreachable (status %d)", vc->peer, ev->status);
 		verbs_conn_fail(vc, ev->status == -ETIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		err = verbs_reject_reason(ev);
-		xprt_log(XPRT_LOG_INFO, "verbs: %s: connection rejected (reason %d): %s",
-			 vc->peer, ev->status, strerror(-err));
+		xprt_log(XPRT_LOG_INFO, "verbs: %s: connection rejected (reason %d): %s", vc->peer,
+			 ev->status, strerror(-err));
 		verbs_conn_fail(vc, err);
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -1458,7 +1463,7 @@ static void verbs_connect_request(struct verbs_ctx *vctx, const struct verbs_cm_
 	const struct ibv_device_attr *attr;
 	uint8_t private_data[XPRT_PARAMS_SIZE];
 	struct xprt_conn_params peer, ours;
-	struct rdma_conn_param param = { 0 };
+	struct rdma_conn_param param = {0};
 	struct verbs_conn *vc;
 	struct xprt_conn *c;
 	char name[VERBS_PEER_NAME_SIZE];
@@ -1510,11 +1515,11 @@ static void verbs_connect_request(struct verbs_ctx *vctx, const struct verbs_cm_
 	param.private_data_len = sizeof(private_data);
 	/* At this event the values are already from our side's point of view. */
 	param.responder_resources = verbs_clamp_u8(ev->responder_resources < attr->max_qp_rd_atom
-						   ? ev->responder_resources
-						   : attr->max_qp_rd_atom);
+							   ? ev->responder_resources
+							   : attr->max_qp_rd_atom);
 	param.initiator_depth = verbs_clamp_u8(ev->initiator_depth < attr->max_qp_init_rd_atom
-					       ? ev->initiator_depth
-					       : attr->max_qp_init_rd_atom);
+						       ? ev->initiator_depth
+						       : attr->max_qp_init_rd_atom);
 	param.retry_count = VERBS_RETRY_COUNT;
 	param.rnr_retry_count = VERBS_RNR_RETRY_COUNT;
 	if (rdma_accept(id, &param)) {
@@ -1556,8 +1561,8 @@ static void verbs_cm_event_copy(const struct rdma_cm_event *event, struct verbs_
  */
 static void verbs_cm_poll(struct xprt_poller *p, uint32_t events)
 {
-	struct verbs_ctx *vctx = (struct verbs_ctx *)((char *)p -
-						      offsetof(struct verbs_ctx, cm_poller));
+	struct verbs_ctx *vctx =
+		(struct verbs_ctx *)((char *)p - offsetof(struct verbs_ctx, cm_poller));
 	struct rdma_cm_event *event;
 	struct verbs_cm_event ev;
 
@@ -1593,8 +1598,7 @@ static const struct addrinfo *verbs_pick_addr(const struct addrinfo *res)
 	return res;
 }
 
-static int verbs_getaddrinfo(const char *host, uint16_t port, bool passive,
-			     struct addrinfo **res)
+static int verbs_getaddrinfo(const char *host, uint16_t port, bool passive, struct addrinfo **res)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC,
@@ -1627,8 +1631,7 @@ static int verbs_connect(struct xprt_conn *c, const char *host, uint16_t port)
 	vc = verbs_conn_alloc(vctx, c);
 	if (!vc)
 		return -ENOMEM;
-	snprintf(vc->peer, sizeof(vc->peer), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
-		 port);
+	snprintf(vc->peer, sizeof(vc->peer), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 
 	err = verbs_getaddrinfo(host, port, false, &res);
 	if (err)
@@ -1666,7 +1669,7 @@ err_free_conn:
 static void verbs_shutdown(struct xprt_conn *c)
 {
 	struct verbs_conn *vc = c->backend;
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
 	int ret;
 
 	if (!vc || vc->shut)
@@ -1704,7 +1707,7 @@ static void verbs_conn_destroy(struct xprt_conn *c)
 	deadline = xprt_now_ns() + xprt_ms_to_ns(VERBS_DRAIN_TIMEOUT_MS);
 	while (vc->cq && vc->sq_posted && xprt_now_ns() < deadline) {
 		if (!verbs_conn_poll(vc, INT_MAX)) {
-			struct timespec ts = { .tv_nsec = VERBS_DRAIN_SLEEP_NS };
+			struct timespec ts = {.tv_nsec = VERBS_DRAIN_SLEEP_NS};
 
 			nanosleep(&ts, NULL);
 		}
@@ -1762,8 +1765,8 @@ static int verbs_listen(struct xprt_listener *l, const char *host, uint16_t port
 	}
 	if (rdma_listen(vl->id, VERBS_LISTEN_BACKLOG)) {
 		err = -errno;
-		xprt_log(XPRT_LOG_ERR, "verbs: listen on %s:%u: rdma_listen: %s",
-			 host ? host : "*", port, strerror(-err));
+		xprt_log(XPRT_LOG_ERR, "verbs: listen on %s:%u: rdma_listen: %s", host ? host : "*",
+			 port, strerror(-err));
 		goto err_destroy_id;
 	}
 	l->port = ntohs(rdma_get_src_port(vl->id));

@@ -12,8 +12,8 @@
 #include "xprt_i.h"
 
 /* Smallest and largest receive windows and buffers a peer may announce. */
-#define XPRT_MIN_WINDOW   2u
-#define XPRT_MAX_WINDOW   4096u
+#define XPRT_MIN_WINDOW	  2u
+#define XPRT_MAX_WINDOW	  4096u
 #define XPRT_MIN_MSG_SIZE (XPRT_HDR_SIZE + 64u)
 #define XPRT_MAX_MSG_SIZE (16u << 20)
 

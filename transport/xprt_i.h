@@ -47,7 +47,7 @@ struct xprt_hdr {
 	uint32_t method;
 	uint32_t body_len;
 	uint32_t credits; /* receive buffers the sender grants with this message */
-	int32_t status;   /* 0 or a negative errno */
+	int32_t status;	  /* 0 or a negative errno */
 };
 
 /* Encodes @h little-endian into @out (XPRT_HDR_SIZE bytes). */
@@ -96,10 +96,10 @@ int xprt_params_decode(const uint8_t *in, size_t len, struct xprt_conn_params *p
  */
 struct xprt_credits {
 	uint32_t our_window;
-	uint32_t send_avail;     /* peer buffers we may use */
-	uint32_t to_grant;       /* our reposted buffers not granted yet */
-	uint64_t received;       /* credit-using messages received */
-	uint64_t granted_total;  /* buffers granted to the peer, initial window included */
+	uint32_t send_avail;	/* peer buffers we may use */
+	uint32_t to_grant;	/* our reposted buffers not granted yet */
+	uint64_t received;	/* credit-using messages received */
+	uint64_t granted_total; /* buffers granted to the peer, initial window included */
 };
 
 void xprt_credits_init(struct xprt_credits *c, uint32_t our_window, uint32_t peer_window);
@@ -118,13 +118,13 @@ bool xprt_credits_grant_due(const struct xprt_credits *c);
 /* ---- HELLO ------------------------------------------------------------------ */
 
 #define XPRT_NONCE_SIZE 32u
-#define XPRT_MAC_SIZE   32u
-#define XPRT_NAME_MAX   64u
+#define XPRT_MAC_SIZE	32u
+#define XPRT_NAME_MAX	64u
 
 enum xprt_hello_step {
 	XPRT_HELLO_CHALLENGE = 1, /* server -> client: server nonce */
-	XPRT_HELLO_AUTH = 2,      /* client -> server: client nonce, mac, name */
-	XPRT_HELLO_ACCEPT = 3,    /* server -> client: server mac (or status -EACCES) */
+	XPRT_HELLO_AUTH = 2,	  /* client -> server: client nonce, mac, name */
+	XPRT_HELLO_ACCEPT = 3,	  /* server -> client: server mac (or status -EACCES) */
 };
 
 /* Fills @nonce with random bytes. */
@@ -147,8 +147,8 @@ struct xprt_mr {
 	uint8_t *addr;
 	size_t len;
 	unsigned access;
-	uint32_t tcp_key;      /* the key of the tcp backend (never 0) */
-	void *backend_data;    /* verbs: its ibv_mr per device */
+	uint32_t tcp_key;   /* the key of the tcp backend (never 0) */
+	void *backend_data; /* verbs: its ibv_mr per device */
 };
 
 /*
@@ -165,7 +165,7 @@ struct xprt_mr *xprt_core_mr_by_tcp_key(struct xprt_ctx *ctx, uint32_t key);
 
 enum xprt_conn_state {
 	XPRT_CONN_CONNECTING = 0, /* transport-level setup */
-	XPRT_CONN_HELLO,          /* established, HELLO running */
+	XPRT_CONN_HELLO,	  /* established, HELLO running */
 	XPRT_CONN_READY,
 	XPRT_CONN_DEAD,
 };
@@ -186,17 +186,17 @@ struct xprt_rdma_op {
 	struct xprt_mr *local_mr;
 	uint64_t remote_addr;
 	uint32_t rkey;
-	uint64_t id;          /* tcp: request id of the emulated op */
+	uint64_t id; /* tcp: request id of the emulated op */
 	uint64_t deadline_ns;
 	xprt_rdma_cb cb;
 	void *arg;
-	void *backend_data;   /* for the backend's use while posted */
+	void *backend_data; /* for the backend's use while posted */
 };
 
 /* A message waiting for a credit or a send slot. */
 struct xprt_out {
 	struct list_head link;
-	struct xprt_hdr hdr;  /* credits filled in when it is sent */
+	struct xprt_hdr hdr; /* credits filled in when it is sent */
 	size_t len;
 	uint8_t body[];
 };
@@ -224,24 +224,24 @@ struct xprt_conn {
 	struct list_head link; /* ctx->conns */
 	struct xprt_ctx *ctx;
 	const struct xprt_backend_ops *ops;
-	void *backend;         /* the backend's own per-connection state */
+	void *backend;			/* the backend's own per-connection state */
 	struct xprt_listener *listener; /* server side: where it came from; NULL on a client */
 	int refs;
 	enum xprt_conn_state state;
-	int error;             /* why it died (negative errno) */
-	bool closing;          /* CLOSE sent or received */
-	bool local_close;      /* our owner closed it: not worth a warning */
+	int error;	  /* why it died (negative errno) */
+	bool closing;	  /* CLOSE sent or received */
+	bool local_close; /* our owner closed it: not worth a warning */
 	bool is_server;
 
 	struct xprt_credits credits;
 	uint32_t peer_window;
 	uint32_t peer_max_msg;
-	uint32_t max_msg;      /* min(ours, peer's) */
+	uint32_t max_msg; /* min(ours, peer's) */
 
 	uint64_t next_id;
-	struct list_head sendq;      /* struct xprt_out waiting for credits/slots */
-	struct list_head calls;      /* struct xprt_call waiting for responses */
-	struct list_head rdma_wait;  /* ops waiting for an in-flight slot */
+	struct list_head sendq;	    /* struct xprt_out waiting for credits/slots */
+	struct list_head calls;	    /* struct xprt_call waiting for responses */
+	struct list_head rdma_wait; /* ops waiting for an in-flight slot */
 	struct list_head rdma_posted;
 	uint32_t rdma_inflight;
 	uint32_t calls_pending;
@@ -275,15 +275,15 @@ struct xprt_ctx {
 	uint8_t *secret;
 	pthread_mutex_t lock; /* recursive */
 	int epoll_fd;
-	int wake_fd;          /* eventfd: wakes the progress thread */
+	int wake_fd; /* eventfd: wakes the progress thread */
 	pthread_t thread;
 	bool stopping;
 	struct list_head conns;
 	struct list_head listeners;
 	struct list_head mrs;
 	const struct xprt_backend_ops *backends[3]; /* by enum xprt_kind; NULL when absent */
-	void *verbs;          /* the verbs backend's context state */
-	void *tcp;            /* the tcp backend's context state */
+	void *verbs;				    /* the verbs backend's context state */
+	void *tcp;				    /* the tcp backend's context state */
 	uint64_t last_timer_ns;
 };
 

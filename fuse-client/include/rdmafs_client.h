@@ -32,13 +32,13 @@ extern "C" {
 struct rfc_client;
 
 struct rfc_options {
-	const char *uri;        /* "tcp://host:port", "rdma://host:port", "auto://..." */
-	const void *secret;     /* cluster secret; copied */
+	const char *uri;    /* "tcp://host:port", "rdma://host:port", "auto://..." */
+	const void *secret; /* cluster secret; copied */
 	size_t secret_len;
-	const char *name;       /* our name in the daemon's logs */
-	uint32_t buf_size;      /* largest single transfer; default 1 MiB */
-	uint32_t buf_count;     /* transfers in flight at once; default 8 */
-	uint32_t timeout_ms;    /* per call; default 10 s */
+	const char *name;    /* our name in the daemon's logs */
+	uint32_t buf_size;   /* largest single transfer; default 1 MiB */
+	uint32_t buf_count;  /* transfers in flight at once; default 8 */
+	uint32_t timeout_ms; /* per call; default 10 s */
 };
 
 struct rfc_chunk {
@@ -50,7 +50,7 @@ struct rfc_chunk_state {
 	bool exists;
 	uint32_t length;
 	uint64_t version;
-	uint32_t block_size;  /* granularity of the stored checksums (stat only) */
+	uint32_t block_size; /* granularity of the stored checksums (stat only) */
 	uint32_t block_count;
 };
 
@@ -61,7 +61,7 @@ struct rfc_daemon_stats {
 	uint64_t errors, checksum_errors;
 	uint64_t capacity_bytes, free_bytes;
 	uint64_t chunks;
-	uint64_t ops_total;   /* requests served, all methods */
+	uint64_t ops_total; /* requests served, all methods */
 	uint32_t requests_in_flight;
 };
 

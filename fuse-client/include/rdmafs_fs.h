@@ -42,7 +42,7 @@ struct rfs;
 
 /* Most daemons a layout may name (the metadata service allows 64). */
 #define RFS_MAX_STRIPE 64
-#define RFS_UUID_LEN 16
+#define RFS_UUID_LEN   16
 
 enum rfs_transport {
 	RFS_TRANSPORT_AUTO = 0, /* rdma:// addresses when an RDMA device exists, else tcp:// */
@@ -51,16 +51,16 @@ enum rfs_transport {
 };
 
 struct rfs_options {
-	const char *meta_uri;	  /* metadata service, e.g. "tcp://10.0.0.1:7471" */
-	const void *secret;	  /* cluster secret; copied */
+	const char *meta_uri; /* metadata service, e.g. "tcp://10.0.0.1:7471" */
+	const void *secret;   /* cluster secret; copied */
 	size_t secret_len;
 	enum rfs_transport transport;
-	const char *name;	  /* our name in the daemons' logs */
-	uint32_t call_timeout_ms; /* every RPC [5000] */
+	const char *name;	     /* our name in the daemons' logs */
+	uint32_t call_timeout_ms;    /* every RPC [5000] */
 	uint32_t connect_timeout_ms; /* [2000] */
-	uint32_t buf_size;	  /* bytes per registered buffer [1 MiB] */
-	uint32_t buf_count;	  /* registered buffers [32] */
-	uint32_t map_poll_ms;	  /* cluster map poll interval, 0: the default [5000] */
+	uint32_t buf_size;	     /* bytes per registered buffer [1 MiB] */
+	uint32_t buf_count;	     /* registered buffers [32] */
+	uint32_t map_poll_ms;	     /* cluster map poll interval, 0: the default [5000] */
 };
 
 /* Fills @opts with the defaults (meta_uri and secret stay NULL). */
@@ -148,8 +148,8 @@ int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uin
  * CHUNK_COMMIT of every chunk of @ino with index >= @first_index on the
  * daemons of @layout whose bits are set in @daemon_mask, in parallel.
  */
-int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-	       uint64_t daemon_mask, uint64_t first_index);
+int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t daemon_mask,
+	       uint64_t first_index);
 
 /*
  * Makes the chunks match a file shrunk to @new_size: the chunk holding the new

@@ -1326,13 +1326,13 @@ static int xattr_may(struct meta_txn *t, const struct inode *in, const ProtobufC
  */
 #define ACL_XATTR_ACCESS  "system.posix_acl_access"
 #define ACL_XATTR_VERSION 2u
-#define ACL_ENTRY_SIZE    8u
-#define ACL_USER_OBJ      0x01u
-#define ACL_USER          0x02u
-#define ACL_GROUP_OBJ     0x04u
-#define ACL_GROUP         0x08u
-#define ACL_MASK          0x10u
-#define ACL_OTHER         0x20u
+#define ACL_ENTRY_SIZE	  8u
+#define ACL_USER_OBJ	  0x01u
+#define ACL_USER	  0x02u
+#define ACL_GROUP_OBJ	  0x04u
+#define ACL_GROUP	  0x08u
+#define ACL_MASK	  0x10u
+#define ACL_OTHER	  0x20u
 
 static bool is_access_acl(const ProtobufCBinaryData *name)
 {

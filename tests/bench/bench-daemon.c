@@ -27,7 +27,7 @@
 #include "harness.h"
 
 #define CLIENTS 4
-#define MiB     (1u << 20)
+#define MiB	(1u << 20)
 
 struct job {
 	const struct daemon_proc *d;
@@ -51,7 +51,7 @@ static void *bench_thread(void *arg)
 		/* 1 MiB: chunk after chunk; 4 KiB: random blocks of the same chunks. */
 		uint64_t index = j->bs == MiB ? i : rnd(&seed) % chunks;
 		uint32_t off = j->bs == MiB ? 0 : (uint32_t)(rnd(&seed) % (MiB / j->bs)) * j->bs;
-		struct rfc_chunk id = { 1000 + j->id, index };
+		struct rfc_chunk id = {1000 + j->id, index};
 
 		if (j->write)
 			j->error = rfc_chunk_write(c, id, MiB, off, buf, j->bs, false, NULL);
@@ -70,7 +70,7 @@ static double run_daemon(const struct daemon_proc *d, uint32_t bs, bool write, u
 	uint64_t start = harness_now_ms(), ms;
 
 	for (unsigned i = 0; i < CLIENTS; i++) {
-		jobs[i] = (struct job){ .d = d, .id = i, .bs = bs, .bytes = bytes, .write = write };
+		jobs[i] = (struct job){.d = d, .id = i, .bs = bs, .bytes = bytes, .write = write};
 		pthread_create(&t[i], NULL, bench_thread, &jobs[i]);
 	}
 	for (unsigned i = 0; i < CLIENTS; i++) {
@@ -96,7 +96,8 @@ static double run_fio(const char *dir, uint32_t bs, bool write, uint64_t bytes)
 		 "fio --name=bench --directory=%s --ioengine=io_uring --direct=1 --rw=%s"
 		 " --bs=%u --size=%llu --numjobs=%u --iodepth=1 --runtime=15 --group_reporting"
 		 " --output-format=json 2>/dev/null",
-		 dir, write ? (bs == MiB ? "write" : "randwrite") : (bs == MiB ? "read" : "randread"),
+		 dir,
+		 write ? (bs == MiB ? "write" : "randwrite") : (bs == MiB ? "read" : "randread"),
 		 bs, (unsigned long long)bytes, CLIENTS);
 	p = popen(cmd, "r");
 	if (!p)
@@ -124,10 +125,10 @@ int main(int argc, char **argv)
 		bool write;
 		const char *name;
 	} loads[] = {
-		{ MiB, true, "write 1 MiB" },
-		{ MiB, false, "read 1 MiB" },
-		{ 4096, true, "write 4 KiB" },
-		{ 4096, false, "read 4 KiB" },
+		{MiB, true, "write 1 MiB"},
+		{MiB, false, "read 1 MiB"},
+		{4096, true, "write 4 KiB"},
+		{4096, false, "read 4 KiB"},
 	};
 	const char *env = getenv("RDMAFS_BENCH_MB");
 	uint64_t bytes = (uint64_t)(env ? strtoul(env, NULL, 10) : 128) * MiB;
@@ -159,8 +160,8 @@ int main(int argc, char **argv)
 		/* 4 KiB reads and writes run a quarter of the data: they are slow. */
 		uint64_t n = loads[i].bs == MiB ? bytes : bytes / 4;
 
-		daemon_bw[i] = run_daemon(&d, loads[i].bs, loads[i].write,
-					  loads[i].bs == MiB ? bytes : n);
+		daemon_bw[i] =
+			run_daemon(&d, loads[i].bs, loads[i].write, loads[i].bs == MiB ? bytes : n);
 		/* fio's files must exist at full size before random I/O. */
 		fio_bw[i] = run_fio(fio_dir, loads[i].bs, loads[i].write, bytes);
 	}

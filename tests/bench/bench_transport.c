@@ -23,10 +23,10 @@
 
 #include "xprt.h"
 
-#define M_ECHO 1
-#define M_PUSH 2 /* server RDMA WRITEs len bytes into the client's buffer */
-#define M_PULL 3 /* server RDMA READs len bytes from the client's buffer */
-#define MAX_BULK (1u << 20)
+#define M_ECHO	    1
+#define M_PUSH	    2 /* server RDMA WRITEs len bytes into the client's buffer */
+#define M_PULL	    3 /* server RDMA READs len bytes from the client's buffer */
+#define MAX_BULK    (1u << 20)
 #define RATE_WINDOW 32
 
 static uint64_t now_ns(void)
@@ -62,7 +62,7 @@ static struct lat percentiles(uint64_t *samples, size_t n)
 
 static int tcp_pair(int *client, int *server)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 
@@ -114,7 +114,7 @@ static struct lat raw_pingpong(size_t msg, int iters, double *rate)
 	int c, s;
 	pthread_t t;
 	struct raw_echo e;
-	char buf[4096] = { 0 };
+	char buf[4096] = {0};
 	uint64_t *samples = calloc((size_t)iters, sizeof(uint64_t)), t0;
 	struct lat l;
 
@@ -253,7 +253,7 @@ static void rate_done(void *arg, int status, const void *body, size_t len)
 static double xprt_rate(struct xprt_conn *c, const void *req, size_t len, uint32_t method,
 			int iters)
 {
-	struct rate_state r = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	struct rate_state r = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
 	uint64_t t0 = now_ns();
 
 	for (int i = 0; i < iters; i++) {
@@ -275,7 +275,7 @@ static double xprt_rate(struct xprt_conn *c, const void *req, size_t len, uint32
 static struct lat xprt_pingpong(struct xprt_conn *c, size_t msg, int iters)
 {
 	uint64_t *samples = calloc((size_t)iters, sizeof(uint64_t));
-	char buf[4096] = { 0 }, resp[4096];
+	char buf[4096] = {0}, resp[4096];
 	struct lat l;
 
 	for (int i = 0; i < iters; i++) {
@@ -381,7 +381,8 @@ static void report(struct row *rows, int n, const char *backend, const char *bas
 		fprintf(j, "  ]\n}\n");
 		if (j != stdout)
 			fclose(j);
-		printf("(ratio: ours/baseline for rates, baseline/ours for latencies; JSON in %s)\n",
+		printf("(ratio: ours/baseline for rates, baseline/ours for latencies; JSON in "
+		       "%s)\n",
 		       json_path);
 	}
 }
@@ -403,7 +404,7 @@ int main(int argc, char **argv)
 	char uri[128];
 	struct row rows[16];
 	int n = 0;
-	const size_t sizes[] = { 4096, 65536, MAX_BULK };
+	const size_t sizes[] = {4096, 65536, MAX_BULK};
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--verbs") == 0)
@@ -415,7 +416,8 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
 			iters = (int)strtol(argv[++i], NULL, 10);
 		else {
-			fprintf(stderr, "usage: bench-transport [--verbs] [--json FILE|-] [--iters N] [--busy-poll-us N]\n");
+			fprintf(stderr, "usage: bench-transport [--verbs] [--json FILE|-] [--iters "
+					"N] [--busy-poll-us N]\n");
 			return 2;
 		}
 	}
@@ -459,27 +461,31 @@ int main(int argc, char **argv)
 		double raw_rate, our_rate;
 		struct lat raw = raw_pingpong(64, iters, &raw_rate);
 		struct lat ours = xprt_pingpong(c, 64, iters);
-		char payload[64] = { 0 };
+		char payload[64] = {0};
 
 		our_rate = xprt_rate(c, payload, sizeof(payload), M_ECHO, iters * 5);
-		rows[n++] = (struct row){ "rpc 64B round trip p50", "us", ours.p50_us, raw.p50_us, true };
-		rows[n++] = (struct row){ "rpc 64B round trip p99", "us", ours.p99_us, raw.p99_us, true };
+		rows[n++] =
+			(struct row){"rpc 64B round trip p50", "us", ours.p50_us, raw.p50_us, true};
+		rows[n++] =
+			(struct row){"rpc 64B round trip p99", "us", ours.p99_us, raw.p99_us, true};
 		/* The raw rate is one-at-a-time ping-pong; ours pipelines 32 calls. */
-		rows[n++] = (struct row){ "rpc rate (32 in flight)", "k/s", our_rate / 1e3,
-					  raw_rate / 1e3, false };
+		rows[n++] = (struct row){"rpc rate (32 in flight)", "k/s", our_rate / 1e3,
+					 raw_rate / 1e3, false};
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 			size_t total = sizes[i] >= 65536 ? (512u << 20) : (64u << 20);
 			double base = raw_stream(sizes[i], total);
 			static char names[6][48];
 
-			snprintf(names[2 * i], sizeof(names[0]), "bulk WRITE %zu KiB", sizes[i] >> 10);
-			snprintf(names[2 * i + 1], sizeof(names[0]), "bulk READ %zu KiB", sizes[i] >> 10);
-			rows[n++] = (struct row){ names[2 * i], "MB/s",
-						  xprt_bulk(c, cmr, cbuf, M_PUSH, sizes[i], total), base,
-						  false };
-			rows[n++] = (struct row){ names[2 * i + 1], "MB/s",
-						  xprt_bulk(c, cmr, cbuf, M_PULL, sizes[i], total), base,
-						  false };
+			snprintf(names[2 * i], sizeof(names[0]), "bulk WRITE %zu KiB",
+				 sizes[i] >> 10);
+			snprintf(names[2 * i + 1], sizeof(names[0]), "bulk READ %zu KiB",
+				 sizes[i] >> 10);
+			rows[n++] = (struct row){names[2 * i], "MB/s",
+						 xprt_bulk(c, cmr, cbuf, M_PUSH, sizes[i], total),
+						 base, false};
+			rows[n++] = (struct row){names[2 * i + 1], "MB/s",
+						 xprt_bulk(c, cmr, cbuf, M_PULL, sizes[i], total),
+						 base, false};
 		}
 		report(rows, n, "tcp", "raw TCP socket (ping-pong, stream)", json);
 	} else {
@@ -488,10 +494,10 @@ int main(int argc, char **argv)
 		double base_p50 = perftest("ib_send_lat", 64, 4, "-n 2000");
 		double base_p99 = perftest("ib_send_lat", 64, 7, "-n 2000");
 
-		rows[n++] = (struct row){ "rpc 64B round trip p50", "us", ours.p50_us,
-					  base_p50 > 0 ? base_p50 * 2 : -1, true };
-		rows[n++] = (struct row){ "rpc 64B round trip p99", "us", ours.p99_us,
-					  base_p99 > 0 ? base_p99 * 2 : -1, true };
+		rows[n++] = (struct row){"rpc 64B round trip p50", "us", ours.p50_us,
+					 base_p50 > 0 ? base_p50 * 2 : -1, true};
+		rows[n++] = (struct row){"rpc 64B round trip p99", "us", ours.p99_us,
+					 base_p99 > 0 ? base_p99 * 2 : -1, true};
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 			size_t total = sizes[i] >= 65536 ? (64u << 20) : (8u << 20);
 			static char names[6][48];
@@ -499,17 +505,19 @@ int main(int argc, char **argv)
 			double wbase = perftest("ib_write_bw", sizes[i], 3, "-n 500");
 			double rbase = perftest("ib_read_bw", sizes[i], 3, "-n 500");
 
-			snprintf(names[2 * i], sizeof(names[0]), "RDMA WRITE %zu KiB", sizes[i] >> 10);
-			snprintf(names[2 * i + 1], sizeof(names[0]), "RDMA READ %zu KiB", sizes[i] >> 10);
-			rows[n++] = (struct row){ names[2 * i], "MB/s",
-						  xprt_bulk(c, cmr, cbuf, M_PUSH, sizes[i], total),
-						  wbase * 1.048576, false };
-			rows[n++] = (struct row){ names[2 * i + 1], "MB/s",
-						  xprt_bulk(c, cmr, cbuf, M_PULL, sizes[i], total),
-						  rbase * 1.048576, false };
+			snprintf(names[2 * i], sizeof(names[0]), "RDMA WRITE %zu KiB",
+				 sizes[i] >> 10);
+			snprintf(names[2 * i + 1], sizeof(names[0]), "RDMA READ %zu KiB",
+				 sizes[i] >> 10);
+			rows[n++] = (struct row){names[2 * i], "MB/s",
+						 xprt_bulk(c, cmr, cbuf, M_PUSH, sizes[i], total),
+						 wbase * 1.048576, false};
+			rows[n++] = (struct row){names[2 * i + 1], "MB/s",
+						 xprt_bulk(c, cmr, cbuf, M_PULL, sizes[i], total),
+						 rbase * 1.048576, false};
 		}
-		report(rows, n, "verbs", "perftest on the same rxe device (send_lat x2 = round trip)",
-		       json);
+		report(rows, n, "verbs",
+		       "perftest on the same rxe device (send_lat x2 = round trip)", json);
 	}
 	xprt_conn_close(c);
 	xprt_mr_deregister(cmr);

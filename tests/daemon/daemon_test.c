@@ -25,8 +25,8 @@
 #include "rdmafs_client.h"
 #include "harness.h"
 
-#define MiB       (1u << 20)
-#define CHUNK     MiB
+#define MiB	  (1u << 20)
+#define CHUNK	  MiB
 #define MAX_CHUNK MiB /* the daemon's default max_chunk_size */
 
 static unsigned env_scale(const char *name, unsigned def)
@@ -75,9 +75,9 @@ static void model_check(struct rfc_client *c, struct model_chunk *m, uint8_t *bu
 static int test_roundtrip(void)
 {
 	struct model_chunk chunks[3] = {
-		{ { 7, 0 }, CHUNK, 0, NULL },
-		{ { 7, 1 }, CHUNK, 0, NULL },
-		{ { 8, 5 }, 256u << 10, 0, NULL },
+		{{7, 0}, CHUNK, 0, NULL},
+		{{7, 1}, CHUNK, 0, NULL},
+		{{8, 5}, 256u << 10, 0, NULL},
 	};
 	unsigned rounds = env_scale("RDMAFS_TEST_ROUNDS", 400);
 	uint8_t *buf = malloc(MiB), *pat = malloc(MiB);
@@ -96,9 +96,9 @@ static int test_roundtrip(void)
 		chunks[i].data = calloc(1, CHUNK);
 
 	/* A chunk never written reads as a hole. */
-	ret = rfc_chunk_read(c, (struct rfc_chunk){ 99, 99 }, 0, buf, 4096, &bytes, &clen);
+	ret = rfc_chunk_read(c, (struct rfc_chunk){99, 99}, 0, buf, 4096, &bytes, &clen);
 	CHECK(ret == 0 && bytes == 0 && clen == 0, "hole read: %d %u %u", ret, bytes, clen);
-	ret = rfc_chunk_stat(c, (struct rfc_chunk){ 99, 99 }, &st);
+	ret = rfc_chunk_stat(c, (struct rfc_chunk){99, 99}, &st);
 	CHECK(ret == 0 && !st.exists, "stat of a missing chunk: %d", ret);
 
 	for (unsigned r = 0; r < rounds; r++) {
@@ -134,19 +134,21 @@ static int test_roundtrip(void)
 			memcpy(m->data + off, pat, len);
 			if (off + len > m->length)
 				m->length = off + len;
-			CHECK(st.length == m->length, "write reply length %u, want %u",
-			      st.length, m->length);
+			CHECK(st.length == m->length, "write reply length %u, want %u", st.length,
+			      m->length);
 		} else if (op < 9) {
 			off = (uint32_t)(rnd(&seed) % (m->chunk_size + 1));
 			len = (uint32_t)(rnd(&seed) % (m->chunk_size - off + 1));
 			ret = rfc_chunk_read(c, m->id, off, buf, len, &bytes, &clen);
 			CHECK(ret == 0, "read %u@%u: %s", len, off, strerror(-ret));
 			{
-				uint32_t want = off >= m->length ? 0 :
-					(len < m->length - off ? len : m->length - off);
+				uint32_t want =
+					off >= m->length
+						? 0
+						: (len < m->length - off ? len : m->length - off);
 
-				CHECK(bytes == want, "read %u@%u gave %u bytes, want %u", len,
-				      off, bytes, want);
+				CHECK(bytes == want, "read %u@%u gave %u bytes, want %u", len, off,
+				      bytes, want);
 				CHECK(memcmp(buf, m->data + off, bytes) == 0,
 				      "read %u@%u: content differs", len, off);
 			}
@@ -164,7 +166,7 @@ static int test_roundtrip(void)
 		model_check(c, &chunks[i], buf);
 		ret = rfc_chunk_stat(c, chunks[i].id, &st);
 		CHECK(ret == 0 && st.exists && st.length == chunks[i].length &&
-		      st.block_count == (st.length + 4095) / 4096,
+			      st.block_count == (st.length + 4095) / 4096,
 		      "stat: %d len %u blocks %u", ret, st.length, st.block_count);
 	}
 	CHECK(rfc_chunk_commit_range(c, 7, 0) == 0, "commit range");
@@ -175,7 +177,7 @@ static int test_roundtrip(void)
 	}
 	ret = rfc_daemon_stats(c, &ds);
 	CHECK(ret == 0 && ds.bytes_written > 0 && ds.ops_total >= rounds && ds.chunks == 3 &&
-	      ds.capacity_bytes > 0 && ds.errors == 0,
+		      ds.capacity_bytes > 0 && ds.errors == 0,
 	      "stats: %d written %llu ops %llu chunks %llu errors %llu", ret,
 	      (unsigned long long)ds.bytes_written, (unsigned long long)ds.ops_total,
 	      (unsigned long long)ds.chunks, (unsigned long long)ds.errors);
@@ -193,7 +195,7 @@ static int test_roundtrip(void)
 	CHECK(ret == 0 && removed == 2 && freed == (uint64_t)chunks[0].length + chunks[1].length,
 	      "remove range: %d removed %llu", ret, (unsigned long long)removed);
 	{
-		uint64_t idx[2] = { 5, 6 };
+		uint64_t idx[2] = {5, 6};
 
 		ret = rfc_chunk_remove(c, 8, idx, 2, &removed, &freed);
 		CHECK(ret == 0 && removed == 1, "remove list: %d removed %llu", ret,
@@ -234,7 +236,7 @@ static void *client_thread(void *arg)
 	/* The shared chunk: each client owns 50000 bytes starting at an odd offset. */
 	uint32_t mine = 7 + job->id * 50000u, mine_len = 50000;
 	uint8_t *shared = malloc(mine_len);
-	struct rfc_chunk own = { 100 + job->id, 0 }, common = { 1000, 0 };
+	struct rfc_chunk own = {100 + job->id, 0}, common = {1000, 0};
 	uint64_t seed = 77 + job->id;
 	uint32_t length = 0, bytes, clen;
 	int ret;
@@ -287,12 +289,12 @@ static int test_clients(void)
 	struct client_job jobs[CLIENTS];
 	pthread_t threads[CLIENTS];
 	struct daemon_proc d;
-	const char *extra[] = { "--workers", "4", NULL };
+	const char *extra[] = {"--workers", "4", NULL};
 	unsigned ops = env_scale("RDMAFS_TEST_ROUNDS", 200);
 
 	CHECK(daemon_start(&d, data_path("data"), extra) == 0, "daemon start");
 	for (unsigned i = 0; i < CLIENTS; i++) {
-		jobs[i] = (struct client_job){ .d = &d, .id = i, .ops = ops };
+		jobs[i] = (struct client_job){.d = &d, .id = i, .ops = ops};
 		CHECK(pthread_create(&threads[i], NULL, client_thread, &jobs[i]) == 0, "thread");
 	}
 	for (unsigned i = 0; i < CLIENTS; i++) {
@@ -307,21 +309,20 @@ static int test_clients(void)
 
 /* ---- crash: kill -9 during a write storm ---- */
 
-#define WRITERS      4
-#define CRASH_CHUNK  (256u << 10)
+#define WRITERS	    4
+#define CRASH_CHUNK (256u << 10)
 
 struct writer {
 	const struct daemon_proc *d;
 	unsigned id;
 	volatile bool stop;
-	uint64_t acked;     /* bytes of the stream acknowledged */
+	uint64_t acked;	    /* bytes of the stream acknowledged */
 	uint64_t committed; /* bytes of the stream made durable by COMMIT */
 	unsigned writes;
 };
 
 /* Appends stream bytes [pos, pos + len) to inode 500 + id, split at chunk ends. */
-static int append(struct rfc_client *c, struct writer *w, uint64_t pos, uint32_t len,
-		  uint8_t *buf)
+static int append(struct rfc_client *c, struct writer *w, uint64_t pos, uint32_t len, uint8_t *buf)
 {
 	while (len) {
 		uint64_t index = pos / CRASH_CHUNK;
@@ -331,8 +332,8 @@ static int append(struct rfc_client *c, struct writer *w, uint64_t pos, uint32_t
 
 		for (uint32_t i = 0; i < n; i++)
 			buf[i] = stream_byte(w->id, pos + i);
-		ret = rfc_chunk_write(c, (struct rfc_chunk){ 500 + w->id, index }, CRASH_CHUNK,
-				      off, buf, n, false, NULL);
+		ret = rfc_chunk_write(c, (struct rfc_chunk){500 + w->id, index}, CRASH_CHUNK, off,
+				      buf, n, false, NULL);
 		if (ret)
 			return ret;
 		pos += n;
@@ -376,13 +377,13 @@ static void verify_stream(struct rfc_client *c, const struct writer *w, uint64_t
 
 	for (uint64_t pos = 0; pos < upto; pos += CRASH_CHUNK) {
 		uint32_t want = upto - pos < CRASH_CHUNK ? (uint32_t)(upto - pos) : CRASH_CHUNK;
-		int ret = rfc_chunk_read(c, (struct rfc_chunk){ 500 + w->id, pos / CRASH_CHUNK },
-					 0, buf, want, &bytes, &clen);
+		int ret = rfc_chunk_read(c, (struct rfc_chunk){500 + w->id, pos / CRASH_CHUNK}, 0,
+					 buf, want, &bytes, &clen);
 
 		CHECK(ret == 0, "writer %u %s bytes at %llu: %s", w->id, what,
 		      (unsigned long long)pos, strerror(-ret));
-		CHECK(bytes == want, "writer %u %s chunk at %llu: %u bytes, want %u", w->id,
-		      what, (unsigned long long)pos, bytes, want);
+		CHECK(bytes == want, "writer %u %s chunk at %llu: %u bytes, want %u", w->id, what,
+		      (unsigned long long)pos, bytes, want);
 		for (uint32_t i = 0; i < want; i++)
 			CHECK(buf[i] == stream_byte(w->id, pos + i),
 			      "writer %u %s byte %llu differs", w->id, what,
@@ -466,7 +467,8 @@ static void raw_open(struct raw *r, const struct daemon_proc *d)
 	o.name = "daemon-test-raw";
 	CHECK(xprt_ctx_create(&o, &r->ctx) == 0, "ctx");
 	CHECK(xprt_pool_create(r->ctx, MiB, 1, XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE,
-			       &r->pool) == 0, "pool");
+			       &r->pool) == 0,
+	      "pool");
 	CHECK(xprt_pool_get(r->pool, 0, &r->buf) == 0, "buf");
 	ret = xprt_connect(r->ctx, d->uri, &r->conn);
 	CHECK(ret == 0, "connect: %s", xprt_strerror(ret));
@@ -522,7 +524,7 @@ static int raw_write(struct raw *r, uint64_t inode, uint32_t chunk_size, uint32_
 
 static int test_corrupt(void)
 {
-	struct rfc_chunk id = { 0xabc, 3 };
+	struct rfc_chunk id = {0xabc, 3};
 	uint8_t *pat = malloc(MiB), *buf = malloc(MiB);
 	struct rfc_daemon_stats ds;
 	struct daemon_proc d;
@@ -557,8 +559,8 @@ static int test_corrupt(void)
 	ret = rfc_chunk_read(c, id, 0, buf, 10 * 4096, &bytes, &clen);
 	CHECK(ret == 0 && bytes == 10 * 4096 && !memcmp(buf, pat, bytes), "read before: %d", ret);
 	ret = rfc_chunk_read(c, id, 11 * 4096, buf, 4096, &bytes, &clen);
-	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat + 11 * 4096, 4096),
-	      "read after: %d", ret);
+	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat + 11 * 4096, 4096), "read after: %d",
+	      ret);
 	/* A write that merges the bad block refuses to launder it. */
 	ret = rfc_chunk_write(c, id, MiB, 10 * 4096 + 1, pat, 5, false, NULL);
 	CHECK(ret == -EIO, "partial write over the damaged block: %d, want -EIO", ret);
@@ -572,8 +574,8 @@ static int test_corrupt(void)
 	/* A payload whose checksum does not match is refused on the wire. */
 	raw_open(&r, &d);
 	fill_pattern(xprt_buf_data(r.buf), 8192, 9);
-	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rfc_crc32c(xprt_buf_data(r.buf), 8192) ^ 1,
-			8192, 0);
+	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rfc_crc32c(xprt_buf_data(r.buf), 8192) ^ 1, 8192,
+			0);
 	CHECK(ret == -EIO, "write with a bad crc: %d, want -EIO", ret);
 	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rfc_crc32c(xprt_buf_data(r.buf), 8192), 8192, 0);
 	CHECK(ret == 0, "write with the right crc: %d", ret);
@@ -597,7 +599,7 @@ static int test_enospc(void)
 	const char *mnt = data_path("small");
 	char dir[400];
 	uint8_t *pat = malloc(MiB), *buf = malloc(MiB);
-	const char *extra[] = { "--workers", "2", NULL };
+	const char *extra[] = {"--workers", "2", NULL};
 	struct rfc_daemon_stats ds;
 	struct daemon_proc d;
 	struct rfc_client *c;
@@ -619,7 +621,7 @@ static int test_enospc(void)
 	c = client_of(&d, MiB);
 	for (unsigned i = 0; i < 64; i++) {
 		fill_pattern(pat, MiB, i);
-		ret = rfc_chunk_write(c, (struct rfc_chunk){ 1, i }, MiB, 0, pat, MiB, false, NULL);
+		ret = rfc_chunk_write(c, (struct rfc_chunk){1, i}, MiB, 0, pat, MiB, false, NULL);
 		if (ret)
 			break;
 		written++;
@@ -634,21 +636,21 @@ static int test_enospc(void)
 	/* The daemon keeps serving: reads, stats, and writes once space is freed. */
 	for (unsigned i = 0; i < written; i++) {
 		fill_pattern(pat, MiB, i);
-		ret = rfc_chunk_read(c, (struct rfc_chunk){ 1, i }, 0, buf, MiB, &bytes, &clen);
+		ret = rfc_chunk_read(c, (struct rfc_chunk){1, i}, 0, buf, MiB, &bytes, &clen);
 		CHECK(ret == 0 && bytes == MiB && !memcmp(buf, pat, MiB),
 		      "read chunk %u after ENOSPC: %d", i, ret);
 	}
-	ret = rfc_chunk_stat(c, (struct rfc_chunk){ 1, written }, &(struct rfc_chunk_state){ 0 });
+	ret = rfc_chunk_stat(c, (struct rfc_chunk){1, written}, &(struct rfc_chunk_state){0});
 	CHECK(ret == 0, "stat after ENOSPC: %d", ret);
 	CHECK(rfc_daemon_stats(c, &ds) == 0 && ds.free_bytes < MiB, "stats: free %llu",
 	      (unsigned long long)ds.free_bytes);
 	{
-		uint64_t idx[2] = { 0, 1 };
+		uint64_t idx[2] = {0, 1};
 
 		CHECK(rfc_chunk_remove(c, 1, idx, 2, NULL, NULL) == 0, "remove");
 	}
 	fill_pattern(pat, MiB, 1000);
-	ret = rfc_chunk_write(c, (struct rfc_chunk){ 2, 0 }, MiB, 0, pat, MiB, false, NULL);
+	ret = rfc_chunk_write(c, (struct rfc_chunk){2, 0}, MiB, 0, pat, MiB, false, NULL);
 	CHECK(ret == 0, "write after freeing space: %s", strerror(-ret));
 	rfc_client_destroy(c);
 	status = daemon_stop(&d, SIGTERM);
@@ -709,47 +711,48 @@ static int test_config(void)
 
 	write_file(conf, "[daemon]\ndata_dir = /nonexistent\nlisten = tcp://127.0.0.1:0\n"
 			 "colour = blue\n");
-	expect_refused("unknown key", (const char *[]){ "--config", conf, NULL }, "unknown key 'colour'");
+	expect_refused("unknown key", (const char *[]){"--config", conf, NULL},
+		       "unknown key 'colour'");
 	write_file(conf, "[daemon]\nworkers = many\n");
-	expect_refused("bad number", (const char *[]){ "--config", conf, NULL },
+	expect_refused("bad number", (const char *[]){"--config", conf, NULL},
 		       "bad value 'many' for 'workers'");
 	write_file(conf, "[daemon]\nmax_chunk_size = 1000\n");
-	expect_refused("unaligned chunk size", (const char *[]){ "--config", conf, NULL },
+	expect_refused("unaligned chunk size", (const char *[]){"--config", conf, NULL},
 		       "bad value '1000'");
 	write_file(conf, "[store]\ndata_dir = /x\n");
-	expect_refused("unknown section", (const char *[]){ "--config", conf, NULL },
+	expect_refused("unknown section", (const char *[]){"--config", conf, NULL},
 		       "unknown section [store]");
 	write_file(conf, "[daemon]\nthis line has no equals sign\n");
-	expect_refused("syntax error", (const char *[]){ "--config", conf, NULL }, "syntax error");
+	expect_refused("syntax error", (const char *[]){"--config", conf, NULL}, "syntax error");
 	expect_refused("missing config file",
-		       (const char *[]){ "--config", "/nonexistent/daemon.conf", NULL },
+		       (const char *[]){"--config", "/nonexistent/daemon.conf", NULL},
 		       "cannot open config file");
 	expect_refused("no secret",
-		       (const char *[]){ "--data-dir", good, "--listen", "tcp://127.0.0.1:0",
-					 NULL },
+		       (const char *[]){"--data-dir", good, "--listen", "tcp://127.0.0.1:0", NULL},
 		       "no cluster secret");
-	expect_refused("no listen", (const char *[]){ "--data-dir", good, "--secret-file", secret,
-						     NULL },
+	expect_refused("no listen",
+		       (const char *[]){"--data-dir", good, "--secret-file", secret, NULL},
 		       "nothing to listen on");
-	expect_refused("bad flag", (const char *[]){ "--bogus", NULL }, "usage");
+	expect_refused("bad flag", (const char *[]){"--bogus", NULL}, "usage");
 
 	/* Data directories: refused, and left exactly as they were. */
 	mkdir(dirty, 0755);
 	snprintf(text, sizeof(text), "%s/precious.txt", dirty);
 	write_file(text, "do not touch\n");
 	expect_refused("non-empty without marker",
-		       (const char *[]){ "--data-dir", dirty, "--listen", "tcp://127.0.0.1:0",
-					 "--secret-file", secret, NULL },
+		       (const char *[]){"--data-dir", dirty, "--listen", "tcp://127.0.0.1:0",
+					"--secret-file", secret, NULL},
 		       "not empty and has no rdmafs-format marker");
 	CHECK(!dir_has(dirty, "rdmafs-format") && !dir_has(dirty, "chunks") &&
-	      !dir_has(dirty, "meta"), "the refused directory was changed");
+		      !dir_has(dirty, "meta"),
+	      "the refused directory was changed");
 
 	mkdir(foreign, 0755);
 	snprintf(text, sizeof(text), "%s/rdmafs-format", foreign);
 	write_file(text, "something else entirely\n");
 	expect_refused("foreign marker",
-		       (const char *[]){ "--data-dir", foreign, "--listen", "tcp://127.0.0.1:0",
-					 "--secret-file", secret, NULL },
+		       (const char *[]){"--data-dir", foreign, "--listen", "tcp://127.0.0.1:0",
+					"--secret-file", secret, NULL},
 		       "is not an rdmafs format marker");
 	CHECK(!dir_has(foreign, "chunks") && !dir_has(foreign, "meta"),
 	      "the foreign directory was changed");
@@ -759,8 +762,8 @@ static int test_config(void)
 	write_file(text, "rdmafs-daemon data directory\nformat 7\n"
 			 "uuid 01234567-89ab-4def-8123-456789abcdef\n");
 	expect_refused("newer format",
-		       (const char *[]){ "--data-dir", newer, "--listen", "tcp://127.0.0.1:0",
-					 "--secret-file", secret, NULL },
+		       (const char *[]){"--data-dir", newer, "--listen", "tcp://127.0.0.1:0",
+					"--secret-file", secret, NULL},
 		       "newer than this daemon's format");
 	f = fopen(text, "r");
 	CHECK(f && fgets(before, sizeof(before), f) && fgets(after, sizeof(after), f), "reread");
@@ -773,11 +776,11 @@ static int test_config(void)
 		 "secret_file = %s\nworkers = 2\nqueue_depth = 64\nlog_level = warn\n",
 		 good, secret);
 	write_file(conf, text);
-	CHECK(daemon_start(&d, good, (const char *[]){ "--config", conf, NULL }) == 0,
+	CHECK(daemon_start(&d, good, (const char *[]){"--config", conf, NULL}) == 0,
 	      "daemon from a config file");
 	expect_refused("directory in use",
-		       (const char *[]){ "--data-dir", good, "--listen", "tcp://127.0.0.1:0",
-					 "--secret-file", secret, NULL },
+		       (const char *[]){"--data-dir", good, "--listen", "tcp://127.0.0.1:0",
+					"--secret-file", secret, NULL},
 		       "in use by another rdmafs-daemon");
 	status = daemon_stop(&d, SIGTERM);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
@@ -790,7 +793,7 @@ static int test_config(void)
 
 static int test_malformed(void)
 {
-	static const uint8_t garbage[] = { 0xff, 0xff, 0xff, 0xff, 0x0f, 0x08, 0x96, 0x01, 0x12 };
+	static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x08, 0x96, 0x01, 0x12};
 	Rdmafs__ChunkReadReq rd = RDMAFS__CHUNK_READ_REQ__INIT;
 	Rdmafs__ChunkTruncateReq tr = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
 	Rdmafs__ChunkCommitReq cm = RDMAFS__CHUNK_COMMIT_REQ__INIT;
@@ -866,8 +869,7 @@ static int test_malformed(void)
 	checks += 2;
 
 	/* A descriptor with a wrong key: refused by the target, fatal to that connection. */
-	ret = raw_write(&r, 1, MiB, 0, 4096, rfc_crc32c(xprt_buf_data(r.buf), 4096), 4096,
-			0x5a5a);
+	ret = raw_write(&r, 1, MiB, 0, 4096, rfc_crc32c(xprt_buf_data(r.buf), 4096), 4096, 0x5a5a);
 	CHECK(ret < 0, "write from a bad descriptor: %d", ret);
 	printf("  bad descriptor: %s\n", xprt_strerror(ret));
 	raw_reconnect(&r, &d);
@@ -876,7 +878,8 @@ static int test_malformed(void)
 		Rdmafs__ChunkWriteReq wr = RDMAFS__CHUNK_WRITE_REQ__INIT;
 
 		CHECK(xprt_mr_desc(r.conn, xprt_buf_mr(r.buf), xprt_buf_data(r.buf), MiB, &desc) ==
-		      0, "desc");
+			      0,
+		      "desc");
 		bd.addr = desc.addr + MiB - 100;
 		bd.rkey = desc.rkey;
 		bd.len = 4096;
@@ -895,10 +898,11 @@ static int test_malformed(void)
 	CHECK(kill(d.pid, 0) == 0, "daemon died");
 	c = client_of(&d, MiB);
 	fill_pattern(data, sizeof(data), 1);
-	CHECK(rfc_chunk_write(c, (struct rfc_chunk){ 1, 0 }, MiB, 5, data, 100, false, NULL) == 0,
+	CHECK(rfc_chunk_write(c, (struct rfc_chunk){1, 0}, MiB, 5, data, 100, false, NULL) == 0,
 	      "good write");
-	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ 1, 0 }, 5, resp, 100, &bytes, &clen) == 0 &&
-	      bytes == 100 && !memcmp(resp, data, 100), "good read");
+	CHECK(rfc_chunk_read(c, (struct rfc_chunk){1, 0}, 5, resp, 100, &bytes, &clen) == 0 &&
+		      bytes == 100 && !memcmp(resp, data, 100),
+	      "good read");
 	rfc_client_destroy(c);
 	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	printf("malformed: %u bad requests answered with errors, daemon kept serving\n", checks);
@@ -911,10 +915,9 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(void);
 	} tests[] = {
-		{ "roundtrip", test_roundtrip }, { "clients", test_clients },
-		{ "crash", test_crash },         { "corrupt", test_corrupt },
-		{ "enospc", test_enospc },       { "config", test_config },
-		{ "malformed", test_malformed },
+		{"roundtrip", test_roundtrip}, {"clients", test_clients}, {"crash", test_crash},
+		{"corrupt", test_corrupt},     {"enospc", test_enospc},	  {"config", test_config},
+		{"malformed", test_malformed},
 	};
 
 	if (argc != 4) {

@@ -12,18 +12,18 @@
 #include <sys/types.h>
 
 #define EXIT_SKIP 77
-#define SECRET    "daemon-test-secret"
+#define SECRET	  "daemon-test-secret"
 
 /* Fails the test: prints where and why, exits 1. */
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
+#define CHECK(cond, ...)                                                                \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
 			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fprintf(stderr, "\n");                                    \
-			harness_cleanup();                                        \
-			exit(1);                                                  \
-		}                                                                 \
+			fprintf(stderr, __VA_ARGS__);                                   \
+			fprintf(stderr, "\n");                                          \
+			harness_cleanup();                                              \
+			exit(1);                                                        \
+		}                                                                       \
 	} while (0)
 
 struct daemon_proc {

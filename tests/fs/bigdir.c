@@ -16,7 +16,7 @@
 
 #include "fscheck.h"
 
-#define PASSES    4
+#define PASSES	  4
 #define MAX_CHURN (1u << 22)
 
 static unsigned entries = 10000;
@@ -197,8 +197,8 @@ static void test_bigdir(void)
 int main(int argc, char **argv)
 {
 	static const struct fs_test tests[] = {
-		{ "bigdir", test_bigdir },
-		{ NULL, NULL },
+		{"bigdir", test_bigdir},
+		{NULL, NULL},
 	};
 	const char *count = argc > 2 ? argv[2] : getenv("RDMAFS_FS_BIGDIR_ENTRIES");
 

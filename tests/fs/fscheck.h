@@ -31,53 +31,53 @@ void fs_fail_at(const char *file, int line, const char *fmt, ...)
 const char *fs_errno_name(int err);
 
 /* A failed check: message, count, leave the test function. */
-#define FAIL(...)                                     \
-	do {                                          \
+#define FAIL(...)                                            \
+	do {                                                 \
 		fs_fail_at(__FILE__, __LINE__, __VA_ARGS__); \
-		return;                               \
+		return;                                      \
 	} while (0)
 
-#define CHECK(cond, ...)                \
-	do {                            \
-		if (!(cond))            \
+#define CHECK(cond, ...)                   \
+	do {                               \
+		if (!(cond))               \
 			FAIL(__VA_ARGS__); \
 	} while (0)
 
 /* @call (a syscall returning -1 + errno on error) must succeed. */
-#define EXPECT_OK(call)                                                              \
-	do {                                                                         \
-		errno = 0;                                                           \
-		if ((long)(call) == -1) {                                            \
-			int err_ = errno;                                            \
-			FAIL("%s: expected success, got %s (%s)", #call,              \
-			     fs_errno_name(err_), strerror(err_));                   \
-		}                                                                    \
+#define EXPECT_OK(call)                                                                       \
+	do {                                                                                  \
+		errno = 0;                                                                    \
+		if ((long)(call) == -1) {                                                     \
+			int err_ = errno;                                                     \
+			FAIL("%s: expected success, got %s (%s)", #call, fs_errno_name(err_), \
+			     strerror(err_));                                                 \
+		}                                                                             \
 	} while (0)
 
 /* @call must fail with errno @err. */
-#define EXPECT_ERR(call, err)                                                        \
-	do {                                                                         \
-		errno = 0;                                                           \
-		long ret_ = (long)(call);                                            \
-		int err_ = errno;                                                    \
-		if (ret_ != -1)                                                      \
-			FAIL("%s: expected %s, got success (%ld)", #call,            \
-			     fs_errno_name(err), ret_);                              \
-		if (err_ != (err))                                                   \
-			FAIL("%s: expected %s, got %s (%s)", #call, fs_errno_name(err), \
-			     fs_errno_name(err_), strerror(err_));                   \
+#define EXPECT_ERR(call, err)                                                                 \
+	do {                                                                                  \
+		errno = 0;                                                                    \
+		long ret_ = (long)(call);                                                     \
+		int err_ = errno;                                                             \
+		if (ret_ != -1)                                                               \
+			FAIL("%s: expected %s, got success (%ld)", #call, fs_errno_name(err), \
+			     ret_);                                                           \
+		if (err_ != (err))                                                            \
+			FAIL("%s: expected %s, got %s (%s)", #call, fs_errno_name(err),       \
+			     fs_errno_name(err_), strerror(err_));                            \
 	} while (0)
 
 /* Like EXPECT_OK, for calls returning an fd or a count: stores it in @var. */
-#define EXPECT_FD(var, call)                                                         \
-	do {                                                                         \
-		errno = 0;                                                           \
-		(var) = (call);                                                      \
-		if ((long)(var) == -1) {                                             \
-			int err_ = errno;                                            \
-			FAIL("%s: expected success, got %s (%s)", #call,              \
-			     fs_errno_name(err_), strerror(err_));                   \
-		}                                                                    \
+#define EXPECT_FD(var, call)                                                                  \
+	do {                                                                                  \
+		errno = 0;                                                                    \
+		(var) = (call);                                                               \
+		if ((long)(var) == -1) {                                                      \
+			int err_ = errno;                                                     \
+			FAIL("%s: expected success, got %s (%s)", #call, fs_errno_name(err_), \
+			     strerror(err_));                                                 \
+		}                                                                             \
 	} while (0)
 
 struct fs_test {

@@ -18,17 +18,27 @@
 
 #include "fscheck.h"
 
-#define MIB      (1024 * 1024)
-#define NFILES   8
+#define MIB	 (1024 * 1024)
+#define NFILES	 8
 #define MAX_SIZE (6 * MIB)
-#define HISTORY  12
+#define HISTORY	 12
 
-enum op { OP_WRITE, OP_READ, OP_TRUNCATE, OP_FALLOCATE, OP_RENAME, OP_UNLINK, OP_REOPEN,
-	  OP_FSYNC, OP_VERIFY, OP_COUNT };
-static const char *const op_names[] = { "write", "read", "truncate", "fallocate", "rename",
-					"unlink", "reopen", "fsync", "verify" };
+enum op {
+	OP_WRITE,
+	OP_READ,
+	OP_TRUNCATE,
+	OP_FALLOCATE,
+	OP_RENAME,
+	OP_UNLINK,
+	OP_REOPEN,
+	OP_FSYNC,
+	OP_VERIFY,
+	OP_COUNT
+};
+static const char *const op_names[] = {"write",	 "read",   "truncate", "fallocate", "rename",
+				       "unlink", "reopen", "fsync",    "verify"};
 /* relative weights of the operations */
-static const unsigned op_weight[] = { 30, 30, 8, 6, 6, 3, 5, 2, 1 };
+static const unsigned op_weight[] = {30, 30, 8, 6, 6, 3, 5, 2, 1};
 
 struct slot {
 	bool exists;
@@ -214,9 +224,9 @@ static void do_fallocate(struct slot *s)
 {
 	size_t len = pick_len(), off = pick_off(s, len);
 	uint64_t r = below(3);
-	int mode = r == 0   ? 0 :
-		   r == 1 ? FALLOC_FL_KEEP_SIZE :
-			    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	int mode = r == 0   ? 0
+		   : r == 1 ? FALLOC_FL_KEEP_SIZE
+			    : FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
 
 	if (mode & FALLOC_FL_PUNCH_HOLE && !punch_supported)
 		mode = 0;
@@ -421,7 +431,8 @@ int main(int argc, char **argv)
 	}
 	punch_supported = probe_punch();
 	if (!punch_supported)
-		printf("note: FALLOC_FL_PUNCH_HOLE not supported, fallocate uses modes 0 and KEEP_SIZE\n");
+		printf("note: FALLOC_FL_PUNCH_HOLE not supported, fallocate uses modes 0 and "
+		       "KEEP_SIZE\n");
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (op_index = 0; op_index < ops; op_index++) {

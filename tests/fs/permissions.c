@@ -15,7 +15,7 @@
 
 #include "fscheck.h"
 
-#define USER_ID  65534
+#define USER_ID	 65534
 #define GROUP_ID 65534
 
 static int put(const char *path, const char *text, mode_t mode, uid_t uid, gid_t gid)
@@ -87,7 +87,7 @@ static void user_root_files(void)
 	EXPECT_ERR(chmod("dir/public", 0666), EPERM);
 	EXPECT_ERR(chown("dir/public", USER_ID, GROUP_ID), EPERM);
 	{
-		struct timespec t[2] = { { 1, 0 }, { 2, 0 } };
+		struct timespec t[2] = {{1, 0}, {2, 0}};
 
 		EXPECT_ERR(utimensat(AT_FDCWD, "dir/public", t, 0), EPERM);
 		/* "now" only needs write permission, which we lack */
@@ -117,13 +117,13 @@ static void user_own_files(void)
 	CHECK(write(fd, "mine", 4) == 4, "write own file: %s", fs_errno_name(errno));
 	EXPECT_OK(close(fd));
 	EXPECT_OK(stat("open/mine", &st));
-	CHECK(st.st_uid == USER_ID && st.st_gid == GROUP_ID, "new file owned by %u:%u, expected %d:%d",
-	      st.st_uid, st.st_gid, USER_ID, GROUP_ID);
+	CHECK(st.st_uid == USER_ID && st.st_gid == GROUP_ID,
+	      "new file owned by %u:%u, expected %d:%d", st.st_uid, st.st_gid, USER_ID, GROUP_ID);
 	EXPECT_OK(chmod("open/mine", 0600));
 	EXPECT_OK(stat("open/mine", &st));
 	CHECK((st.st_mode & 07777) == 0600, "owner chmod 0600: mode %o", st.st_mode & 07777);
 	{
-		struct timespec t[2] = { { 1000, 0 }, { 2000, 0 } };
+		struct timespec t[2] = {{1000, 0}, {2000, 0}};
 
 		EXPECT_OK(utimensat(AT_FDCWD, "open/mine", t, 0));
 	}
@@ -222,10 +222,10 @@ static void test_root(void)
 int main(int argc, char **argv)
 {
 	static const struct fs_test tests[] = {
-		{ "non_owner", test_non_owner },
-		{ "owner", test_owner },
-		{ "root", test_root },
-		{ NULL, NULL },
+		{"non_owner", test_non_owner},
+		{"owner", test_owner},
+		{"root", test_root},
+		{NULL, NULL},
 	};
 
 	if (geteuid() != 0) {

@@ -57,12 +57,12 @@ static ssize_t get(const char *path, char *buf, size_t size)
 	return n;
 }
 
-#define EXPECT_CONTENT(path, text)                                                  \
-	do {                                                                        \
-		char got_[256];                                                     \
-		if (get(path, got_, sizeof(got_)) < 0)                              \
-			FAIL("read %s: %s", path, fs_errno_name(errno));            \
-		if (strcmp(got_, text) != 0)                                        \
+#define EXPECT_CONTENT(path, text)                                                            \
+	do {                                                                                  \
+		char got_[256];                                                               \
+		if (get(path, got_, sizeof(got_)) < 0)                                        \
+			FAIL("read %s: %s", path, fs_errno_name(errno));                      \
+		if (strcmp(got_, text) != 0)                                                  \
 			FAIL("content of %s: expected \"%s\", got \"%s\"", path, text, got_); \
 	} while (0)
 
@@ -268,8 +268,7 @@ static void test_rename(void)
 	EXPECT_CONTENT("n3", "two");
 	EXPECT_OK(renameat2_sys("n2", "src", RENAME_EXCHANGE));
 	EXPECT_OK(stat("n2", &st));
-	CHECK(S_ISDIR(st.st_mode), "after exchange n2 is not the directory (mode %o)",
-	      st.st_mode);
+	CHECK(S_ISDIR(st.st_mode), "after exchange n2 is not the directory (mode %o)", st.st_mode);
 	EXPECT_OK(stat("n2/sub", &st));
 	EXPECT_CONTENT("src", "one");
 	EXPECT_ERR(renameat2_sys("n3", "absent", RENAME_EXCHANGE), ENOENT);
@@ -379,7 +378,7 @@ static bool ts_equal(struct timespec a, struct timespec b)
 
 static void test_attrs(void)
 {
-	struct timespec times[2] = { { 1000000000, 123456789 }, { 1200000000, 987654321 } };
+	struct timespec times[2] = {{1000000000, 123456789}, {1200000000, 987654321}};
 	struct timespec now;
 	struct stat st, before;
 	int fd;
@@ -424,7 +423,7 @@ static void test_attrs(void)
 	/* UTIME_OMIT keeps atime, UTIME_NOW sets mtime to now */
 	clock_gettime(CLOCK_REALTIME, &now);
 	{
-		struct timespec t2[2] = { { 0, UTIME_OMIT }, { 0, UTIME_NOW } };
+		struct timespec t2[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
 
 		EXPECT_OK(futimens(fd, t2));
 	}
@@ -493,8 +492,8 @@ static void test_truncate(void)
 	EXPECT_FD(n, fs_pread_all(fd, buf, LONG, 0));
 	CHECK(n == LONG, "read after truncate up: %zd bytes, expected %d", n, LONG);
 	diff = fs_first_diff(buf, want, LONG);
-	CHECK(diff < 0, "after truncate up: byte %ld is 0x%02x, expected 0x%02x", diff,
-	      buf[diff], want[diff]);
+	CHECK(diff < 0, "after truncate up: byte %ld is 0x%02x, expected 0x%02x", diff, buf[diff],
+	      want[diff]);
 	/* old bytes beyond a truncation point must not come back */
 	fs_fill(want, LEN, 2, 0);
 	CHECK(fs_pwrite_all(fd, want, LEN, MIB - LEN / 2) == LEN, "write: %s",
@@ -561,8 +560,7 @@ static void test_sparse(void)
 	EXPECT_FD(n, pread(fd, buf, 100, DATA_OFF + 3 * MIB));
 	CHECK(n == 0, "read past EOF returned %zd", n);
 	/* a write into the middle of the hole, straddling a chunk boundary */
-	CHECK(pwrite(fd, data, 200, MID) == 200, "pwrite in the hole: %s",
-	      fs_errno_name(errno));
+	CHECK(pwrite(fd, data, 200, MID) == 200, "pwrite in the hole: %s", fs_errno_name(errno));
 	EXPECT_FD(n, fs_pread_all(fd, buf, DATA_OFF, 0));
 	for (size_t i = 0; i < (size_t)DATA_OFF; i++) {
 		size_t rel = i - (MID);
@@ -579,8 +577,7 @@ static void test_sparse(void)
 	} else {
 		CHECK(off >= 0 && off <= MID,
 		      "SEEK_DATA from 0 (first MiB a hole): %lld (%s), expected 0..%d",
-		      (long long)off, off < 0 ? fs_errno_name(errno) : "ok",
-		      MID);
+		      (long long)off, off < 0 ? fs_errno_name(errno) : "ok", MID);
 		off = lseek(fd, DATA_OFF, SEEK_HOLE);
 		CHECK(off == DATA_OFF + DATA_LEN,
 		      "SEEK_HOLE from the last data: %lld, expected EOF %d", (long long)off,
@@ -616,8 +613,8 @@ static void big_file(const char *name, size_t len, size_t piece, size_t rpiece, 
 	EXPECT_OK(fsync(fd));
 	EXPECT_OK(close(fd));
 	EXPECT_OK(stat(name, &st));
-	CHECK(st.st_size == (off_t)len, "%s: size %lld, expected %zu", name,
-	      (long long)st.st_size, len);
+	CHECK(st.st_size == (off_t)len, "%s: size %lld, expected %zu", name, (long long)st.st_size,
+	      len);
 	EXPECT_FD(fd, open(name, O_RDONLY));
 	for (size_t off = 0; off < len; off += rpiece) {
 		size_t chunk = len - off < rpiece ? len - off : rpiece;
@@ -679,7 +676,7 @@ static bool list_has(const char *list, ssize_t len, const char *name)
 
 static void test_xattr(void)
 {
-	static const char binary[] = { 'a', 0, 'b', 0, (char)0xff };
+	static const char binary[] = {'a', 0, 'b', 0, (char)0xff};
 	char buf[256], list[1024];
 	ssize_t n;
 
@@ -784,11 +781,10 @@ static void test_unlinked_open(void)
 	EXPECT_ERR(stat("doomed", &st), ENOENT);
 	CHECK(count_in_dir(".", "doomed", NULL) == 0, "unlinked file still listed");
 	EXPECT_OK(fstat(fd, &st));
-	CHECK(st.st_nlink == 0, "fstat of an unlinked file: nlink %lu",
-	      (unsigned long)st.st_nlink);
+	CHECK(st.st_nlink == 0, "fstat of an unlinked file: nlink %lu", (unsigned long)st.st_nlink);
 	EXPECT_FD(n, fs_pread_all(fd, got, LEN, 0));
-	CHECK(n == LEN && memcmp(got, want, LEN) == 0, "read of the unlinked file: %zd bytes%s",
-	      n, n == LEN ? ", content differs" : "");
+	CHECK(n == LEN && memcmp(got, want, LEN) == 0, "read of the unlinked file: %zd bytes%s", n,
+	      n == LEN ? ", content differs" : "");
 	/* still writable, and a new file of the same name is another file */
 	fs_fill(want + MIB, 1000, 21, 0);
 	CHECK(pwrite(fd, want + MIB, 1000, MIB) == 1000, "write to the unlinked file: %s",
@@ -871,7 +867,7 @@ static void test_fallocate(void)
 static void test_exdev(void)
 {
 	/* A directory on another file system, if this host has one. */
-	static const char *const candidates[] = { "/dev/shm", "/tmp", "/run", "/var/tmp" };
+	static const char *const candidates[] = {"/dev/shm", "/tmp", "/run", "/var/tmp"};
 	struct stat here, there;
 	char path[300];
 
@@ -896,7 +892,7 @@ static void test_readdir(void)
 	unsigned char type;
 	DIR *d;
 	struct dirent *e;
-	unsigned seen[COUNT] = { 0 };
+	unsigned seen[COUNT] = {0};
 	unsigned others = 0;
 
 	for (int i = 0; i < COUNT; i++) {
@@ -959,23 +955,23 @@ static void test_fsync(void)
 int main(int argc, char **argv)
 {
 	static const struct fs_test tests[] = {
-		{ "create_open", test_create_open },
-		{ "mkdir_rmdir", test_mkdir_rmdir },
-		{ "rename", test_rename },
-		{ "links", test_links },
-		{ "symlink", test_symlink },
-		{ "attrs", test_attrs },
-		{ "truncate", test_truncate },
-		{ "sparse", test_sparse },
-		{ "big", test_big },
-		{ "xattr", test_xattr },
-		{ "statfs", test_statfs },
-		{ "unlinked_open", test_unlinked_open },
-		{ "fallocate", test_fallocate },
-		{ "exdev", test_exdev },
-		{ "readdir", test_readdir },
-		{ "fsync", test_fsync },
-		{ NULL, NULL },
+		{"create_open", test_create_open},
+		{"mkdir_rmdir", test_mkdir_rmdir},
+		{"rename", test_rename},
+		{"links", test_links},
+		{"symlink", test_symlink},
+		{"attrs", test_attrs},
+		{"truncate", test_truncate},
+		{"sparse", test_sparse},
+		{"big", test_big},
+		{"xattr", test_xattr},
+		{"statfs", test_statfs},
+		{"unlinked_open", test_unlinked_open},
+		{"fallocate", test_fallocate},
+		{"exdev", test_exdev},
+		{"readdir", test_readdir},
+		{"fsync", test_fsync},
+		{NULL, NULL},
 	};
 
 	if (geteuid() != 0) {

@@ -40,8 +40,13 @@ static uint32_t fake_rkey(struct xprt_conn *c, struct xprt_mr *mr)
 }
 
 static const struct xprt_backend_ops fake_ops = {
-	.name = "fuzz", .kind = XPRT_KIND_TCP, .send = fake_send, .rdma = fake_rdma,
-	.shutdown = fake_shutdown, .conn_destroy = fake_destroy, .mr_rkey = fake_rkey,
+	.name = "fuzz",
+	.kind = XPRT_KIND_TCP,
+	.send = fake_send,
+	.rdma = fake_rdma,
+	.shutdown = fake_shutdown,
+	.conn_destroy = fake_destroy,
+	.mr_rkey = fake_rkey,
 };
 
 static void echo(struct xprt_req *req, void *arg)
@@ -72,7 +77,7 @@ static void setup_once(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct xprt_conn_params params = { XPRT_MAGIC, XPRT_VERSION, 8, 4096 }, p;
+	struct xprt_conn_params params = {XPRT_MAGIC, XPRT_VERSION, 8, 4096}, p;
 	struct xprt_rdma_wire w;
 	struct xprt_hdr h;
 	struct xprt_conn *c;

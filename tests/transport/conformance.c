@@ -24,13 +24,13 @@
 
 #include "xprt_i.h"
 
-#define SECRET        "conformance-secret"
-#define BIG           (16u << 20)
-#define M_ECHO        1
-#define M_PUSH        2 /* server RDMA WRITEs a pattern into the client's buffer */
-#define M_PULL        3 /* server RDMA READs the client's buffer, replies its hash */
-#define M_HOLD        4 /* server never answers (timeouts) */
-#define EXIT_SKIP     77
+#define SECRET	  "conformance-secret"
+#define BIG	  (16u << 20)
+#define M_ECHO	  1
+#define M_PUSH	  2 /* server RDMA WRITEs a pattern into the client's buffer */
+#define M_PULL	  3 /* server RDMA READs the client's buffer, replies its hash */
+#define M_HOLD	  4 /* server never answers (timeouts) */
+#define EXIT_SKIP 77
 
 extern char **environ;
 
@@ -197,11 +197,11 @@ static void test_echo_sizes(void **state)
 {
 	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
 	size_t max = xprt_conn_max_body(c);
-	size_t sizes[] = { 0, 1, 31, 32, 100, 1000, 4096, max - 1, max };
+	size_t sizes[] = {0, 1, 31, 32, 100, 1000, 4096, max - 1, max};
 	uint8_t big[1];
 
-	assert_int_equal(xprt_conn_kind(c), strcmp(kind_name, "tcp") ? XPRT_KIND_VERBS
-								       : XPRT_KIND_TCP);
+	assert_int_equal(xprt_conn_kind(c),
+			 strcmp(kind_name, "tcp") ? XPRT_KIND_VERBS : XPRT_KIND_TCP);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		echo_ok(c, sizes[i]);
 	/* One byte over the maximum is refused locally and the connection survives. */
@@ -248,7 +248,7 @@ static void bulk(struct xprt_conn *c, uint32_t method, size_t off, size_t len, u
 static void test_bulk_read_write(void **state)
 {
 	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
-	size_t sizes[] = { 1, 7, 4096, 4097, 65536, 1u << 20, 3u << 20, BIG };
+	size_t sizes[] = {1, 7, 4096, 4097, 65536, 1u << 20, 3u << 20, BIG};
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		bulk(c, M_PUSH, 0, sizes[i], i + 1, 0);
@@ -287,7 +287,7 @@ static void test_many_rpcs(void **state)
 	/* Far more in flight than there are credits: the rest must wait, not fail. */
 	const uint32_t window = 256;
 	struct xprt_conn_stats cs, ss;
-	struct storm s = { .outstanding = 0 };
+	struct storm s = {.outstanding = 0};
 
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_cond_init(&s.cond, NULL);
@@ -396,9 +396,13 @@ static void raw_message_rejected(uint32_t magic, uint8_t version, size_t body_le
 				 struct xprt_ctx *ctx)
 {
 	struct xprt_conn *c = connect_ok(ctx, srv_uri);
-	struct xprt_hdr h = { .magic = magic, .version = version, .type = XPRT_MSG_REQUEST,
-			      .request_id = 999, .method = M_ECHO,
-			      .body_len = (uint32_t)body_len, .credits = 0 };
+	struct xprt_hdr h = {.magic = magic,
+			     .version = version,
+			     .type = XPRT_MSG_REQUEST,
+			     .request_id = 999,
+			     .method = M_ECHO,
+			     .body_len = (uint32_t)body_len,
+			     .credits = 0};
 	uint8_t *raw = calloc(1, XPRT_HDR_SIZE + body_len);
 
 	xprt_hdr_encode(&h, raw);
@@ -431,7 +435,7 @@ static void test_bad_messages(void **state)
 static pid_t spawn_server(uint16_t port, uint16_t *bound)
 {
 	char self[4096], port_s[16];
-	char *argv[] = { self, "--serve", (char *)kind_name, port_s, NULL };
+	char *argv[] = {self, "--serve", (char *)kind_name, port_s, NULL};
 	posix_spawn_file_actions_t fa;
 	int fds[2];
 	pid_t pid;
@@ -506,7 +510,8 @@ static void test_pending_call_fails_on_kill(void **state)
 
 	snprintf(uri, sizeof(uri), "%s://%s:%u", kind_name, test_addr, port);
 	c = connect_ok(cli_ctx, uri);
-	/* The server holds the call; kill it from a thread while we wait (no fork after RDMA init). */
+	/* The server holds the call; kill it from a thread while we wait (no fork after RDMA init).
+	 */
 	assert_int_equal(pthread_create(&killer, NULL, kill_later, &pid), 0);
 	t0 = now_ms();
 	ret = xprt_call(c, M_HOLD, NULL, 0, NULL, 0, NULL, 20000);
@@ -634,7 +639,8 @@ int main(int argc, char **argv)
 		has_rdma = probe && xprt_ctx_has_rdma(probe);
 		xprt_ctx_destroy(probe);
 		if (!has_rdma) {
-			printf("SKIP: no RDMA device on this host (the rdma-vm suite runs this on soft-RoCE)\n");
+			printf("SKIP: no RDMA device on this host (the rdma-vm suite runs this on "
+			       "soft-RoCE)\n");
 			return EXIT_SKIP;
 		}
 	}

@@ -21,7 +21,7 @@
 
 #include "xprt_i.h"
 
-#define SECRET "raw-secret"
+#define SECRET		   "raw-secret"
 #define CONNECT_TIMEOUT_MS 500
 
 static struct xprt_ctx *srv, *cli;
@@ -37,8 +37,9 @@ static void serve(struct xprt_req *req, void *arg)
 
 static int raw_connect(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	assert_true(fd >= 0);
@@ -50,7 +51,7 @@ static int raw_connect(void)
 static size_t read_until_eof(int fd, uint8_t *buf, size_t cap, int timeout_ms, bool *eof)
 {
 	size_t got = 0;
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	*eof = false;
 	while (poll(&p, 1, timeout_ms) == 1) {
@@ -67,7 +68,7 @@ static size_t read_until_eof(int fd, uint8_t *buf, size_t cap, int timeout_ms, b
 
 static void send_preamble(int fd)
 {
-	struct xprt_conn_params p = { XPRT_MAGIC, XPRT_VERSION, 8, 4096 };
+	struct xprt_conn_params p = {XPRT_MAGIC, XPRT_VERSION, 8, 4096};
 	uint8_t raw[XPRT_PARAMS_SIZE];
 
 	xprt_params_encode(&p, raw);
@@ -88,13 +89,16 @@ static void server_still_serves(void)
 static void test_request_before_hello(void **state)
 {
 	int fd = raw_connect();
-	struct xprt_hdr h = { .magic = XPRT_MAGIC, .version = XPRT_VERSION,
-			      .type = XPRT_MSG_REQUEST, .request_id = 1, .method = 1 };
+	struct xprt_hdr h = {.magic = XPRT_MAGIC,
+			     .version = XPRT_VERSION,
+			     .type = XPRT_MSG_REQUEST,
+			     .request_id = 1,
+			     .method = 1};
 	uint8_t frame[XPRT_HDR_SIZE], in[4096];
 	int before = served;
 	bool eof;
 	size_t got;
-	struct xprt_hdr last = { 0 };
+	struct xprt_hdr last = {0};
 
 	send_preamble(fd);
 	xprt_hdr_encode(&h, frame);

@@ -939,11 +939,10 @@ static size_t acl_value(uint8_t *out, const uint16_t (*entries)[2], size_t n)
 static void test_acl_sets_mode(void **state)
 {
 	struct tm_env *e = *state;
-	static const uint16_t minimal[][2] = { { 0x01, 6 }, { 0x04, 4 }, { 0x20, 4 } };
-	static const uint16_t named[][2] = { { 0x01, 7 }, { 0x02, 6 }, { 0x04, 4 },
-					     { 0x10, 5 }, { 0x20, 0 } };
-	static const uint16_t no_other[][2] = { { 0x01, 6 }, { 0x04, 4 } };
-	static const uint16_t no_mask[][2] = { { 0x01, 6 }, { 0x02, 6 }, { 0x04, 4 }, { 0x20, 4 } };
+	static const uint16_t minimal[][2] = {{0x01, 6}, {0x04, 4}, {0x20, 4}};
+	static const uint16_t named[][2] = {{0x01, 7}, {0x02, 6}, {0x04, 4}, {0x10, 5}, {0x20, 0}};
+	static const uint16_t no_other[][2] = {{0x01, 6}, {0x04, 4}};
+	static const uint16_t no_mask[][2] = {{0x01, 6}, {0x02, 6}, {0x04, 4}, {0x20, 4}};
 	int64_t f = tm_mkfile(e->m, NULL, ROOT, "acl", 0600);
 	uint64_t ino = (uint64_t)f;
 	uint8_t v[64], buf[64];
@@ -956,15 +955,17 @@ static void test_acl_sets_mode(void **state)
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "system.posix_acl_access", v, len, 0), 0);
 	assert_int_equal(tm_getattr(e->m, NULL, ino, &a), 0);
 	assert_int_equal(a.mode & 07777, 0644);
-	assert_int_equal(tm_getxattr(e->m, NULL, ino, "system.posix_acl_access", (char *)buf,
-				     sizeof(buf)), -ENODATA);
+	assert_int_equal(
+		tm_getxattr(e->m, NULL, ino, "system.posix_acl_access", (char *)buf, sizeof(buf)),
+		-ENODATA);
 	/* Named entries: stored, and the group class bits are the mask's. */
 	len = acl_value(v, named, 5);
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "system.posix_acl_access", v, len, 0), 0);
 	assert_int_equal(tm_getattr(e->m, NULL, ino, &a), 0);
 	assert_int_equal(a.mode & 07777, 0750);
-	assert_int_equal(tm_getxattr(e->m, NULL, ino, "system.posix_acl_access", (char *)buf,
-				     sizeof(buf)), (int)len);
+	assert_int_equal(
+		tm_getxattr(e->m, NULL, ino, "system.posix_acl_access", (char *)buf, sizeof(buf)),
+		(int)len);
 	/* Malformed ACLs change nothing. */
 	len = acl_value(v, no_other, 2);
 	assert_int_equal(tm_setxattr(e->m, NULL, ino, "system.posix_acl_access", v, len, 0),

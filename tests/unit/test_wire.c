@@ -13,10 +13,15 @@
 
 static void test_hdr_roundtrip(void **state)
 {
-	struct xprt_hdr h = { .magic = XPRT_MAGIC, .version = XPRT_VERSION,
-			      .type = XPRT_MSG_RESPONSE, .flags = 0xbeef,
-			      .request_id = 0x0123456789abcdefull, .method = 0xfeedface,
-			      .body_len = 100, .credits = 7, .status = -ENOENT };
+	struct xprt_hdr h = {.magic = XPRT_MAGIC,
+			     .version = XPRT_VERSION,
+			     .type = XPRT_MSG_RESPONSE,
+			     .flags = 0xbeef,
+			     .request_id = 0x0123456789abcdefull,
+			     .method = 0xfeedface,
+			     .body_len = 100,
+			     .credits = 7,
+			     .status = -ENOENT};
 	uint8_t raw[XPRT_HDR_SIZE];
 	struct xprt_hdr d;
 
@@ -36,8 +41,10 @@ static void test_hdr_roundtrip(void **state)
 
 static void test_hdr_rejects(void **state)
 {
-	struct xprt_hdr h = { .magic = XPRT_MAGIC, .version = XPRT_VERSION,
-			      .type = XPRT_MSG_REQUEST, .body_len = 4096 - XPRT_HDR_SIZE };
+	struct xprt_hdr h = {.magic = XPRT_MAGIC,
+			     .version = XPRT_VERSION,
+			     .type = XPRT_MSG_REQUEST,
+			     .body_len = 4096 - XPRT_HDR_SIZE};
 	uint8_t raw[XPRT_HDR_SIZE];
 	struct xprt_hdr d;
 
@@ -75,7 +82,7 @@ static void test_hdr_rejects(void **state)
 
 static void test_params(void **state)
 {
-	struct xprt_conn_params p = { XPRT_MAGIC, XPRT_VERSION, 64, 16384 }, d;
+	struct xprt_conn_params p = {XPRT_MAGIC, XPRT_VERSION, 64, 16384}, d;
 	uint8_t raw[XPRT_PARAMS_SIZE];
 
 	/* It must fit rdma_cm private data (56 bytes). */
@@ -134,19 +141,19 @@ static void test_credits(void **state)
 static void test_mr_bounds(void **state)
 {
 	static uint8_t region[4096];
-	struct xprt_mr mr = { .addr = region, .len = sizeof(region),
-			      .access = XPRT_ACCESS_REMOTE_READ };
+	struct xprt_mr mr = {
+		.addr = region, .len = sizeof(region), .access = XPRT_ACCESS_REMOTE_READ};
 	uint64_t base = (uint64_t)(uintptr_t)region;
 
 	assert_int_equal(xprt_mr_check_access(&mr, base, 4096, XPRT_ACCESS_REMOTE_READ), 0);
 	assert_int_equal(xprt_mr_check_access(&mr, base + 4096, 0, XPRT_ACCESS_REMOTE_READ), 0);
 	assert_int_equal(xprt_mr_check_access(&mr, base + 1, 4096, XPRT_ACCESS_REMOTE_READ),
 			 -EACCES);
-	assert_int_equal(xprt_mr_check_access(&mr, base - 1, 2, XPRT_ACCESS_REMOTE_READ),
-			 -EACCES);
+	assert_int_equal(xprt_mr_check_access(&mr, base - 1, 2, XPRT_ACCESS_REMOTE_READ), -EACCES);
 	/* addr + len overflows 64 bits: must be refused, not wrap into the region. */
-	assert_int_equal(xprt_mr_check_access(&mr, base + 16, UINT64_MAX - 8,
-					      XPRT_ACCESS_REMOTE_READ), -EACCES);
+	assert_int_equal(
+		xprt_mr_check_access(&mr, base + 16, UINT64_MAX - 8, XPRT_ACCESS_REMOTE_READ),
+		-EACCES);
 	assert_int_equal(xprt_mr_check_access(&mr, UINT64_MAX, 2, XPRT_ACCESS_REMOTE_READ),
 			 -EACCES);
 	/* Wrong access right, and no region at all (unknown key). */
@@ -202,7 +209,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hdr_roundtrip), cmocka_unit_test(test_hdr_rejects),
-		cmocka_unit_test(test_params),        cmocka_unit_test(test_credits),
+		cmocka_unit_test(test_params),	      cmocka_unit_test(test_credits),
 		cmocka_unit_test(test_mr_bounds),     cmocka_unit_test(test_hello),
 		cmocka_unit_test(test_uri),
 	};

@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ret = strcmp(argv[1], "server") == 0 ? run_server(ctx, argv[2])
-					      : run_client(ctx, argv[2], argv[3]);
+					     : run_client(ctx, argv[2], argv[3]);
 	xprt_ctx_destroy(ctx);
 	return ret;
 }

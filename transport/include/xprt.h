@@ -67,16 +67,16 @@ struct xprt_desc {
 };
 
 struct xprt_options {
-	uint32_t recv_credits;     /* receive buffers posted per connection */
-	uint32_t max_msg_size;     /* largest message, header included */
-	const void *secret;        /* cluster secret for HELLO; NULL: no secret */
+	uint32_t recv_credits; /* receive buffers posted per connection */
+	uint32_t max_msg_size; /* largest message, header included */
+	const void *secret;    /* cluster secret for HELLO; NULL: no secret */
 	size_t secret_len;
-	uint32_t call_timeout_ms;  /* default for calls and one-sided operations */
+	uint32_t call_timeout_ms; /* default for calls and one-sided operations */
 	uint32_t connect_timeout_ms;
-	uint32_t ping_interval_ms; /* idle connections are probed this often */
+	uint32_t ping_interval_ms;  /* idle connections are probed this often */
 	uint32_t max_rdma_inflight; /* one-sided operations in flight per connection */
-	const char *name;          /* our name, sent in HELLO (for the peer's logs) */
-	uint32_t busy_poll_us;     /* spin on completions this long before sleeping (verbs) */
+	const char *name;	    /* our name, sent in HELLO (for the peer's logs) */
+	uint32_t busy_poll_us;	    /* spin on completions this long before sleeping (verbs) */
 };
 
 /*
@@ -217,8 +217,8 @@ typedef void (*xprt_reply_cb)(void *arg, int status, const void *body, size_t le
  * threads may call at once; at most recv_credits - 1 requests are on the wire,
  * the rest wait for credits inside the timeout.
  */
-int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
-	      void *resp, size_t resp_cap, size_t *resp_len, int timeout_ms);
+int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len, void *resp,
+	      size_t resp_cap, size_t *resp_len, int timeout_ms);
 
 /*
  * The asynchronous form: @cb runs exactly once, on the progress thread (or
@@ -290,9 +290,9 @@ struct xprt_conn_stats {
 	uint64_t msgs_sent, msgs_received;
 	uint64_t bytes_sent, bytes_received; /* message bytes, header included */
 	uint64_t rdma_reads, rdma_writes, rdma_bytes;
-	uint64_t credit_waits;   /* times a send waited for credits */
-	uint32_t send_credits;   /* peer receive buffers we may still use */
-	uint32_t recv_credits;   /* our receive buffers the peer may still use */
+	uint64_t credit_waits; /* times a send waited for credits */
+	uint32_t send_credits; /* peer receive buffers we may still use */
+	uint32_t recv_credits; /* our receive buffers the peer may still use */
 	uint32_t calls_pending;
 };
 

@@ -140,8 +140,8 @@ static void compare_xattrs(const char *a, const char *b, const char *shown)
 	}
 }
 
-static void compare_data(const char *a, const char *b, const struct stat *sa,
-			 const struct stat *sb, const char *shown)
+static void compare_data(const char *a, const char *b, const struct stat *sa, const struct stat *sb,
+			 const char *shown)
 {
 	static char ba[1 << 20], bb[1 << 20];
 	int fa = open(a, O_RDONLY), fb = open(b, O_RDONLY);
