@@ -151,16 +151,6 @@ static int call_msg(struct rfc_client *c, struct xprt_conn *conn, uint32_t metho
 	return ret;
 }
 
-/*
- * The call failed in a way that may leave the daemon's RDMA to @buf pending:
- * kill the connection before the buffer goes back to the pool.
- */
-static void fence_buffer(struct xprt_conn *conn, int ret)
-{
-	if (ret == -ETIMEDOUT)
-		xprt_conn_reset(conn);
-}
-
 int rfc_chunk_write(struct rfc_client *c, struct rfc_chunk id, uint32_t chunk_size, uint32_t offset,
 		    const void *data, uint32_t len, bool commit, struct rfc_chunk_state *state)
 {
@@ -200,7 +190,6 @@ int rfc_chunk_write(struct rfc_client *c, struct rfc_chunk id, uint32_t chunk_si
 	req.chunk_size = chunk_size;
 	req.commit = commit;
 	ret = call_msg(c, conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base, reply, &reply_len);
-	fence_buffer(conn, ret);
 	if (ret)
 		goto out_put_buf;
 	resp = rdmafs__chunk_write_resp__unpack(NULL, reply_len, reply);
@@ -258,7 +247,6 @@ int rfc_chunk_read(struct rfc_client *c, struct rfc_chunk id, uint32_t offset, v
 	req.length = len;
 	req.buf = &bd;
 	ret = call_msg(c, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base, reply, &reply_len);
-	fence_buffer(conn, ret);
 	if (ret)
 		goto out_put_buf;
 	resp = rdmafs__chunk_read_resp__unpack(NULL, reply_len, reply);

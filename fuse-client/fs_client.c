@@ -785,15 +785,14 @@ static void slot_send(struct rfs *fs, struct fanout *fo, struct slot *s, uint32_
 }
 
 /*
- * Drops the slot's connection. After a timeout the daemon may still RDMA into
- * the buffer of the call: reset the connection before that buffer is reused.
+ * Drops the slot's connection. A timed-out call needs nothing more: the
+ * transport reset its connection before reporting -ETIMEDOUT, so no late RDMA
+ * can land in the call's buffer once it goes back to the pool.
  */
 static void slot_release(struct slot *s)
 {
 	if (!s->conn)
 		return;
-	if (s->status == -ETIMEDOUT)
-		xprt_conn_reset(s->conn);
 	xprt_conn_put(s->conn);
 	s->conn = NULL;
 }
@@ -1028,7 +1027,8 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 			slot_release(&p->s);
 			xprt_pool_put(p->buf);
 			p->buf = NULL;
-			if (!st) {
+			if (!st && !ret) {
+				/* finished (its data copied out), not merely answered */
 				p->done = true;
 				left--;
 				if (write && written)

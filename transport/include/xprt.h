@@ -16,7 +16,9 @@
  *
  * Errors: functions return 0 or a negative errno. Calls that cross the wire
  * return the peer's status (a negative errno the peer chose) or a transport
- * error: -ETIMEDOUT (no answer in time; the connection is reset), -ECONNRESET
+ * error: -ETIMEDOUT (no answer in time; the connection was reset before the
+ * call returned, so no late one-sided operation can land in a buffer the call
+ * advertised: the caller may reuse it at once), -ECONNRESET
  * (the connection died while the call was pending), -ENOTCONN (the connection
  * was already dead), -EACCES (a one-sided operation was refused by the target:
  * wrong key, access rights or bounds; the connection is dead afterwards).
