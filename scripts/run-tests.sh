@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds rdmafs and runs every test suite: the command the README gives and CI runs.
 #
-#   scripts/run-tests.sh            # all suites: unit transport daemon fs ops rdma-vm
+#   scripts/run-tests.sh            # all suites: unit transport daemon fs ops fault fuzz rdma-vm
 #   scripts/run-tests.sh unit fs    # only those suites
 #
 # It builds three trees: build/ (gcc, -Dwerror=true) runs every suite;
 # build-asan/ (clang, ASan+UBSan, libFuzzer targets) runs unit and transport
-# again under the sanitizers plus a short fuzzing run. It ends with one line
+# again under the sanitizers, and the fuzz gate (tests/fuzz/fuzz-gate.sh: the
+# checked-in corpus replayed plus a fixed-seed run, so it is deterministic). It ends with one line
 # "N passed, N failed[, N skipped]" over all of them, and exits non-zero if
 # anything failed.
 set -euo pipefail
@@ -14,7 +15,7 @@ set -euo pipefail
 top=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$top"
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(unit transport daemon fs ops rdma-vm)
+[ ${#suites[@]} -gt 0 ] || suites=(unit transport daemon fs ops fault fuzz rdma-vm)
 # Where the rdma-vm suite keeps the guest kernel between runs.
 export RDMAFS_VM_CACHE=${RDMAFS_VM_CACHE:-/var/cache/rdmafs-vm}
 
@@ -44,6 +45,8 @@ run_suites() {
 	for s in "$@"; do
 		args+=(--suite "$s")
 	done
+	# A log left by an earlier run must not be counted as this one's.
+	rm -f "$dir/meson-logs/testlog.json"
 	meson test -C "$dir" --print-errorlogs --num-processes 2 "${args[@]}" || true
 }
 
@@ -53,7 +56,7 @@ run_suites build "${suites[@]}"
 logs=(build/meson-logs/testlog.json)
 
 asan_suites=()
-for s in unit transport; do
+for s in unit transport fuzz; do
 	has_suite "$s" && asan_suites+=("$s")
 done
 if [ ${#asan_suites[@]} -gt 0 ] && command -v clang >/dev/null; then

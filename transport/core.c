@@ -80,6 +80,9 @@ const char *xprt_strerror(int err)
 	case -ENODEV:
 		return "no RDMA device (use tcp:// or auto://)";
 	default:
+		/* Never negate INT_MIN: out-of-range values are not errnos anyway. */
+		if (err < -XPRT_MAX_ERRNO || err > XPRT_MAX_ERRNO)
+			return "not an errno";
 		return strerror(err < 0 ? -err : err);
 	}
 }
@@ -1017,6 +1020,12 @@ int xprt_reply(struct xprt_req *req, int status, const void *body, size_t len)
 	struct xprt_ctx *ctx = c->ctx;
 	int ret;
 
+	if (status > 0 || status < -XPRT_MAX_ERRNO) {
+		/* The peer would refuse the frame and drop the connection. */
+		xprt_log(XPRT_LOG_ERR, "reply with status %d, not a negative errno: sent as EIO",
+			 status);
+		status = -EIO;
+	}
 	pthread_mutex_lock(&ctx->lock);
 	if (c->max_msg && XPRT_HDR_SIZE + len > c->max_msg) {
 		status = -EMSGSIZE;

@@ -56,6 +56,9 @@ int xprt_hdr_decode(const uint8_t *in, size_t len, uint32_t max_msg_size, struct
 	h->status = (int32_t)xprt_get_le32(in + 28);
 	if (h->magic != XPRT_MAGIC || h->version != XPRT_VERSION || !msg_type_known(h->type))
 		return -EPROTO;
+	/* A status is 0 or a negative errno; anything else (INT_MIN among them) is not ours. */
+	if (h->status > 0 || h->status < -XPRT_MAX_ERRNO)
+		return -EPROTO;
 	/* Compare in 64 bits: body_len near UINT32_MAX must not wrap. */
 	if (xprt_msg_uses_credit(h->type) &&
 	    (uint64_t)h->body_len + XPRT_HDR_SIZE > (uint64_t)max_msg_size)

@@ -21,6 +21,8 @@
 
 #define XPRT_MAGIC   0x53464452u /* "RDFS" as little-endian bytes */
 #define XPRT_VERSION 1u
+/* The largest errno a status may carry (as the kernel's MAX_ERRNO): decode refuses others. */
+#define XPRT_MAX_ERRNO 4095
 
 enum xprt_msg_type {
 	XPRT_MSG_REQUEST = 1,

@@ -78,6 +78,24 @@ static void test_hdr_rejects(void **state)
 	h.type = 12;
 	xprt_hdr_encode(&h, raw);
 	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EPROTO);
+	/* A status is 0 or an errno in [-4095, -1]; INT_MIN once reached a negation. */
+	h.type = XPRT_MSG_RESPONSE;
+	h.status = -XPRT_MAX_ERRNO;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), 0);
+	assert_int_equal(d.status, -XPRT_MAX_ERRNO);
+	h.status = -XPRT_MAX_ERRNO - 1;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EPROTO);
+	h.status = INT32_MIN;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EPROTO);
+	h.status = 1;
+	xprt_hdr_encode(&h, raw);
+	assert_int_equal(xprt_hdr_decode(raw, sizeof(raw), 4096, &d), -EPROTO);
+	/* Printing any value is safe. */
+	assert_non_null(xprt_strerror(INT32_MIN));
+	assert_non_null(xprt_strerror(INT32_MAX));
 }
 
 static void test_params(void **state)

@@ -257,9 +257,11 @@ struct xprt_conn *xprt_req_conn(const struct xprt_req *req);
 
 /*
  * Sends the response (status 0 or a negative errno, and a body) and frees
- * @req. A body larger than the connection allows is replaced by -EMSGSIZE.
- * If the connection died meanwhile the response is dropped. Returns 0 or the
- * reason the response could not be queued.
+ * @req. A body larger than the connection allows is replaced by -EMSGSIZE,
+ * and a status that is neither 0 nor an errno in [-4095, -1] by -EIO (a peer
+ * refuses any other status as a protocol error). If the connection died
+ * meanwhile the response is dropped. Returns 0 or the reason the response
+ * could not be queued.
  */
 int xprt_reply(struct xprt_req *req, int status, const void *body, size_t len);
 
