@@ -623,7 +623,13 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
-	/* the kernel clears setuid/setgid on write: the service does not */
+	/*
+	 * The kernel clears setuid/setgid on write and truncate with a SETATTR
+	 * of the mode in the writer's name, and the service accepts that one
+	 * change from a non-owner who may write (ops.c, setattr_kill_privs_ok()).
+	 * libfuse 3.14 has no HANDLE_KILLPRIV_V2, and with HANDLE_KILLPRIV the
+	 * kernel would leave the clearing to us on every write.
+	 */
 	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
 	/* the size must come from the service, never from a cached write-back page */
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
@@ -751,6 +757,9 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			goto out_reply;
 		}
 		r.size = (uint64_t)attr->st_size;
+		/* ftruncate: open(2) checked the permission, the service checks the handle */
+		if (fi && fi->fh)
+			r.handle = ((struct handle *)(uintptr_t)fi->fh)->server;
 		if (n) {
 			pthread_mutex_lock(&n->lock);
 			old_size = n->seen ? (n->size > n->seen_size ? n->size : n->seen_size)

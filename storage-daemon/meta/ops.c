@@ -476,6 +476,71 @@ static int setattr_check_times(struct meta_txn *t, const Rdmafs__SetattrReq *req
 	return 0;
 }
 
+/* 0 if @handle is a handle of @in open for writing, else -EBADF. */
+static int handle_writable(struct meta_txn *t, const struct inode *in, uint64_t handle)
+{
+	struct handle_rec h;
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	int rc;
+
+	if (!handle)
+		return -EBADF;
+	meta_put_be64(key, handle);
+	rc = mdb_get(t->txn, t->m->db_handles, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return -EBADF;
+	if (rc)
+		return meta_lmdb_errno(rc);
+	if (v.mv_size != sizeof(h))
+		return -EIO;
+	memcpy(&h, v.mv_data, sizeof(h));
+	if (h.ino != in->ino || (h.flags & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	return 0;
+}
+
+/*
+ * Write permission for a size change: a handle open for writing already
+ * proved it at open (ftruncate after open(O_CREAT | O_RDWR, 0) works, as
+ * do_sys_ftruncate() checks only the file's mode), else may(MAY_WRITE).
+ */
+static int may_write_or_handle(struct meta_txn *t, const struct inode *in, uint64_t handle)
+{
+	int ret = handle_writable(t, in, handle);
+
+	if (ret != -EBADF)
+		return ret;
+	return may(t, in, MAY_WRITE);
+}
+
+/*
+ * A mode change by a non-owner: refused (-EPERM) unless it only clears
+ * set-user-ID, and set-group-ID on a group-executable file, of a file the
+ * caller may write. That is the change a local filesystem makes itself on a
+ * write or truncate by a non-owner (file_remove_privs(), should_remove_suid());
+ * FUSE without FUSE_CAP_HANDLE_KILLPRIV sends it as a SETATTR of the mode in
+ * the writer's name, and libfuse 3.14 cannot tell us about the kernel's
+ * FUSE_WRITE_KILL_SUIDGID (no HANDLE_KILLPRIV_V2), so the service accepts
+ * exactly that change and nothing more.
+ */
+static int setattr_kill_privs_ok(struct meta_txn *t, const Rdmafs__SetattrReq *req,
+				 const struct inode *in)
+{
+	uint32_t old = in->r.mode & 07777, killable = S_ISUID;
+	int ret;
+
+	if (S_ISDIR(in->r.mode))
+		return -EPERM;
+	if (in->r.mode & S_IXGRP)
+		killable |= S_ISGID;
+	/* only bits in @killable may go, none may appear, and something must go */
+	if ((req->mode & ~old) || ((old & ~req->mode) & ~killable) || req->mode == old)
+		return -EPERM;
+	ret = may_write_or_handle(t, in, req->handle);
+	return ret ? -EPERM : 0;
+}
+
 int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__SetattrReq *req = (const void *)msg;
@@ -491,10 +556,13 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		return ret;
 
 	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE) {
-		if (!is_owner(t, &in))
-			return -EPERM;
 		if (req->mode & ~07777u)
 			return -EINVAL;
+		if (!is_owner(t, &in)) {
+			ret = setattr_kill_privs_ok(t, req, &in);
+			if (ret)
+				return ret;
+		}
 	}
 	if (v &
 	    (RDMAFS__SETATTR_VALID__SETATTR_VALID_UID | RDMAFS__SETATTR_VALID__SETATTR_VALID_GID)) {
@@ -519,7 +587,7 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 			return -EISDIR;
 		if (!S_ISREG(in.r.mode))
 			return -EINVAL;
-		ret = may(t, &in, MAY_WRITE);
+		ret = may_write_or_handle(t, &in, req->handle);
 		if (ret)
 			return ret;
 	}

@@ -667,6 +667,101 @@ static void test_permissions(void **state)
 	assert_int_equal(tm_rename(e->m, alice, tmp.ino, "rootdir", tmp.ino, "r", 0, NULL), 0);
 }
 
+/*
+ * What a non-owner's write or truncate does to a set-user-ID file: the kernel
+ * sends a SETATTR of the mode without S_ISUID (and S_ISGID when group-execute
+ * is set) in the writer's name; ext4 takes it, so the service must, and must
+ * take nothing else. ftruncate through a handle open for writing needs no
+ * write permission (open(O_CREAT | O_RDWR, 0) then ftruncate works on ext4).
+ */
+static void test_kill_privs(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__SetattrReq s = RDMAFS__SETATTR_REQ__INIT;
+	struct tm_cred uc, oc;
+	const Rdmafs__Cred *alice = tm_user(&uc, 1000, 1000);
+	const Rdmafs__Cred *bob = tm_user(&oc, 1001, 1001);
+	struct tm_attr dir, f, a;
+	uint64_t h, hr;
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 01777, &dir), 0);
+	assert_int_equal(tm_create(e->m, alice, dir.ino, "suid", 0777, true, O_RDWR, &f, &h, NULL),
+			 0);
+	assert_int_equal(tm_release(e->m, h, f.ino, NULL), 0);
+	s.ino = f.ino;
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE;
+	s.mode = 06777;
+	assert_int_equal(tm_setattr(e->m, alice, &s, &a), 0);
+	assert_int_equal(a.mode, S_IFREG | 06777);
+
+	/* bob may not set bits, change other bits, or change nothing */
+	s.mode = 06777;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+	s.mode = 06775;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+	s.mode = 0775;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+	/* the kernel's kill on write: both bits (group-execute is set) */
+	s.mode = 0777;
+	assert_int_equal(tm_setattr(e->m, bob, &s, &a), 0);
+	assert_int_equal(a.mode, S_IFREG | 0777);
+	/* bob cannot put them back */
+	s.mode = 04777;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+
+	/* without group-execute set-group-ID is not "execute as group": it stays */
+	s.mode = 06767;
+	assert_int_equal(tm_setattr(e->m, alice, &s, NULL), 0);
+	s.mode = 0767;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+	s.mode = 02767;
+	assert_int_equal(tm_setattr(e->m, bob, &s, &a), 0);
+	/* bob is not in group 1000: setattr_copy() drops set-group-ID as ext4 does */
+	assert_int_equal(a.mode & 07777, 0767);
+
+	/* truncate with the kill, as do_truncate() sends it */
+	s.mode = 04777;
+	assert_int_equal(tm_setattr(e->m, alice, &s, NULL), 0);
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE |
+		  RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE;
+	s.mode = 0777;
+	s.size = 10;
+	assert_int_equal(tm_setattr(e->m, bob, &s, &a), 0);
+	assert_int_equal(a.mode, S_IFREG | 0777);
+	assert_int_equal(a.size, 10);
+
+	/* no write permission, no kill */
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE;
+	s.mode = 04775;
+	assert_int_equal(tm_setattr(e->m, alice, &s, NULL), 0);
+	s.mode = 0775;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EPERM);
+
+	/* ftruncate through a write handle of a mode-0 file */
+	assert_int_equal(tm_create(e->m, bob, dir.ino, "zero", 0, true, O_RDWR, &f, &h, NULL), 0);
+	assert_int_equal(f.mode, S_IFREG);
+	s.ino = f.ino;
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE;
+	s.size = 4096;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EACCES);
+	s.handle = h;
+	assert_int_equal(tm_setattr(e->m, bob, &s, &a), 0);
+	assert_int_equal(a.size, 4096);
+	/* a handle of another inode, a read-only one, or a stale one does not count */
+	assert_int_equal(tm_open(e->m, NULL, f.ino, O_RDONLY, &hr), 0);
+	s.handle = hr;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EACCES);
+	assert_int_equal(tm_release(e->m, hr, f.ino, NULL), 0);
+	assert_int_equal(tm_release(e->m, h, f.ino, NULL), 0);
+	s.handle = h;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EACCES);
+	assert_int_equal(tm_create(e->m, bob, dir.ino, "other", 0600, true, O_RDWR, &a, &h, NULL),
+			 0);
+	s.handle = h;
+	assert_int_equal(tm_setattr(e->m, bob, &s, NULL), -EACCES);
+	assert_int_equal(tm_release(e->m, h, a.ino, NULL), 0);
+}
+
 static void test_unlink_while_open(void **state)
 {
 	struct tm_env *e = *state;
@@ -1300,6 +1395,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rename_exchange, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_permissions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kill_privs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdir_10000_changing, setup, teardown),

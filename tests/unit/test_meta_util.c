@@ -131,6 +131,7 @@ static void copy_attr(struct tm_attr *a, const Rdmafs__Attr *src, const Rdmafs__
 	a->uid = src->uid;
 	a->gid = src->gid;
 	a->size = src->size;
+	a->blocks = src->blocks;
 	a->generation = src->generation;
 	assert_non_null(src->mtime);
 	assert_non_null(src->ctime);

@@ -28,6 +28,7 @@ struct tm_attr {
 	uint32_t uid;
 	uint32_t gid;
 	uint64_t size;
+	uint64_t blocks;
 	uint64_t generation;
 	int64_t mtime_sec, ctime_sec, atime_sec;
 	uint32_t mtime_nsec, ctime_nsec, atime_nsec;
