@@ -1115,15 +1115,62 @@ static uint64_t all_daemons(const struct rfs_layout *layout)
 int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t daemon_mask,
 	       uint64_t first_index)
 {
+	return rfs_commit_alloc(fs, ino, layout, daemon_mask, first_index, true, NULL, NULL);
+}
+
+int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+		     uint64_t daemon_mask, uint64_t first_index, bool durable, uint64_t *allocated,
+		     uint64_t *known)
+{
 	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
 	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
+	struct rfs_peer *peers[RFS_MAX_STRIPE];
+	const ProtobufCMessage *msgs[RFS_MAX_STRIPE];
+	uint32_t daemon_of[RFS_MAX_STRIPE];
+	struct slot *slots;
+	size_t n = 0;
+	int ret;
 
+	if (known)
+		*known = 0;
 	sel.inode = ino;
 	sel.range = true;
 	sel.first_index = first_index;
 	req.chunks = &sel;
-	return broadcast(fs, layout, daemon_mask & all_daemons(layout),
-			 RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &req.base);
+	req.report_only = !durable;
+	daemon_mask &= all_daemons(layout);
+	for (uint32_t d = 0; d < layout->stripe_width; d++) {
+		if (!(daemon_mask & (1ull << d)))
+			continue;
+		ret = layout_peer(fs, layout, (int)d, &peers[n]);
+		if (ret)
+			return ret;
+		daemon_of[n] = d;
+		msgs[n++] = &req.base;
+	}
+	if (n == 0)
+		return 0;
+	slots = calloc(n, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	ret = fan_call(fs, peers, msgs, n, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, slots);
+	for (size_t i = 0; i < n && !ret && allocated && known; i++) {
+		Rdmafs__ChunkCommitResp *resp =
+			rdmafs__chunk_commit_resp__unpack(NULL, slots[i].reply_len, slots[i].reply);
+
+		if (!resp) {
+			ret = -EBADMSG;
+			break;
+		}
+		/* an older daemon answers Empty: its part stays unreported */
+		if (resp->allocated_known) {
+			allocated[daemon_of[i]] = resp->allocated_bytes;
+			*known |= 1ull << daemon_of[i];
+		}
+		rdmafs__chunk_commit_resp__free_unpacked(resp, NULL);
+	}
+	free(slots);
+	return ret;
 }
 
 static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
@@ -1265,6 +1312,88 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout
 		ret = rfs_write(fs, ino, layout, pos, stop - pos, fs->zeros, false, NULL);
 		pos = stop;
 	}
+	return ret;
+}
+
+/*
+ * Copies [@src, @src + @len) to @dst (ranges of @ino that do not overlap in a
+ * way the direction breaks: the caller walks so that no source byte is
+ * overwritten before it is read). A block of RFS_BLOCK_SIZE that reads as
+ * zeros is punched rather than written, so holes stay holes (and st_blocks
+ * small) after a shift. @bound is the size the punch may not pass.
+ */
+static int move_piece(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t src,
+		      uint64_t dst, size_t len, uint64_t bound, uint8_t *buf)
+{
+	int ret = rfs_read(fs, ino, layout, src, len, buf);
+
+	for (size_t done = 0; !ret && done < len;) {
+		size_t n = len - done < RFS_BLOCK_SIZE ? len - done : RFS_BLOCK_SIZE;
+
+		if (buf[done] == 0 && memcmp(buf + done, buf + done + 1, n - 1) == 0)
+			ret = rfs_punch_hole(fs, ino, layout, bound, dst + done, n);
+		else
+			ret = rfs_write(fs, ino, layout, dst + done, n, buf + done, false, NULL);
+		done += n;
+	}
+	return ret;
+}
+
+/* Bytes moved per step of a shift: several chunks, so the daemons work in parallel. */
+#define SHIFT_STEP (8u * RFS_BLOCK_SIZE)
+
+int rfs_collapse_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+		       uint64_t off, uint64_t len)
+{
+	uint8_t *buf;
+	int ret = 0;
+
+	if (len == 0 || off % RFS_BLOCK_SIZE || len % RFS_BLOCK_SIZE)
+		return -EINVAL;
+	/* fallocate(2): a collapse may not reach or pass the end of the file */
+	if (off >= size || len >= size - off)
+		return -EINVAL;
+	buf = malloc(SHIFT_STEP);
+	if (!buf)
+		return -ENOMEM;
+	/* forwards: each destination lies below its source, already read */
+	for (uint64_t pos = off + len; pos < size && !ret;) {
+		size_t n = size - pos < SHIFT_STEP ? (size_t)(size - pos) : SHIFT_STEP;
+
+		ret = move_piece(fs, ino, layout, pos, pos - len, n, size, buf);
+		pos += n;
+	}
+	free(buf);
+	return ret;
+}
+
+int rfs_insert_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+		     uint64_t off, uint64_t len)
+{
+	uint8_t *buf;
+	int ret = 0;
+
+	if (len == 0 || off % RFS_BLOCK_SIZE || len % RFS_BLOCK_SIZE)
+		return -EINVAL;
+	if (off >= size)
+		return -EINVAL;
+	if (len > RFS_MAX_FILE_SIZE - size)
+		return -EFBIG;
+	buf = malloc(SHIFT_STEP);
+	if (!buf)
+		return -ENOMEM;
+	/* backwards: each destination lies above its source, so move the end first */
+	for (uint64_t end = size; end > off && !ret;) {
+		uint64_t start = end - off > SHIFT_STEP ? end - SHIFT_STEP : off;
+
+		ret = move_piece(fs, ino, layout, start, start + len, (size_t)(end - start),
+				 size + len, buf);
+		end = start;
+	}
+	free(buf);
+	/* the gap reads as zeros and holds nothing */
+	if (!ret)
+		ret = rfs_punch_hole(fs, ino, layout, size + len, off, len);
 	return ret;
 }
 

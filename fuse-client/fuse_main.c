@@ -209,7 +209,7 @@ static int attr_to_stat(const Rdmafs__Attr *a, struct stat *st)
 	st->st_gid = a->gid;
 	st->st_size = a->size > INT64_MAX ? INT64_MAX : (off_t)a->size;
 	st->st_blocks = (blkcnt_t)(a->blocks > INT64_MAX ? INT64_MAX : a->blocks);
-	st->st_blksize = IO_SIZE;
+	st->st_blksize = RFS_BLOCK_SIZE; /* the unit of COLLAPSE_RANGE and INSERT_RANGE */
 	st->st_rdev = a->rdev;
 	if (a->atime) {
 		st->st_atim.tv_sec = a->atime->sec;
@@ -479,16 +479,77 @@ static int node_layout(struct fs *fs, struct node *n, const struct cred *c, stru
 	return ret;
 }
 
+/* Puts the daemons' reports of rfs_commit_alloc() into @req (arrays of stripe_width). */
+static void fill_allocations(Rdmafs__UpdateSizeReq *req, const struct rfs_layout *layout,
+			     const uint64_t *allocated, uint64_t known,
+			     Rdmafs__DaemonAllocation *allocs, Rdmafs__DaemonAllocation **ptrs)
+{
+	req->n_allocations = 0;
+	req->allocations = ptrs;
+	for (uint32_t d = 0; d < layout->stripe_width && known; d++) {
+		if (!(known & (1ull << d)))
+			continue;
+		rdmafs__daemon_allocation__init(&allocs[req->n_allocations]);
+		allocs[req->n_allocations].uuid.data = (uint8_t *)layout->daemons[d];
+		allocs[req->n_allocations].uuid.len = RFS_UUID_LEN;
+		allocs[req->n_allocations].bytes = allocated[d];
+		ptrs[req->n_allocations] = &allocs[req->n_allocations];
+		req->n_allocations++;
+	}
+}
+
+/*
+ * GETATTR of a file we hold uncommitted writes to: the daemons written to
+ * report what they now hold (without syncing) and UPDATE_SIZE stores it and
+ * answers the attributes, so st_blocks follows writes before the close, as on
+ * a local filesystem. -EAGAIN when there is nothing to report.
+ */
+static int node_getattr_dirty(struct fs *fs, struct node *n, const struct cred *c, struct stat *st)
+{
+	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
+	Rdmafs__DaemonAllocation allocs[RFS_MAX_STRIPE], *alloc_ptrs[RFS_MAX_STRIPE];
+	uint64_t allocated[RFS_MAX_STRIPE], known = 0, mask, seq;
+	struct rfs_layout layout;
+	ProtobufCMessage *msg;
+	int ret;
+
+	pthread_mutex_lock(&n->lock);
+	mask = n->has_layout ? n->dirty_mask : 0;
+	layout = n->layout;
+	seq = n->size_seq;
+	req.size = n->size_dirty ? n->size : 0;
+	pthread_mutex_unlock(&n->lock);
+	if (!mask)
+		return -EAGAIN;
+	ret = rfs_commit_alloc(fs->rfs, n->ino, &layout, mask, 0, false, allocated, &known);
+	if (ret)
+		return ret;
+	req.ino = n->ino;
+	req.cred = (Rdmafs__Cred *)&c->pb;
+	fill_allocations(&req, &layout, allocated, known, allocs, alloc_ptrs);
+	ret = meta_call(fs, RDMAFS__METHOD__METHOD_UPDATE_SIZE, &req.base,
+			&rdmafs__attr_resp__descriptor, true, &msg);
+	if (ret)
+		return ret;
+	ret = node_update_seq(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, st, NULL, seq);
+	rfs_meta_free(msg);
+	return ret;
+}
+
 /*
  * Makes our writes to @n durable and its size known: with @commit (flush,
  * fsync, release) CHUNK_COMMIT on the daemons that got writes and UPDATE_SIZE
  * with the new mtime; without it only the size. What fails stays dirty for
- * the next attempt.
+ * the next attempt. The service's attributes after it go to @st_out (may be
+ * NULL), untouched when nothing was sent.
  */
-static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool commit)
+static int node_sync_st(struct fs *fs, struct node *n, const struct cred *c, bool commit,
+			struct stat *st_out)
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	Rdmafs__Timespec mtime = RDMAFS__TIMESPEC__INIT;
+	Rdmafs__DaemonAllocation allocs[RFS_MAX_STRIPE], *alloc_ptrs[RFS_MAX_STRIPE];
+	uint64_t allocated[RFS_MAX_STRIPE], known = 0;
 	struct rfs_layout layout;
 	uint64_t mask = 0, first = UINT64_MAX, size;
 	bool size_dirty, mtime_dirty;
@@ -517,14 +578,17 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 	pthread_mutex_unlock(&n->lock);
 
 	if (mask) {
-		ret = rfs_commit(fs->rfs, n->ino, &layout, mask, first);
+		ret = rfs_commit_alloc(fs->rfs, n->ino, &layout, mask, first, true, allocated,
+				       &known);
 		if (ret)
 			goto err_redirty;
 	}
-	if (!size_dirty && !mtime_dirty)
+	if (!size_dirty && !mtime_dirty && !known)
 		return 0;
 	req.ino = n->ino;
 	req.size = size;
+	/* what the committed daemons now hold: the service's st_blocks */
+	fill_allocations(&req, &layout, allocated, known, allocs, alloc_ptrs);
 	if (mtime_dirty) {
 		clock_gettime(CLOCK_REALTIME, &now);
 		mtime.sec = now.tv_sec;
@@ -545,7 +609,8 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 	{
 		struct stat st;
 
-		node_update(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, &st, NULL);
+		if (node_update(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, &st, NULL) == 0 && st_out)
+			*st_out = st;
 	}
 	rfs_meta_free(msg);
 	return 0;
@@ -558,6 +623,32 @@ err_redirty:
 	n->mtime_dirty |= mtime_dirty;
 	pthread_mutex_unlock(&n->lock);
 	return ret;
+}
+
+/* node_sync_st() without the attributes. */
+static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool commit)
+{
+	return node_sync_st(fs, n, c, commit, NULL);
+}
+
+/*
+ * Commits every daemon of @n's layout from chunk @first on and reports what
+ * they hold: after a truncate, punch or range shift, which change chunks on
+ * daemons we may not have written to (st_blocks must follow at once).
+ */
+static int node_sync_all(struct fs *fs, struct node *n, const struct cred *c, uint64_t first,
+			 struct stat *st)
+{
+	pthread_mutex_lock(&n->lock);
+	if (n->has_layout) {
+		n->dirty_mask |= n->layout.stripe_width >= 64
+					 ? UINT64_MAX
+					 : (1ull << n->layout.stripe_width) - 1;
+		if (first < n->dirty_first)
+			n->dirty_first = first;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return node_sync_st(fs, n, c, true, st);
 }
 
 /*
@@ -696,6 +787,9 @@ static int do_getattr(struct fs *fs, const struct cred *c, uint64_t ino, struct 
 	struct node *n = node_find(fs, ino);
 	uint64_t seq = node_size_seq(n);
 
+	/* on failure the plain GETATTR below still answers, with older blocks */
+	if (n && node_getattr_dirty(fs, n, c, st) == 0)
+		return 0;
 	r.ino = ino;
 	r.cred = (Rdmafs__Cred *)&c->pb;
 	ret = meta_call(fs, RDMAFS__METHOD__METHOD_GETATTR, &r.base, &rdmafs__attr_resp__descriptor,
@@ -822,6 +916,8 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			ret = -EIO;
 		if (!ret)
 			ret = rfs_truncate_data(fs->rfs, ino, &layout, r.size);
+		if (!ret)
+			ret = node_sync_all(fs, n, &c, r.size / layout.chunk_size, &st);
 		if (ret)
 			goto out_reply;
 	}
@@ -1719,6 +1815,57 @@ out_reply:
 	reply_error(req, ret);
 }
 
+/* Grows what we know of @n's size to @end and tells the service. */
+static int node_extend(struct fs *fs, struct node *n, const struct cred *c, uint64_t end)
+{
+	pthread_mutex_lock(&n->lock);
+	if (end > n->size) {
+		n->size = end;
+		n->size_dirty = true;
+		n->size_seq++;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return node_sync(fs, n, c, false);
+}
+
+/* Sets @n's size to @size at the service (a shrink), through the open handle @h. */
+static int node_shrink(struct fs *fs, struct node *n, const struct cred *c, const struct handle *h,
+		       uint64_t size)
+{
+	Rdmafs__SetattrReq r = RDMAFS__SETATTR_REQ__INIT;
+	ProtobufCMessage *msg;
+	struct stat st;
+	int ret;
+
+	r.ino = n->ino;
+	r.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE;
+	r.size = size;
+	r.handle = h->server;
+	r.cred = (Rdmafs__Cred *)&c->pb;
+	ret = meta_call(fs, RDMAFS__METHOD__METHOD_SETATTR, &r.base, &rdmafs__attr_resp__descriptor,
+			true, &msg);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&n->lock);
+	n->size = size;
+	n->size_dirty = false;
+	n->size_seq++;
+	pthread_mutex_unlock(&n->lock);
+	ret = node_update(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, &st, NULL);
+	rfs_meta_free(msg);
+	return ret;
+}
+
+/*
+ * fallocate. Chunks are allocated when written, so reserving space (mode 0,
+ * KEEP_SIZE) only moves the size. Punching and zeroing remove whole chunks
+ * and write zeros into partial ones. COLLAPSE_RANGE and INSERT_RANGE shift the
+ * file's tail through the striped I/O (rfs_collapse_range()), in blocks of
+ * RFS_BLOCK_SIZE, our st_blksize; note that Linux's FUSE refuses both modes
+ * itself (EOPNOTSUPP, fs/fuse/file.c) up to at least 6.18, so on a mount they
+ * arrive only from a kernel that passes them on. Everything that changes
+ * chunks ends with a commit of every daemon, which reports st_blocks.
+ */
 static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
@@ -1726,7 +1873,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	struct node *n = h->node;
 	struct rfs_layout layout;
-	uint64_t size, end;
+	uint64_t size, end, first;
 	struct cred c;
 	int ret = 0;
 
@@ -1741,28 +1888,58 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		reply_error(req, ret);
 		return;
 	}
-	if (mode == 0) {
-		/* nothing to reserve: chunks are allocated when written; only the size grows */
-		if (end > size) {
-			pthread_mutex_lock(&n->lock);
-			if (end > n->size) {
-				n->size = end;
-				n->size_dirty = true;
-			}
-			pthread_mutex_unlock(&n->lock);
-			ret = node_sync(fs, n, &c, false);
-		}
-	} else if (mode == FALLOC_FL_KEEP_SIZE) {
-		ret = 0;
-	} else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+	if (end > RFS_MAX_FILE_SIZE && !(mode & FALLOC_FL_KEEP_SIZE)) {
+		reply_error(req, -EFBIG);
+		return;
+	}
+	first = (uint64_t)off / layout.chunk_size;
+	switch (mode) {
+	case 0:
+		if (end > size)
+			ret = node_extend(fs, n, &c, end);
+		break;
+	case FALLOC_FL_KEEP_SIZE:
+		break;
+	case FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE:
+	case FALLOC_FL_ZERO_RANGE:
+	case FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE:
+		/* a hole reads as zeros: zeroing is punching, plus the size unless KEEP_SIZE */
 		ret = rfs_punch_hole(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
+		if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && end > size)
+			ret = node_extend(fs, n, &c, end);
 		pthread_mutex_lock(&n->lock);
 		n->mtime_dirty = true;
-		n->dirty_mask = ~0ull; /* the zeros written go to some daemons */
-		if (n->dirty_first > (uint64_t)off / layout.chunk_size)
-			n->dirty_first = (uint64_t)off / layout.chunk_size;
 		pthread_mutex_unlock(&n->lock);
-	} else {
+		/* chunks went away on daemons we may never have written to: report them all */
+		if (!ret)
+			ret = node_sync_all(fs, n, &c, first, NULL);
+		break;
+	case FALLOC_FL_COLLAPSE_RANGE:
+		ret = rfs_collapse_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
+		if (!ret)
+			ret = node_shrink(fs, n, &c, h, size - (uint64_t)len);
+		if (!ret)
+			ret = rfs_truncate_data(fs->rfs, ino, &layout, size - (uint64_t)len);
+		pthread_mutex_lock(&n->lock);
+		n->mtime_dirty = true;
+		pthread_mutex_unlock(&n->lock);
+		if (!ret)
+			ret = node_sync_all(fs, n, &c, first, NULL);
+		break;
+	case FALLOC_FL_INSERT_RANGE:
+		ret = rfs_insert_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
+		pthread_mutex_lock(&n->lock);
+		n->mtime_dirty = true;
+		if (!ret && size + (uint64_t)len > n->size) {
+			n->size = size + (uint64_t)len;
+			n->size_dirty = true;
+			n->size_seq++;
+		}
+		pthread_mutex_unlock(&n->lock);
+		if (!ret)
+			ret = node_sync_all(fs, n, &c, first, NULL);
+		break;
+	default:
 		ret = -EOPNOTSUPP;
 	}
 	reply_error(req, ret);

@@ -189,6 +189,8 @@ int store_commit(struct store_io *io, const struct store_selection *sel);
 int store_remove(struct store_io *io, const struct store_selection *sel, uint64_t *removed,
 		 uint64_t *bytes_freed);
 int store_stat(struct store *st, struct store_chunk_id id, struct store_chunk_info *info);
+/* Bytes allocated on the local disk to every chunk of @inode (holes excluded). */
+int store_allocated(struct store *st, uint64_t inode, uint64_t *bytes);
 
 struct store_list_entry {
 	struct store_chunk_id id;

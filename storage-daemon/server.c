@@ -307,15 +307,18 @@ out_free:
 static int do_commit(struct worker *w, const void *body, size_t len, size_t *reply_len)
 {
 	Rdmafs__ChunkCommitReq *m = rdmafs__chunk_commit_req__unpack(NULL, len, body);
-	Rdmafs__Empty resp = RDMAFS__EMPTY__INIT;
+	Rdmafs__ChunkCommitResp resp = RDMAFS__CHUNK_COMMIT_RESP__INIT;
 	struct store_selection sel;
 	int ret;
 
 	if (!m)
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
-	if (!ret)
+	if (!ret && !m->report_only)
 		ret = store_commit(w->io, &sel);
+	/* the client reports it to the metadata service: st_blocks without a stat here */
+	if (!ret && store_allocated(w->srv->store, sel.inode, &resp.allocated_bytes) == 0)
+		resp.allocated_known = true;
 	if (!ret)
 		ret = pack_reply(w, &resp.base, reply_len);
 	rdmafs__chunk_commit_req__free_unpacked(m, NULL);

@@ -1027,6 +1027,55 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	return ret;
 }
 
+/*
+ * Bytes the local file system allocated to the chunk files of @inode (their
+ * st_blocks), so holes inside a chunk count for nothing, as they do on the
+ * disk. One fstatat() per chunk: called at commit (fsync, close), not per
+ * write, and never on stat (the metadata service keeps the client's report).
+ */
+int store_allocated(struct store *st, uint64_t inode, uint64_t *bytes)
+{
+	struct store_chunk_id id = {.inode = inode, .index = 0};
+	uint8_t key[16];
+	MDB_val k = {sizeof(key), key}, v;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	char path[64];
+	struct stat sb;
+	int rc, ret = 0;
+
+	*bytes = 0;
+	key_encode(id, key);
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return mdb_to_errno(rc);
+	rc = mdb_cursor_open(txn, st->dbi, &cur);
+	if (rc)
+		goto out_abort;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 16)
+			continue;
+		id = key_decode(k.mv_data);
+		if (id.inode != inode)
+			break;
+		chunk_path(id, path, sizeof(path));
+		if (fstatat(st->chunks_fd, path, &sb, 0)) {
+			if (errno == ENOENT)
+				continue; /* removed meanwhile */
+			ret = -errno;
+			break;
+		}
+		*bytes += (uint64_t)sb.st_blocks * 512;
+	}
+	mdb_cursor_close(cur);
+out_abort:
+	mdb_txn_abort(txn);
+	if (rc && rc != MDB_NOTFOUND && !ret)
+		ret = mdb_to_errno(rc);
+	return ret;
+}
+
 int store_remove(struct store_io *io, const struct store_selection *sel, uint64_t *removed,
 		 uint64_t *bytes_freed)
 {

@@ -152,6 +152,17 @@ int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, ui
 	       uint64_t first_index);
 
 /*
+ * rfs_commit() that also collects what each daemon has allocated to @ino (all
+ * its chunks, holes excluded): allocated[d] for daemon d of @layout, its bit
+ * set in *@known (a daemon too old to say stays clear). @allocated has
+ * stripe_width entries; both may be NULL. Without @durable the daemons only
+ * report (an older daemon commits anyway).
+ */
+int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+		     uint64_t daemon_mask, uint64_t first_index, bool durable, uint64_t *allocated,
+		     uint64_t *known);
+
+/*
  * Makes the chunks match a file shrunk to @new_size: the chunk holding the new
  * end is truncated, every later chunk is removed on every daemon of @layout.
  */
@@ -167,6 +178,37 @@ int rfs_remove_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layou
  */
 int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
 		   uint64_t off, uint64_t len);
+
+/*
+ * The block of fallocate's range shifts: COLLAPSE_RANGE and INSERT_RANGE
+ * take offsets and lengths in multiples of it (-EINVAL otherwise, as ext4
+ * with its block size), and rdmafs-fuse reports it as st_blksize. It is also
+ * the kernel's largest FUSE write, so stdio buffers a whole request.
+ */
+#define RFS_BLOCK_SIZE (1u << 20)
+
+/* Largest file size (a signed off_t); an insert that would pass it is -EFBIG. */
+#define RFS_MAX_FILE_SIZE ((uint64_t)INT64_MAX)
+
+/*
+ * FALLOC_FL_COLLAPSE_RANGE on the data of a file of @size bytes: moves
+ * [@off + @len, @size) down to @off (blocks of zeros become holes). The caller
+ * then sets the size to @size - @len at the metadata service and calls
+ * rfs_truncate_data(). -EINVAL: @off or @len not a multiple of RFS_BLOCK_SIZE,
+ * @len 0, or the range reaching the end of the file. Not atomic: a failure
+ * part-way leaves the tail partly moved (the size is still the old one).
+ */
+int rfs_collapse_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+		       uint64_t off, uint64_t len);
+
+/*
+ * FALLOC_FL_INSERT_RANGE: moves [@off, @size) up by @len and punches the gap.
+ * The caller then sets the size to @size + @len. -EINVAL: unaligned (as
+ * above) or @off at or past the end of the file; -EFBIG: the file would pass
+ * RFS_MAX_FILE_SIZE. Not atomic, as rfs_collapse_range().
+ */
+int rfs_insert_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+		     uint64_t off, uint64_t len);
 
 /*
  * SEEK_DATA / SEEK_HOLE at chunk granularity (a missing chunk is a hole, a

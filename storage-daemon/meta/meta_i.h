@@ -15,6 +15,7 @@
  *   symlinks  ino -> target bytes
  *   xattrs    (ino, name bytes) -> value bytes
  *   handles   handle -> struct handle_rec
+ *   allocs    (ino, daemon uuid) -> uint64 bytes that daemon allocated to the file
  *   daemons   uuid (16 bytes) -> struct daemon_rec, then the addresses
  *
  * Readdir cookies: each directory hands out increasing entry ids (its
@@ -62,6 +63,7 @@ struct meta {
 	MDB_dbi db_xattrs;
 	MDB_dbi db_handles;
 	MDB_dbi db_daemons;
+	MDB_dbi db_allocs;
 	struct meta_options opts;
 	uint64_t run_id;     /* "runs" counter at open: tells stale heartbeat stamps */
 	uint64_t salt;	     /* per-filesystem, mixed into placement seeds */
@@ -89,9 +91,16 @@ struct inode_rec {
 	uint32_t chunk_size; /* layout of regular files, stripe_width UUIDs follow */
 	uint32_t stripe_width;
 	uint32_t placement;
-	uint32_t reserved;
+	uint32_t flags; /* META_INODE_*; 0 in records written before it existed */
 	uint64_t placement_seed;
 };
+
+/*
+ * st_blocks comes from allocs (what the daemons reported at the client's
+ * commits) rather than from the size. Set on files created since allocs
+ * exists, and on older files once a report covers every daemon of the layout.
+ */
+#define META_INODE_ALLOC_KNOWN 1u
 
 struct inode {
 	uint64_t ino;
@@ -186,6 +195,11 @@ int meta_dir_empty(struct meta_txn *t, uint64_t ino);
 
 int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target);
 int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len);
+
+/* Bytes the daemons of @in's layout reported holding for it (allocs). */
+int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes);
+/* Records that daemon @uuid holds @bytes of inode @ino. */
+int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes);
 
 int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len);
 

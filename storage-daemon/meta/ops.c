@@ -119,6 +119,25 @@ static Rdmafs__Timespec *ts_out(struct meta_txn *t, int64_t sec, uint32_t nsec)
 	return ts;
 }
 
+/*
+ * st_blocks in 512-byte units: for regular files what the daemons reported
+ * at the clients' commits (meta_alloc_sum()), so a sparse file shows what it
+ * holds and stat costs no daemon round trip. Files from before the reports
+ * existed, until one report covers them, and a failed read: the size.
+ */
+static uint64_t attr_blocks(struct meta_txn *t, const struct inode *in)
+{
+	uint64_t bytes;
+
+	if (S_ISREG(in->r.mode) && (in->r.flags & META_INODE_ALLOC_KNOWN) &&
+	    meta_alloc_sum(t, in, &bytes) == 0)
+		return bytes / 512 + (bytes % 512 != 0);
+	if (S_ISREG(in->r.mode) && (in->r.flags & META_INODE_ALLOC_KNOWN))
+		meta_log(t->m, META_LOG_WARN, "inode %llu: allocation records unreadable",
+			 (unsigned long long)in->ino);
+	return in->r.size / 512 + (in->r.size % 512 != 0);
+}
+
 static Rdmafs__Attr *attr_out(struct meta_txn *t, const struct inode *in)
 {
 	Rdmafs__Attr *a = meta_alloc(t, sizeof(*a));
@@ -132,7 +151,7 @@ static Rdmafs__Attr *attr_out(struct meta_txn *t, const struct inode *in)
 	a->uid = in->r.uid;
 	a->gid = in->r.gid;
 	a->size = in->r.size;
-	a->blocks = in->r.size / 512 + (in->r.size % 512 != 0);
+	a->blocks = attr_blocks(t, in);
 	a->rdev = in->r.rdev;
 	a->generation = in->r.generation;
 	a->atime = ts_out(t, in->r.atime_sec, in->r.atime_nsec);
@@ -237,6 +256,8 @@ static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *d
 	in->r.uid = uid;
 	in->r.gid = gid;
 	in->r.nlink = S_ISDIR(mode) ? 2 : 1;
+	if (S_ISREG(mode))
+		in->r.flags |= META_INODE_ALLOC_KNOWN; /* nothing allocated yet */
 	in->r.parent = dir ? dir->ino : in->ino;
 	set_ts(&in->r.atime_sec, &in->r.atime_nsec, &t->now);
 	in->r.mtime_sec = in->r.ctime_sec = in->r.atime_sec;
@@ -1635,6 +1656,42 @@ int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 	return empty_resp(t, resp);
 }
 
+/*
+ * Stores the daemons' allocation reports of an UPDATE_SIZE. Absolute values,
+ * so a retry or a late duplicate only restates a recent truth. A daemon not
+ * in the layout (it was drained meanwhile) is skipped. An older file learns
+ * its allocation once a report covers its whole layout.
+ */
+static int update_allocations(struct meta_txn *t, const Rdmafs__UpdateSizeReq *req,
+			      struct inode *in, bool *changed)
+{
+	uint64_t seen = 0;
+	int ret;
+
+	for (size_t i = 0; i < req->n_allocations; i++) {
+		const Rdmafs__DaemonAllocation *a = req->allocations[i];
+		uint32_t d;
+
+		if (!a || a->uuid.len != META_UUID_LEN)
+			return -EINVAL;
+		for (d = 0; d < in->r.stripe_width; d++)
+			if (memcmp(in->daemons[d], a->uuid.data, META_UUID_LEN) == 0)
+				break;
+		if (d == in->r.stripe_width)
+			continue;
+		ret = meta_alloc_put(t, in->ino, a->uuid.data, a->bytes);
+		if (ret)
+			return ret;
+		seen |= 1ull << d;
+	}
+	if (!(in->r.flags & META_INODE_ALLOC_KNOWN) && in->r.stripe_width &&
+	    seen == (in->r.stripe_width == 64 ? UINT64_MAX : (1ull << in->r.stripe_width) - 1)) {
+		in->r.flags |= META_INODE_ALLOC_KNOWN;
+		*changed = true;
+	}
+	return 0;
+}
+
 int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__UpdateSizeReq *req = (const void *)msg;
@@ -1651,6 +1708,9 @@ int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 		return -EISDIR;
 	if (!S_ISREG(in.r.mode))
 		return -EINVAL;
+	ret = update_allocations(t, req, &in, &changed);
+	if (ret)
+		return ret;
 	/* only grows: a late update must not undo another client's extension */
 	if (req->size > in.r.size) {
 		in.r.size = req->size;

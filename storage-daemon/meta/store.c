@@ -228,9 +228,50 @@ int meta_inode_delete(struct meta_txn *t, uint64_t ino)
 	if (rc && rc != MDB_NOTFOUND)
 		return meta_lmdb_errno(rc);
 	ret = delete_prefix(t, t->m->db_xattrs, ino);
+	if (!ret)
+		ret = delete_prefix(t, t->m->db_allocs, ino);
 	if (ret)
 		return ret;
 	return meta_counter_add(t, "inodes", -1);
+}
+
+/* ---- allocation reports ---- */
+
+int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes)
+{
+	uint8_t key[8 + META_UUID_LEN];
+	MDB_val k = {sizeof(key), key}, v = {sizeof(bytes), &bytes};
+
+	meta_put_be64(key, ino);
+	memcpy(key + 8, uuid, META_UUID_LEN);
+	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
+}
+
+int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
+{
+	uint8_t key[8 + META_UUID_LEN];
+	MDB_val k = {sizeof(key), key}, v;
+	uint64_t b;
+	int rc;
+
+	*bytes = 0;
+	meta_put_be64(key, in->ino);
+	/* a point lookup per layout daemon: records of daemons a drain took away do not count */
+	for (uint32_t d = 0; d < in->r.stripe_width; d++) {
+		memcpy(key + 8, in->daemons[d], META_UUID_LEN);
+		k.mv_size = sizeof(key);
+		k.mv_data = key;
+		rc = mdb_get(t->txn, t->m->db_allocs, &k, &v);
+		if (rc == MDB_NOTFOUND)
+			continue;
+		if (rc)
+			return meta_lmdb_errno(rc);
+		if (v.mv_size != sizeof(b))
+			return -EIO;
+		memcpy(&b, v.mv_data, sizeof(b));
+		*bytes += b;
+	}
+	return 0;
 }
 
 /* ---- directory entries ---- */
@@ -400,6 +441,7 @@ static int open_dbs(struct meta *m, MDB_txn *txn)
 		{"xattrs", offsetof(struct meta, db_xattrs)},
 		{"handles", offsetof(struct meta, db_handles)},
 		{"daemons", offsetof(struct meta, db_daemons)},
+		{"allocs", offsetof(struct meta, db_allocs)},
 	};
 
 	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {

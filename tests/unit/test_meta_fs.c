@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <lmdb.h>
 
 #include "test_meta_util.h"
+#include "meta_i.h" /* struct inode_rec, for a record from an older build */
 
 #define ROOT 1
 
@@ -1173,6 +1175,121 @@ static void test_update_size(void **state)
 	assert_int_equal(a.size, 1 << 22);
 }
 
+/* UPDATE_SIZE with daemon reports: @n of them, daemon numbers in @daemons. */
+static int update_alloc(struct meta *m, uint64_t ino, uint64_t size, size_t n,
+			const unsigned *daemons, const uint64_t *bytes, struct tm_attr *a)
+{
+	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
+	Rdmafs__DaemonAllocation allocs[8], *ptrs[8];
+	uint8_t uuids[8][16];
+	Rdmafs__AttrResp *r = NULL;
+	int ret;
+
+	assert_true(n <= 8);
+	for (size_t i = 0; i < n; i++) {
+		rdmafs__daemon_allocation__init(&allocs[i]);
+		tm_uuid(uuids[i], daemons[i]);
+		allocs[i].uuid.data = uuids[i];
+		allocs[i].uuid.len = daemons[i] == 0 ? 3 : 16; /* daemon 0: a malformed uuid */
+		allocs[i].bytes = bytes[i];
+		ptrs[i] = &allocs[i];
+	}
+	req.ino = ino;
+	req.size = size;
+	req.n_allocations = n;
+	req.allocations = ptrs;
+	ret = tm_call(m, RDMAFS__METHOD__METHOD_UPDATE_SIZE, &req, &rdmafs__attr_resp__descriptor,
+		      (void **)&r);
+	if (!ret && a) {
+		assert_non_null(r->attr);
+		a->blocks = r->attr->blocks;
+		a->size = r->attr->size;
+	}
+	if (r)
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	return ret;
+}
+
+/* Clears the allocation flag of @ino's record, as a file from before the reports. */
+static void make_old_inode(struct tm_env *e, uint64_t ino)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	uint8_t *copy;
+
+	for (int i = 7; i >= 0; i--, ino >>= 8)
+		key[i] = (uint8_t)ino;
+	meta_close(e->m);
+	e->m = NULL;
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
+	assert_int_equal(mdb_env_open(env, e->dir, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "inodes", 0, &dbi), 0);
+	assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
+	copy = malloc(v.mv_size);
+	assert_non_null(copy);
+	memcpy(copy, v.mv_data, v.mv_size);
+	memset(copy + offsetof(struct inode_rec, flags), 0, sizeof(uint32_t));
+	v.mv_data = copy;
+	assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	free(copy);
+	tm_reopen(e);
+}
+
+/*
+ * st_blocks is what the daemons reported at the clients' commits, not the
+ * size: a 40 MiB file holding 12 KiB shows 24 blocks, as on ext4.
+ */
+static void test_allocations(void **state)
+{
+	struct tm_env *e = *state;
+	const unsigned d12[] = {1, 2}, d1[] = {1}, d9[] = {9}, d0[] = {0}, d123[] = {1, 2, 3};
+	const uint64_t b12[] = {8192, 4096}, b0[] = {0}, b123[] = {4096, 4096, 4096};
+	struct tm_attr a;
+	uint64_t h;
+
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", 0644, true, O_RDWR, &a, &h, NULL), 0);
+	assert_int_equal(a.stripe_width, 3);
+	assert_int_equal(a.blocks, 0);
+	assert_int_equal(update_alloc(e->m, a.ino, 40 << 20, 2, d12, b12, &a), 0);
+	assert_int_equal(a.size, 40 << 20);
+	assert_int_equal(a.blocks, 24);
+	/* absolute: a repeated report changes nothing, a new one replaces */
+	assert_int_equal(update_alloc(e->m, a.ino, 0, 2, d12, b12, &a), 0);
+	assert_int_equal(a.blocks, 24);
+	assert_int_equal(update_alloc(e->m, a.ino, 0, 1, d1, b0, &a), 0);
+	assert_int_equal(a.blocks, 8);
+	/* a daemon outside the layout is ignored, a malformed uuid refused */
+	assert_int_equal(update_alloc(e->m, a.ino, 0, 1, d9, b12, &a), 0);
+	assert_int_equal(a.blocks, 8);
+	assert_int_equal(update_alloc(e->m, a.ino, 0, 1, d0, b12, NULL), -EINVAL);
+	tm_reopen(e);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, &a), 0);
+	assert_int_equal(a.blocks, 8);
+	assert_int_equal(tm_release(e->m, h, a.ino, NULL), 0);
+
+	/* a file from before the reports: the size, until every daemon reported */
+	make_old_inode(e, a.ino);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, &a), 0);
+	assert_int_equal(a.blocks, (40 << 20) / 512);
+	assert_int_equal(update_alloc(e->m, a.ino, 0, 2, d12, b12, &a), 0);
+	assert_int_equal(a.blocks, (40 << 20) / 512);
+	assert_int_equal(update_alloc(e->m, a.ino, 0, 3, d123, b123, &a), 0);
+	assert_int_equal(a.blocks, 24);
+	tm_reopen(e);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, &a), 0);
+	assert_int_equal(a.blocks, 24);
+	/* the records go with the inode */
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "f", NULL), 0);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), -ENOENT);
+}
+
 static void test_persistence(void **state)
 {
 	struct tm_env *e = *state;
@@ -1403,6 +1520,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_acl_sets_mode, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_update_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_allocations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_emsgsize, setup, teardown),
