@@ -203,6 +203,76 @@ static void test_owner(void)
 	      st.st_mode & 07777, USER_ID);
 }
 
+/*
+ * What ext4 does when a user who may write a root-owned setuid/setgid file
+ * (04777, 02777, 06777) writes or truncates it: the call succeeds and the
+ * kernel clears set-user-ID, and set-group-ID as group-execute is set.
+ */
+static void user_kill_privs(void)
+{
+	static const char *const names[] = {"kill/write", "kill/truncate", "kill/ftruncate",
+					    "kill/sgid"};
+	struct stat st;
+	int fd;
+
+	EXPECT_FD(fd, open(names[0], O_WRONLY));
+	CHECK(write(fd, "new", 3) == 3, "write to a 06777 file as a non-owner: %s",
+	      fs_errno_name(errno));
+	EXPECT_OK(close(fd));
+	EXPECT_OK(truncate(names[1], 2));
+	EXPECT_FD(fd, open(names[2], O_RDWR));
+	EXPECT_OK(ftruncate(fd, 1));
+	EXPECT_OK(close(fd));
+	EXPECT_FD(fd, open(names[3], O_WRONLY | O_APPEND));
+	CHECK(write(fd, "more", 4) == 4, "write to a 02777 file as a non-owner: %s",
+	      fs_errno_name(errno));
+	EXPECT_OK(close(fd));
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		EXPECT_OK(stat(names[i], &st));
+		CHECK((st.st_mode & 07777) == 0777 && st.st_uid == 0,
+		      "%s: mode %o uid %u after a non-owner's write, expected 777 uid 0", names[i],
+		      st.st_mode & 07777, st.st_uid);
+	}
+	/* and the user cannot set them back: only the owner may chmod */
+	EXPECT_ERR(chmod(names[0], 04777), EPERM);
+	EXPECT_ERR(chmod(names[0], 0775), EPERM);
+}
+
+/* open(O_CREAT | O_RDWR, 0) then ftruncate: open checked the access, ftruncate works */
+static void user_create_mode0(void)
+{
+	struct stat st;
+	int fd;
+
+	EXPECT_FD(fd, open("open/mode0", O_CREAT | O_RDWR | O_EXCL, 0));
+	EXPECT_OK(ftruncate(fd, 8192));
+	CHECK(write(fd, "data", 4) == 4, "write to a fresh mode-0 file: %s", fs_errno_name(errno));
+	EXPECT_OK(ftruncate(fd, 2));
+	EXPECT_OK(fstat(fd, &st));
+	CHECK(st.st_size == 2 && (st.st_mode & 07777) == 0, "mode-0 file: size %lld mode %o",
+	      (long long)st.st_size, st.st_mode & 07777);
+	EXPECT_OK(close(fd));
+	/* a new descriptor is refused: the mode says so */
+	EXPECT_ERR(open("open/mode0", O_RDWR), EACCES);
+	EXPECT_ERR(truncate("open/mode0", 0), EACCES);
+}
+
+static void test_kill_privs(void)
+{
+	EXPECT_OK(mkdir("kill", 0777));
+	EXPECT_OK(chmod("kill", 0777));
+	EXPECT_OK(put("kill/write", "old contents", 06777, 0, 0));
+	EXPECT_OK(put("kill/truncate", "old contents", 04777, 0, 0));
+	EXPECT_OK(put("kill/ftruncate", "old contents", 06777, 0, 0));
+	EXPECT_OK(put("kill/sgid", "old contents", 02777, 0, 0));
+	EXPECT_OK(mkdir("open", 0777));
+	EXPECT_OK(chmod("open", 0777));
+	if (fs_failures)
+		return;
+	as_user(user_kill_privs);
+	as_user(user_create_mode0);
+}
+
 static void test_root(void)
 {
 	char buf[16];
@@ -224,6 +294,7 @@ int main(int argc, char **argv)
 	static const struct fs_test tests[] = {
 		{"non_owner", test_non_owner},
 		{"owner", test_owner},
+		{"kill_privs", test_kill_privs},
 		{"root", test_root},
 		{NULL, NULL},
 	};
