@@ -19,6 +19,11 @@
 #   "$RDMAFS_CLUSTER_CTL" ctl start I       restart it on its port and data
 #                                           directory, wait until registered
 #   "$RDMAFS_CLUSTER_CTL" ctl datadir I     print its data directory
+#   "$RDMAFS_CLUSTER_CTL" ctl remount N     unmount mount N (1 or 2) and mount
+#                                           it again (nothing may be open on it)
+#
+# and RDMAFS_CLUSTER_META, RDMAFS_CLUSTER_SECRET (the metadata service's URI
+# and the secret file) for checks that also use the client core.
 #
 # RDMAFS_FS_LOCAL=DIR: no cluster at all; the command runs on a fresh
 # directory inside DIR (both %MOUNT% and %MOUNT2%), to validate the checks
@@ -118,13 +123,53 @@ stop_pid() {
 	kill -KILL "$pid" 2>/dev/null
 }
 
+# mount_one N: mounts rdmafs-fuse on $dir/mntN, waits for the mount.
+mount_one() {
+	local n=$1 m="$dir/mnt$1" pid deadline opts
+	mkdir -p "$m"
+	opts="meta=$meta_uri,secret=$dir/secret,allow_other${RDMAFS_FUSE_OPTS:+,$RDMAFS_FUSE_OPTS}"
+	"$fuse" -f -o "$opts" "$m" </dev/null >>"$dir/fuse$n.log" 2>&1 &
+	pid=$!
+	# in a file: ctl remount replaces the process
+	echo "$pid" >"$dir/fuse$n.pid"
+	mount_points+=("$m")
+	deadline=$(($(now_ms) + 30000))
+	until is_mounted "$m"; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "cluster.sh: rdmafs-fuse exited before mounting $m" >&2
+			return 1
+		fi
+		if [ "$(now_ms)" -gt "$deadline" ]; then
+			echo "cluster.sh: $m not mounted after 30 s" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+	# the mount answers, and statfs sees the daemons' capacity
+	if ! timeout 30 stat -f -c '%b' "$m" | grep -qv '^0$'; then
+		echo "cluster.sh: statfs of $m failed or shows no capacity" >&2
+		return 1
+	fi
+}
+
 # --- the control commands the test command uses ---------------------------
 
 if [ "${1:-}" = ctl ]; then
 	dir=${RDMAFS_CLUSTER_DIR:?ctl needs RDMAFS_CLUSTER_DIR}
 	# shellcheck source=/dev/null
 	. "$dir/cluster.env"
-	i=${3:?usage: ctl kill|start|datadir I}
+	i=${3:?usage: ctl kill|start|datadir|remount I}
+	if [ "$2" = remount ]; then
+		# unmount mount I (the kernel forgets every inode and page), then mount again
+		m="$dir/mnt$i"
+		[ -f "$dir/fuse$i.pid" ] || die "no mount $i"
+		pid=$(cat "$dir/fuse$i.pid")
+		timeout 20 fusermount3 -u "$m" || die "cannot unmount $m (busy?)"
+		while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+		mount_points=()
+		mount_one "$i" || exit 1
+		exit 0
+	fi
 	[ -f "$dir/storage$i.pid" ] || die "no storage daemon $i"
 	case $2 in
 	kill)
@@ -208,7 +253,6 @@ fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rdmafs-fs.XXXXXX") || exit 1
 chmod 755 "$dir"
-mount_pids=()
 mount_points=()
 cmd_pid=
 status=1
@@ -232,9 +276,6 @@ cleanup() {
 				timeout 20 fusermount3 -uz "$m" 2>/dev/null ||
 				umount -l "$m" 2>/dev/null
 		fi
-	done
-	for pid in "${mount_pids[@]}"; do
-		stop_pid "$pid" TERM
 	done
 	for f in "$dir"/*.pid; do
 		[ -f "$f" ] && stop_pid "$(cat "$f")" TERM
@@ -263,8 +304,10 @@ chmod 600 "$dir/secret"
 start_daemon meta 0 --metadata yes || exit 1
 meta_uri="$kind://$addr:$(cat "$dir/meta.port")"
 wait_registered meta 0 || exit 1
+# absolute: ctl runs from the test's working directory
 cat >"$dir/cluster.env" <<EOF
-daemon='$daemon'
+daemon='$(readlink -f "$daemon")'
+fuse='$(readlink -f "$fuse")'
 kind='$kind'
 addr='$addr'
 meta_uri='$meta_uri'
@@ -274,34 +317,6 @@ for i in $(seq "$storage"); do
 done
 echo "cluster.sh: metadata service at $meta_uri, $storage storage daemons registered"
 
-# mount_one N: mounts rdmafs-fuse on $dir/mntN, waits for the mount.
-mount_one() {
-	local n=$1 m="$dir/mnt$1" pid deadline opts
-	mkdir -p "$m"
-	opts="meta=$meta_uri,secret=$dir/secret,allow_other${RDMAFS_FUSE_OPTS:+,$RDMAFS_FUSE_OPTS}"
-	"$fuse" -f -o "$opts" "$m" </dev/null >>"$dir/fuse$n.log" 2>&1 &
-	pid=$!
-	mount_pids+=("$pid")
-	mount_points+=("$m")
-	deadline=$(($(now_ms) + 30000))
-	until is_mounted "$m"; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			echo "cluster.sh: rdmafs-fuse exited before mounting $m" >&2
-			return 1
-		fi
-		if [ "$(now_ms)" -gt "$deadline" ]; then
-			echo "cluster.sh: $m not mounted after 30 s" >&2
-			return 1
-		fi
-		sleep 0.05
-	done
-	# the mount answers, and statfs sees the daemons' capacity
-	if ! timeout 30 stat -f -c '%b' "$m" | grep -qv '^0$'; then
-		echo "cluster.sh: statfs of $m failed or shows no capacity" >&2
-		return 1
-	fi
-}
-
 mount_one 1 || exit 1
 export RDMAFS_MOUNT="$dir/mnt1" RDMAFS_MOUNT2=
 if [ "$mounts" = 2 ]; then
@@ -309,6 +324,8 @@ if [ "$mounts" = 2 ]; then
 	RDMAFS_MOUNT2="$dir/mnt2"
 fi
 export RDMAFS_CLUSTER_DIR="$dir" RDMAFS_CLUSTER_CTL="$ctl_self"
+# for checks that also use the client core (fs-sparse)
+export RDMAFS_CLUSTER_META="$meta_uri" RDMAFS_CLUSTER_SECRET="$dir/secret"
 echo "cluster.sh: mounted on $RDMAFS_MOUNT${RDMAFS_MOUNT2:+ and $RDMAFS_MOUNT2}"
 
 substitute "$@"
@@ -323,8 +340,9 @@ if [ $status -eq 124 ] || [ $status -eq 137 ]; then
 	echo "cluster.sh: the command did not finish in $timeout s (hang?)" >&2
 	status=1
 fi
-# the mount must have survived the command
-for pid in "${mount_pids[@]}"; do
+# the mount must have survived the command (its process: ctl remount may have replaced it)
+for f in "$dir"/fuse*.pid; do
+	pid=$(cat "$f")
 	if ! kill -0 "$pid" 2>/dev/null; then
 		echo "cluster.sh: rdmafs-fuse (pid $pid) died during the test" >&2
 		status=1

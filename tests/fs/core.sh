@@ -31,6 +31,7 @@ run posix -- "$build/tests/fs/fs-posix" %MOUNT%
 run permissions -- "$build/tests/fs/fs-permissions" %MOUNT%
 run bigdir -- "$build/tests/fs/fs-bigdir" %MOUNT%
 run integrity -- "$build/tests/fs/fs-integrity" %MOUNT%
+run sparse -- "$build/tests/fs/fs-sparse" %MOUNT%
 run twomounts --mounts 2 -- "$here/twomounts.sh" %MOUNT% %MOUNT2%
 # restart.sh (kill -9 of a storage daemon under a writer) is not run here: over
 # soft-RoCE in the guest it failed intermittently (3 runs of 4, all on a loaded
