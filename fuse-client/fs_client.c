@@ -899,8 +899,13 @@ static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, 
 }
 
 /* Fills the request of piece @p (a chunk write or read) and sends it. */
+/* Flags of a chunk write (run_pieces()). */
+#define WRITE_SYNC 1u /* durable before the reply (O_SYNC) */
+#define WRITE_HOLE 2u /* zeros of a punched hole: the daemon frees their blocks */
+
 static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layout *layout,
-		       uint64_t ino, struct piece *p, bool write, const uint8_t *src, bool sync)
+		       uint64_t ino, struct piece *p, bool write, const uint8_t *src,
+		       unsigned flags)
 {
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
 	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
@@ -928,7 +933,8 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		req.crc32c = rfc_crc32c(data, p->len);
 		req.buf = &bd;
 		req.chunk_size = layout->chunk_size;
-		req.commit = sync;
+		req.commit = (flags & WRITE_SYNC) != 0;
+		req.zeros_as_hole = (flags & WRITE_HOLE) != 0;
 		slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base);
 	} else {
 		Rdmafs__ChunkReadReq req = RDMAFS__CHUNK_READ_REQ__INIT;
@@ -979,7 +985,7 @@ static int piece_finish(struct piece *p, uint64_t ino, bool write, uint8_t *dst)
  */
 static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino,
 		      struct piece *pieces, size_t count, bool write, const uint8_t *src,
-		      uint8_t *dst, bool sync, uint64_t *written)
+		      uint8_t *dst, unsigned flags, uint64_t *written)
 {
 	struct fanout fo;
 	size_t left = count;
@@ -1012,7 +1018,7 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 			p->s.peer = peer;
 			p->s.status = peer_conn_get(fs, peer, &p->s.conn);
 			if (!p->s.status)
-				piece_send(fs, &fo, layout, ino, p, write, src, sync);
+				piece_send(fs, &fo, layout, ino, p, write, src, flags);
 		}
 		fanout_wait(&fo);
 		for (size_t i = 0; i < count; i++) {
@@ -1054,13 +1060,13 @@ int rfs_read(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint
 	ret = split(fs, layout, ino, off, len, &pieces, &count);
 	if (ret)
 		return ret;
-	ret = run_pieces(fs, layout, ino, pieces, count, false, NULL, dst, false, NULL);
+	ret = run_pieces(fs, layout, ino, pieces, count, false, NULL, dst, 0, NULL);
 	free(pieces);
 	return ret;
 }
 
-int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
-	      size_t len, const void *src, bool sync, uint64_t *written)
+static int write_flags(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
+		       size_t len, const void *src, unsigned flags, uint64_t *written)
 {
 	struct piece *pieces;
 	size_t count;
@@ -1071,9 +1077,15 @@ int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uin
 	ret = split(fs, layout, ino, off, len, &pieces, &count);
 	if (ret)
 		return ret;
-	ret = run_pieces(fs, layout, ino, pieces, count, true, src, NULL, sync, written);
+	ret = run_pieces(fs, layout, ino, pieces, count, true, src, NULL, flags, written);
 	free(pieces);
 	return ret;
+}
+
+int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
+	      size_t len, const void *src, bool sync, uint64_t *written)
+{
+	return write_flags(fs, ino, layout, off, len, src, sync ? WRITE_SYNC : 0, written);
 }
 
 /* ---- whole-file chunk operations ---------------------------------------------------------------
@@ -1115,12 +1127,12 @@ static uint64_t all_daemons(const struct rfs_layout *layout)
 int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t daemon_mask,
 	       uint64_t first_index)
 {
-	return rfs_commit_alloc(fs, ino, layout, daemon_mask, first_index, true, NULL, NULL);
+	return rfs_commit_alloc(fs, ino, layout, daemon_mask, first_index, true, NULL);
 }
 
 int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-		     uint64_t daemon_mask, uint64_t first_index, bool durable, uint64_t *allocated,
-		     uint64_t *known)
+		     uint64_t daemon_mask, uint64_t first_index, bool durable,
+		     struct rfs_alloc_report *report)
 {
 	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
 	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
@@ -1131,8 +1143,8 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layo
 	size_t n = 0;
 	int ret;
 
-	if (known)
-		*known = 0;
+	if (report)
+		report->known = 0;
 	sel.inode = ino;
 	sel.range = true;
 	sel.first_index = first_index;
@@ -1154,7 +1166,7 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layo
 	if (!slots)
 		return -ENOMEM;
 	ret = fan_call(fs, peers, msgs, n, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, slots);
-	for (size_t i = 0; i < n && !ret && allocated && known; i++) {
+	for (size_t i = 0; i < n && !ret && report; i++) {
 		Rdmafs__ChunkCommitResp *resp =
 			rdmafs__chunk_commit_resp__unpack(NULL, slots[i].reply_len, slots[i].reply);
 
@@ -1164,13 +1176,31 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layo
 		}
 		/* an older daemon answers Empty: its part stays unreported */
 		if (resp->allocated_known) {
-			allocated[daemon_of[i]] = resp->allocated_bytes;
-			*known |= 1ull << daemon_of[i];
+			report->allocated[daemon_of[i]] = resp->allocated_bytes;
+			report->known |= 1ull << daemon_of[i];
 		}
 		rdmafs__chunk_commit_resp__free_unpacked(resp, NULL);
 	}
 	free(slots);
 	return ret;
+}
+
+void rfs_alloc_report_attach(struct rfs_alloc_report *report, const struct rfs_layout *layout,
+			     Rdmafs__UpdateSizeReq *req)
+{
+	req->n_allocations = 0;
+	req->allocations = report->pb_ptrs;
+	for (uint32_t d = 0; d < layout->stripe_width; d++) {
+		Rdmafs__DaemonAllocation *a = &report->pb[req->n_allocations];
+
+		if (!(report->known & (1ull << d)))
+			continue;
+		rdmafs__daemon_allocation__init(a);
+		a->uuid.data = (uint8_t *)layout->daemons[d];
+		a->uuid.len = RFS_UUID_LEN;
+		a->bytes = report->allocated[d];
+		report->pb_ptrs[req->n_allocations++] = a;
+	}
 }
 
 static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
@@ -1298,7 +1328,7 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout
 		if (ret)
 			return ret;
 	}
-	/* the partial chunks at either end get zeros */
+	/* the partial chunks at either end get zeros, whose whole blocks the daemon frees */
 	for (uint64_t pos = off; pos < end && !ret;) {
 		uint64_t index = pos / cs, stop;
 
@@ -1309,7 +1339,7 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout
 		stop = (index + 1) * cs < end ? (index + 1) * cs : end;
 		if (stop - pos > fs->buf_size)
 			stop = pos + fs->buf_size;
-		ret = rfs_write(fs, ino, layout, pos, stop - pos, fs->zeros, false, NULL);
+		ret = write_flags(fs, ino, layout, pos, stop - pos, fs->zeros, WRITE_HOLE, NULL);
 		pos = stop;
 	}
 	return ret;

@@ -479,25 +479,6 @@ static int node_layout(struct fs *fs, struct node *n, const struct cred *c, stru
 	return ret;
 }
 
-/* Puts the daemons' reports of rfs_commit_alloc() into @req (arrays of stripe_width). */
-static void fill_allocations(Rdmafs__UpdateSizeReq *req, const struct rfs_layout *layout,
-			     const uint64_t *allocated, uint64_t known,
-			     Rdmafs__DaemonAllocation *allocs, Rdmafs__DaemonAllocation **ptrs)
-{
-	req->n_allocations = 0;
-	req->allocations = ptrs;
-	for (uint32_t d = 0; d < layout->stripe_width && known; d++) {
-		if (!(known & (1ull << d)))
-			continue;
-		rdmafs__daemon_allocation__init(&allocs[req->n_allocations]);
-		allocs[req->n_allocations].uuid.data = (uint8_t *)layout->daemons[d];
-		allocs[req->n_allocations].uuid.len = RFS_UUID_LEN;
-		allocs[req->n_allocations].bytes = allocated[d];
-		ptrs[req->n_allocations] = &allocs[req->n_allocations];
-		req->n_allocations++;
-	}
-}
-
 /*
  * GETATTR of a file we hold uncommitted writes to: the daemons written to
  * report what they now hold (without syncing) and UPDATE_SIZE stores it and
@@ -507,8 +488,8 @@ static void fill_allocations(Rdmafs__UpdateSizeReq *req, const struct rfs_layout
 static int node_getattr_dirty(struct fs *fs, struct node *n, const struct cred *c, struct stat *st)
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
-	Rdmafs__DaemonAllocation allocs[RFS_MAX_STRIPE], *alloc_ptrs[RFS_MAX_STRIPE];
-	uint64_t allocated[RFS_MAX_STRIPE], known = 0, mask, seq;
+	struct rfs_alloc_report report;
+	uint64_t mask, seq;
 	struct rfs_layout layout;
 	ProtobufCMessage *msg;
 	int ret;
@@ -521,12 +502,12 @@ static int node_getattr_dirty(struct fs *fs, struct node *n, const struct cred *
 	pthread_mutex_unlock(&n->lock);
 	if (!mask)
 		return -EAGAIN;
-	ret = rfs_commit_alloc(fs->rfs, n->ino, &layout, mask, 0, false, allocated, &known);
+	ret = rfs_commit_alloc(fs->rfs, n->ino, &layout, mask, 0, false, &report);
 	if (ret)
 		return ret;
 	req.ino = n->ino;
 	req.cred = (Rdmafs__Cred *)&c->pb;
-	fill_allocations(&req, &layout, allocated, known, allocs, alloc_ptrs);
+	rfs_alloc_report_attach(&report, &layout, &req);
 	ret = meta_call(fs, RDMAFS__METHOD__METHOD_UPDATE_SIZE, &req.base,
 			&rdmafs__attr_resp__descriptor, true, &msg);
 	if (ret)
@@ -548,8 +529,7 @@ static int node_sync_st(struct fs *fs, struct node *n, const struct cred *c, boo
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	Rdmafs__Timespec mtime = RDMAFS__TIMESPEC__INIT;
-	Rdmafs__DaemonAllocation allocs[RFS_MAX_STRIPE], *alloc_ptrs[RFS_MAX_STRIPE];
-	uint64_t allocated[RFS_MAX_STRIPE], known = 0;
+	struct rfs_alloc_report report = {.known = 0};
 	struct rfs_layout layout;
 	uint64_t mask = 0, first = UINT64_MAX, size;
 	bool size_dirty, mtime_dirty;
@@ -578,17 +558,17 @@ static int node_sync_st(struct fs *fs, struct node *n, const struct cred *c, boo
 	pthread_mutex_unlock(&n->lock);
 
 	if (mask) {
-		ret = rfs_commit_alloc(fs->rfs, n->ino, &layout, mask, first, true, allocated,
-				       &known);
+		ret = rfs_commit_alloc(fs->rfs, n->ino, &layout, mask, first, true, &report);
 		if (ret)
 			goto err_redirty;
 	}
-	if (!size_dirty && !mtime_dirty && !known)
+	if (!size_dirty && !mtime_dirty && !report.known)
 		return 0;
 	req.ino = n->ino;
 	req.size = size;
 	/* what the committed daemons now hold: the service's st_blocks */
-	fill_allocations(&req, &layout, allocated, known, allocs, alloc_ptrs);
+	if (report.known)
+		rfs_alloc_report_attach(&report, &layout, &req);
 	if (mtime_dirty) {
 		clock_gettime(CLOCK_REALTIME, &now);
 		mtime.sec = now.tv_sec;

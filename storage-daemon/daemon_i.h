@@ -143,11 +143,13 @@ void store_io_destroy(struct store_io *io);
 /*
  * Writes @len bytes at @offset of a chunk. The payload is already in @buf at
  * @buf + (@offset % STORE_BLOCK_SIZE); @buf (a pool buffer) holds the whole
- * block range, which this completes from disk. -ENOSPC, -EBADMSG (stored
- * data fails its checksum), -EIO, -EINVAL.
+ * block range, which this completes from disk. With @hole, whole blocks of
+ * a payload of zeros are then punched out of the chunk file (a hole punched
+ * by the client). -ENOSPC, -EBADMSG (stored data fails its checksum), -EIO,
+ * -EINVAL.
  */
 int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
-		uint8_t *buf, bool sync, struct store_chunk_info *info);
+		uint8_t *buf, bool sync, bool hole, struct store_chunk_info *info);
 
 /*
  * Reads up to @len bytes at @offset into @buf (starting at

@@ -242,7 +242,8 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		ret = -EIO;
 		goto out_free;
 	}
-	ret = store_write(w->io, id, m->offset, m->length, base, m->commit, &info);
+	ret = store_write(w->io, id, m->offset, m->length, base, m->commit, m->zeros_as_hole,
+			  &info);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;

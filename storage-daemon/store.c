@@ -627,8 +627,25 @@ static int resolve_pending(struct store_io *io, int fd, struct chunk_meta *m)
 	return 0;
 }
 
+/*
+ * Frees the whole blocks of [@offset, @offset + @len) of a chunk file whose
+ * @payload (those bytes) is zeros, just written: a hole reads back the same
+ * zeros, so the stored CRCs stay right. A payload that is not zeros, or a
+ * filesystem without holes, keeps its blocks (same data, more space).
+ */
+static void punch_zero_blocks(int fd, const uint8_t *payload, uint32_t offset, uint32_t len)
+{
+	uint32_t first = div_up(offset, BS) * BS, last = (offset + len) / BS * BS;
+
+	if (first >= last || payload[0] != 0 || memcmp(payload, payload + 1, len - 1) != 0)
+		return;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, first, last - first) &&
+	    errno != EOPNOTSUPP)
+		daemon_log(DLOG_WARN, "punching a hole in a chunk file: %s", strerror(errno));
+}
+
 int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
-		uint8_t *buf, bool sync, struct store_chunk_info *info)
+		uint8_t *buf, bool sync, bool hole, struct store_chunk_info *info)
 {
 	struct store *st = io->st;
 	struct chunk_meta *m = io->meta;
@@ -715,6 +732,9 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 		ret = err == -EDQUOT ? -ENOSPC : err;
 		goto out_close;
 	}
+
+	if (hole)
+		punch_zero_blocks(fd, buf + (offset - wstart), offset, len);
 
 	/* CRCs: the old partial last block and any gap grow with zeros, then our blocks. */
 	m->pending_count = 0;

@@ -354,17 +354,20 @@ static int rdmafs_finish(struct cp_side *s, struct cp_file *f, uint64_t size)
 {
 	Rdmafs__UpdateSizeReq r = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	uint64_t mask = __atomic_load_n(&f->dirty_mask, __ATOMIC_RELAXED);
+	struct rfs_alloc_report report = {.known = 0};
 	ProtobufCMessage *msg;
 	int ret;
 
-	/* fuse's flush: commit the daemons written to, then tell the size */
+	/* fuse's flush: commit the daemons written to, then tell the size and st_blocks */
 	if (mask) {
-		ret = rfs_commit(s->rfs, f->ino, &f->layout, mask, 0);
+		ret = rfs_commit_alloc(s->rfs, f->ino, &f->layout, mask, 0, true, &report);
 		if (ret)
 			return ret;
 	}
-	if (!size)
+	if (!size && !report.known)
 		return 0;
+	if (report.known)
+		rfs_alloc_report_attach(&report, &f->layout, &r);
 	r.ino = f->ino;
 	r.size = size;
 	r.cred = &s->cred;

@@ -151,16 +151,31 @@ int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uin
 int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t daemon_mask,
 	       uint64_t first_index);
 
+/* What the daemons of a layout hold for one file, as CHUNK_COMMIT answered. */
+struct rfs_alloc_report {
+	uint64_t allocated[RFS_MAX_STRIPE]; /* bytes, by daemon index in the layout */
+	uint64_t known;			    /* bit d: allocated[d] was answered */
+	/* room for rfs_alloc_report_attach() */
+	Rdmafs__DaemonAllocation pb[RFS_MAX_STRIPE];
+	Rdmafs__DaemonAllocation *pb_ptrs[RFS_MAX_STRIPE];
+};
+
 /*
- * rfs_commit() that also collects what each daemon has allocated to @ino (all
- * its chunks, holes excluded): allocated[d] for daemon d of @layout, its bit
- * set in *@known (a daemon too old to say stays clear). @allocated has
- * stripe_width entries; both may be NULL. Without @durable the daemons only
- * report (an older daemon commits anyway).
+ * rfs_commit() that also collects in @report (may be NULL) what each daemon
+ * answered has been allocated to @ino (all its chunks, holes excluded); a
+ * daemon too old to say stays unknown. Without @durable the daemons only
+ * report, nothing is synced (an older daemon commits anyway).
  */
 int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-		     uint64_t daemon_mask, uint64_t first_index, bool durable, uint64_t *allocated,
-		     uint64_t *known);
+		     uint64_t daemon_mask, uint64_t first_index, bool durable,
+		     struct rfs_alloc_report *report);
+
+/*
+ * Points @req's allocations at the known entries of @report, which st_blocks
+ * at the metadata service is made of. @report and @layout must outlive @req.
+ */
+void rfs_alloc_report_attach(struct rfs_alloc_report *report, const struct rfs_layout *layout,
+			     Rdmafs__UpdateSizeReq *req);
 
 /*
  * Makes the chunks match a file shrunk to @new_size: the chunk holding the new
@@ -174,7 +189,8 @@ int rfs_remove_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layou
 
 /*
  * Punches [@off, @off + @len) of a file of @size bytes: whole chunks are
- * removed, partial ones get zeros written (never past @size).
+ * removed, partial ones get zeros written (never past @size) as a hole: the
+ * daemon frees the whole 4 KiB blocks they cover.
  */
 int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
 		   uint64_t off, uint64_t len);

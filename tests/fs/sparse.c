@@ -174,29 +174,18 @@ static struct rfs *core_get(void)
 static int meta_update(struct rfs *fs, uint64_t ino, uint64_t size, const struct rfs_layout *layout)
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
-	Rdmafs__DaemonAllocation allocs[RFS_MAX_STRIPE], *ptrs[RFS_MAX_STRIPE];
-	uint64_t allocated[RFS_MAX_STRIPE], known = 0;
+	struct rfs_alloc_report report;
 	uint64_t all = layout->stripe_width >= 64 ? UINT64_MAX : (1ull << layout->stripe_width) - 1;
 	ProtobufCMessage *msg;
 	int ret;
 
 	/* as rdmafs-fuse after a shift: commit every daemon, report what they hold */
-	ret = rfs_commit_alloc(fs, ino, layout, all, 0, true, allocated, &known);
+	ret = rfs_commit_alloc(fs, ino, layout, all, 0, true, &report);
 	if (ret)
 		return ret;
 	req.ino = ino;
 	req.size = size;
-	req.allocations = ptrs;
-	for (uint32_t d = 0; d < layout->stripe_width; d++) {
-		if (!(known & (1ull << d)))
-			continue;
-		rdmafs__daemon_allocation__init(&allocs[req.n_allocations]);
-		allocs[req.n_allocations].uuid.data = (uint8_t *)layout->daemons[d];
-		allocs[req.n_allocations].uuid.len = RFS_UUID_LEN;
-		allocs[req.n_allocations].bytes = allocated[d];
-		ptrs[req.n_allocations] = &allocs[req.n_allocations];
-		req.n_allocations++;
-	}
+	rfs_alloc_report_attach(&report, layout, &req);
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_UPDATE_SIZE, &req.base,
 			    &rdmafs__attr_resp__descriptor, true, &msg);
 	if (!ret)
@@ -324,11 +313,19 @@ static void test_blocks(void)
 	check_alloc("3 MiB written", "sparse", fd, 3 * MIB);
 	EXPECT_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1 * MIB, 1 * MIB));
 	check_alloc("1 MiB punched", "sparse", fd, 2 * MIB);
+	/* inside one MiB, 4 KiB aligned: the blocks covered go, as on ext4 */
+	EXPECT_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 8 * KIB, 512 * KIB));
+	check_alloc("512 KiB punched", "sparse", fd, 2 * MIB - 512 * KIB);
+	/* unaligned: only what lies inside, zeroed; no whole block is covered */
+	EXPECT_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 600 * KIB + 7, 3000));
+	check_alloc("3000 bytes punched", "sparse", fd, 2 * MIB - 512 * KIB);
 	EXPECT_OK(close(fd));
 	memset(data + 1 * MIB, 0, 1 * MIB);
+	memset(data + 8 * KIB, 0, 512 * KIB);
+	memset(data + 600 * KIB + 7, 0, 3000);
 	check_content("punched", "sparse", data, 3 * MIB);
 	remount();
-	check_alloc("punched, after a remount", "sparse", -1, 2 * MIB);
+	check_alloc("punched, after a remount", "sparse", -1, 2 * MIB - 512 * KIB);
 	check_content("punched, after a remount", "sparse", data, 3 * MIB);
 	EXPECT_OK(unlink("sparse"));
 	free(model);
