@@ -480,12 +480,13 @@ static int node_layout(struct fs *fs, struct node *n, const struct cred *c, stru
 }
 
 /*
- * GETATTR of a file we hold uncommitted writes to: the daemons written to
- * report what they now hold (without syncing) and UPDATE_SIZE stores it and
- * answers the attributes, so st_blocks follows writes before the close, as on
- * a local filesystem. -EAGAIN when there is nothing to report.
+ * GETATTR of a file whose chunks changed since the last commit (writes,
+ * truncate, punch): the daemons concerned report what they now hold, without
+ * syncing anything (the commit stays due for fsync and close), and
+ * UPDATE_SIZE stores it and answers the attributes, so st_blocks follows at
+ * once, as on a local filesystem. -EAGAIN when there is nothing to report.
  */
-static int node_getattr_dirty(struct fs *fs, struct node *n, const struct cred *c, struct stat *st)
+static int node_report(struct fs *fs, struct node *n, const struct cred *c, struct stat *st)
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	struct rfs_alloc_report report;
@@ -521,11 +522,10 @@ static int node_getattr_dirty(struct fs *fs, struct node *n, const struct cred *
  * Makes our writes to @n durable and its size known: with @commit (flush,
  * fsync, release) CHUNK_COMMIT on the daemons that got writes and UPDATE_SIZE
  * with the new mtime; without it only the size. What fails stays dirty for
- * the next attempt. The service's attributes after it go to @st_out (may be
- * NULL), untouched when nothing was sent.
+ * the next attempt. The commit's replies also tell the service what the
+ * daemons hold (st_blocks).
  */
-static int node_sync_st(struct fs *fs, struct node *n, const struct cred *c, bool commit,
-			struct stat *st_out)
+static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool commit)
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	Rdmafs__Timespec mtime = RDMAFS__TIMESPEC__INIT;
@@ -589,8 +589,7 @@ static int node_sync_st(struct fs *fs, struct node *n, const struct cred *c, boo
 	{
 		struct stat st;
 
-		if (node_update(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, &st, NULL) == 0 && st_out)
-			*st_out = st;
+		node_update(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, &st, NULL);
 	}
 	rfs_meta_free(msg);
 	return 0;
@@ -605,20 +604,18 @@ err_redirty:
 	return ret;
 }
 
-/* node_sync_st() without the attributes. */
-static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool commit)
-{
-	return node_sync_st(fs, n, c, commit, NULL);
-}
-
 /*
- * Commits every daemon of @n's layout from chunk @first on and reports what
- * they hold: after a truncate, punch or range shift, which change chunks on
- * daemons we may not have written to (st_blocks must follow at once).
+ * After a truncate, punch or range shift, which change chunks on daemons we
+ * may not have written to: every daemon of @n's layout is due a commit from
+ * chunk @first on (at fsync or close) and reports what it holds now, so
+ * st_blocks follows at once. The attributes go to @st (may be NULL).
  */
-static int node_sync_all(struct fs *fs, struct node *n, const struct cred *c, uint64_t first,
-			 struct stat *st)
+static int node_chunks_changed(struct fs *fs, struct node *n, const struct cred *c, uint64_t first,
+			       struct stat *st)
 {
+	struct stat ignored;
+	int ret;
+
 	pthread_mutex_lock(&n->lock);
 	if (n->has_layout) {
 		n->dirty_mask |= n->layout.stripe_width >= 64
@@ -628,7 +625,8 @@ static int node_sync_all(struct fs *fs, struct node *n, const struct cred *c, ui
 			n->dirty_first = first;
 	}
 	pthread_mutex_unlock(&n->lock);
-	return node_sync_st(fs, n, c, true, st);
+	ret = node_report(fs, n, c, st ? st : &ignored);
+	return ret == -EAGAIN ? 0 : ret;
 }
 
 /*
@@ -768,7 +766,7 @@ static int do_getattr(struct fs *fs, const struct cred *c, uint64_t ino, struct 
 	uint64_t seq = node_size_seq(n);
 
 	/* on failure the plain GETATTR below still answers, with older blocks */
-	if (n && node_getattr_dirty(fs, n, c, st) == 0)
+	if (n && node_report(fs, n, c, st) == 0)
 		return 0;
 	r.ino = ino;
 	r.cred = (Rdmafs__Cred *)&c->pb;
@@ -897,7 +895,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (!ret)
 			ret = rfs_truncate_data(fs->rfs, ino, &layout, r.size);
 		if (!ret)
-			ret = node_sync_all(fs, n, &c, r.size / layout.chunk_size, &st);
+			ret = node_chunks_changed(fs, n, &c, r.size / layout.chunk_size, &st);
 		if (ret)
 			goto out_reply;
 	}
@@ -1892,7 +1890,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		pthread_mutex_unlock(&n->lock);
 		/* chunks went away on daemons we may never have written to: report them all */
 		if (!ret)
-			ret = node_sync_all(fs, n, &c, first, NULL);
+			ret = node_chunks_changed(fs, n, &c, first, NULL);
 		break;
 	case FALLOC_FL_COLLAPSE_RANGE:
 		ret = rfs_collapse_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
@@ -1904,7 +1902,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		n->mtime_dirty = true;
 		pthread_mutex_unlock(&n->lock);
 		if (!ret)
-			ret = node_sync_all(fs, n, &c, first, NULL);
+			ret = node_chunks_changed(fs, n, &c, first, NULL);
 		break;
 	case FALLOC_FL_INSERT_RANGE:
 		ret = rfs_insert_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
@@ -1917,7 +1915,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		}
 		pthread_mutex_unlock(&n->lock);
 		if (!ret)
-			ret = node_sync_all(fs, n, &c, first, NULL);
+			ret = node_chunks_changed(fs, n, &c, first, NULL);
 		break;
 	default:
 		ret = -EOPNOTSUPP;
