@@ -64,6 +64,8 @@ struct node {
 	uint64_t size_seq;    /* bumped whenever we change the size the service will have */
 	uint64_t dirty_mask;  /* layout daemons holding uncommitted writes */
 	uint64_t dirty_first; /* lowest chunk index written since the last commit */
+	uint64_t alloc_seq;   /* bumped whenever our calls change chunks */
+	uint64_t alloc_told;  /* the alloc_seq the service has allocations for */
 	uint64_t size_sent_ms;
 	bool seen; /* seen_* hold the service's last attributes */
 	uint64_t seen_size;
@@ -479,6 +481,15 @@ static int node_layout(struct fs *fs, struct node *n, const struct cred *c, stru
 	return ret;
 }
 
+/* The service has the allocations of every chunk change up to @alloc_seq. */
+static void node_alloc_told(struct node *n, uint64_t alloc_seq)
+{
+	pthread_mutex_lock(&n->lock);
+	if (alloc_seq > n->alloc_told)
+		n->alloc_told = alloc_seq;
+	pthread_mutex_unlock(&n->lock);
+}
+
 /*
  * GETATTR of a file whose chunks changed since the last commit (writes,
  * truncate, punch): the daemons concerned report what they now hold, without
@@ -490,13 +501,15 @@ static int node_report(struct fs *fs, struct node *n, const struct cred *c, stru
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	struct rfs_alloc_report report;
-	uint64_t mask, seq;
+	uint64_t mask, seq, alloc_seq;
 	struct rfs_layout layout;
 	ProtobufCMessage *msg;
 	int ret;
 
 	pthread_mutex_lock(&n->lock);
-	mask = n->has_layout ? n->dirty_mask : 0;
+	/* a stat after a stat asks the daemons again only if chunks changed since */
+	mask = n->has_layout && n->alloc_seq != n->alloc_told ? n->dirty_mask : 0;
+	alloc_seq = n->alloc_seq;
 	layout = n->layout;
 	seq = n->size_seq;
 	req.size = n->size_dirty ? n->size : 0;
@@ -515,6 +528,8 @@ static int node_report(struct fs *fs, struct node *n, const struct cred *c, stru
 		return ret;
 	ret = node_update_seq(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, st, NULL, seq);
 	rfs_meta_free(msg);
+	if (!ret && report.known == mask)
+		node_alloc_told(n, alloc_seq);
 	return ret;
 }
 
@@ -531,13 +546,14 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 	Rdmafs__Timespec mtime = RDMAFS__TIMESPEC__INIT;
 	struct rfs_alloc_report report = {.known = 0};
 	struct rfs_layout layout;
-	uint64_t mask = 0, first = UINT64_MAX, size;
+	uint64_t mask = 0, first = UINT64_MAX, size, alloc_seq;
 	bool size_dirty, mtime_dirty;
 	ProtobufCMessage *msg;
 	struct timespec now;
 	int ret = 0;
 
 	pthread_mutex_lock(&n->lock);
+	alloc_seq = n->alloc_seq;
 	if (commit && n->dirty_mask && n->has_layout) {
 		mask = n->dirty_mask;
 		first = n->dirty_first;
@@ -592,6 +608,8 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 		node_update(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, &st, NULL);
 	}
 	rfs_meta_free(msg);
+	if (mask && report.known == mask)
+		node_alloc_told(n, alloc_seq);
 	return 0;
 
 err_redirty:
@@ -623,6 +641,7 @@ static int node_chunks_changed(struct fs *fs, struct node *n, const struct cred 
 					 : (1ull << n->layout.stripe_width) - 1;
 		if (first < n->dirty_first)
 			n->dirty_first = first;
+		n->alloc_seq++;
 	}
 	pthread_mutex_unlock(&n->lock);
 	ret = node_report(fs, n, c, st ? st : &ignored);
@@ -1330,6 +1349,8 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			(h->flags & (O_SYNC | O_DSYNC)) != 0, &written);
 	pthread_mutex_lock(&n->lock);
 	n->dirty_mask |= written;
+	if (written)
+		n->alloc_seq++;
 	if (written && (uint64_t)off / layout.chunk_size < n->dirty_first)
 		n->dirty_first = (uint64_t)off / layout.chunk_size;
 	if (!ret) {
