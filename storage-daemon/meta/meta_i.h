@@ -15,7 +15,10 @@
  *   symlinks  ino -> target bytes
  *   xattrs    (ino, name bytes) -> value bytes
  *   handles   handle -> struct handle_rec
- *   allocs    (ino, daemon uuid) -> uint64 bytes that daemon allocated to the file
+ *   allocs    (ino, daemon uuid) -> uint64 bytes that daemon allocated to the file;
+ *             (ino) alone -> uint64 0, the mark that st_blocks comes from the
+ *             reports: set on files created since allocs exists, and on older
+ *             files once a report covers every daemon of their layout
  *   daemons   uuid (16 bytes) -> struct daemon_rec, then the addresses
  *
  * Readdir cookies: each directory hands out increasing entry ids (its
@@ -91,16 +94,9 @@ struct inode_rec {
 	uint32_t chunk_size; /* layout of regular files, stripe_width UUIDs follow */
 	uint32_t stripe_width;
 	uint32_t placement;
-	uint32_t flags; /* META_INODE_*; 0 in records written before it existed */
+	uint32_t reserved;
 	uint64_t placement_seed;
 };
-
-/*
- * st_blocks comes from allocs (what the daemons reported at the client's
- * commits) rather than from the size. Set on files created since allocs
- * exists, and on older files once a report covers every daemon of the layout.
- */
-#define META_INODE_ALLOC_KNOWN 1u
 
 struct inode {
 	uint64_t ino;
@@ -200,6 +196,10 @@ int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_
 int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes);
 /* Records that daemon @uuid holds @bytes of inode @ino. */
 int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes);
+/* 1 if inode @ino's st_blocks comes from the reports (its mark), 0 if not, or -errno. */
+int meta_alloc_known(struct meta_txn *t, uint64_t ino);
+/* Sets that mark. */
+int meta_alloc_mark(struct meta_txn *t, uint64_t ino);
 
 int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len);
 

@@ -128,11 +128,11 @@ static Rdmafs__Timespec *ts_out(struct meta_txn *t, int64_t sec, uint32_t nsec)
 static uint64_t attr_blocks(struct meta_txn *t, const struct inode *in)
 {
 	uint64_t bytes;
+	int known = S_ISREG(in->r.mode) ? meta_alloc_known(t, in->ino) : 0;
 
-	if (S_ISREG(in->r.mode) && (in->r.flags & META_INODE_ALLOC_KNOWN) &&
-	    meta_alloc_sum(t, in, &bytes) == 0)
+	if (known == 1 && meta_alloc_sum(t, in, &bytes) == 0)
 		return bytes / 512 + (bytes % 512 != 0);
-	if (S_ISREG(in->r.mode) && (in->r.flags & META_INODE_ALLOC_KNOWN))
+	if (known != 0)
 		meta_log(t->m, META_LOG_WARN, "inode %llu: allocation records unreadable",
 			 (unsigned long long)in->ino);
 	return in->r.size / 512 + (in->r.size % 512 != 0);
@@ -256,8 +256,11 @@ static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *d
 	in->r.uid = uid;
 	in->r.gid = gid;
 	in->r.nlink = S_ISDIR(mode) ? 2 : 1;
-	if (S_ISREG(mode))
-		in->r.flags |= META_INODE_ALLOC_KNOWN; /* nothing allocated yet */
+	if (S_ISREG(mode)) {
+		ret = meta_alloc_mark(t, in->ino); /* nothing allocated yet, and known */
+		if (ret)
+			return ret;
+	}
 	in->r.parent = dir ? dir->ino : in->ino;
 	set_ts(&in->r.atime_sec, &in->r.atime_nsec, &t->now);
 	in->r.mtime_sec = in->r.ctime_sec = in->r.atime_sec;
@@ -1663,7 +1666,7 @@ int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
  * its allocation once a report covers its whole layout.
  */
 static int update_allocations(struct meta_txn *t, const Rdmafs__UpdateSizeReq *req,
-			      struct inode *in, bool *changed)
+			      const struct inode *in)
 {
 	uint64_t seen = 0;
 	int ret;
@@ -1684,11 +1687,10 @@ static int update_allocations(struct meta_txn *t, const Rdmafs__UpdateSizeReq *r
 			return ret;
 		seen |= 1ull << d;
 	}
-	if (!(in->r.flags & META_INODE_ALLOC_KNOWN) && in->r.stripe_width &&
-	    seen == (in->r.stripe_width == 64 ? UINT64_MAX : (1ull << in->r.stripe_width) - 1)) {
-		in->r.flags |= META_INODE_ALLOC_KNOWN;
-		*changed = true;
-	}
+	/* setting the mark again is harmless: no need to read it first */
+	if (in->r.stripe_width &&
+	    seen == (in->r.stripe_width == 64 ? UINT64_MAX : (1ull << in->r.stripe_width) - 1))
+		return meta_alloc_mark(t, in->ino);
 	return 0;
 }
 
@@ -1708,7 +1710,7 @@ int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 		return -EISDIR;
 	if (!S_ISREG(in.r.mode))
 		return -EINVAL;
-	ret = update_allocations(t, req, &in, &changed);
+	ret = update_allocations(t, req, &in);
 	if (ret)
 		return ret;
 	/* only grows: a late update must not undo another client's extension */

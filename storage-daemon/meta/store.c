@@ -247,6 +247,29 @@ int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64
 	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
 }
 
+int meta_alloc_mark(struct meta_txn *t, uint64_t ino)
+{
+	uint8_t key[8];
+	uint64_t zero = 0;
+	MDB_val k = {sizeof(key), key}, v = {sizeof(zero), &zero};
+
+	meta_put_be64(key, ino);
+	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
+}
+
+int meta_alloc_known(struct meta_txn *t, uint64_t ino)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	int rc;
+
+	meta_put_be64(key, ino);
+	rc = mdb_get(t->txn, t->m->db_allocs, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	return rc ? meta_lmdb_errno(rc) : 1;
+}
+
 int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 {
 	uint8_t key[8 + META_UUID_LEN];

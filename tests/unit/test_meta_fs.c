@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +18,6 @@
 #include <lmdb.h>
 
 #include "test_meta_util.h"
-#include "meta_i.h" /* struct inode_rec, for a record from an older build */
 
 #define ROOT 1
 
@@ -1210,15 +1208,14 @@ static int update_alloc(struct meta *m, uint64_t ino, uint64_t size, size_t n,
 	return ret;
 }
 
-/* Clears the allocation flag of @ino's record, as a file from before the reports. */
+/* Deletes @ino's allocation mark, as for a file from before the reports. */
 static void make_old_inode(struct tm_env *e, uint64_t ino)
 {
 	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi dbi;
 	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
-	uint8_t *copy;
+	MDB_val k = {sizeof(key), key};
 
 	for (int i = 7; i >= 0; i--, ino >>= 8)
 		key[i] = (uint8_t)ino;
@@ -1228,17 +1225,10 @@ static void make_old_inode(struct tm_env *e, uint64_t ino)
 	assert_int_equal(mdb_env_set_maxdbs(env, 16), 0);
 	assert_int_equal(mdb_env_open(env, e->dir, 0, 0600), 0);
 	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	assert_int_equal(mdb_dbi_open(txn, "inodes", 0, &dbi), 0);
-	assert_int_equal(mdb_get(txn, dbi, &k, &v), 0);
-	copy = malloc(v.mv_size);
-	assert_non_null(copy);
-	memcpy(copy, v.mv_data, v.mv_size);
-	memset(copy + offsetof(struct inode_rec, flags), 0, sizeof(uint32_t));
-	v.mv_data = copy;
-	assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	assert_int_equal(mdb_dbi_open(txn, "allocs", 0, &dbi), 0);
+	assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
 	assert_int_equal(mdb_txn_commit(txn), 0);
 	mdb_env_close(env);
-	free(copy);
 	tm_reopen(e);
 }
 
