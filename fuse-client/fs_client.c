@@ -102,6 +102,12 @@ static bool retryable(int ret)
 	return ret == -ECONNRESET || ret == -ENOTCONN || ret == -EPIPE || ret == -EBUSY;
 }
 
+/* rdmafs_fs.h: a connection still broken after the retry is -EIO to our callers. */
+static int final_status(int ret)
+{
+	return ret == -ECONNRESET || ret == -ENOTCONN || ret == -EPIPE ? -EIO : ret;
+}
+
 void rfs_options_init(struct rfs_options *opts)
 {
 	memset(opts, 0, sizeof(*opts));
@@ -733,7 +739,10 @@ static void fanout_fini(struct fanout *fo)
 	pthread_mutex_destroy(&fo->lock);
 }
 
-/* Every call ends in its callback (xprt guarantees it, bounded by the call timeout). */
+/*
+ * Every call counted in @fo ends in its callback, bounded by the call timeout
+ * (xprt.h); one that failed to send was never counted.
+ */
 static void fanout_wait(struct fanout *fo)
 {
 	pthread_mutex_lock(&fo->lock);
@@ -781,7 +790,13 @@ static void slot_send(struct rfs *fs, struct fanout *fo, struct slot *s, uint32_
 	fo->pending++;
 	pthread_mutex_unlock(&fo->lock);
 	ret = xprt_call_async(s->conn, method, body, len, fs->timeout_ms, slot_done, s);
-	(void)ret; /* a failure at once was reported through slot_done() */
+	if (ret) {
+		/* Not sent, and slot_done() will never run (xprt.h): count it back. */
+		s->status = ret;
+		pthread_mutex_lock(&fo->lock);
+		fo->pending--;
+		pthread_mutex_unlock(&fo->lock);
+	}
 }
 
 /*
@@ -838,7 +853,7 @@ static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMess
 	for (size_t i = 0; i < count && !ret; i++)
 		ret = slots[i].status;
 	fanout_fini(&fo);
-	return ret;
+	return final_status(ret);
 }
 
 /* ---- striped data ------------------------------------------------------------------------------
@@ -1039,7 +1054,7 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 		}
 	}
 	fanout_fini(&fo);
-	return ret;
+	return final_status(ret);
 }
 
 int rfs_read(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
