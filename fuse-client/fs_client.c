@@ -1499,8 +1499,8 @@ static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *lay
 	return 0;
 }
 
-int rfs_seek(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
-	     uint64_t off, int whence, uint64_t *out)
+static int seek_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+		     uint64_t off, int whence, uint64_t *out)
 {
 	uint64_t cs = layout->chunk_size;
 
@@ -1539,4 +1539,22 @@ int rfs_seek(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint
 		return -ENXIO;
 	*out = size;
 	return 0;
+}
+
+int rfs_seek(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size, uint64_t off,
+	     int whence, uint64_t *out)
+{
+	struct fence_wait fw = {0};
+	int ret;
+
+	for (;;) {
+		/* a layout naming a REMOVED daemon: the file moved (layout_peer()) */
+		ret = seek_once(fs, ino, layout, size, off, whence, out);
+		if (ret != -ESTALE)
+			break;
+		ret = fence_retry(fs, ino, layout, &fw);
+		if (ret)
+			break;
+	}
+	return ret;
 }

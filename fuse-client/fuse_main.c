@@ -1822,6 +1822,9 @@ static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		return;
 	}
 	ret = rfs_seek(fs->rfs, ino, &layout, size, (uint64_t)off, whence, &pos);
+	pthread_mutex_lock(&n->lock);
+	node_keep_layout_locked(n, &layout);
+	pthread_mutex_unlock(&n->lock);
 	if (ret)
 		reply_error(req, ret);
 	else

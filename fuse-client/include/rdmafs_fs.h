@@ -199,10 +199,11 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint
  * SEEK_DATA / SEEK_HOLE at chunk granularity (a missing chunk is a hole, a
  * chunk shorter than the chunk size ends in one) in a file of @size bytes.
  * Returns -ENXIO as lseek(2) does. CHUNK_STAT is not fenced: with a layout a
- * drain replaced, the answer comes from the drained daemon's copy.
+ * drain replaced, the answer comes from the drained daemon's copy until it
+ * is REMOVED; then the layout is refetched as above.
  */
-int rfs_seek(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
-	     uint64_t off, int whence, uint64_t *out);
+int rfs_seek(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size, uint64_t off,
+	     int whence, uint64_t *out);
 
 #ifdef __cplusplus
 }
