@@ -304,6 +304,35 @@ out_unlock:
  * the service does not know of yet. Tells *@changed whether size or mtime
  * moved since we last looked (someone else wrote).
  */
+/*
+ * Takes a layout from the service or from a data call that refetched it (a
+ * drain moved the file: rdmafs_fs.h). n->lock is held. dirty_mask bits are
+ * indexes into the layout's daemons, so after a change of generation they
+ * mean other daemons: every daemon of the new layout is then dirty.
+ */
+static void node_keep_layout_locked(struct node *n, const struct rfs_layout *l)
+{
+	if (n->has_layout && l->generation < n->layout.generation)
+		return; /* an older reply than what a data call found */
+	if (n->has_layout && l->generation != n->layout.generation && n->dirty_mask)
+		n->dirty_mask = ~0ull;
+	n->layout = *l;
+	n->has_layout = true;
+}
+
+/*
+ * Records that daemons @written of @l (the layout a data call ended with)
+ * hold uncommitted writes. n->lock is held.
+ */
+static void node_note_written_locked(struct node *n, const struct rfs_layout *l, uint64_t written)
+{
+	node_keep_layout_locked(n, l);
+	/* another call moved the node to a newer layout: our bits meant the old one */
+	if (written && l->generation != n->layout.generation)
+		written = ~0ull;
+	n->dirty_mask |= written;
+}
+
 /* node_update_seq()'s @seq for a reply that cannot predate our own size updates. */
 #define SIZE_SEQ_FRESH UINT64_MAX
 
@@ -333,10 +362,8 @@ static int node_update_seq(struct node *n, const Rdmafs__Attr *a, const Rdmafs__
 	if (!n)
 		return 0;
 	pthread_mutex_lock(&n->lock);
-	if (layout && S_ISREG(a->mode)) {
-		n->layout = l;
-		n->has_layout = true;
-	}
+	if (layout && S_ISREG(a->mode))
+		node_keep_layout_locked(n, &l);
 	if (changed)
 		*changed = n->seen && (n->seen_size != a->size || n->seen_mtime_sec != msec ||
 				       n->seen_mtime_nsec != mnsec);
@@ -518,6 +545,9 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 
 	if (mask) {
 		ret = rfs_commit(fs->rfs, n->ino, &layout, mask, first);
+		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
+		pthread_mutex_unlock(&n->lock);
 		if (ret)
 			goto err_redirty;
 	}
@@ -552,7 +582,8 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 
 err_redirty:
 	pthread_mutex_lock(&n->lock);
-	n->dirty_mask |= mask;
+	if (mask) /* layout is set only with a mask */
+		node_note_written_locked(n, &layout, mask);
 	if (first < n->dirty_first)
 		n->dirty_first = first;
 	n->mtime_dirty |= mtime_dirty;
@@ -811,8 +842,12 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			ret = node_layout(fs, n, &c, &layout);
 		else
 			ret = -EIO;
-		if (!ret)
+		if (!ret) {
 			ret = rfs_truncate_data(fs->rfs, ino, &layout, r.size);
+			pthread_mutex_lock(&n->lock);
+			node_keep_layout_locked(n, &layout);
+			pthread_mutex_unlock(&n->lock);
+		}
 		if (ret)
 			goto out_reply;
 	}
@@ -1214,6 +1249,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	ret = rfs_read(fs->rfs, ino, &layout, (uint64_t)off, size, buf);
+	pthread_mutex_lock(&n->lock);
+	node_keep_layout_locked(n, &layout);
+	pthread_mutex_unlock(&n->lock);
 	if (ret)
 		reply_error(req, ret);
 	else
@@ -1246,7 +1284,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	ret = rfs_write(fs->rfs, ino, &layout, (uint64_t)off, size, buf,
 			(h->flags & (O_SYNC | O_DSYNC)) != 0, &written);
 	pthread_mutex_lock(&n->lock);
-	n->dirty_mask |= written;
+	node_note_written_locked(n, &layout, written);
 	if (written && (uint64_t)off / layout.chunk_size < n->dirty_first)
 		n->dirty_first = (uint64_t)off / layout.chunk_size;
 	if (!ret) {
@@ -1748,6 +1786,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	} else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
 		ret = rfs_punch_hole(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
 		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
 		n->mtime_dirty = true;
 		n->dirty_mask = ~0ull; /* the zeros written go to some daemons */
 		if (n->dirty_first > (uint64_t)off / layout.chunk_size)
@@ -1783,6 +1822,9 @@ static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		return;
 	}
 	ret = rfs_seek(fs->rfs, ino, &layout, size, (uint64_t)off, whence, &pos);
+	pthread_mutex_lock(&n->lock);
+	node_keep_layout_locked(n, &layout);
+	pthread_mutex_unlock(&n->lock);
 	if (ret)
 		reply_error(req, ret);
 	else

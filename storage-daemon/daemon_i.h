@@ -196,6 +196,24 @@ struct store_list_entry {
 	uint64_t version;
 };
 
+/*
+ * Fences (drain): a request for @inode carrying layout generation
+ * @generation passes store_fence_enter() unless the inode's fence is above
+ * it (-ESTALE). On 0 the caller does its disk work and then calls
+ * store_fence_leave(); no fence is set in between.
+ */
+int store_fence_enter(struct store *st, uint64_t inode, uint64_t generation);
+void store_fence_leave(struct store *st);
+
+/*
+ * Raises @inode's fence to @generation, or with @lift clears it if it is
+ * exactly @generation. Waits for every request between enter and leave, and
+ * the change is on disk before it returns. *@now gets the fence in force
+ * afterwards (0: none). -EINVAL for inode or generation 0, or an LMDB error.
+ */
+int store_fence_set(struct store *st, uint64_t inode, uint64_t generation, bool lift,
+		    uint64_t *now);
+
 /* Up to @max chunks after @after (or from the first when @after is NULL). */
 int store_list(struct store *st, const struct store_chunk_id *after, struct store_list_entry *out,
 	       size_t max, size_t *count, bool *done);

@@ -242,7 +242,12 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		ret = -EIO;
 		goto out_free;
 	}
+	/* after the RDMA READ: a fence never waits for a client's network */
+	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
+	if (ret)
+		goto out_free;
 	ret = store_write(w->io, id, m->offset, m->length, base, m->commit, &info);
+	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
@@ -278,7 +283,12 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 		goto out_free;
 	}
 	data = base + m->offset % STORE_BLOCK_SIZE;
+	/* a reader with a replaced layout would miss writes made through the new one */
+	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
+	if (ret)
+		goto out_free;
 	ret = store_read(w->io, id, m->offset, m->length, base, &bytes, &chunk_length);
+	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
@@ -315,7 +325,11 @@ static int do_commit(struct worker *w, const void *body, size_t len, size_t *rep
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
 	if (!ret)
+		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
+	if (!ret) {
 		ret = store_commit(w->io, &sel);
+		store_fence_leave(w->srv->store);
+	}
 	if (!ret)
 		ret = pack_reply(w, &resp.base, reply_len);
 	rdmafs__chunk_commit_req__free_unpacked(m, NULL);
@@ -336,7 +350,11 @@ static int do_truncate(struct worker *w, const void *body, size_t len, size_t *r
 	if (!ret && m->length > w->srv->max_chunk_size)
 		ret = -EINVAL;
 	if (!ret)
+		ret = store_fence_enter(w->srv->store, id.inode, m->layout_generation);
+	if (!ret) {
 		ret = store_truncate(w->io, id, m->length, &info);
+		store_fence_leave(w->srv->store);
+	}
 	if (ret == -EBADMSG) {
 		STAT_ADD(w->srv->checksum_errors, 1);
 		ret = -EIO;
@@ -361,10 +379,30 @@ static int do_remove(struct worker *w, const void *body, size_t len, size_t *rep
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
 	if (!ret)
+		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
+	if (!ret) {
 		ret = store_remove(w->io, &sel, &resp.removed, &resp.bytes_freed);
+		store_fence_leave(w->srv->store);
+	}
 	if (!ret)
 		ret = pack_reply(w, &resp.base, reply_len);
 	rdmafs__chunk_remove_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+/* CHUNK_FENCE: see rdmafs.proto; the store makes it durable and waits out requests. */
+static int do_fence(struct worker *w, const void *body, size_t len, size_t *reply_len)
+{
+	Rdmafs__ChunkFenceReq *m = rdmafs__chunk_fence_req__unpack(NULL, len, body);
+	Rdmafs__ChunkFenceResp resp = RDMAFS__CHUNK_FENCE_RESP__INIT;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	ret = store_fence_set(w->srv->store, m->inode, m->generation, m->lift, &resp.fence);
+	if (!ret)
+		ret = pack_reply(w, &resp.base, reply_len);
+	rdmafs__chunk_fence_req__free_unpacked(m, NULL);
 	return ret;
 }
 
@@ -751,6 +789,9 @@ static void handle(struct worker *w, struct queued *q)
 	case RDMAFS__METHOD__METHOD_CHUNK_LIST:
 		ret = do_list(w, req, body, len, &reply_len);
 		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_FENCE:
+		ret = do_fence(w, body, len, &reply_len);
+		break;
 	case RDMAFS__METHOD__METHOD_DAEMON_STATS:
 		ret = do_stats(w, body, len, &reply_len);
 		break;
@@ -766,7 +807,7 @@ static void handle(struct worker *w, struct queued *q)
 		break;
 	}
 	if (ret && ret != -ENOSPC && ret != -EINVAL && ret != -EBADMSG && ret != -EOPNOTSUPP &&
-	    ret != -EBUSY)
+	    ret != -EBUSY && ret != -ESTALE)
 		daemon_log(DLOG_DEBUG, "method %u from %s: %s", method,
 			   xprt_conn_peer_name(xprt_req_conn(req)), strerror(-ret));
 	account(w->srv, method, ret, moved, q->start_ns);

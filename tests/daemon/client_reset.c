@@ -106,8 +106,8 @@ static uint64_t create_file(struct rfs *fs, const char *name, struct rfs_layout 
 }
 
 /* Writes and reads back FILE_LEN bytes, with @n resets armed before each of the two. */
-static void write_read_check(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-			     uint64_t seed, int n, const char *what)
+static void write_read_check(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t seed,
+			     int n, const char *what)
 {
 	uint8_t *src = malloc(FILE_LEN), *dst = malloc(FILE_LEN);
 	int ret;

@@ -243,8 +243,8 @@ static int do_verify(const char *path, const char *log_path, uint64_t seed)
 	for (uint64_t done = 0; done < size; done += (uint64_t)n) {
 		n = pread(fd, got + done, size - done, (off_t)done);
 		if (n <= 0) {
-			fprintf(stderr, "FAIL: %s: read at %" PRIu64 " after the restart: %s\n", path,
-				done, n < 0 ? strerror(errno) : "unexpected end of file");
+			fprintf(stderr, "FAIL: %s: read at %" PRIu64 " after the restart: %s\n",
+				path, done, n < 0 ? strerror(errno) : "unexpected end of file");
 			goto out;
 		}
 	}
@@ -274,8 +274,8 @@ static int do_verify(const char *path, const char *log_path, uint64_t seed)
 				data_byte(seed, op, p));
 		}
 	}
-	printf("%s: %" PRIu64 " writes, %" PRIu64 " bytes verified, %" PRIu64 " bytes lost\n",
-	       path, l.count, verified, lost);
+	printf("%s: %" PRIu64 " writes, %" PRIu64 " bytes verified, %" PRIu64 " bytes lost\n", path,
+	       l.count, verified, lost);
 	ret = lost ? EXIT_FAIL : 0;
 out:
 	if (fd >= 0)
