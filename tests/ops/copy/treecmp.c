@@ -38,28 +38,34 @@ static struct {
 } links[MAX_LINKS];
 static size_t nlinks;
 
+/* Prints one finding about @path and counts it in *@counter. */
+__attribute__((format(printf, 4, 0))) static void
+report(unsigned *counter, const char *tag, const char *path, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "treecmp: %s%s: ", tag, path);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	(*counter)++;
+}
+
+/* A difference between the trees. */
 __attribute__((format(printf, 2, 3))) static void diff(const char *path, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "treecmp: %s: ", path);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	report(&differences, "", path, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	differences++;
 }
 
+/* Something that could not be read: no verdict on it. */
 __attribute__((format(printf, 2, 3))) static void trouble(const char *path, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "treecmp: ERROR: %s: ", path);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	report(&troubles, "ERROR: ", path, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	troubles++;
 }
 
 static int name_cmp(const void *a, const void *b)
