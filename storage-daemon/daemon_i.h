@@ -218,6 +218,13 @@ struct server_params {
 	unsigned workers;
 	unsigned queue_depth;
 	uint32_t max_chunk_size;
+	/*
+	 * Set up the workers' buffers and io_uring but start no thread: queued
+	 * requests then run only in server_run_queued(). For the fuzz target,
+	 * which needs each request to run to its end, on its own thread, before
+	 * the next one (deterministic, and no hand-off per input).
+	 */
+	bool no_threads;
 };
 
 /*
@@ -228,6 +235,12 @@ struct server_params {
 int server_create(const struct server_params *p, struct server **out);
 /* The xprt_request_cb to pass to xprt_listen(); @arg is the server. */
 void server_request_cb(struct xprt_req *req, void *arg);
+/*
+ * Runs every queued request on the calling thread with worker 0's buffers, as
+ * a worker thread would, replies included; returns how many ran. Only for a
+ * server created with no_threads (else worker 0's thread owns them).
+ */
+unsigned server_run_queued(struct server *srv);
 /*
  * Refuses new requests (-ESHUTDOWN), finishes the queued ones, joins the
  * workers and releases the pool. Call before xprt_ctx_destroy().
