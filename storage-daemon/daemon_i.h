@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <isa-l/crc.h>
 
@@ -82,6 +83,13 @@ struct daemon_config {
  * or missing setting; 1 when --help was asked for.
  */
 int config_load(struct daemon_config *cfg, int argc, char **argv);
+/*
+ * The INI part of config_load(): reads @f (named @path in messages) into
+ * @cfg, whose earlier values are the defaults a key overrides. Every bad line
+ * is reported; then -EINVAL. Apart from config_load() it serves the fuzz
+ * target, which has the file's bytes in memory and no path.
+ */
+int config_parse_file(struct daemon_config *cfg, FILE *f, const char *path);
 void config_free(struct daemon_config *cfg);
 
 /* ---- data directory (datadir.c) ---- */
