@@ -21,6 +21,7 @@
 
 #include "daemon_i.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_ARGS 16
@@ -74,6 +75,29 @@ static void load_with_flags(const uint8_t *data, size_t size)
 	free(copy);
 }
 
+/*
+ * The daemon reports every refused line and flag on stderr (and --help on
+ * stdout), which would bury libFuzzer's output under megabytes:
+ * -close_fd_mask=3 sends both to /dev/null, while libFuzzer and the
+ * sanitizers keep a copy of stderr for their own reports. Put first, so a
+ * later flag overrides it.
+ */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	static char flag[] = "-close_fd_mask=3";
+	char **args = calloc((size_t)*argc + 2, sizeof(*args));
+
+	if (!args)
+		abort();
+	args[0] = (*argv)[0];
+	args[1] = flag;
+	for (int i = 1; i < *argc; i++)
+		args[i + 1] = (*argv)[i];
+	*argv = args;
+	(*argc)++;
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (memfd < 0) {
@@ -81,8 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (memfd < 0)
 			abort();
 		snprintf(memfd_path, sizeof(memfd_path), "/proc/self/fd/%d", memfd);
-		/* Every refused line is reported: keep the fuzzer's output readable. */
-		opterr = 0;
+		opterr = 0; /* getopt's own complaints: config_load() prints usage anyway */
 	}
 	if (size < 1)
 		return 0;

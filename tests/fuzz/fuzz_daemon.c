@@ -275,11 +275,36 @@ static struct xprt_conn *open_conn(struct peer *p)
 	if (!c)
 		abort();
 	c->backend = &listener; /* anything non-NULL: the fake keeps no state */
+	c->refs++;		/* ours, so that p->conn is never reaped under us */
 	xprt_core_conn_established(c, &params);
 	c->state = XPRT_CONN_READY;
 	p->conn = c;
 	p->owed = 0;
 	p->next_id = 1;
+	return c;
+}
+
+/*
+ * The connection of an input: the previous input's while it lives, with the
+ * state of a fresh one (credits, request ids), else a new one. A connection
+ * is only freed by the transport's progress thread some time after it died,
+ * so one per input would make libFuzzer take every input for a leak and run
+ * LeakSanitizer's slow scan after it. ctx->lock held.
+ */
+static struct xprt_conn *input_conn(void)
+{
+	struct xprt_conn *c = input_peer.conn;
+
+	if (c && (c->state == XPRT_CONN_DEAD || c->closing)) {
+		xprt_core_conn_failed(c, -ECONNRESET); /* a closing one dies now, not later */
+		c->refs--;
+		c = NULL;
+	}
+	if (!c)
+		return open_conn(&input_peer);
+	xprt_credits_init(&c->credits, ctx->opts.recv_credits, PEER_WINDOW);
+	input_peer.owed = 0;
+	input_peer.next_id = 1;
 	return c;
 }
 
@@ -435,7 +460,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!ctx)
 		setup_once();
 	pthread_mutex_lock(&ctx->lock);
-	c = open_conn(&input_peer);
+	c = input_conn();
 	while (records++ < MAX_RECORDS && fuzz_next_record(&data, &size, &r) &&
 	       c->state != XPRT_CONN_DEAD) {
 		uint32_t method = methods[r.selector & 15];
@@ -466,8 +491,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			wait_scrub();
 	}
 	run_queued();
-	xprt_core_conn_failed(c, -ECONNRESET);
-	input_peer.conn = NULL;
+	/* A reply still waiting for a credit would go out during the next input. */
+	if (!list_empty(&c->sendq))
+		xprt_core_conn_failed(c, -ECONNRESET);
 	if (scrubbed)
 		wait_scrub();
 	pthread_mutex_unlock(&ctx->lock);
