@@ -16,17 +16,20 @@
  * would (-EACCES, the connection dies). The fake completes ops when the core
  * polls it, as a verbs CQ would.
  *
- * Selector: low 4 bits pick the method (table below); 0x40 leaves the request
+ * Selector: low 4 bits pick the method (table below; one entry damages a
+ * chunk file instead, as a failing disk would); 0x40 leaves the request
  * queued so the following ones pile up behind it (pipelining, -EBUSY past the
  * queue depth); 0x80 on a CHUNK_WRITE sets its crc32c to that of the bytes the
  * fake READ will deliver, which a fuzzer could hardly compute itself.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "xprt_i.h"
 #include "rdmafs.pb-c.h"
@@ -45,6 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define SEL_QUEUE_ONLY	0x40
 #define SEL_FIX_CRC	0x80
 #define MAX_PENDING_OPS 8
+/* Not a request: the disk damages a chunk file (see damage_chunk()). */
+#define METHOD_DAMAGE 0xffffffffu
 
 static const uint32_t methods[16] = {
 	RDMAFS__METHOD__METHOD_CHUNK_WRITE,
@@ -58,7 +63,7 @@ static const uint32_t methods[16] = {
 	RDMAFS__METHOD__METHOD_SCRUB,
 	RDMAFS__METHOD__METHOD_CHUNK_WRITE,
 	RDMAFS__METHOD__METHOD_CHUNK_READ,
-	RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
+	METHOD_DAMAGE,
 	/* a daemon without the metadata service refuses these */
 	RDMAFS__METHOD__METHOD_LOOKUP,
 	RDMAFS__METHOD__METHOD_REGISTER_DAEMON,
@@ -427,6 +432,37 @@ static void setup_once(void)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
+/*
+ * What a failing disk does to a chunk file, so that the checksum paths (a
+ * read or a partial write finding bad stored data, the scrub, settling
+ * pending CRCs) run too. Body: inode (u8), index (u8), offset (u16 LE), a
+ * byte to XOR in; a zero byte instead cuts the file at the offset.
+ */
+static void damage_chunk(const uint8_t *body, size_t len)
+{
+	char path[128];
+	uint32_t offset;
+	uint8_t byte;
+	int fd;
+
+	if (len < 5)
+		return;
+	offset = (uint32_t)body[2] | ((uint32_t)body[3] << 8);
+	snprintf(path, sizeof(path), "%s/chunks/%016x/%016x", fuzz_scratch_path, body[0], body[1]);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (body[4] == 0) {
+		if (ftruncate(fd, offset))
+			abort();
+	} else if (pread(fd, &byte, 1, offset) == 1) {
+		byte ^= body[4];
+		if (pwrite(fd, &byte, 1, offset) != 1)
+			abort();
+	}
+	close(fd);
+}
+
 /* Sets a write's crc32c to that of the bytes the fake READ will deliver. */
 static size_t fix_crc(const uint8_t *body, size_t len, uint8_t *out, size_t cap)
 {
@@ -467,6 +503,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const uint8_t *body = r.body;
 		size_t len = r.len;
 
+		if (method == METHOD_DAMAGE) {
+			damage_chunk(r.body, r.len);
+			continue;
+		}
 		if ((r.selector & SEL_FIX_CRC) && method == RDMAFS__METHOD__METHOD_CHUNK_WRITE) {
 			size_t n = fix_crc(body, len, fixed, sizeof(fixed));
 

@@ -32,6 +32,7 @@ enum {
 	D_LIST,
 	D_STATS,
 	D_SCRUB,
+	D_DAMAGE = 11,
 	D_LOOKUP = 12,
 	D_PING = 14,
 	D_QUEUE_ONLY = 0x40,
@@ -281,6 +282,22 @@ static void daemon_seeds(void)
 	d_scrub(RDMAFS__JOB_ACTION__JOB_ACTION_CANCEL);
 	d_scrub(RDMAFS__JOB_ACTION__JOB_ACTION_START);
 	save("scrub");
+	d_write(D_FIX_CRC, 1, 0, 0, 9000, FAKE_ADDR, FAKE_RKEY, 0);
+	add_raw(D_DAMAGE, "\x01\x00\x10\x00\x5a", 5);
+	d_read(0, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY);
+	d_write(D_FIX_CRC, 1, 0, 10, 10, FAKE_ADDR, FAKE_RKEY, 0);
+	d_write(D_FIX_CRC, 1, 0, 8000, 100, FAKE_ADDR, FAKE_RKEY, 0);
+	d_read(0, 1, 0, 8192, 100, FAKE_ADDR, FAKE_RKEY);
+	d_truncate(1, 0, 5000);
+	d_scrub(RDMAFS__JOB_ACTION__JOB_ACTION_START);
+	d_scrub(RDMAFS__JOB_ACTION__JOB_ACTION_STATUS);
+	save("damaged");
+	d_write(D_FIX_CRC, 1, 0, 0, 9000, FAKE_ADDR, FAKE_RKEY, 0);
+	add_raw(D_DAMAGE, "\x01\x00\x00\x10\x00", 5);
+	d_read(0, 1, 0, 0, 9000, FAKE_ADDR, FAKE_RKEY);
+	d_write(D_FIX_CRC, 1, 0, 9000, 10, FAKE_ADDR, FAKE_RKEY, 0);
+	d_scrub(RDMAFS__JOB_ACTION__JOB_ACTION_START);
+	save("cut-short");
 	add(D_STATS, &stats.base);
 	d_write(D_FIX_CRC, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
 	add(D_STATS, &stats.base);
