@@ -103,7 +103,6 @@ static struct xprt_listener listener;
 static struct store *store;
 static struct store_io *reset_io;
 static struct server *srv;
-static struct xprt_conn *ctl_conn; /* polls the scrub; lives as long as the process */
 
 /* Per connection: what the server sent that used one of our credits, not yet granted back. */
 struct peer {
@@ -112,6 +111,7 @@ struct peer {
 	uint64_t next_id;
 };
 
+/* ctl_peer: polls the scrub; its connection lives as long as the process. */
 static struct peer input_peer, ctl_peer;
 static Rdmafs__JobState scrub_state;
 static struct xprt_rdma_op *pending[MAX_PENDING_OPS];
@@ -365,6 +365,21 @@ static void wait_scrub(void)
 	}
 }
 
+/*
+ * The last scrub's result stays for STATUS to report: after a scrub of an
+ * input, one over the emptied store puts back what every input starts from
+ * (DONE, nothing checked). ctx->lock held.
+ */
+static void reset_scrub(void)
+{
+	static const uint8_t start[] = {0x08, RDMAFS__JOB_ACTION__JOB_ACTION_START};
+
+	wait_scrub();
+	send_request(&ctl_peer, RDMAFS__METHOD__METHOD_SCRUB, start, sizeof(start));
+	run_queued();
+	wait_scrub();
+}
+
 /* Removes every chunk, so each input starts from an empty store. */
 static void reset_store(void)
 {
@@ -428,7 +443,7 @@ static void setup_once(void)
 	listener.cb_arg = srv;
 	pthread_mutex_lock(&ctx->lock);
 	open_conn(&ctl_peer);
-	ctl_conn = ctl_peer.conn;
+	reset_scrub();
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -539,5 +554,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	pthread_mutex_unlock(&ctx->lock);
 	if (stored)
 		reset_store();
+	if (scrubbed) {
+		pthread_mutex_lock(&ctx->lock);
+		reset_scrub();
+		pthread_mutex_unlock(&ctx->lock);
+	}
 	return 0;
 }
