@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <isa-l/crc.h>
 
@@ -82,6 +83,13 @@ struct daemon_config {
  * or missing setting; 1 when --help was asked for.
  */
 int config_load(struct daemon_config *cfg, int argc, char **argv);
+/*
+ * The INI part of config_load(): reads @f (named @path in messages) into
+ * @cfg, whose earlier values are the defaults a key overrides. Every bad line
+ * is reported; then -EINVAL. Apart from config_load() it serves the fuzz
+ * target, which has the file's bytes in memory and no path.
+ */
+int config_parse_file(struct daemon_config *cfg, FILE *f, const char *path);
 void config_free(struct daemon_config *cfg);
 
 /* ---- data directory (datadir.c) ---- */
@@ -236,6 +244,13 @@ struct server_params {
 	unsigned workers;
 	unsigned queue_depth;
 	uint32_t max_chunk_size;
+	/*
+	 * Set up the workers' buffers and io_uring but start no thread: queued
+	 * requests then run only in server_run_queued(). For the fuzz target,
+	 * which needs each request to run to its end, on its own thread, before
+	 * the next one (deterministic, and no hand-off per input).
+	 */
+	bool no_threads;
 };
 
 /*
@@ -246,6 +261,12 @@ struct server_params {
 int server_create(const struct server_params *p, struct server **out);
 /* The xprt_request_cb to pass to xprt_listen(); @arg is the server. */
 void server_request_cb(struct xprt_req *req, void *arg);
+/*
+ * Runs every queued request on the calling thread with worker 0's buffers, as
+ * a worker thread would, replies included; returns how many ran. Only for a
+ * server created with no_threads (else worker 0's thread owns them).
+ */
+unsigned server_run_queued(struct server *srv);
 /*
  * Refuses new requests (-ESHUTDOWN), finishes the queued ones, joins the
  * workers and releases the pool. Call before xprt_ctx_destroy().

@@ -814,33 +814,58 @@ static void handle(struct worker *w, struct queued *q)
 	xprt_reply(req, ret, ret ? NULL : w->reply, ret ? 0 : reply_len);
 }
 
+/*
+ * Takes the next queued request into @q. With @wait it sleeps until one comes
+ * and returns false only once the server stops with an empty queue; without,
+ * it returns false at once when the queue is empty.
+ */
+static bool queue_take(struct server *srv, bool wait, struct queued *q)
+{
+	pthread_mutex_lock(&srv->lock);
+	while (wait && !srv->queue_len && !srv->stopping)
+		pthread_cond_wait(&srv->cond, &srv->lock);
+	if (!srv->queue_len) {
+		pthread_mutex_unlock(&srv->lock);
+		return false;
+	}
+	*q = srv->queue[srv->queue_head];
+	srv->queue_head = (srv->queue_head + 1) % srv->queue_cap;
+	srv->queue_len--;
+	srv->in_flight++;
+	pthread_mutex_unlock(&srv->lock);
+	return true;
+}
+
+static void queue_done(struct server *srv)
+{
+	pthread_mutex_lock(&srv->lock);
+	srv->in_flight--;
+	pthread_mutex_unlock(&srv->lock);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	struct server *srv = w->srv;
 	struct queued q;
 
-	for (;;) {
-		pthread_mutex_lock(&srv->lock);
-		while (!srv->queue_len && !srv->stopping)
-			pthread_cond_wait(&srv->cond, &srv->lock);
-		if (!srv->queue_len) {
-			pthread_mutex_unlock(&srv->lock);
-			break;
-		}
-		q = srv->queue[srv->queue_head];
-		srv->queue_head = (srv->queue_head + 1) % srv->queue_cap;
-		srv->queue_len--;
-		srv->in_flight++;
-		pthread_mutex_unlock(&srv->lock);
-
+	while (queue_take(w->srv, true, &q)) {
 		handle(w, &q);
-
-		pthread_mutex_lock(&srv->lock);
-		srv->in_flight--;
-		pthread_mutex_unlock(&srv->lock);
+		queue_done(w->srv);
 	}
 	return NULL;
+}
+
+unsigned server_run_queued(struct server *srv)
+{
+	struct queued q;
+	unsigned n = 0;
+
+	while (queue_take(srv, false, &q)) {
+		handle(&srv->workers[0], &q);
+		queue_done(srv);
+		n++;
+	}
+	return n;
 }
 
 void server_request_cb(struct xprt_req *req, void *arg)
@@ -912,6 +937,8 @@ int server_create(const struct server_params *p, struct server **out)
 		ret = store_io_create(srv->store, srv->pool, &w->io);
 		if (ret)
 			goto err_stop;
+		if (p->no_threads)
+			continue;
 		ret = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (ret)
 			goto err_stop;
