@@ -62,7 +62,7 @@ static const uint32_t methods[16] = {
 	RDMAFS__METHOD__METHOD_DAEMON_STATS,
 	RDMAFS__METHOD__METHOD_SCRUB,
 	RDMAFS__METHOD__METHOD_CHUNK_WRITE,
-	RDMAFS__METHOD__METHOD_CHUNK_READ,
+	RDMAFS__METHOD__METHOD_CHUNK_FENCE,
 	METHOD_DAMAGE,
 	/* a daemon without the metadata service refuses these */
 	RDMAFS__METHOD__METHOD_LOOKUP,
@@ -93,6 +93,8 @@ static const ProtobufCMessageDescriptor *reply_type(uint32_t method)
 		return &rdmafs__daemon_stats_resp__descriptor;
 	case RDMAFS__METHOD__METHOD_SCRUB:
 		return &rdmafs__scrub_resp__descriptor;
+	case RDMAFS__METHOD__METHOD_CHUNK_FENCE:
+		return &rdmafs__chunk_fence_resp__descriptor;
 	default:
 		return NULL;
 	}
@@ -400,6 +402,46 @@ static void reset_store(void)
 	} while (count);
 }
 
+/* Inodes an input asked to fence, each with the highest generation asked. */
+struct fenced {
+	uint64_t inode, generation;
+};
+
+static void note_fence(struct fenced *f, size_t *count, const uint8_t *body, size_t len)
+{
+	Rdmafs__ChunkFenceReq *m = rdmafs__chunk_fence_req__unpack(NULL, len, body);
+	size_t i;
+
+	if (!m)
+		return;
+	for (i = 0; i < *count && f[i].inode != m->inode; i++)
+		;
+	if (i == *count && *count < MAX_RECORDS)
+		f[(*count)++] = (struct fenced){.inode = m->inode};
+	if (i < *count && m->generation > f[i].generation)
+		f[i].generation = m->generation;
+	rdmafs__chunk_fence_req__free_unpacked(m, NULL);
+}
+
+/*
+ * Fences persist (drain): lift what an input raised, so every input starts
+ * unfenced. A fence only rises, so what is in force is at most the highest
+ * generation asked; a lift at the wrong one reports the fence in force.
+ */
+static void reset_fences(const struct fenced *f, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		uint64_t now = 0;
+
+		if (!f[i].inode || !f[i].generation)
+			continue;
+		if (store_fence_set(store, f[i].inode, f[i].generation, true, &now))
+			abort();
+		if (now && (store_fence_set(store, f[i].inode, now, true, &now) || now))
+			abort();
+	}
+}
+
 static void setup_once(void)
 {
 	struct server_params sp = {0};
@@ -507,6 +549,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct xprt_conn *c;
 	unsigned records = 0;
 	bool scrubbed = false, stored = false;
+	struct fenced fenced[MAX_RECORDS];
+	size_t nfenced = 0;
 
 	if (!ctx)
 		setup_once();
@@ -534,6 +578,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		scrubbed |= method == RDMAFS__METHOD__METHOD_SCRUB;
 		stored |= method == RDMAFS__METHOD__METHOD_CHUNK_WRITE ||
 			  method == RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE;
+		if (method == RDMAFS__METHOD__METHOD_CHUNK_FENCE)
+			note_fence(fenced, &nfenced, body, len);
 		send_request(&input_peer, method, body, len);
 		if (!(r.selector & SEL_QUEUE_ONLY))
 			run_queued();
@@ -554,6 +600,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	pthread_mutex_unlock(&ctx->lock);
 	if (stored)
 		reset_store();
+	reset_fences(fenced, nfenced);
 	if (scrubbed) {
 		pthread_mutex_lock(&ctx->lock);
 		reset_scrub();
