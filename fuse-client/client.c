@@ -189,6 +189,7 @@ int rfc_chunk_write(struct rfc_client *c, struct rfc_chunk id, uint32_t chunk_si
 	req.buf = &bd;
 	req.chunk_size = chunk_size;
 	req.commit = commit;
+	req.layout_generation = id.generation;
 	ret = call_msg(c, conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base, reply, &reply_len);
 	if (ret)
 		goto out_put_buf;
@@ -246,6 +247,7 @@ int rfc_chunk_read(struct rfc_client *c, struct rfc_chunk id, uint32_t offset, v
 	req.offset = offset;
 	req.length = len;
 	req.buf = &bd;
+	req.layout_generation = id.generation;
 	ret = call_msg(c, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base, reply, &reply_len);
 	if (ret)
 		goto out_put_buf;
@@ -333,6 +335,7 @@ int rfc_chunk_truncate(struct rfc_client *c, struct rfc_chunk id, uint32_t lengt
 	cid.index = id.index;
 	req.chunk = &cid;
 	req.length = length;
+	req.layout_generation = id.generation;
 	ret = simple_call(c, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base, reply, &reply_len);
 	if (ret)
 		return ret;

@@ -28,6 +28,9 @@
 #define BACKOFF_MIN_MS	   100u
 #define BACKOFF_MAX_MS	   5000u
 #define REFRESH_MIN_GAP_MS 500u
+#define FENCE_WAIT_MS	   30000u /* default fence_wait_ms */
+#define FENCE_BACKOFF_MIN  20u
+#define FENCE_BACKOFF_MAX  1000u
 
 _Static_assert(RFS_UUID_LEN == META_UUID_LEN, "UUID sizes differ");
 
@@ -50,6 +53,7 @@ struct rfs {
 	struct xprt_pool *pool;
 	uint32_t buf_size;
 	int timeout_ms;
+	uint32_t fence_wait_ms;
 	enum rfs_transport transport;
 	bool have_rdma;
 	uint8_t *zeros; /* buf_size zero bytes, for punching holes */
@@ -102,6 +106,12 @@ static bool retryable(int ret)
 	return ret == -ECONNRESET || ret == -ENOTCONN || ret == -EPIPE || ret == -EBUSY;
 }
 
+/* rdmafs_fs.h: a connection still broken after the retry is -EIO to our callers. */
+static int final_status(int ret)
+{
+	return ret == -ECONNRESET || ret == -ENOTCONN || ret == -EPIPE ? -EIO : ret;
+}
+
 void rfs_options_init(struct rfs_options *opts)
 {
 	memset(opts, 0, sizeof(*opts));
@@ -111,6 +121,7 @@ void rfs_options_init(struct rfs_options *opts)
 	opts->buf_size = 1u << 20;
 	opts->buf_count = 32;
 	opts->map_poll_ms = 5000;
+	opts->fence_wait_ms = FENCE_WAIT_MS;
 }
 
 int rfs_read_secret(const char *path, uint8_t **out, size_t *len)
@@ -543,6 +554,7 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 	fs->timeout_ms = opts->call_timeout_ms ? (int)opts->call_timeout_ms : 5000;
 	fs->transport = opts->transport;
 	fs->poll_ms = opts->map_poll_ms ? opts->map_poll_ms : 5000;
+	fs->fence_wait_ms = opts->fence_wait_ms ? opts->fence_wait_ms : FENCE_WAIT_MS;
 	peer_init(&fs->meta, "metadata service");
 	pthread_rwlock_init(&fs->map_lock, NULL);
 	pthread_mutex_init(&fs->refresh_lock, NULL);
@@ -670,7 +682,80 @@ int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out)
 	out->chunk_size = pb->chunk_size;
 	out->stripe_width = pb->stripe_width;
 	out->seed = pb->placement_seed;
+	out->generation = pb->generation;
 	return 0;
+}
+
+int rfs_layout_fetch(struct rfs *fs, uint64_t ino, struct rfs_layout *out)
+{
+	Rdmafs__GetattrReq req = RDMAFS__GETATTR_REQ__INIT;
+	Rdmafs__AttrResp *resp;
+	int ret;
+
+	req.ino = ino;
+	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_GETATTR, &req.base,
+			    &rdmafs__attr_resp__descriptor, true, (ProtobufCMessage **)&resp);
+	if (ret)
+		return ret;
+	/* a service that predates generations sends no layout here */
+	ret = resp->layout ? rfs_layout_parse(resp->layout, out) : -EPROTO;
+	rfs_meta_free(&resp->base);
+	return ret;
+}
+
+/* Where a data call stands in waiting out a drain that fenced its layout. */
+struct fence_wait {
+	uint64_t deadline_ms; /* 0: not waited yet */
+	uint32_t backoff_ms;
+	bool changed; /* *layout was replaced */
+};
+
+/*
+ * After -ESTALE from a daemon: refetches @ino's layout into *@layout and
+ * returns 0 for the caller to redo its operation. While the service still
+ * has the generation we used (the drain fenced it and is copying), polls
+ * with backoff until fence_wait_ms have passed since the first -ESTALE of
+ * this call, then gives up with -ETIMEDOUT: a drain that died between its
+ * fence and its layout switch is finished by running it again.
+ */
+static int fence_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout,
+		       struct fence_wait *fw)
+{
+	struct rfs_layout fresh;
+	struct timespec ts;
+	uint64_t now;
+	int ret;
+
+	if (!fw->deadline_ms) {
+		fw->deadline_ms = now_ms() + fs->fence_wait_ms;
+		fw->backoff_ms = FENCE_BACKOFF_MIN;
+	}
+	for (;;) {
+		ret = rfs_layout_fetch(fs, ino, &fresh);
+		if (ret)
+			return ret == -ENOENT ? -ESTALE : ret; /* the file is gone */
+		if (fresh.generation != layout->generation) {
+			*layout = fresh;
+			fw->changed = true;
+			return 0;
+		}
+		now = now_ms();
+		if (now >= fw->deadline_ms) {
+			rfs_log("inode %llu: a daemon refuses layout generation %llu (a drain "
+				"started moving the file) but the metadata service has no newer "
+				"one after %u ms: run `rdmafsctl drain` again to finish",
+				(unsigned long long)ino, (unsigned long long)layout->generation,
+				fs->fence_wait_ms);
+			return -ETIMEDOUT;
+		}
+		if (fw->backoff_ms > fw->deadline_ms - now)
+			fw->backoff_ms = (uint32_t)(fw->deadline_ms - now);
+		ts.tv_sec = fw->backoff_ms / 1000u;
+		ts.tv_nsec = (long)(fw->backoff_ms % 1000u) * 1000000L;
+		nanosleep(&ts, NULL);
+		fw->backoff_ms = fw->backoff_ms * 2 > FENCE_BACKOFF_MAX ? FENCE_BACKOFF_MAX
+									: fw->backoff_ms * 2;
+	}
 }
 
 int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t index)
@@ -684,7 +769,21 @@ int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t ind
 	return meta_place_chunk(uuids, layout->stripe_width, layout->seed, ino, index);
 }
 
-/* The peer of daemon @d of @layout, refetching the map once for an unknown UUID. */
+static bool peer_removed(struct rfs_peer *p)
+{
+	int state;
+
+	pthread_mutex_lock(&p->lock);
+	state = p->state;
+	pthread_mutex_unlock(&p->lock);
+	return state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED;
+}
+
+/*
+ * The peer of daemon @d of @layout, refetching the map once for an unknown
+ * UUID. -ESTALE for a REMOVED daemon: the service removes a daemon only once
+ * no layout names it, so the file was drained and its layout is older.
+ */
 static int layout_peer(struct rfs *fs, const struct rfs_layout *layout, int d,
 		       struct rfs_peer **out)
 {
@@ -698,8 +797,30 @@ static int layout_peer(struct rfs *fs, const struct rfs_layout *layout, int d,
 		rfs_log("a file's layout names a daemon missing from the cluster map");
 		return -EIO;
 	}
+	if (peer_removed(p))
+		return -ESTALE;
 	*out = p;
 	return 0;
+}
+
+/*
+ * A call to @p failed with @err. A drained daemon may be stopped right after
+ * its removal, before a client holding an old layout learns of it: when the
+ * fresh map says @p is REMOVED, report -ESTALE so the caller refetches the
+ * layout (as after a fence) instead of failing the application's call.
+ */
+static int stale_if_removed(struct rfs *fs, struct rfs_peer *p, int err)
+{
+	if (!err || err == -ESTALE || !p)
+		return err;
+	rfs_map_refresh(fs, false);
+	return peer_removed(p) ? -ESTALE : err;
+}
+
+/* Every daemon of @layout, as a mask of its daemons[] indexes. */
+static uint64_t all_daemons(const struct rfs_layout *layout)
+{
+	return layout->stripe_width >= 64 ? UINT64_MAX : (1ull << layout->stripe_width) - 1;
 }
 
 /* ---- parallel calls ------------------------------------------------------------------------ */
@@ -733,7 +854,10 @@ static void fanout_fini(struct fanout *fo)
 	pthread_mutex_destroy(&fo->lock);
 }
 
-/* Every call ends in its callback (xprt guarantees it, bounded by the call timeout). */
+/*
+ * Every call counted in @fo ends in its callback, bounded by the call timeout
+ * (xprt.h); one that failed to send was never counted.
+ */
 static void fanout_wait(struct fanout *fo)
 {
 	pthread_mutex_lock(&fo->lock);
@@ -781,7 +905,13 @@ static void slot_send(struct rfs *fs, struct fanout *fo, struct slot *s, uint32_
 	fo->pending++;
 	pthread_mutex_unlock(&fo->lock);
 	ret = xprt_call_async(s->conn, method, body, len, fs->timeout_ms, slot_done, s);
-	(void)ret; /* a failure at once was reported through slot_done() */
+	if (ret) {
+		/* Not sent, and slot_done() will never run (xprt.h): count it back. */
+		s->status = ret;
+		pthread_mutex_lock(&fo->lock);
+		fo->pending--;
+		pthread_mutex_unlock(&fo->lock);
+	}
 }
 
 /*
@@ -836,9 +966,9 @@ static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMess
 		}
 	}
 	for (size_t i = 0; i < count && !ret; i++)
-		ret = slots[i].status;
+		ret = stale_if_removed(fs, peers[i], slots[i].status);
 	fanout_fini(&fo);
-	return ret;
+	return final_status(ret);
 }
 
 /* ---- striped data ------------------------------------------------------------------------------
@@ -898,11 +1028,11 @@ static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, 
 	return 0;
 }
 
-/* Fills the request of piece @p (a chunk write or read) and sends it. */
 /* Flags of a chunk write (run_pieces()). */
 #define WRITE_SYNC 1u /* durable before the reply (O_SYNC) */
 #define WRITE_HOLE 2u /* zeros of a punched hole: the daemon frees their blocks */
 
+/* Fills the request of piece @p (a chunk write or read) and sends it. */
 static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layout *layout,
 		       uint64_t ino, struct piece *p, bool write, const uint8_t *src,
 		       unsigned flags)
@@ -935,6 +1065,7 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		req.chunk_size = layout->chunk_size;
 		req.commit = (flags & WRITE_SYNC) != 0;
 		req.zeros_as_hole = (flags & WRITE_HOLE) != 0;
+		req.layout_generation = layout->generation;
 		slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base);
 	} else {
 		Rdmafs__ChunkReadReq req = RDMAFS__CHUNK_READ_REQ__INIT;
@@ -943,6 +1074,7 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		req.offset = p->off;
 		req.length = p->len;
 		req.buf = &bd;
+		req.layout_generation = layout->generation;
 		slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base);
 	}
 }
@@ -1040,50 +1172,75 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 				if (write && written)
 					*written |= 1ull << p->daemon;
 			} else if (!(retryable(st) && p->tries < 2) && !ret) {
-				ret = st;
+				ret = stale_if_removed(fs, p->s.peer, st);
 			}
 		}
 	}
 	fanout_fini(&fo);
-	return ret;
+	return final_status(ret);
 }
 
-int rfs_read(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
-	     size_t len, void *dst)
+/* One read or write of [@off, @off + @len) with @layout as it is; @flags: WRITE_*. */
+static int data_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
+		     size_t len, bool write, const uint8_t *src, uint8_t *dst, unsigned flags,
+		     uint64_t *written)
 {
 	struct piece *pieces;
 	size_t count;
 	int ret;
 
-	if (len == 0)
-		return 0;
 	ret = split(fs, layout, ino, off, len, &pieces, &count);
 	if (ret)
 		return ret;
-	ret = run_pieces(fs, layout, ino, pieces, count, false, NULL, dst, 0, NULL);
+	ret = run_pieces(fs, layout, ino, pieces, count, write, src, dst, flags, written);
 	free(pieces);
 	return ret;
 }
 
-static int write_flags(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
+int rfs_read(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t off, size_t len,
+	     void *dst)
+{
+	struct fence_wait fw = {0};
+	int ret;
+
+	if (len == 0)
+		return 0;
+	for (;;) {
+		ret = data_once(fs, ino, layout, off, len, false, NULL, dst, 0, NULL);
+		if (ret != -ESTALE)
+			break;
+		ret = fence_retry(fs, ino, layout, &fw);
+		if (ret)
+			break;
+	}
+	return ret;
+}
+
+/* rfs_write() with WRITE_* @flags: the zeros of a punched hole go through here too. */
+static int write_flags(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t off,
 		       size_t len, const void *src, unsigned flags, uint64_t *written)
 {
-	struct piece *pieces;
-	size_t count;
+	struct fence_wait fw = {0};
 	int ret;
 
 	if (len == 0)
 		return 0;
-	ret = split(fs, layout, ino, off, len, &pieces, &count);
-	if (ret)
-		return ret;
-	ret = run_pieces(fs, layout, ino, pieces, count, true, src, NULL, flags, written);
-	free(pieces);
+	for (;;) {
+		ret = data_once(fs, ino, layout, off, len, true, src, NULL, flags, written);
+		if (ret != -ESTALE)
+			break;
+		/* same bytes, same offset: redoing every piece is harmless */
+		ret = fence_retry(fs, ino, layout, &fw);
+		if (ret)
+			break;
+	}
+	if (fw.changed && written)
+		*written |= all_daemons(layout);
 	return ret;
 }
 
-int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
-	      size_t len, const void *src, bool sync, uint64_t *written)
+int rfs_write(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t off, size_t len,
+	      const void *src, bool sync, uint64_t *written)
 {
 	return write_flags(fs, ino, layout, off, len, src, sync ? WRITE_SYNC : 0, written);
 }
@@ -1119,23 +1276,19 @@ static int broadcast(struct rfs *fs, const struct rfs_layout *layout, uint64_t m
 	return ret;
 }
 
-static uint64_t all_daemons(const struct rfs_layout *layout)
-{
-	return layout->stripe_width >= 64 ? UINT64_MAX : (1ull << layout->stripe_width) - 1;
-}
-
-int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t daemon_mask,
+int rfs_commit(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t daemon_mask,
 	       uint64_t first_index)
 {
 	return rfs_commit_alloc(fs, ino, layout, daemon_mask, first_index, true, NULL);
 }
 
-int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-		     uint64_t daemon_mask, uint64_t first_index, bool durable,
-		     struct rfs_alloc_report *report)
+/*
+ * One CHUNK_COMMIT of @req to the daemons of @layout in @mask, with what they
+ * answered about their allocations collected in @report (may be NULL).
+ */
+static int commit_once(struct rfs *fs, const struct rfs_layout *layout, uint64_t mask,
+		       const Rdmafs__ChunkCommitReq *req, struct rfs_alloc_report *report)
 {
-	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
-	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
 	struct rfs_peer *peers[RFS_MAX_STRIPE];
 	const ProtobufCMessage *msgs[RFS_MAX_STRIPE];
 	uint32_t daemon_of[RFS_MAX_STRIPE];
@@ -1145,20 +1298,14 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layo
 
 	if (report)
 		report->known = 0;
-	sel.inode = ino;
-	sel.range = true;
-	sel.first_index = first_index;
-	req.chunks = &sel;
-	req.report_only = !durable;
-	daemon_mask &= all_daemons(layout);
 	for (uint32_t d = 0; d < layout->stripe_width; d++) {
-		if (!(daemon_mask & (1ull << d)))
+		if (!(mask & (1ull << d)))
 			continue;
 		ret = layout_peer(fs, layout, (int)d, &peers[n]);
 		if (ret)
 			return ret;
 		daemon_of[n] = d;
-		msgs[n++] = &req.base;
+		msgs[n++] = &req->base;
 	}
 	if (n == 0)
 		return 0;
@@ -1182,6 +1329,37 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layo
 		rdmafs__chunk_commit_resp__free_unpacked(resp, NULL);
 	}
 	free(slots);
+	return ret;
+}
+
+int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t daemon_mask,
+		     uint64_t first_index, bool durable, struct rfs_alloc_report *report)
+{
+	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
+	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
+	struct fence_wait fw = {0};
+	int ret;
+
+	sel.inode = ino;
+	sel.range = true;
+	sel.first_index = first_index;
+	req.chunks = &sel;
+	req.report_only = !durable;
+	for (;;) {
+		/* a report is of the layout the call ended with: daemon_of indexes it */
+		req.layout_generation = layout->generation;
+		ret = commit_once(fs, layout, daemon_mask & all_daemons(layout), &req, report);
+		if (ret != -ESTALE)
+			break;
+		ret = fence_retry(fs, ino, layout, &fw);
+		if (ret)
+			break;
+		/*
+		 * The mask meant the old layout's daemons. The drain committed what it
+		 * moved; what went to the others is committed by asking all of them.
+		 */
+		daemon_mask = UINT64_MAX;
+	}
 	return ret;
 }
 
@@ -1213,13 +1391,22 @@ static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *la
 	sel.range = true;
 	sel.first_index = first_index;
 	req.chunks = &sel;
+	req.layout_generation = layout->generation;
 	return broadcast(fs, layout, all_daemons(layout), RDMAFS__METHOD__METHOD_CHUNK_REMOVE,
 			 &req.base);
 }
 
-int rfs_remove_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout)
+int rfs_remove_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout)
 {
-	return remove_from(fs, ino, layout, 0);
+	int ret = remove_from(fs, ino, layout, 0);
+
+	/*
+	 * Fenced: a drain is moving the file, which is gone now (a freed inode
+	 * cannot be looked up again). The daemons that answered removed their
+	 * chunks; the drain removes the fenced daemon's when its layout switch
+	 * finds the file gone, fsck otherwise.
+	 */
+	return ret == -ESTALE ? 0 : ret;
 }
 
 /* CHUNK_TRUNCATE of one chunk to @length bytes. */
@@ -1236,11 +1423,12 @@ static int truncate_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout 
 	cid.index = index;
 	req.chunk = &cid;
 	req.length = length;
+	req.layout_generation = layout->generation;
 	return broadcast(fs, layout, 1ull << d, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base);
 }
 
-int rfs_truncate_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-		      uint64_t new_size)
+static int truncate_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
+			 uint64_t new_size)
 {
 	uint64_t index = new_size / layout->chunk_size;
 	uint32_t tail = (uint32_t)(new_size % layout->chunk_size);
@@ -1253,6 +1441,23 @@ int rfs_truncate_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *lay
 		index++;
 	}
 	return remove_from(fs, ino, layout, index);
+}
+
+int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t new_size)
+{
+	struct fence_wait fw = {0};
+	int ret;
+
+	for (;;) {
+		/* the truncate and the removals are idempotent: redo both */
+		ret = truncate_once(fs, ino, layout, new_size);
+		if (ret != -ESTALE)
+			break;
+		ret = fence_retry(fs, ino, layout, &fw);
+		if (ret)
+			break;
+	}
+	return ret;
 }
 
 /* Removes chunks [@first, @last] of @ino (@last < UINT64_MAX), batched per daemon. */
@@ -1296,6 +1501,7 @@ static int remove_chunks(struct rfs *fs, uint64_t ino, const struct rfs_layout *
 			sels[n].indexes = idx[d];
 			rdmafs__chunk_remove_req__init(&reqs[n]);
 			reqs[n].chunks = &sels[n];
+			reqs[n].layout_generation = layout->generation;
 			msgs[n] = &reqs[n].base;
 			n++;
 		}
@@ -1311,8 +1517,8 @@ static int remove_chunks(struct rfs *fs, uint64_t ino, const struct rfs_layout *
 	return ret;
 }
 
-int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
-		   uint64_t off, uint64_t len)
+static int punch_once(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size,
+		      uint64_t off, uint64_t len)
 {
 	uint64_t cs = layout->chunk_size, end, first_full, end_full;
 	int ret = 0;
@@ -1339,8 +1545,27 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout
 		stop = (index + 1) * cs < end ? (index + 1) * cs : end;
 		if (stop - pos > fs->buf_size)
 			stop = pos + fs->buf_size;
-		ret = write_flags(fs, ino, layout, pos, stop - pos, fs->zeros, WRITE_HOLE, NULL);
+		ret = data_once(fs, ino, layout, pos, stop - pos, true, fs->zeros, NULL, WRITE_HOLE,
+				NULL);
 		pos = stop;
+	}
+	return ret;
+}
+
+int rfs_punch_hole(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size,
+		   uint64_t off, uint64_t len)
+{
+	struct fence_wait fw = {0};
+	int ret;
+
+	for (;;) {
+		/* removals and zeros are idempotent: redo them all */
+		ret = punch_once(fs, ino, layout, size, off, len);
+		if (ret != -ESTALE)
+			break;
+		ret = fence_retry(fs, ino, layout, &fw);
+		if (ret)
+			break;
 	}
 	return ret;
 }
@@ -1352,7 +1577,7 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout
  * zeros is punched rather than written, so holes stay holes (and st_blocks
  * small) after a shift. @bound is the size the punch may not pass.
  */
-static int move_piece(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t src,
+static int move_piece(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t src,
 		      uint64_t dst, size_t len, uint64_t bound, uint8_t *buf)
 {
 	int ret = rfs_read(fs, ino, layout, src, len, buf);
@@ -1372,7 +1597,7 @@ static int move_piece(struct rfs *fs, uint64_t ino, const struct rfs_layout *lay
 /* Bytes moved per step of a shift: several chunks, so the daemons work in parallel. */
 #define SHIFT_STEP (8u * RFS_BLOCK_SIZE)
 
-int rfs_collapse_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+int rfs_collapse_range(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size,
 		       uint64_t off, uint64_t len)
 {
 	uint8_t *buf;
@@ -1397,7 +1622,7 @@ int rfs_collapse_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *la
 	return ret;
 }
 
-int rfs_insert_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+int rfs_insert_range(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size,
 		     uint64_t off, uint64_t len)
 {
 	uint8_t *buf;
@@ -1459,8 +1684,8 @@ static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *lay
 	return 0;
 }
 
-int rfs_seek(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
-	     uint64_t off, int whence, uint64_t *out)
+static int seek_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+		     uint64_t off, int whence, uint64_t *out)
 {
 	uint64_t cs = layout->chunk_size;
 
@@ -1499,4 +1724,22 @@ int rfs_seek(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint
 		return -ENXIO;
 	*out = size;
 	return 0;
+}
+
+int rfs_seek(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size, uint64_t off,
+	     int whence, uint64_t *out)
+{
+	struct fence_wait fw = {0};
+	int ret;
+
+	for (;;) {
+		/* a layout naming a REMOVED daemon: the file moved (layout_peer()) */
+		ret = seek_once(fs, ino, layout, size, off, whence, out);
+		if (ret != -ESTALE)
+			break;
+		ret = fence_retry(fs, ino, layout, &fw);
+		if (ret)
+			break;
+	}
+	return ret;
 }

@@ -306,6 +306,35 @@ out_unlock:
  * the service does not know of yet. Tells *@changed whether size or mtime
  * moved since we last looked (someone else wrote).
  */
+/*
+ * Takes a layout from the service or from a data call that refetched it (a
+ * drain moved the file: rdmafs_fs.h). n->lock is held. dirty_mask bits are
+ * indexes into the layout's daemons, so after a change of generation they
+ * mean other daemons: every daemon of the new layout is then dirty.
+ */
+static void node_keep_layout_locked(struct node *n, const struct rfs_layout *l)
+{
+	if (n->has_layout && l->generation < n->layout.generation)
+		return; /* an older reply than what a data call found */
+	if (n->has_layout && l->generation != n->layout.generation && n->dirty_mask)
+		n->dirty_mask = ~0ull;
+	n->layout = *l;
+	n->has_layout = true;
+}
+
+/*
+ * Records that daemons @written of @l (the layout a data call ended with)
+ * hold uncommitted writes. n->lock is held.
+ */
+static void node_note_written_locked(struct node *n, const struct rfs_layout *l, uint64_t written)
+{
+	node_keep_layout_locked(n, l);
+	/* another call moved the node to a newer layout: our bits meant the old one */
+	if (written && l->generation != n->layout.generation)
+		written = ~0ull;
+	n->dirty_mask |= written;
+}
+
 /* node_update_seq()'s @seq for a reply that cannot predate our own size updates. */
 #define SIZE_SEQ_FRESH UINT64_MAX
 
@@ -335,10 +364,8 @@ static int node_update_seq(struct node *n, const Rdmafs__Attr *a, const Rdmafs__
 	if (!n)
 		return 0;
 	pthread_mutex_lock(&n->lock);
-	if (layout && S_ISREG(a->mode)) {
-		n->layout = l;
-		n->has_layout = true;
-	}
+	if (layout && S_ISREG(a->mode))
+		node_keep_layout_locked(n, &l);
 	if (changed)
 		*changed = n->seen && (n->seen_size != a->size || n->seen_mtime_sec != msec ||
 				       n->seen_mtime_nsec != mnsec);
@@ -481,6 +508,22 @@ static int node_layout(struct fs *fs, struct node *n, const struct cred *c, stru
 	return ret;
 }
 
+/*
+ * Whether @report answers for every daemon that a commit of @mask asked: all
+ * of the layout's when the commit found it newer than @generation (a drain
+ * moved the file, and the commit then asks every daemon). Only then does the
+ * service have all of the file's allocations.
+ */
+static bool report_complete(const struct rfs_alloc_report *report, const struct rfs_layout *l,
+			    uint64_t generation, uint64_t mask)
+{
+	uint64_t all = l->stripe_width >= 64 ? UINT64_MAX : (1ull << l->stripe_width) - 1;
+
+	if (l->generation != generation)
+		mask = UINT64_MAX;
+	return (report->known & all) == (mask & all);
+}
+
 /* The service has the allocations of every chunk change up to @alloc_seq. */
 static void node_alloc_told(struct node *n, uint64_t alloc_seq)
 {
@@ -501,7 +544,7 @@ static int node_report(struct fs *fs, struct node *n, const struct cred *c, stru
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	struct rfs_alloc_report report;
-	uint64_t mask, seq, alloc_seq;
+	uint64_t mask, seq, alloc_seq, generation;
 	struct rfs_layout layout;
 	ProtobufCMessage *msg;
 	int ret;
@@ -516,7 +559,11 @@ static int node_report(struct fs *fs, struct node *n, const struct cred *c, stru
 	pthread_mutex_unlock(&n->lock);
 	if (!mask)
 		return -EAGAIN;
+	generation = layout.generation;
 	ret = rfs_commit_alloc(fs->rfs, n->ino, &layout, mask, 0, false, &report);
+	pthread_mutex_lock(&n->lock);
+	node_keep_layout_locked(n, &layout);
+	pthread_mutex_unlock(&n->lock);
 	if (ret)
 		return ret;
 	req.ino = n->ino;
@@ -528,7 +575,7 @@ static int node_report(struct fs *fs, struct node *n, const struct cred *c, stru
 		return ret;
 	ret = node_update_seq(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, st, NULL, seq);
 	rfs_meta_free(msg);
-	if (!ret && report.known == mask)
+	if (!ret && report_complete(&report, &layout, generation, mask))
 		node_alloc_told(n, alloc_seq);
 	return ret;
 }
@@ -546,7 +593,7 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 	Rdmafs__Timespec mtime = RDMAFS__TIMESPEC__INIT;
 	struct rfs_alloc_report report = {.known = 0};
 	struct rfs_layout layout;
-	uint64_t mask = 0, first = UINT64_MAX, size, alloc_seq;
+	uint64_t mask = 0, first = UINT64_MAX, size, alloc_seq, generation = 0;
 	bool size_dirty, mtime_dirty;
 	ProtobufCMessage *msg;
 	struct timespec now;
@@ -558,6 +605,7 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 		mask = n->dirty_mask;
 		first = n->dirty_first;
 		layout = n->layout;
+		generation = layout.generation;
 		n->dirty_mask = 0;
 		n->dirty_first = UINT64_MAX;
 	}
@@ -575,6 +623,9 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 
 	if (mask) {
 		ret = rfs_commit_alloc(fs->rfs, n->ino, &layout, mask, first, true, &report);
+		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
+		pthread_mutex_unlock(&n->lock);
 		if (ret)
 			goto err_redirty;
 	}
@@ -608,13 +659,14 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 		node_update(n, ((Rdmafs__AttrResp *)msg)->attr, NULL, &st, NULL);
 	}
 	rfs_meta_free(msg);
-	if (mask && report.known == mask)
+	if (mask && report_complete(&report, &layout, generation, mask))
 		node_alloc_told(n, alloc_seq);
 	return 0;
 
 err_redirty:
 	pthread_mutex_lock(&n->lock);
-	n->dirty_mask |= mask;
+	if (mask) /* layout is set only with a mask */
+		node_note_written_locked(n, &layout, mask);
 	if (first < n->dirty_first)
 		n->dirty_first = first;
 	n->mtime_dirty |= mtime_dirty;
@@ -911,8 +963,12 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			ret = node_layout(fs, n, &c, &layout);
 		else
 			ret = -EIO;
-		if (!ret)
+		if (!ret) {
 			ret = rfs_truncate_data(fs->rfs, ino, &layout, r.size);
+			pthread_mutex_lock(&n->lock);
+			node_keep_layout_locked(n, &layout);
+			pthread_mutex_unlock(&n->lock);
+		}
 		if (!ret)
 			ret = node_chunks_changed(fs, n, &c, r.size / layout.chunk_size, &st);
 		if (ret)
@@ -1316,6 +1372,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	ret = rfs_read(fs->rfs, ino, &layout, (uint64_t)off, size, buf);
+	pthread_mutex_lock(&n->lock);
+	node_keep_layout_locked(n, &layout);
+	pthread_mutex_unlock(&n->lock);
 	if (ret)
 		reply_error(req, ret);
 	else
@@ -1348,7 +1407,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	ret = rfs_write(fs->rfs, ino, &layout, (uint64_t)off, size, buf,
 			(h->flags & (O_SYNC | O_DSYNC)) != 0, &written);
 	pthread_mutex_lock(&n->lock);
-	n->dirty_mask |= written;
+	node_note_written_locked(n, &layout, written);
 	if (written)
 		n->alloc_seq++;
 	if (written && (uint64_t)off / layout.chunk_size < n->dirty_first)
@@ -1904,11 +1963,12 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	case FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE:
 		/* a hole reads as zeros: zeroing is punching, plus the size unless KEEP_SIZE */
 		ret = rfs_punch_hole(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
-		if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && end > size)
-			ret = node_extend(fs, n, &c, end);
 		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
 		n->mtime_dirty = true;
 		pthread_mutex_unlock(&n->lock);
+		if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && end > size)
+			ret = node_extend(fs, n, &c, end);
 		/* chunks went away on daemons we may never have written to: report them all */
 		if (!ret)
 			ret = node_chunks_changed(fs, n, &c, first, NULL);
@@ -1920,6 +1980,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		if (!ret)
 			ret = rfs_truncate_data(fs->rfs, ino, &layout, size - (uint64_t)len);
 		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
 		n->mtime_dirty = true;
 		pthread_mutex_unlock(&n->lock);
 		if (!ret)
@@ -1928,6 +1989,7 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	case FALLOC_FL_INSERT_RANGE:
 		ret = rfs_insert_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
 		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
 		n->mtime_dirty = true;
 		if (!ret && size + (uint64_t)len > n->size) {
 			n->size = size + (uint64_t)len;
@@ -1968,6 +2030,9 @@ static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		return;
 	}
 	ret = rfs_seek(fs->rfs, ino, &layout, size, (uint64_t)off, whence, &pos);
+	pthread_mutex_lock(&n->lock);
+	node_keep_layout_locked(n, &layout);
+	pthread_mutex_unlock(&n->lock);
 	if (ret)
 		reply_error(req, ret);
 	else

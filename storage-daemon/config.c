@@ -162,19 +162,11 @@ static int config_ini_cb(void *user, const char *section, const char *name, cons
 	return 1; /* keep going: report every bad line at once */
 }
 
-static int load_file(struct daemon_config *cfg, const char *path)
+int config_parse_file(struct daemon_config *cfg, FILE *f, const char *path)
 {
 	struct ini_state st = {.cfg = cfg, .path = path};
-	FILE *f = fopen(path, "r");
-	int line;
+	int line = ini_parse_file(f, config_ini_cb, &st);
 
-	if (!f) {
-		fprintf(stderr, "rdmafs-daemon: cannot open config file %s: %s\n", path,
-			strerror(errno));
-		return -EINVAL;
-	}
-	line = ini_parse_file(f, config_ini_cb, &st);
-	fclose(f);
 	if (line > 0) {
 		fprintf(stderr, "%s:%d: syntax error\n", path, line);
 		return -EINVAL;
@@ -184,6 +176,21 @@ static int load_file(struct daemon_config *cfg, const char *path)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+static int load_file(struct daemon_config *cfg, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int ret;
+
+	if (!f) {
+		fprintf(stderr, "rdmafs-daemon: cannot open config file %s: %s\n", path,
+			strerror(errno));
+		return -EINVAL;
+	}
+	ret = config_parse_file(cfg, f, path);
+	fclose(f);
+	return ret;
 }
 
 static void usage(FILE *out)

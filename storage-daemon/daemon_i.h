@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <isa-l/crc.h>
 
@@ -82,6 +83,13 @@ struct daemon_config {
  * or missing setting; 1 when --help was asked for.
  */
 int config_load(struct daemon_config *cfg, int argc, char **argv);
+/*
+ * The INI part of config_load(): reads @f (named @path in messages) into
+ * @cfg, whose earlier values are the defaults a key overrides. Every bad line
+ * is reported; then -EINVAL. Apart from config_load() it serves the fuzz
+ * target, which has the file's bytes in memory and no path.
+ */
+int config_parse_file(struct daemon_config *cfg, FILE *f, const char *path);
 void config_free(struct daemon_config *cfg);
 
 /* ---- data directory (datadir.c) ---- */
@@ -200,6 +208,24 @@ struct store_list_entry {
 	uint64_t version;
 };
 
+/*
+ * Fences (drain): a request for @inode carrying layout generation
+ * @generation passes store_fence_enter() unless the inode's fence is above
+ * it (-ESTALE). On 0 the caller does its disk work and then calls
+ * store_fence_leave(); no fence is set in between.
+ */
+int store_fence_enter(struct store *st, uint64_t inode, uint64_t generation);
+void store_fence_leave(struct store *st);
+
+/*
+ * Raises @inode's fence to @generation, or with @lift clears it if it is
+ * exactly @generation. Waits for every request between enter and leave, and
+ * the change is on disk before it returns. *@now gets the fence in force
+ * afterwards (0: none). -EINVAL for inode or generation 0, or an LMDB error.
+ */
+int store_fence_set(struct store *st, uint64_t inode, uint64_t generation, bool lift,
+		    uint64_t *now);
+
 /* Up to @max chunks after @after (or from the first when @after is NULL). */
 int store_list(struct store *st, const struct store_chunk_id *after, struct store_list_entry *out,
 	       size_t max, size_t *count, bool *done);
@@ -222,6 +248,13 @@ struct server_params {
 	unsigned workers;
 	unsigned queue_depth;
 	uint32_t max_chunk_size;
+	/*
+	 * Set up the workers' buffers and io_uring but start no thread: queued
+	 * requests then run only in server_run_queued(). For the fuzz target,
+	 * which needs each request to run to its end, on its own thread, before
+	 * the next one (deterministic, and no hand-off per input).
+	 */
+	bool no_threads;
 };
 
 /*
@@ -232,6 +265,12 @@ struct server_params {
 int server_create(const struct server_params *p, struct server **out);
 /* The xprt_request_cb to pass to xprt_listen(); @arg is the server. */
 void server_request_cb(struct xprt_req *req, void *arg);
+/*
+ * Runs every queued request on the calling thread with worker 0's buffers, as
+ * a worker thread would, replies included; returns how many ran. Only for a
+ * server created with no_threads (else worker 0's thread owns them).
+ */
+unsigned server_run_queued(struct server *srv);
 /*
  * Refuses new requests (-ESHUTDOWN), finishes the queued ones, joins the
  * workers and releases the pool. Call before xprt_ctx_destroy().

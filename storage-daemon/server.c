@@ -242,8 +242,13 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		ret = -EIO;
 		goto out_free;
 	}
+	/* after the RDMA READ: a fence never waits for a client's network */
+	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
+	if (ret)
+		goto out_free;
 	ret = store_write(w->io, id, m->offset, m->length, base, m->commit, m->zeros_as_hole,
 			  &info);
+	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
@@ -279,7 +284,12 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 		goto out_free;
 	}
 	data = base + m->offset % STORE_BLOCK_SIZE;
+	/* a reader with a replaced layout would miss writes made through the new one */
+	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
+	if (ret)
+		goto out_free;
 	ret = store_read(w->io, id, m->offset, m->length, base, &bytes, &chunk_length);
+	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
@@ -315,11 +325,20 @@ static int do_commit(struct worker *w, const void *body, size_t len, size_t *rep
 	if (!m)
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
-	if (!ret && !m->report_only)
-		ret = store_commit(w->io, &sel);
-	/* the client reports it to the metadata service: st_blocks without a stat here */
-	if (!ret && store_allocated(w->srv->store, sel.inode, &resp.allocated_bytes) == 0)
-		resp.allocated_known = true;
+	if (!ret)
+		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
+	if (!ret) {
+		if (!m->report_only)
+			ret = store_commit(w->io, &sel);
+		/*
+		 * The client reports it to the metadata service: st_blocks without a
+		 * stat here. Inside the fence, so that a drained daemon answers -ESTALE
+		 * rather than the bytes of chunks it is about to give up.
+		 */
+		if (!ret && store_allocated(w->srv->store, sel.inode, &resp.allocated_bytes) == 0)
+			resp.allocated_known = true;
+		store_fence_leave(w->srv->store);
+	}
 	if (!ret)
 		ret = pack_reply(w, &resp.base, reply_len);
 	rdmafs__chunk_commit_req__free_unpacked(m, NULL);
@@ -340,7 +359,11 @@ static int do_truncate(struct worker *w, const void *body, size_t len, size_t *r
 	if (!ret && m->length > w->srv->max_chunk_size)
 		ret = -EINVAL;
 	if (!ret)
+		ret = store_fence_enter(w->srv->store, id.inode, m->layout_generation);
+	if (!ret) {
 		ret = store_truncate(w->io, id, m->length, &info);
+		store_fence_leave(w->srv->store);
+	}
 	if (ret == -EBADMSG) {
 		STAT_ADD(w->srv->checksum_errors, 1);
 		ret = -EIO;
@@ -365,10 +388,30 @@ static int do_remove(struct worker *w, const void *body, size_t len, size_t *rep
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
 	if (!ret)
+		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
+	if (!ret) {
 		ret = store_remove(w->io, &sel, &resp.removed, &resp.bytes_freed);
+		store_fence_leave(w->srv->store);
+	}
 	if (!ret)
 		ret = pack_reply(w, &resp.base, reply_len);
 	rdmafs__chunk_remove_req__free_unpacked(m, NULL);
+	return ret;
+}
+
+/* CHUNK_FENCE: see rdmafs.proto; the store makes it durable and waits out requests. */
+static int do_fence(struct worker *w, const void *body, size_t len, size_t *reply_len)
+{
+	Rdmafs__ChunkFenceReq *m = rdmafs__chunk_fence_req__unpack(NULL, len, body);
+	Rdmafs__ChunkFenceResp resp = RDMAFS__CHUNK_FENCE_RESP__INIT;
+	int ret;
+
+	if (!m)
+		return -EBADMSG;
+	ret = store_fence_set(w->srv->store, m->inode, m->generation, m->lift, &resp.fence);
+	if (!ret)
+		ret = pack_reply(w, &resp.base, reply_len);
+	rdmafs__chunk_fence_req__free_unpacked(m, NULL);
 	return ret;
 }
 
@@ -755,6 +798,9 @@ static void handle(struct worker *w, struct queued *q)
 	case RDMAFS__METHOD__METHOD_CHUNK_LIST:
 		ret = do_list(w, req, body, len, &reply_len);
 		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_FENCE:
+		ret = do_fence(w, body, len, &reply_len);
+		break;
 	case RDMAFS__METHOD__METHOD_DAEMON_STATS:
 		ret = do_stats(w, body, len, &reply_len);
 		break;
@@ -770,40 +816,65 @@ static void handle(struct worker *w, struct queued *q)
 		break;
 	}
 	if (ret && ret != -ENOSPC && ret != -EINVAL && ret != -EBADMSG && ret != -EOPNOTSUPP &&
-	    ret != -EBUSY)
+	    ret != -EBUSY && ret != -ESTALE)
 		daemon_log(DLOG_DEBUG, "method %u from %s: %s", method,
 			   xprt_conn_peer_name(xprt_req_conn(req)), strerror(-ret));
 	account(w->srv, method, ret, moved, q->start_ns);
 	xprt_reply(req, ret, ret ? NULL : w->reply, ret ? 0 : reply_len);
 }
 
+/*
+ * Takes the next queued request into @q. With @wait it sleeps until one comes
+ * and returns false only once the server stops with an empty queue; without,
+ * it returns false at once when the queue is empty.
+ */
+static bool queue_take(struct server *srv, bool wait, struct queued *q)
+{
+	pthread_mutex_lock(&srv->lock);
+	while (wait && !srv->queue_len && !srv->stopping)
+		pthread_cond_wait(&srv->cond, &srv->lock);
+	if (!srv->queue_len) {
+		pthread_mutex_unlock(&srv->lock);
+		return false;
+	}
+	*q = srv->queue[srv->queue_head];
+	srv->queue_head = (srv->queue_head + 1) % srv->queue_cap;
+	srv->queue_len--;
+	srv->in_flight++;
+	pthread_mutex_unlock(&srv->lock);
+	return true;
+}
+
+static void queue_done(struct server *srv)
+{
+	pthread_mutex_lock(&srv->lock);
+	srv->in_flight--;
+	pthread_mutex_unlock(&srv->lock);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	struct server *srv = w->srv;
 	struct queued q;
 
-	for (;;) {
-		pthread_mutex_lock(&srv->lock);
-		while (!srv->queue_len && !srv->stopping)
-			pthread_cond_wait(&srv->cond, &srv->lock);
-		if (!srv->queue_len) {
-			pthread_mutex_unlock(&srv->lock);
-			break;
-		}
-		q = srv->queue[srv->queue_head];
-		srv->queue_head = (srv->queue_head + 1) % srv->queue_cap;
-		srv->queue_len--;
-		srv->in_flight++;
-		pthread_mutex_unlock(&srv->lock);
-
+	while (queue_take(w->srv, true, &q)) {
 		handle(w, &q);
-
-		pthread_mutex_lock(&srv->lock);
-		srv->in_flight--;
-		pthread_mutex_unlock(&srv->lock);
+		queue_done(w->srv);
 	}
 	return NULL;
+}
+
+unsigned server_run_queued(struct server *srv)
+{
+	struct queued q;
+	unsigned n = 0;
+
+	while (queue_take(srv, false, &q)) {
+		handle(&srv->workers[0], &q);
+		queue_done(srv);
+		n++;
+	}
+	return n;
 }
 
 void server_request_cb(struct xprt_req *req, void *arg)
@@ -875,6 +946,8 @@ int server_create(const struct server_params *p, struct server **out)
 		ret = store_io_create(srv->store, srv->pool, &w->io);
 		if (ret)
 			goto err_stop;
+		if (p->no_threads)
+			continue;
 		ret = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (ret)
 			goto err_stop;

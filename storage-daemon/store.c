@@ -30,6 +30,16 @@
  *
  * Concurrency: a striped reader/writer lock per chunk keeps a chunk's data
  * and metadata in step; LMDB serialises its own writers.
+ *
+ * Fences (rdmafsctl drain, see rdmafs.proto "Layout generations and
+ * fences"): one record per fenced inode, inode big-endian -> the lowest
+ * layout generation still served, in a second LMDB environment
+ * (meta/fences.mdb) so the chunk index holds chunk records only. Fences are
+ * rare and must survive a restart at once, so that environment syncs every
+ * commit. A reader/writer lock makes setting a fence wait for every request
+ * that already passed its check: a request holds it shared from the check
+ * to the end of its disk work, CHUNK_FENCE holds it exclusively. It prefers
+ * the writer, so a stream of requests cannot starve a fence.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +63,8 @@
 #define META_MAGIC   0x314d4352u /* "RCM1" */
 #define LOCK_STRIPES 64
 #define RING_ENTRIES 8
+/* Far more fences than a drain ever leaves (16 bytes each); the file is sparse. */
+#define FENCE_MAP_SIZE (64ull << 20)
 
 struct chunk_meta {
 	uint32_t magic;
@@ -74,6 +86,10 @@ struct store {
 	uint32_t max_blocks;
 	int direct_ok; /* cleared (atomically) when the file system refuses O_DIRECT */
 	pthread_rwlock_t locks[LOCK_STRIPES];
+	MDB_env *fence_env;
+	MDB_dbi fence_dbi;
+	pthread_rwlock_t fence_lock;
+	uint64_t fence_count; /* records in fence_env, under fence_lock: 0 skips the lookup */
 };
 
 struct store_io {
@@ -406,6 +422,152 @@ static int block_read_verified(struct store_io *io, int fd, struct store_chunk_i
 	return 0;
 }
 
+/* ---- fences ---- */
+
+static void fence_key(uint64_t inode, uint8_t *key)
+{
+	for (int i = 0; i < 8; i++)
+		key[i] = (uint8_t)(inode >> (56 - 8 * i));
+}
+
+/* Opens meta/fences.mdb (created on first use) and counts its records. */
+static int fence_open(struct store *st, int dir_fd)
+{
+	pthread_rwlockattr_t attr;
+	MDB_stat ms;
+	MDB_txn *txn;
+	char path[80];
+	int rc;
+
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&st->fence_lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/meta/fences.mdb", dir_fd);
+	rc = mdb_env_create(&st->fence_env);
+	if (rc)
+		goto err;
+	rc = mdb_env_set_mapsize(st->fence_env, FENCE_MAP_SIZE);
+	if (!rc)
+		rc = mdb_env_open(st->fence_env, path, MDB_NOSUBDIR | MDB_NOTLS, 0640);
+	if (rc)
+		goto err_close;
+	rc = mdb_txn_begin(st->fence_env, NULL, 0, &txn);
+	if (rc)
+		goto err_close;
+	rc = mdb_dbi_open(txn, NULL, 0, &st->fence_dbi);
+	if (!rc)
+		rc = mdb_stat(txn, st->fence_dbi, &ms);
+	if (rc) {
+		mdb_txn_abort(txn);
+		goto err_close;
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		goto err_close;
+	st->fence_count = ms.ms_entries;
+	return 0;
+
+err_close:
+	mdb_env_close(st->fence_env);
+	st->fence_env = NULL;
+err:
+	daemon_log(DLOG_ERR, "cannot open the fence table (LMDB meta/fences.mdb): %s",
+		   mdb_strerror(rc));
+	pthread_rwlock_destroy(&st->fence_lock);
+	return mdb_to_errno(rc);
+}
+
+/* The fence of @inode (0: none). Called with fence_lock held. */
+static int fence_get(struct store *st, uint64_t inode, uint64_t *fence)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	MDB_txn *txn;
+	int rc;
+
+	*fence = 0;
+	if (st->fence_count == 0)
+		return 0;
+	fence_key(inode, key);
+	rc = mdb_txn_begin(st->fence_env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return mdb_to_errno(rc);
+	rc = mdb_get(txn, st->fence_dbi, &k, &v);
+	if (rc == 0 && v.mv_size == sizeof(*fence))
+		memcpy(fence, v.mv_data, sizeof(*fence));
+	else if (rc == 0)
+		rc = MDB_CORRUPTED;
+	mdb_txn_abort(txn);
+	return rc == MDB_NOTFOUND ? 0 : mdb_to_errno(rc);
+}
+
+int store_fence_enter(struct store *st, uint64_t inode, uint64_t generation)
+{
+	uint64_t fence;
+	int ret;
+
+	pthread_rwlock_rdlock(&st->fence_lock);
+	ret = fence_get(st, inode, &fence);
+	if (!ret && generation < fence)
+		ret = -ESTALE;
+	if (ret)
+		pthread_rwlock_unlock(&st->fence_lock);
+	return ret;
+}
+
+void store_fence_leave(struct store *st)
+{
+	pthread_rwlock_unlock(&st->fence_lock);
+}
+
+int store_fence_set(struct store *st, uint64_t inode, uint64_t generation, bool lift, uint64_t *now)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v = {sizeof(generation), &generation};
+	MDB_txn *txn = NULL;
+	uint64_t fence;
+	int rc = 0, ret;
+
+	if (inode == 0 || generation == 0)
+		return -EINVAL;
+	fence_key(inode, key);
+	/* exclusive: every request that passed its check has finished */
+	pthread_rwlock_wrlock(&st->fence_lock);
+	ret = fence_get(st, inode, &fence);
+	if (ret)
+		goto out_unlock;
+	*now = fence;
+	if (lift ? fence != generation : fence >= generation)
+		goto out_unlock; /* nothing to change */
+	rc = mdb_txn_begin(st->fence_env, NULL, 0, &txn);
+	if (!rc)
+		rc = lift ? mdb_del(txn, st->fence_dbi, &k, NULL)
+			  : mdb_put(txn, st->fence_dbi, &k, &v, 0);
+	if (rc) {
+		if (txn)
+			mdb_txn_abort(txn);
+		ret = mdb_to_errno(rc);
+		goto out_unlock;
+	}
+	/* the environment syncs on commit: the fence is on disk before the reply */
+	ret = mdb_to_errno(mdb_txn_commit(txn));
+	if (ret)
+		goto out_unlock;
+	if (lift) {
+		st->fence_count--;
+		*now = 0;
+	} else {
+		st->fence_count += fence == 0;
+		*now = generation;
+	}
+	daemon_log(DLOG_INFO, "inode %016" PRIx64 ": fence %s generation %" PRIu64, inode,
+		   lift ? "lifted from" : "set at", generation);
+out_unlock:
+	pthread_rwlock_unlock(&st->fence_lock);
+	return ret;
+}
+
 /* ---- public ---- */
 
 int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct store **out)
@@ -468,6 +630,9 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 		ret = mdb_to_errno(rc);
 		goto err_close_env;
 	}
+	ret = fence_open(st, dir_fd);
+	if (ret)
+		goto err_close_env;
 	*out = st;
 	return 0;
 
@@ -488,6 +653,8 @@ void store_close(struct store *st)
 		return;
 	mdb_env_sync(st->env, 1);
 	mdb_env_close(st->env);
+	mdb_env_close(st->fence_env);
+	pthread_rwlock_destroy(&st->fence_lock);
 	close(st->chunks_fd);
 	for (int i = 0; i < LOCK_STRIPES; i++)
 		pthread_rwlock_destroy(&st->locks[i]);

@@ -61,7 +61,7 @@ struct cp_file {
 	uint64_t ino;	 /* rdmafs */
 	uint64_t handle; /* rdmafs: the service's handle */
 	struct rfs_layout layout;
-	uint64_t dirty_mask; /* rdmafs: daemons that got writes (atomic OR) */
+	uint64_t dirty_mask; /* rdmafs: daemons that got writes (under the side's layout_lock) */
 	bool has_layout;
 };
 
@@ -122,6 +122,8 @@ struct cp_side {
 	uint32_t groups[64];
 	bool is_rdmafs;
 	bool owner; /* files are created with the source's uid/gid (root) */
+	/* rdmafs side: guards cp_file.layout, which a data call replaces after a drain */
+	pthread_mutex_t layout_lock;
 };
 
 /* ---- sides (side_local.c, side_rdmafs.c) ---------------------------------------- */

@@ -280,9 +280,45 @@ static int rdmafs_open_read(struct cp_side *s, const struct cp_loc *loc, struct 
 	return 0;
 }
 
+/* A copy of @f's layout for one data call (several threads share a file). */
+static struct rfs_layout layout_get(struct cp_side *s, struct cp_file *f)
+{
+	struct rfs_layout l;
+
+	pthread_mutex_lock(&s->layout_lock);
+	l = f->layout;
+	pthread_mutex_unlock(&s->layout_lock);
+	return l;
+}
+
+/*
+ * Keeps the layout a data call ended with (it refetched one a drain
+ * installed) and records the daemons it wrote to. dirty_mask bits are
+ * indexes into the layout: after a change of generation every daemon of the
+ * new layout counts as written.
+ */
+static void layout_put(struct cp_side *s, struct cp_file *f, const struct rfs_layout *l,
+		       uint64_t written)
+{
+	pthread_mutex_lock(&s->layout_lock);
+	if (l->generation > f->layout.generation) {
+		f->layout = *l;
+		if (f->dirty_mask)
+			f->dirty_mask = ~0ull;
+	}
+	if (written && l->generation != f->layout.generation)
+		written = ~0ull;
+	f->dirty_mask |= written;
+	pthread_mutex_unlock(&s->layout_lock);
+}
+
 static int rdmafs_read(struct cp_side *s, struct cp_file *f, uint64_t off, size_t len, void *buf)
 {
-	return rfs_read(s->rfs, f->ino, &f->layout, off, len, buf);
+	struct rfs_layout l = layout_get(s, f);
+	int ret = rfs_read(s->rfs, f->ino, &l, off, len, buf);
+
+	layout_put(s, f, &l, 0);
+	return ret;
 }
 
 static int rdmafs_data_extent(struct cp_side *s, struct cp_file *f, uint64_t off, uint64_t size,
@@ -343,31 +379,38 @@ static int rdmafs_create(struct cp_side *s, const struct cp_loc *dir, const char
 static int rdmafs_write(struct cp_side *s, struct cp_file *f, uint64_t off, size_t len,
 			const void *buf)
 {
+	struct rfs_layout l = layout_get(s, f);
 	uint64_t written = 0;
-	int ret = rfs_write(s->rfs, f->ino, &f->layout, off, len, buf, false, &written);
+	int ret = rfs_write(s->rfs, f->ino, &l, off, len, buf, false, &written);
 
-	__atomic_fetch_or(&f->dirty_mask, written, __ATOMIC_RELAXED);
+	layout_put(s, f, &l, written);
 	return ret;
 }
 
 static int rdmafs_finish(struct cp_side *s, struct cp_file *f, uint64_t size)
 {
 	Rdmafs__UpdateSizeReq r = RDMAFS__UPDATE_SIZE_REQ__INIT;
-	uint64_t mask = __atomic_load_n(&f->dirty_mask, __ATOMIC_RELAXED);
 	struct rfs_alloc_report report = {.known = 0};
+	struct rfs_layout l = layout_get(s, f);
 	ProtobufCMessage *msg;
+	uint64_t mask;
 	int ret;
 
+	pthread_mutex_lock(&s->layout_lock);
+	mask = f->dirty_mask;
+	pthread_mutex_unlock(&s->layout_lock);
 	/* fuse's flush: commit the daemons written to, then tell the size and st_blocks */
 	if (mask) {
-		ret = rfs_commit_alloc(s->rfs, f->ino, &f->layout, mask, 0, true, &report);
+		ret = rfs_commit_alloc(s->rfs, f->ino, &l, mask, 0, true, &report);
+		layout_put(s, f, &l, 0);
 		if (ret)
 			return ret;
 	}
 	if (!size && !report.known)
 		return 0;
+	/* the report indexes the layout the commit ended with */
 	if (report.known)
-		rfs_alloc_report_attach(&report, &f->layout, &r);
+		rfs_alloc_report_attach(&report, &l, &r);
 	r.ino = f->ino;
 	r.size = size;
 	r.cred = &s->cred;
@@ -708,6 +751,7 @@ void cp_side_rdmafs_init(struct cp_side *s, struct rfs *fs)
 	s->ops = &rdmafs_ops;
 	s->rfs = fs;
 	s->is_rdmafs = true;
+	pthread_mutex_init(&s->layout_lock, NULL);
 	rdmafs__cred__init(&s->cred);
 	s->cred.uid = geteuid();
 	s->cred.gid = getegid();

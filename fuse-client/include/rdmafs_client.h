@@ -13,7 +13,8 @@
  *
  * Errors: 0 or a negative errno. The daemon's: -EINVAL (a field out of
  * range), -EIO (a checksum mismatch, on the wire or on disk), -ENOSPC,
- * -EBUSY (daemon overloaded: retry later), -EOPNOTSUPP. The transport's:
+ * -EBUSY (daemon overloaded: retry later), -EOPNOTSUPP, -ESTALE (a drain
+ * fenced the layout generation the request carries). The transport's:
  * -ETIMEDOUT (the connection was reset, so no late RDMA can reach the
  * buffer), -ECONNRESET, -ENOTCONN, -EACCES, -ECONNREFUSED. A connection found
  * dead is re-established by the next call.
@@ -44,6 +45,12 @@ struct rfc_options {
 struct rfc_chunk {
 	uint64_t inode;
 	uint64_t index;
+	/*
+	 * Layout.generation of the file's layout, sent with writes, reads and
+	 * truncates: a daemon that fenced the file (drain) refuses an older one
+	 * with -ESTALE. Commit and removal through this API send 0.
+	 */
+	uint64_t generation;
 };
 
 struct rfc_chunk_state {

@@ -61,6 +61,7 @@ struct rfs_options {
 	uint32_t buf_size;	     /* bytes per registered buffer [1 MiB] */
 	uint32_t buf_count;	     /* registered buffers [32] */
 	uint32_t map_poll_ms;	     /* cluster map poll interval, 0: the default [5000] */
+	uint32_t fence_wait_ms;	     /* how long a data call waits out a drain, 0: [30000] */
 };
 
 /* Fills @opts with the defaults (meta_uri and secret stay NULL). */
@@ -114,6 +115,7 @@ struct rfs_layout {
 	uint32_t chunk_size;
 	uint32_t stripe_width;
 	uint64_t seed;
+	uint64_t generation; /* sent with every chunk request (daemons fence old ones) */
 	uint8_t daemons[RFS_MAX_STRIPE][RFS_UUID_LEN];
 };
 
@@ -127,28 +129,50 @@ int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out);
 /* Which daemon of @layout (an index into daemons[]) holds chunk @index of @ino. */
 int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t index);
 
+/*
+ * Fetches the current layout of regular file @ino from the metadata service
+ * (GETATTR) into @out. -ENOENT for a file that is gone, -EPROTO for a reply
+ * without a valid layout.
+ */
+int rfs_layout_fetch(struct rfs *fs, uint64_t ino, struct rfs_layout *out);
+
 /* ---- file data ------------------------------------------------------------------ */
+
+/*
+ * Drain (rdmafsctl) moves a file's chunks off a daemon and then switches its
+ * layout; from the moment it starts, that daemon refuses requests made with
+ * the file's older layout (-ESTALE). The functions below that take a
+ * non-const @layout then refetch the layout (rfs_layout_fetch()), store it in
+ * *@layout and redo the whole operation with it and the same data: every
+ * chunk request is idempotent. While the service still has the same layout
+ * (the drain is copying) they retry with backoff, for at most fence_wait_ms,
+ * then fail with -ETIMEDOUT (the log says to run the drain again). The
+ * caller keeps the updated *@layout for its next calls.
+ */
 
 /*
  * Reads [@off, @off + @len) of inode @ino into @dst. Missing chunks and bytes
  * past a chunk's end read as zeros: the caller clamps @len to the file size.
  */
-int rfs_read(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
-	     size_t len, void *dst);
+int rfs_read(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t off, size_t len,
+	     void *dst);
 
 /*
  * Writes @len bytes of @src at @off of inode @ino. With @sync the daemons make
  * the data durable before replying. Bits of daemons[] that received data are
- * ORed into *@written (may be NULL), even when the call fails part-way.
+ * ORed into *@written (may be NULL), even when the call fails part-way; when
+ * the layout changed, every bit of the new one is set (older bits meant
+ * other daemons).
  */
-int rfs_write(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
-	      size_t len, const void *src, bool sync, uint64_t *written);
+int rfs_write(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t off, size_t len,
+	      const void *src, bool sync, uint64_t *written);
 
 /*
  * CHUNK_COMMIT of every chunk of @ino with index >= @first_index on the
- * daemons of @layout whose bits are set in @daemon_mask, in parallel.
+ * daemons of @layout whose bits are set in @daemon_mask, in parallel. When
+ * the layout changed, on every daemon of the new one.
  */
-int rfs_commit(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t daemon_mask,
+int rfs_commit(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t daemon_mask,
 	       uint64_t first_index);
 
 /* What the daemons of a layout hold for one file, as CHUNK_COMMIT answered. */
@@ -164,11 +188,12 @@ struct rfs_alloc_report {
  * rfs_commit() that also collects in @report (may be NULL) what each daemon
  * answered has been allocated to @ino (all its chunks, holes excluded); a
  * daemon too old to say stays unknown. Without @durable the daemons only
- * report, nothing is synced (an older daemon commits anyway).
+ * report, nothing is synced (an older daemon commits anyway). When the
+ * layout changed, every daemon of the new one is asked and @report indexes
+ * the new *@layout: attach it with that one.
  */
-int rfs_commit_alloc(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-		     uint64_t daemon_mask, uint64_t first_index, bool durable,
-		     struct rfs_alloc_report *report);
+int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t daemon_mask,
+		     uint64_t first_index, bool durable, struct rfs_alloc_report *report);
 
 /*
  * Points @req's allocations at the known entries of @report, which st_blocks
@@ -181,18 +206,21 @@ void rfs_alloc_report_attach(struct rfs_alloc_report *report, const struct rfs_l
  * Makes the chunks match a file shrunk to @new_size: the chunk holding the new
  * end is truncated, every later chunk is removed on every daemon of @layout.
  */
-int rfs_truncate_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-		      uint64_t new_size);
+int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t new_size);
 
-/* Removes every chunk of @ino on every daemon of @layout (a freed inode). */
-int rfs_remove_data(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout);
+/*
+ * Removes every chunk of @ino on every daemon of @layout (a freed inode). A
+ * daemon that fenced the layout keeps its chunks: the inode is gone, so the
+ * drain that fenced it removes them (or fsck finds them).
+ */
+int rfs_remove_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout);
 
 /*
  * Punches [@off, @off + @len) of a file of @size bytes: whole chunks are
  * removed, partial ones get zeros written (never past @size) as a hole: the
  * daemon frees the whole 4 KiB blocks they cover.
  */
-int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+int rfs_punch_hole(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size,
 		   uint64_t off, uint64_t len);
 
 /*
@@ -214,7 +242,7 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout
  * @len 0, or the range reaching the end of the file. Not atomic: a failure
  * part-way leaves the tail partly moved (the size is still the old one).
  */
-int rfs_collapse_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+int rfs_collapse_range(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size,
 		       uint64_t off, uint64_t len);
 
 /*
@@ -223,16 +251,18 @@ int rfs_collapse_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *la
  * above) or @off at or past the end of the file; -EFBIG: the file would pass
  * RFS_MAX_FILE_SIZE. Not atomic, as rfs_collapse_range().
  */
-int rfs_insert_range(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
+int rfs_insert_range(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size,
 		     uint64_t off, uint64_t len);
 
 /*
  * SEEK_DATA / SEEK_HOLE at chunk granularity (a missing chunk is a hole, a
  * chunk shorter than the chunk size ends in one) in a file of @size bytes.
- * Returns -ENXIO as lseek(2) does.
+ * Returns -ENXIO as lseek(2) does. CHUNK_STAT is not fenced: with a layout a
+ * drain replaced, the answer comes from the drained daemon's copy until it
+ * is REMOVED; then the layout is refetched as above.
  */
-int rfs_seek(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t size,
-	     uint64_t off, int whence, uint64_t *out);
+int rfs_seek(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size, uint64_t off,
+	     int whence, uint64_t *out);
 
 #ifdef __cplusplus
 }

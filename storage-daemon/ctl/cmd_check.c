@@ -686,6 +686,7 @@ static int fsck_repair(struct fsck *f)
 		sel.indexes = indexes;
 		sel.n_indexes = n;
 		req.chunks = &sel;
+		req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
 		ret = ctl_daemon_conn(c, d, &conn);
 		if (!ret)
 			ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &req.base,

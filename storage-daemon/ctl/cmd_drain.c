@@ -4,26 +4,43 @@
  *
  * The drain runs here, in rdmafsctl, as a client of the daemons: the
  * metadata service only records the state. For every regular file whose
- * layout names the draining daemon D:
+ * layout (generation g) names the draining daemon D:
  *
  *   1. the new daemon list is the old one without D (rendezvous placement
  *      then moves only D's chunks); a file whose only daemon is D gets the
  *      UP daemon that scores highest for it instead;
- *   2. each chunk D holds for the file is read from D and written to its
- *      place under the new list, and the destinations commit (fdatasync);
- *   3. SET_LAYOUT switches the file to the new list, a compare-and-swap
- *      against the old one (-ESTALE: changed meanwhile, retried next pass);
- *   4. D's chunks of the file are listed again: one a writer with the old
- *      layout changed between the copy and the switch (its version moved)
- *      is copied again, up to MAX_RECOPY rounds.
+ *   2. CHUNK_FENCE on D raises the file's fence to g + 1: from its reply on,
+ *      D refuses (-ESTALE) every request for the file made with the old
+ *      layout, and none is still in progress. A writer that gets it
+ *      refetches the layout and retries (fuse-client/fs_client.c);
+ *   3. each chunk D holds for the file is read from D and written to its
+ *      place under the new list, and the destinations commit (fdatasync).
+ *      Nothing can change D's chunks of the file any more, so one round
+ *      copies the final data: the re-copy rounds of old are gone;
+ *   4. SET_LAYOUT switches the file to the new list (generation g + 1), a
+ *      compare-and-swap against the old list. The fenced writers now find
+ *      the new layout and redo their writes there.
  *
- * D keeps every chunk and keeps serving reads until it is REMOVED, so readers
- * holding the old layout read correct data throughout; those that open the
- * file afterwards get the new layout, whose chunks were durable before the
- * switch. A writer that keeps writing through an old layout after step 4
- * writes to D only: writers should reopen their files (close-to-open) before
- * the daemon is removed. Interrupting a drain is safe: the daemon stays
- * DRAINING and running the drain again finishes it.
+ * Why fence first: before fences a writer that kept an old layout could
+ * write to D after the last copy, and `remove` then lost that data. Now a
+ * write through an old layout either landed on D before the fence (and step
+ * 3 copies it) or is refused and redone through the new layout.
+ *
+ * When step 3 or 4 fails the file stays on D: -ESTALE from SET_LAYOUT means
+ * someone else changed the layout, so its generation is past the fence and
+ * the fence is harmless; -ENOENT means the file is gone, and its chunks on
+ * D and the copies are removed (its last client could not remove D's: they
+ * were fenced). Otherwise the fence is lifted, but only after the service
+ * confirms the file still has generation g (a lost reply may hide a switch
+ * that happened). If rdmafsctl dies between steps 2 and 4, writers of that
+ * one file wait and then fail with -ETIMEDOUT until the drain is run again,
+ * which fences at the same generation and finishes the move. Run one drain
+ * of a daemon at a time.
+ *
+ * D keeps every chunk and keeps serving the files it still holds until it is
+ * REMOVED; a reader holding a moved file's old layout is fenced as a writer
+ * is and rereads through the new one. Interrupting a drain is safe: the
+ * daemon stays DRAINING and running the drain again finishes it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,7 +53,6 @@
 #include "ctl_i.h"
 
 #define MAX_PASSES 5
-#define MAX_RECOPY 3
 /* Scores a daemon for a whole file (as the metadata service's layouts do). */
 #define LAYOUT_INDEX UINT64_MAX
 
@@ -47,11 +63,6 @@ struct drain {
 	bool progress;
 	uint64_t files_total;
 	uint64_t files_moved, chunks_moved, bytes_moved, files_failed, files_stale;
-};
-
-struct copied {
-	uint64_t index;
-	uint64_t version;
 };
 
 static int drain_status(struct ctl *c, const struct ctl_daemon *d, Rdmafs__DrainStatusResp **out)
@@ -114,31 +125,20 @@ static const uint8_t *replacement(struct drain *dr, uint64_t seed, uint64_t ino)
 	return best;
 }
 
-static int find_copied(const struct copied *list, size_t n, uint64_t index)
-{
-	for (size_t i = 0; i < n; i++)
-		if (list[i].index == index)
-			return (int)i;
-	return -1;
-}
-
 /*
- * Copies every chunk the source holds for @ino whose version differs from
- * the one recorded in @done (all of them the first time) to its place among
- * @daemons, then commits the destinations. *@copied_now counts them.
+ * Copies every chunk the source holds for @ino to its place among @daemons,
+ * then commits the destinations. @used[i] is set for each destination
+ * daemons[i] that got a chunk (so a failed move can clean them up).
  */
-static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
-		      const uint8_t *const *daemons, size_t n, struct copied **done,
-		      size_t *done_count, size_t *copied_now)
+static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
+		       const uint8_t *const *daemons, size_t n, bool *used)
 {
 	struct ctl *c = dr->c;
-	bool used[CTL_MAX_STRIPE] = {false};
 	uint64_t after_ino = ino - 1, after_index = UINT64_MAX;
 	Rdmafs__ChunkListResp *page;
 	bool end = false;
 	int ret = 0;
 
-	*copied_now = 0;
 	while (!end) {
 		ret = ctl_chunk_list(c, dr->src_conn, after_ino, after_index, false, &page);
 		if (ret) {
@@ -151,7 +151,7 @@ static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 			const Rdmafs__ChunkListEntry *e = page->chunks[i];
 			struct ctl_daemon *dst;
 			struct xprt_conn *conn;
-			int slot, at;
+			int slot;
 
 			if (e->chunk->inode != ino) {
 				end = true;
@@ -159,9 +159,6 @@ static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 			}
 			after_ino = e->chunk->inode;
 			after_index = e->chunk->index;
-			at = find_copied(*done, *done_count, e->chunk->index);
-			if (at >= 0 && (*done)[at].version == e->version)
-				continue;
 			slot = meta_place_chunk(daemons, n, l->placement_seed, ino,
 						e->chunk->index);
 			dst = slot >= 0 ? ctl_map_find(c, daemons[slot]) : NULL;
@@ -175,6 +172,7 @@ static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 					dst->conn_address, ctl_strerror(ret));
 				break;
 			}
+			used[slot] = true;
 			ret = ctl_chunk_copy(c, dr->src_conn, conn, ino, e->chunk->index, e->length,
 					     l->chunk_size);
 			if (ret) {
@@ -184,21 +182,6 @@ static int copy_round(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 					ctl_strerror(ret));
 				break;
 			}
-			used[slot] = true;
-			if (at < 0) {
-				struct copied *grown =
-					realloc(*done, (*done_count + 1) * sizeof(**done));
-
-				if (!grown) {
-					ret = -ENOMEM;
-					break;
-				}
-				*done = grown;
-				at = (int)(*done_count)++;
-				(*done)[at].index = e->chunk->index;
-			}
-			(*done)[at].version = e->version;
-			(*copied_now)++;
 			dr->chunks_moved++;
 			dr->bytes_moved += e->length;
 		}
@@ -248,13 +231,72 @@ static int set_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *old,
 	return ret;
 }
 
+/* The layout generation the metadata service has for @ino now. */
+static int current_generation(struct ctl *c, uint64_t ino, uint64_t *generation)
+{
+	Rdmafs__GetattrReq req = RDMAFS__GETATTR_REQ__INIT;
+	Rdmafs__AttrResp *resp;
+	int ret;
+
+	req.ino = ino;
+	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_GETATTR, &req.base,
+			    &rdmafs__attr_resp__descriptor, (ProtobufCMessage **)&resp);
+	if (ret)
+		return ret;
+	if (resp->layout)
+		*generation = resp->layout->generation;
+	else
+		ret = -EPROTO; /* a service that predates generations */
+	rdmafs__attr_resp__free_unpacked(resp, NULL);
+	return ret;
+}
+
+/*
+ * A move of @ino that fenced the source at @fence failed before switching
+ * the layout: lifts the fence, unless the service shows a generation at or
+ * past it (the switch happened after all: the fence must stay).
+ */
+static void release_fence(struct drain *dr, uint64_t ino, uint64_t fence)
+{
+	uint64_t generation = 0;
+	int ret = current_generation(dr->c, ino, &generation);
+
+	if (ret == -ENOENT || (!ret && generation >= fence))
+		return; /* gone (numbers are never reused), or switched: harmless */
+	if (!ret)
+		ret = ctl_chunk_fence(dr->c, dr->src_conn, ino, fence, true, NULL);
+	if (ret)
+		ctl_err("inode %" PRIu64 ": cannot lift its fence on %s (%s): its writers "
+			"wait until the drain is run again",
+			ino, dr->src->uuid_text, ctl_strerror(ret));
+}
+
+/*
+ * @ino was deleted while we moved it: its last client removed its chunks
+ * everywhere but on the fenced source. Removes those and our copies.
+ */
+static void remove_gone(struct drain *dr, uint64_t ino, const uint8_t *const *daemons, size_t n,
+			const bool *used)
+{
+	struct xprt_conn *conn;
+
+	ctl_chunk_remove_inode(dr->c, dr->src_conn, ino);
+	for (size_t i = 0; i < n; i++) {
+		struct ctl_daemon *d = used[i] ? ctl_map_find(dr->c, daemons[i]) : NULL;
+
+		if (d && ctl_daemon_conn(dr->c, d, &conn) == 0)
+			ctl_chunk_remove_inode(dr->c, conn, ino);
+	}
+}
+
 /* Moves one file off the source; see the top of this file. */
 static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 {
 	const Rdmafs__Layout *l = e->layout;
 	const uint8_t *daemons[CTL_MAX_STRIPE];
-	struct copied *done = NULL;
-	size_t n = 0, done_count = 0, copied;
+	bool used[CTL_MAX_STRIPE] = {false};
+	uint64_t fence = l->generation + 1;
+	size_t n = 0;
 	int ret;
 
 	for (size_t i = 0; i < l->n_daemons; i++)
@@ -266,23 +308,28 @@ static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 			return -ENOSPC;
 		n = 1;
 	}
-	ret = copy_round(dr, e->ino, l, daemons, n, &done, &done_count, &copied);
-	if (!ret) {
-		ret = set_layout(dr->c, e->ino, l, daemons, n);
-		if (ret && ret != -ESTALE)
-			ctl_err("inode %" PRIu64 ": cannot switch its layout: %s", e->ino,
-				ctl_strerror(ret));
+	/* the generation SET_LAYOUT gives the new layout: older ones are refused from now on */
+	ret = ctl_chunk_fence(dr->c, dr->src_conn, e->ino, fence, false, NULL);
+	if (ret) {
+		ctl_err("inode %" PRIu64 ": cannot fence it on %s: %s", e->ino, dr->src->uuid_text,
+			ctl_strerror(ret));
+		return ret;
 	}
-	for (int round = 0; !ret && round < MAX_RECOPY; round++) {
-		ret = copy_round(dr, e->ino, l, daemons, n, &done, &done_count, &copied);
-		if (!ret && copied == 0)
-			break;
-		if (!ret && round + 1 == MAX_RECOPY)
-			ctl_err("inode %" PRIu64 " is still being written through its old layout: "
-				"its writers should reopen it",
-				e->ino);
+	ret = copy_chunks(dr, e->ino, l, daemons, n, used);
+	if (ret) {
+		release_fence(dr, e->ino, fence);
+		return ret;
 	}
-	free(done);
+	ret = set_layout(dr->c, e->ino, l, daemons, n);
+	if (ret == -ENOENT) {
+		remove_gone(dr, e->ino, daemons, n, used);
+		return 0;
+	}
+	if (ret && ret != -ESTALE) {
+		ctl_err("inode %" PRIu64 ": cannot switch its layout: %s", e->ino,
+			ctl_strerror(ret));
+		release_fence(dr, e->ino, fence);
+	}
 	return ret;
 }
 

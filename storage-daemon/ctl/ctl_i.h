@@ -132,6 +132,13 @@ const char *ctl_strerror(int err);
 /* ---- chunk copies (rpc.c) ---- */
 
 /*
+ * The layout generation rdmafsctl's chunk requests carry: above every fence
+ * (rdmafs.proto, "Layout generations and fences"), because rdmafsctl is what
+ * moves a fenced file's chunks.
+ */
+#define CTL_LAYOUT_GENERATION_ADMIN UINT64_MAX
+
+/*
  * Copies chunk (@ino, @index) of @length bytes from @src to @dst, for a file
  * with chunks of @chunk_size bytes, through a registered buffer: the source
  * RDMA WRITEs into it, the destination RDMA READs from it, and both ends
@@ -141,6 +148,15 @@ const char *ctl_strerror(int err);
 int ctl_chunk_copy(struct ctl *c, struct xprt_conn *src, struct xprt_conn *dst, uint64_t ino,
 		   uint64_t index, uint32_t length, uint32_t chunk_size);
 int ctl_chunk_commit_inode(struct ctl *c, struct xprt_conn *conn, uint64_t ino);
+/* Removes every chunk of @ino on @conn's daemon. */
+int ctl_chunk_remove_inode(struct ctl *c, struct xprt_conn *conn, uint64_t ino);
+/*
+ * CHUNK_FENCE: raises @ino's fence on @conn's daemon to @generation, or with
+ * @lift clears it if it is exactly @generation. *@now (may be NULL) gets the
+ * fence in force afterwards.
+ */
+int ctl_chunk_fence(struct ctl *c, struct xprt_conn *conn, uint64_t ino, uint64_t generation,
+		    bool lift, uint64_t *now);
 /* Lists up to a reply's worth of chunks after (@after_ino, @after_index). */
 int ctl_chunk_list(struct ctl *c, struct xprt_conn *conn, uint64_t after_ino, uint64_t after_index,
 		   bool from_start, Rdmafs__ChunkListResp **out);

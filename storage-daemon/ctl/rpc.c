@@ -455,6 +455,7 @@ static int piece_read(struct ctl *c, struct xprt_conn *conn, struct xprt_buf *bu
 	req.offset = offset;
 	req.length = len;
 	req.buf = &bd;
+	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
 	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base,
 		       &rdmafs__chunk_read_resp__descriptor, (ProtobufCMessage **)&resp);
 	if (ret)
@@ -494,6 +495,7 @@ static int piece_write(struct ctl *c, struct xprt_conn *conn, struct xprt_buf *b
 	req.crc32c = crc32c(xprt_buf_data(buf), len);
 	req.buf = &bd;
 	req.chunk_size = chunk_size;
+	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
 	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base,
 		       &rdmafs__chunk_write_resp__descriptor, (ProtobufCMessage **)&resp);
 	if (ret)
@@ -515,6 +517,7 @@ static int chunk_truncate(struct ctl *c, struct xprt_conn *conn, uint64_t ino, u
 	id.index = index;
 	req.chunk = &id;
 	req.length = length;
+	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
 	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base,
 		       &rdmafs__chunk_truncate_resp__descriptor, &resp);
 	if (!ret)
@@ -570,11 +573,50 @@ int ctl_chunk_commit_inode(struct ctl *c, struct xprt_conn *conn, uint64_t ino)
 	sel.inode = ino;
 	sel.range = true;
 	req.chunks = &sel;
+	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
 	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &req.base,
 		       &rdmafs__empty__descriptor, &resp);
 	if (!ret)
 		protobuf_c_message_free_unpacked(resp, NULL);
 	return ret;
+}
+
+int ctl_chunk_remove_inode(struct ctl *c, struct xprt_conn *conn, uint64_t ino)
+{
+	Rdmafs__ChunkRemoveReq req = RDMAFS__CHUNK_REMOVE_REQ__INIT;
+	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
+	ProtobufCMessage *resp;
+	int ret;
+
+	sel.inode = ino;
+	sel.range = true;
+	req.chunks = &sel;
+	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
+	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &req.base,
+		       &rdmafs__chunk_remove_resp__descriptor, &resp);
+	if (!ret)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return ret;
+}
+
+int ctl_chunk_fence(struct ctl *c, struct xprt_conn *conn, uint64_t ino, uint64_t generation,
+		    bool lift, uint64_t *now)
+{
+	Rdmafs__ChunkFenceReq req = RDMAFS__CHUNK_FENCE_REQ__INIT;
+	Rdmafs__ChunkFenceResp *resp;
+	int ret;
+
+	req.inode = ino;
+	req.generation = generation;
+	req.lift = lift;
+	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_FENCE, &req.base,
+		       &rdmafs__chunk_fence_resp__descriptor, (ProtobufCMessage **)&resp);
+	if (ret)
+		return ret;
+	if (now)
+		*now = resp->fence;
+	rdmafs__chunk_fence_resp__free_unpacked(resp, NULL);
+	return 0;
 }
 
 int ctl_chunk_list(struct ctl *c, struct xprt_conn *conn, uint64_t after_ino, uint64_t after_index,

@@ -161,14 +161,18 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 		    (!kept && state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP))
 			return -EHOSTDOWN;
 	}
+	if (in->r.layout_generation == UINT32_MAX)
+		return -EOVERFLOW; /* 4 billion drains of one file: never in practice */
 	in->r.stripe_width = (uint32_t)req->n_daemons;
 	for (size_t i = 0; i < req->n_daemons; i++)
 		memcpy(in->daemons[i], req->daemons[i].data, META_UUID_LEN);
+	/* daemons fence requests that carry an older generation (CHUNK_FENCE) */
+	in->r.layout_generation++;
 	ret = meta_inode_put(t, in);
 	if (ret)
 		return ret;
-	meta_log(t->m, META_LOG_INFO, "inode %llu: layout now has %u daemons",
-		 (unsigned long long)in->ino, in->r.stripe_width);
+	meta_log(t->m, META_LOG_INFO, "inode %llu: layout generation %u has %u daemons",
+		 (unsigned long long)in->ino, in->r.layout_generation, in->r.stripe_width);
 	rdmafs__set_layout_resp__init(out);
 	ret = meta_layout_out(t, in, &out->layout);
 	*resp = &out->base;

@@ -94,7 +94,12 @@ struct inode_rec {
 	uint32_t chunk_size; /* layout of regular files, stripe_width UUIDs follow */
 	uint32_t stripe_width;
 	uint32_t placement;
-	uint32_t reserved;
+	/*
+	 * Layout.generation: bumped by SET_LAYOUT. It took the place of a field
+	 * that was always 0, so inodes written before it read as generation 0
+	 * and the record's size did not change.
+	 */
+	uint32_t layout_generation;
 	uint64_t placement_seed;
 };
 

@@ -177,6 +177,7 @@ int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout *
 	l->stripe_width = in->r.stripe_width;
 	l->placement_seed = in->r.placement_seed;
 	l->placement = in->r.placement;
+	l->generation = in->r.layout_generation;
 	l->daemons = meta_alloc(t, in->r.stripe_width * sizeof(*l->daemons));
 	if (!l->daemons)
 		return -ENOMEM;
@@ -459,12 +460,18 @@ int meta_op_lookup(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 int meta_op_getattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__GetattrReq *req = (const void *)msg;
+	Rdmafs__AttrResp *out;
 	struct inode in;
 	int ret = meta_inode_get(t, req->ino, &in);
 
 	if (ret)
 		return ret;
-	return attr_resp(t, &in, resp);
+	ret = attr_resp(t, &in, resp);
+	if (ret)
+		return ret;
+	/* the layout too: a client fenced off by a daemon refetches it here */
+	out = (Rdmafs__AttrResp *)*resp;
+	return meta_layout_out(t, &in, &out->layout);
 }
 
 #define SETATTR_KNOWN                                                                              \

@@ -6,7 +6,7 @@
  *
  * TRANSPORT is "tcp" or "rdma" (exits 77 without an RDMA device); the same
  * tests run over both. TEST is one of: roundtrip, clients, crash, corrupt,
- * enospc, config, malformed. Exit 0 pass, 1 fail, 77 skip.
+ * enospc, config, malformed, fence. Exit 0 pass, 1 fail, 77 skip.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -592,6 +592,194 @@ static int test_corrupt(void)
 	return 0;
 }
 
+/* ---- fence: drain's per-file fences (CHUNK_FENCE) ---- */
+
+static int raw_fence(struct raw *r, uint64_t inode, uint64_t generation, bool lift, uint64_t *now)
+{
+	Rdmafs__ChunkFenceReq req = RDMAFS__CHUNK_FENCE_REQ__INIT;
+	Rdmafs__ChunkFenceResp *resp;
+	uint8_t buf[4096], out[4096];
+	size_t len, got = 0;
+	int ret;
+
+	req.inode = inode;
+	req.generation = generation;
+	req.lift = lift;
+	len = protobuf_c_message_pack(&req.base, buf);
+	ret = xprt_call(r->conn, RDMAFS__METHOD__METHOD_CHUNK_FENCE, buf, len, out, sizeof(out),
+			&got, 10000);
+	if (ret)
+		return ret;
+	resp = rdmafs__chunk_fence_resp__unpack(NULL, got, out);
+	CHECK(resp, "fence reply does not unpack");
+	if (now)
+		*now = resp->fence;
+	rdmafs__chunk_fence_resp__free_unpacked(resp, NULL);
+	return 0;
+}
+
+/* CHUNK_COMMIT (@remove false) or CHUNK_REMOVE of every chunk of @inode at @generation. */
+static int raw_whole_inode(struct raw *r, bool remove, uint64_t inode, uint64_t generation)
+{
+	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
+	Rdmafs__ChunkCommitReq commit = RDMAFS__CHUNK_COMMIT_REQ__INIT;
+	Rdmafs__ChunkRemoveReq rm = RDMAFS__CHUNK_REMOVE_REQ__INIT;
+
+	sel.inode = inode;
+	sel.range = true;
+	commit.chunks = &sel;
+	commit.layout_generation = generation;
+	rm.chunks = &sel;
+	rm.layout_generation = generation;
+	return remove ? raw_call(r, RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &rm.base)
+		      : raw_call(r, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &commit.base);
+}
+
+struct fence_writer {
+	struct rfc_client *c;
+	uint64_t inode;
+	uint32_t last_ok;     /* the value of the last write the daemon acknowledged */
+	int refused;	      /* the status that ended the loop */
+	volatile bool fenced; /* the main thread's FENCE returned */
+	uint32_t after_fence; /* writes acknowledged after that: must stay 0 */
+};
+
+/* Overwrites one chunk with generation 0 until the daemon refuses it. */
+static void *fence_writer_main(void *arg)
+{
+	struct fence_writer *w = arg;
+	uint32_t value = 0;
+
+	for (unsigned i = 0; i < 1000000; i++) {
+		bool fenced_before = w->fenced;
+		int ret;
+
+		value++;
+		ret = rfc_chunk_write(w->c, (struct rfc_chunk){w->inode, 0, 0}, MiB, 0, &value,
+				      sizeof(value), false, NULL);
+		if (ret) {
+			w->refused = ret;
+			return NULL;
+		}
+		w->last_ok = value;
+		/* sent after the fence was in force, yet accepted */
+		if (fenced_before)
+			w->after_fence++;
+	}
+	w->refused = 0;
+	return NULL;
+}
+
+static int test_fence(void)
+{
+	const uint64_t ino = 0xf00, other = 0xf01;
+	uint8_t *data = malloc(MiB), *buf = malloc(MiB);
+	struct fence_writer fw = {0};
+	struct daemon_proc d;
+	struct rfc_chunk_state st;
+	struct rfc_client *c;
+	pthread_t thread;
+	uint32_t bytes, clen, seen;
+	uint64_t now;
+	struct raw r;
+
+	CHECK(data && buf, "out of memory");
+	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	c = client_of(&d, MiB);
+	raw_open(&r, &d);
+	fill_pattern(data, 8192, 3);
+	CHECK(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 0}, MiB, 0, data, 8192, true, NULL) ==
+		      0,
+	      "write before any fence");
+	CHECK(rfc_chunk_write(c, (struct rfc_chunk){other, 0, 0}, MiB, 0, data, 8192, true, NULL) ==
+		      0,
+	      "write of another inode");
+
+	CHECK(raw_fence(&r, 0, 1, false, NULL) == -EINVAL, "fence of inode 0");
+	CHECK(raw_fence(&r, ino, 0, false, NULL) == -EINVAL, "fence at generation 0");
+	CHECK(raw_fence(&r, ino, 2, false, &now) == 0 && now == 2, "fence at 2: now %llu",
+	      (unsigned long long)now);
+	/* a fence only rises */
+	CHECK(raw_fence(&r, ino, 1, false, &now) == 0 && now == 2, "fence at 1 after 2: %llu",
+	      (unsigned long long)now);
+
+	/* below the fence: every request that reads or changes data is refused */
+	CHECK(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 1}, MiB, 0, data, 4096, false, NULL) ==
+		      -ESTALE,
+	      "write at generation 1");
+	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 1}, 0, buf, 8192, &bytes, &clen) ==
+		      -ESTALE,
+	      "read at generation 1");
+	CHECK(rfc_chunk_truncate(c, (struct rfc_chunk){ino, 0, 0}, 10, NULL) == -ESTALE,
+	      "truncate at generation 0");
+	CHECK(raw_whole_inode(&r, false, ino, 1) == -ESTALE, "commit at generation 1");
+	CHECK(raw_whole_inode(&r, true, ino, 1) == -ESTALE, "remove at generation 1");
+	/* stat and list are not fenced; neither is another inode */
+	CHECK(rfc_chunk_stat(c, (struct rfc_chunk){ino, 0, 0}, &st) == 0 && st.exists &&
+		      st.length == 8192,
+	      "stat of a fenced chunk");
+	CHECK(rfc_chunk_read(c, (struct rfc_chunk){other, 0, 0}, 0, buf, 8192, &bytes, &clen) ==
+			      0 &&
+		      bytes == 8192,
+	      "read of an unfenced inode");
+	/* at or above it (and the admin generation) everything works, data unchanged */
+	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 2}, 0, buf, 8192, &bytes, &clen) == 0 &&
+		      bytes == 8192 && !memcmp(buf, data, 8192),
+	      "read at generation 2");
+	CHECK(raw_whole_inode(&r, false, ino, UINT64_MAX) == 0, "commit at the admin generation");
+
+	/* the fence is on disk: it survives kill -9 */
+	raw_close(&r);
+	rfc_client_destroy(c);
+	daemon_stop(&d, SIGKILL);
+	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon restart");
+	c = client_of(&d, MiB);
+	raw_open(&r, &d);
+	CHECK(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 1}, MiB, 0, data, 4096, false, NULL) ==
+		      -ESTALE,
+	      "write at generation 1 after a restart");
+
+	/* lift: only the exact generation, then the old layout is served again */
+	CHECK(raw_fence(&r, ino, 3, true, &now) == 0 && now == 2, "lift of a fence not set");
+	CHECK(raw_fence(&r, ino, 2, true, &now) == 0 && now == 0, "lift");
+	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 0}, 0, buf, 8192, &bytes, &clen) == 0 &&
+		      bytes == 8192 && !memcmp(buf, data, 8192),
+	      "read at generation 0 after the lift");
+
+	/*
+	 * A fence waits for the requests already past their check: once it
+	 * returns, no write through the old generation is acknowledged, and
+	 * the chunk holds the last one that was.
+	 */
+	fw.c = client_of(&d, MiB);
+	fw.inode = ino;
+	CHECK(pthread_create(&thread, NULL, fence_writer_main, &fw) == 0, "thread");
+	while (fw.last_ok < 50 && !fw.refused)
+		usleep(1000);
+	CHECK(raw_fence(&r, ino, 1, false, &now) == 0 && now == 1, "fence under a writer");
+	fw.fenced = true;
+	pthread_join(thread, NULL);
+	CHECK(fw.refused == -ESTALE, "the writer ended with %d, want -ESTALE", fw.refused);
+	CHECK(fw.after_fence == 0, "%u writes accepted after the fence", fw.after_fence);
+	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, UINT64_MAX}, 0, &seen, sizeof(seen),
+			     &bytes, &clen) == 0 &&
+		      bytes == sizeof(seen),
+	      "read after the fence");
+	CHECK(seen == fw.last_ok, "the chunk holds write %u, the last acknowledged was %u", seen,
+	      fw.last_ok);
+	rfc_client_destroy(fw.c);
+
+	raw_close(&r);
+	rfc_client_destroy(c);
+	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	free(data);
+	free(buf);
+	printf("fence: old generations refused, fence durable, lifted, and waits out writers over "
+	       "%s\n",
+	       harness_kind);
+	return 0;
+}
+
 /* ---- enospc: a full file system ---- */
 
 static int test_enospc(void)
@@ -917,7 +1105,7 @@ int main(int argc, char **argv)
 	} tests[] = {
 		{"roundtrip", test_roundtrip}, {"clients", test_clients}, {"crash", test_crash},
 		{"corrupt", test_corrupt},     {"enospc", test_enospc},	  {"config", test_config},
-		{"malformed", test_malformed},
+		{"malformed", test_malformed}, {"fence", test_fence},
 	};
 
 	if (argc != 4) {

@@ -8,27 +8,23 @@
 # `rsync -aHAX`; after each step the copy must match the source byte for
 # byte and in metadata: type, mode, uid/gid, mtime (ns), size, user.*
 # xattrs, symlink targets and which names share an inode.
-# Usage: backup.sh DIR    Exit: 0 pass, 1 fail, 77 a tool is missing.
+# Usage: backup.sh DIR
+# Exit: 0 pass, 1 fail, 99 the test itself could not check (a tool missing:
+# scripts/install-deps.sh installs them all).
 set -u
 mnt=${1:?usage: backup.sh DIR}
-
-for tool in tar cp rsync python3 setfattr; do
-	command -v "$tool" >/dev/null || {
-		echo "SKIP: $tool is not installed"
-		exit 77
-	}
-done
+. "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
+check_need tar cp rsync python3 setfattr diff
 
 fail() {
-	echo "FAIL: $*" >&2
-	exit 1
+	check_fail "$@"
 }
 # a hang is a failure: every copy is bounded
 t() {
 	timeout 600 "$@"
 }
 
-local_dir=$(mktemp -d "${TMPDIR:-/tmp}/backup.XXXXXX") || fail "mktemp"
+local_dir=$(mktemp -d "${TMPDIR:-/tmp}/backup.XXXXXX") || check_error "mktemp"
 work=$(mktemp -d "$mnt/backup.XXXXXX") || fail "mktemp in $mnt"
 trap 'rm -rf "$local_dir"' EXIT
 src=$local_dir/src
@@ -144,11 +140,7 @@ grep -q "links=" "$local_dir/src.manifest" && grep -q "user.binary=00ff10ee" "$l
 # same TREE WHAT: TREE matches the source
 same() {
 	manifest "$1" >"$local_dir/copy.manifest" || fail "$2: manifest of $1"
-	if ! diff -u "$local_dir/src.manifest" "$local_dir/copy.manifest" >"$local_dir/diff"; then
-		echo "--- $2: $1 differs from the source (- source, + copy):" >&2
-		head -n 60 "$local_dir/diff" >&2
-		fail "$2"
-	fi
+	check_diff "$local_dir/src.manifest" "$local_dir/copy.manifest" "$2: $1 against the source"
 	echo "ok   $2"
 }
 

@@ -15,7 +15,8 @@
 # RDMAFS_MOUNT and RDMAFS_MOUNT2). The command also gets RDMAFS_CLUSTER_DIR
 # and RDMAFS_CLUSTER_CTL (this script), for
 #
-#   "$RDMAFS_CLUSTER_CTL" ctl kill I [SIG]  stop storage daemon I (1..N)
+#   "$RDMAFS_CLUSTER_CTL" ctl kill I [SIG]  stop storage daemon I (1..N), or
+#                                           the metadata daemon (I = meta)
 #   "$RDMAFS_CLUSTER_CTL" ctl start I       restart it on its port and data
 #                                           directory, wait until registered
 #   "$RDMAFS_CLUSTER_CTL" ctl datadir I     print its data directory
@@ -158,7 +159,7 @@ if [ "${1:-}" = ctl ]; then
 	dir=${RDMAFS_CLUSTER_DIR:?ctl needs RDMAFS_CLUSTER_DIR}
 	# shellcheck source=/dev/null
 	. "$dir/cluster.env"
-	i=${3:?usage: ctl kill|start|datadir|remount I}
+	i=${3:?usage: ctl kill|start|datadir|remount I (I: a storage daemon, or meta)}
 	if [ "$2" = remount ]; then
 		# unmount mount I (the kernel forgets every inode and page), then mount again
 		m="$dir/mnt$i"
@@ -170,21 +171,28 @@ if [ "${1:-}" = ctl ]; then
 		mount_one "$i" || exit 1
 		exit 0
 	fi
-	[ -f "$dir/storage$i.pid" ] || die "no storage daemon $i"
+	name=storage$i
+	[ "$i" = meta ] && name=meta
+	[ -f "$dir/$name.pid" ] || die "no daemon $i"
 	case $2 in
 	kill)
-		kill -"${4:-KILL}" "$(cat "$dir/storage$i.pid")" || exit 1
+		kill -"${4:-KILL}" "$(cat "$dir/$name.pid")" || exit 1
 		# reap-free wait: the daemon is not our child
-		while kill -0 "$(cat "$dir/storage$i.pid")" 2>/dev/null; do sleep 0.05; done
+		while kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null; do sleep 0.05; done
 		;;
 	start)
-		port=$(cat "$dir/storage$i.port")
-		start_storage "$i" "$port" || {
-			tail -n 20 "$dir/storage$i.log" >&2
+		port=$(cat "$dir/$name.port")
+		if [ "$name" = meta ]; then
+			since=$(log_lines meta)
+			start_daemon meta "$port" --metadata yes && wait_registered meta "$since"
+		else
+			start_storage "$i" "$port"
+		fi || {
+			tail -n 20 "$dir/$name.log" >&2
 			exit 1
 		}
 		;;
-	datadir) echo "$dir/storage$i" ;;
+	datadir) echo "$dir/$name" ;;
 	*) die "unknown ctl command $2" ;;
 	esac
 	exit 0

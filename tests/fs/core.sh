@@ -5,7 +5,8 @@
 # 10x slower: smaller defaults, same checks):
 #   tests/fs/core.sh BUILD_DIR [rdma|tcp]
 # RDMAFS_VM_RDMA_ADDR (set by vm-run.sh) or RDMAFS_TEST_ADDR is the address
-# to listen on. Exit: 0 pass, 1 a check failed, 77 every check skipped.
+# to listen on. Exit: 0 pass, 1 a check failed, 77 every check skipped,
+# 99 a check could not run (its own trouble, not a verdict).
 build=${1:?usage: core.sh BUILD_DIR [rdma|tcp]}
 kind=${2:-rdma}
 here=$(dirname "$(readlink -f "$0")")
@@ -21,7 +22,9 @@ run() {
 	"${cluster[@]}" "$@"
 	rc=$?
 	echo "--- fs-$name over $kind: exit $rc"
-	if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+	if [ $rc -eq 99 ] && [ $status -ne 1 ]; then
+		status=99
+	elif [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
 		status=1
 	elif [ $rc -eq 0 ] && [ $status -eq 77 ]; then
 		status=0
@@ -33,12 +36,5 @@ run bigdir -- "$build/tests/fs/fs-bigdir" %MOUNT%
 run integrity -- "$build/tests/fs/fs-integrity" %MOUNT%
 run sparse -- "$build/tests/fs/fs-sparse" %MOUNT%
 run twomounts --mounts 2 -- "$here/twomounts.sh" %MOUNT% %MOUNT2%
-# restart.sh (kill -9 of a storage daemon under a writer) is not run here: over
-# soft-RoCE in the guest it failed intermittently (3 runs of 4, all on a loaded
-# host): every 1 MiB slot of the written file read back wrong after the
-# restart, though reads succeeded. Not yet understood; it passes over tcp in
-# the fs suite. RDMAFS_FS_RESTART=1 runs it anyway, to chase the bug.
-if [ "$kind" != rdma ] || [ "${RDMAFS_FS_RESTART:-0}" = 1 ]; then
-	run restart -- "$here/restart.sh" %MOUNT%
-fi
+run restart -- "$here/restart.sh" %MOUNT%
 exit $status

@@ -171,7 +171,7 @@ static struct rfs *core_get(void)
 	return core;
 }
 
-static int meta_update(struct rfs *fs, uint64_t ino, uint64_t size, const struct rfs_layout *layout)
+static int meta_update(struct rfs *fs, uint64_t ino, uint64_t size, struct rfs_layout *layout)
 {
 	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	struct rfs_alloc_report report;

@@ -5,14 +5,14 @@
 # and closes, the other opens and reads, with the new content and size, both
 # ways; growing, shrinking and overwriting a file the other mount has cached.
 # Usage: twomounts.sh DIR1 DIR2 (the same file system, mounted twice)
-# Exit: 0 pass, 1 fail.
+# Exit: 0 pass, 1 fail, 99 the test itself could not check.
 set -u
+. "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
 m1=${1:?usage: twomounts.sh DIR1 DIR2}
 m2=${2:?usage: twomounts.sh DIR1 DIR2}
 
 fail() {
-	echo "FAIL: $*" >&2
-	exit 1
+	check_fail "$@"
 }
 # every access is bounded: a hang is a failure, not a stuck suite
 t() {
@@ -33,7 +33,7 @@ same_file() {
 	# the size a reader sees is what it can read, not a cached st_size
 	got=$(t cat "$1" | wc -c) || fail "$3: cannot read $1"
 	[ "$got" = "$want" ] || fail "$3: $1 reads $got bytes, expected $want"
-	t cmp "$1" "$2" || fail "$3: content of $1 differs from what the other mount wrote"
+	check_same "$1" "$2" "$3: what the other mount wrote" 60
 	got=$(t stat -c %s "$1")
 	[ "$got" = "$want" ] || fail "$3: stat of $1 after open says $got bytes, expected $want"
 }

@@ -8,7 +8,7 @@
 #
 #   tests/ops/deb.sh SRCDIR
 #
-# Exit 0 pass, 1 fail, 77 skip (only when dpkg-buildpackage is missing).
+# Exit 0 pass, 1 fail, 99 the test could not check (dpkg-buildpackage missing).
 set -uo pipefail
 
 srcdir=${1:?usage: deb.sh SRCDIR}
@@ -17,12 +17,9 @@ fail() {
 	exit 1
 }
 
-for tool in dpkg-buildpackage dpkg-deb; do
-	if ! command -v "$tool" >/dev/null; then
-		echo "SKIP: $tool not found (scripts/install-deps.sh installs dpkg-dev)"
-		exit 77
-	fi
-done
+# scripts/install-deps.sh installs dpkg-dev: without it the test cannot check.
+. "$srcdir/tests/lib/check.sh"
+check_need dpkg-buildpackage dpkg-deb
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rdmafs-deb-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT

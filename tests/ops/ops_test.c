@@ -63,6 +63,7 @@ struct file {
 	uint64_t hole; /* a chunk index left unwritten, UINT64_MAX for none */
 	uint32_t chunk_size;
 	uint64_t layout_seed;
+	uint64_t generation; /* Layout.generation, sent with chunk I/O */
 	size_t width;
 	uint8_t layout[8][16];
 };
@@ -261,6 +262,7 @@ static void layout_from(struct file *f, const Rdmafs__Layout *l)
 	      l->chunk_size);
 	f->chunk_size = l->chunk_size;
 	f->layout_seed = l->placement_seed;
+	f->generation = l->generation;
 	f->width = l->n_daemons;
 	for (size_t i = 0; i < l->n_daemons; i++) {
 		CHECK(l->daemons[i].len == 16, "uuid length");
@@ -318,8 +320,8 @@ static void write_file(const char *name, uint64_t size, uint64_t hole)
 			continue;
 		for (uint32_t k = 0; k < len; k++)
 			buf[k] = stream_byte(f->seed, idx * f->chunk_size + k);
-		ret = rfc_chunk_write(d->client, (struct rfc_chunk){f->ino, idx}, f->chunk_size, 0,
-				      buf, len, true, NULL);
+		ret = rfc_chunk_write(d->client, (struct rfc_chunk){f->ino, idx, f->generation},
+				      f->chunk_size, 0, buf, len, true, NULL);
 		CHECK(ret == 0, "write %s chunk %" PRIu64 ": %s", name, idx, strerror(-ret));
 	}
 	us.ino = f->ino;
@@ -392,8 +394,8 @@ static int verify_file(const struct file *f, uint8_t *buf, char *why, size_t why
 				 f->name, idx);
 			return -ENODEV;
 		}
-		ret = rfc_chunk_read(d->client, (struct rfc_chunk){f->ino, idx}, 0, buf, len, &got,
-				     NULL);
+		ret = rfc_chunk_read(d->client, (struct rfc_chunk){f->ino, idx, f->generation}, 0,
+				     buf, len, &got, NULL);
 		if (ret) {
 			snprintf(why, why_len, "%s chunk %" PRIu64 " on %s: %s", f->name, idx,
 				 d->proc.uri, strerror(-ret));
@@ -636,7 +638,7 @@ static void test_cli(void)
 struct reader {
 	pthread_t thread;
 	volatile bool stop;
-	uint64_t reads_stale, reads_fresh, passes;
+	uint64_t reads_stale, reads_fresh, reads_refetched, passes;
 	int error;
 	char why[256];
 };
@@ -644,7 +646,10 @@ struct reader {
 /*
  * Reads every file again and again, alternating the layout it had when it
  * was written (a client that opened it before the drain) and the current
- * one (a client that opens it now), and checks every byte.
+ * one (a client that opens it now), and checks every byte. The drained
+ * daemon refuses a layout the drain replaced (-ESTALE): the reader then
+ * does what the client core does, refetching the layout until the drain has
+ * switched it (bounded) and reading again.
  */
 static void *reader_main(void *arg)
 {
@@ -665,6 +670,13 @@ static void *reader_main(void *arg)
 				fresh_layout(&files[i], &fresh);
 			ret = verify_file(use_fresh ? &fresh : &files[i], buf, r->why,
 					  sizeof(r->why));
+			for (int wait = 0; ret == -ESTALE && wait < 1000; wait++) {
+				usleep(10000);
+				fresh_layout(&files[i], &fresh);
+				ret = verify_file(&fresh, buf, r->why, sizeof(r->why));
+				if (!ret)
+					r->reads_refetched++;
+			}
 			if (ret)
 				r->error = ret;
 			else if (use_fresh)
@@ -676,6 +688,45 @@ static void *reader_main(void *arg)
 	}
 	free(buf);
 	return NULL;
+}
+
+/*
+ * After the drain the drained daemon refuses chunk I/O through every file's
+ * old layout (-ESTALE) and serves the generation the drain installed.
+ */
+static void check_fenced(struct cluster_daemon *victim)
+{
+	uint8_t *buf = malloc(1u << 20);
+	size_t checked = 0;
+
+	CHECK(buf, "out of memory");
+	for (size_t i = 0; i < file_count; i++) {
+		const struct file *f = &files[i];
+		struct file fresh;
+		uint32_t got;
+
+		fresh_layout(f, &fresh);
+		for (uint64_t idx = 0; idx * f->chunk_size < f->size; idx++) {
+			if (placed(f, idx) != victim || idx == f->hole)
+				continue;
+			CHECK(fresh.generation == f->generation + 1,
+			      "%s: layout generation %" PRIu64 " after the drain, was %" PRIu64,
+			      f->name, fresh.generation, f->generation);
+			CHECK(rfc_chunk_read(victim->client,
+					     (struct rfc_chunk){f->ino, idx, f->generation}, 0, buf,
+					     f->chunk_size, &got, NULL) == -ESTALE,
+			      "%s chunk %" PRIu64 ": the drained daemon serves the old layout",
+			      f->name, idx);
+			CHECK(rfc_chunk_read(victim->client,
+					     (struct rfc_chunk){f->ino, idx, fresh.generation}, 0,
+					     buf, f->chunk_size, &got, NULL) == 0,
+			      "%s chunk %" PRIu64 ": the new generation is refused", f->name, idx);
+			checked++;
+			break;
+		}
+	}
+	CHECK(checked > 0, "no file had a chunk on the drained daemon");
+	free(buf);
 }
 
 static void test_drain(void)
@@ -722,6 +773,7 @@ static void test_drain(void)
 	pthread_join(r.thread, NULL);
 	CHECK(r.error == 0, "reader during the drain: %s", r.why);
 	CHECK(r.reads_stale > 0 && r.reads_fresh > 0, "the reader read with both layouts");
+	check_fenced(victim);
 
 	CHECK(ctl("--json", "status", NULL, NULL) == 0, "status after the drain");
 	v = ctl_json();

@@ -3,9 +3,11 @@
 # single-node rdmafs and mounts it; files written there read back; `status`
 # reports it; `down` unmounts and stops; a second `up` finds the data again.
 # Packages are assumed installed (CI installs them first).
-# Usage: quickstart.sh [BUILD_DIR]. Exit 0/1, 77 if /dev/fuse or root is missing.
+# Usage: quickstart.sh [BUILD_DIR]. Exit 0/1, 77 if /dev/fuse or root is
+# missing, 99 if the test itself could not check.
 set -uo pipefail
 top=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
+. "$top/tests/lib/check.sh"
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (mount, memlock)"; exit 77; }
 [ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
 work=$(mktemp -d /tmp/rdmafs-quickstart.XXXXXX)
@@ -24,10 +26,11 @@ trap '"$up" down >/dev/null 2>&1; rm -rf "$work"' EXIT
 timeout 300 "$up" >"$work/up.log" 2>&1 || { cat "$work/up.log" >&2; fail "rdmafs-up.sh failed"; }
 grep -qs " $work/mnt fuse" /proc/mounts || fail "nothing mounted on $work/mnt"
 head -c 3000000 /dev/urandom >"$work/data"
-cp "$work/data" "$work/mnt/data" && cmp "$work/data" "$work/mnt/data" || fail "a file does not read back"
+cp "$work/data" "$work/mnt/data" || fail "cp into the mount failed"
+check_same "$work/mnt/data" "$work/data" "a file written to the mount"
 grep -q "mounted on $work/mnt" <<<"$("$up" status)" || fail "status does not report the mount"
 "$up" down >/dev/null || fail "down failed"
 grep -qs " $work/mnt fuse" /proc/mounts && fail "still mounted after down"
 timeout 300 "$up" >"$work/up2.log" 2>&1 || fail "second start failed"
-cmp "$work/data" "$work/mnt/data" || fail "the data did not survive down and up"
+check_same "$work/mnt/data" "$work/data" "the data after down and up"
 echo "ok   rdmafs-up.sh starts, mounts, serves, stops, and keeps the data"

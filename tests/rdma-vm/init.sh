@@ -65,10 +65,12 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=$NINEP_MSIZE \
 # The job's working directory, as vm-run.sh saw it on the host.
 cwd=$(cat "$RESULTS/cwd") || die "read cwd"
 
-# Keep a view of the host's /tmp: the fresh tmpfs below hides it, but the
-# caller may be running from a directory under /tmp.
-mkdir -p /mnt/host-tmp
+# Keep a view of the host's /tmp, /var/tmp and /root: the fresh tmpfs below
+# hide them, but the caller may be running from a directory there.
+mkdir -p /mnt/host-tmp /mnt/host-var-tmp /mnt/host-root
 mount --bind "$HOST/tmp" /mnt/host-tmp || die "bind host /tmp"
+mount --bind "$HOST/var/tmp" /mnt/host-var-tmp || die "bind host /var/tmp"
+mount --bind "$HOST/root" /mnt/host-root || die "bind host /root"
 
 # The host root is read-only and its /proc, /sys and /dev are the host's files
 # seen through 9p: put the guest's own on top, plus writable tmpfs where
@@ -84,15 +86,38 @@ mount -t tmpfs -o mode=0755 tmpfs "$HOST/run" || die "mount /run"
 mkdir -p "$HOST$HOST_RESULTS"
 mount --bind "$RESULTS" "$HOST$HOST_RESULTS" || die "bind results share"
 
-# Paths under the host's /tmp that the job needs (its cwd, its program and
-# arguments: vm-run.sh listed them) stay visible, read-only, at the same place.
+# What a Linux userland expects and a bare devtmpfs, a read-only root and no
+# udev or systemd leave out.  Without /dev/fd, bash's process substitution
+# fails ("cat: /dev/fd/63: No such file"), and a check like cmp FILE <(...)
+# then fails for the test's own reason, not the data's.  udev makes /dev/fuse
+# world-writable (fusermount for users); systemd mounts cgroup2 and fusectl;
+# /var/tmp and root's home are writable on a real host; systemd raises the
+# open-file limit well above the kernel's 1024.
+ln -sf /proc/self/fd "$HOST/dev/fd" || die "link /dev/fd"
+ln -sf /proc/self/fd/0 "$HOST/dev/stdin" || die "link /dev/stdin"
+ln -sf /proc/self/fd/1 "$HOST/dev/stdout" || die "link /dev/stdout"
+ln -sf /proc/self/fd/2 "$HOST/dev/stderr" || die "link /dev/stderr"
+[ -c "$HOST/dev/fuse" ] && chmod 0666 "$HOST/dev/fuse"
+mount -t tmpfs -o mode=1777 tmpfs "$HOST/var/tmp" || die "mount /var/tmp"
+mount -t tmpfs -o mode=0700 tmpfs "$HOST/root" || die "mount /root"
+mount -t cgroup2 cgroup2 "$HOST/sys/fs/cgroup" || die "mount cgroup2"
+mount -t fusectl fusectl "$HOST/sys/fs/fuse/connections" || die "mount fusectl"
+hostname rdmafs-vm || die "hostname"
+ulimit -n 65536 || die "ulimit -n"
+
+# Paths under the host's /tmp, /var/tmp or /root that the job needs (its cwd,
+# its program and arguments: vm-run.sh listed them) stay visible, read-only,
+# at the same place.
+expose() {
+	[ -d "$2/$3" ] || return 0
+	mkdir -p "$HOST$1" || die "mkdir $1"
+	mount --bind "$2/$3" "$HOST$1" || die "bind $1"
+}
 while read -r path; do
 	case "$path" in
-	/tmp/*)
-		[ -d "/mnt/host-tmp/${path#/tmp/}" ] || continue
-		mkdir -p "$HOST$path"
-		mount --bind "/mnt/host-tmp/${path#/tmp/}" "$HOST$path" || die "bind $path"
-		;;
+	/tmp/*) expose "$path" /mnt/host-tmp "${path#/tmp/}" ;;
+	/var/tmp/*) expose "$path" /mnt/host-var-tmp "${path#/var/tmp/}" ;;
+	/root/*) expose "$path" /mnt/host-root "${path#/root/}" ;;
 	esac
 done <"$RESULTS/expose"
 

@@ -30,9 +30,11 @@
 # 192.0.2.1; use that address for rdma_cm (RDMAFS_VM_RDMA_ADDR has it,
 # RDMAFS_VM_RDMA_DEV the device name).  127.0.0.1 does NOT work with rdma_cm
 # on rxe (rdma_resolve_route: ENODEV), so tests must not use it for verbs.
-# RDMAFS_IN_VM=1; / is the host's root, read-only; /tmp,
-# /run and /dev/shm are fresh tmpfs; if the working directory is under /tmp
-# it is made visible (read-only) at the same path; memlock is unlimited; the
+# RDMAFS_IN_VM=1; / is the host's root, read-only; /tmp, /var/tmp, /root,
+# /run and /dev/shm are fresh tmpfs; if the working directory is under one of
+# the first three it is made visible (read-only) at the same path; /dev/fd,
+# /dev/std{in,out,err}, cgroup2 and fusectl are there as on a host booted by
+# systemd; memlock is unlimited and 65536 files may be open; the
 # command runs as root with stdin from /dev/null.  Passed through from the
 # caller's environment: PATH, HOME, LANG, LANGUAGE, LD_LIBRARY_PATH, LD_PRELOAD,
 # and every variable whose name starts with RDMAFS_, MESON_, ASAN_, UBSAN_,
@@ -402,8 +404,8 @@ boot_guest() {
 	wait "$out_relay" "$err_relay" || true
 }
 
-# The guest's /tmp is a fresh tmpfs, which would hide a checkout or build
-# tree under the host's /tmp (CI clones may live there). List what must stay
+# The guest's /tmp, /var/tmp and /root are fresh tmpfs, which would hide a
+# checkout or build tree there (CI clones may live under /tmp). List what must stay
 # visible: the working directory, every path among the command's arguments
 # (a file's directory), and the colon-separated RDMAFS_VM_EXPOSE.
 write_expose() {

@@ -24,13 +24,14 @@
 
 #include "xprt_i.h"
 
-#define SECRET	  "conformance-secret"
-#define BIG	  (16u << 20)
-#define M_ECHO	  1
-#define M_PUSH	  2 /* server RDMA WRITEs a pattern into the client's buffer */
-#define M_PULL	  3 /* server RDMA READs the client's buffer, replies its hash */
-#define M_HOLD	  4 /* server never answers (timeouts) */
-#define EXIT_SKIP 77
+#define SECRET	     "conformance-secret"
+#define BIG	     (16u << 20)
+#define M_ECHO	     1
+#define M_PUSH	     2 /* server RDMA WRITEs a pattern into the client's buffer */
+#define M_PULL	     3 /* server RDMA READs the client's buffer, replies its hash */
+#define M_HOLD	     4 /* server never answers (timeouts) */
+#define M_RESET_RDMA 5 /* server resets the connection, then tries one-sided ops on it */
+#define EXIT_SKIP    77
 
 extern char **environ;
 
@@ -45,6 +46,9 @@ static char srv_uri[128];
 static int last_server_rdma_status;
 static struct xprt_conn *last_server_conn;
 static struct xprt_req *held_req;
+/* What M_RESET_RDMA saw: the _async returns and how often their callbacks ran. */
+static int reset_read_ret, reset_write_ret;
+static int reset_cb_runs;
 
 /* The request body of M_PUSH / M_PULL. */
 struct bulk_req {
@@ -102,6 +106,11 @@ static void bulk_done(void *arg, int status)
 	free(job);
 }
 
+static void count_rdma_cb(void *arg, int status)
+{
+	__atomic_fetch_add(&reset_cb_runs, 1, __ATOMIC_SEQ_CST);
+}
+
 static void serve(struct xprt_req *req, void *arg)
 {
 	size_t len;
@@ -113,6 +122,15 @@ static void serve(struct xprt_req *req, void *arg)
 	switch (xprt_req_method(req)) {
 	case M_ECHO:
 		xprt_reply(req, 0, body, len);
+		return;
+	case M_RESET_RDMA:
+		/* The connection dies between taking the request and the one-sided op. */
+		xprt_conn_reset(xprt_req_conn(req));
+		reset_read_ret = xprt_rdma_read_async(xprt_req_conn(req), srv_buf, srv_mr, 0, 0, 8,
+						      0, count_rdma_cb, NULL);
+		reset_write_ret = xprt_rdma_write_async(xprt_req_conn(req), srv_buf, srv_mr, 0, 0,
+							8, 0, count_rdma_cb, NULL);
+		xprt_reply(req, 0, NULL, 0); /* dropped: the connection is dead */
 		return;
 	case M_HOLD:
 		/* Keep it unanswered; the test frees it. */
@@ -392,6 +410,65 @@ static void test_call_timeout(void **state)
 	xprt_conn_close(c);
 }
 
+static void count_reply(void *arg, int status, const void *body, size_t len)
+{
+	int *runs = arg;
+
+	__atomic_fetch_add(runs, 1, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * xprt.h: an _async call returns 0 and its callback runs exactly once, or
+ * returns an error and its callback never runs. A caller counting calls as
+ * pending relies on it: a connection that dies between taking it and sending
+ * must not leave a count that nothing will ever bring down.
+ */
+static void test_async_contract(void **state)
+{
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	size_t max = xprt_conn_max_body(c);
+	uint8_t *big = calloc(1, max + 1);
+	int runs = 0;
+
+	assert_non_null(big);
+	/* Too large: refused at once, no callback. */
+	assert_int_equal(xprt_call_async(c, M_ECHO, big, max + 1, 0, count_reply, &runs),
+			 -EMSGSIZE);
+	assert_true(xprt_conn_alive(c));
+	/* Queued: exactly one callback, even for a call that times out. */
+	assert_int_equal(xprt_call_async(c, M_HOLD, NULL, 0, 300, count_reply, &runs), 0);
+	for (int i = 0; i < 500 && __atomic_load_n(&runs, __ATOMIC_SEQ_CST) == 0; i++)
+		usleep(10000);
+	usleep(200000);
+	assert_int_equal(__atomic_load_n(&runs, __ATOMIC_SEQ_CST), 1);
+	xprt_conn_close(c);
+
+	/* Reset between get and send: -ENOTCONN, and the callback never runs. */
+	c = connect_ok(cli_ctx, srv_uri);
+	xprt_conn_reset(c);
+	runs = 0;
+	assert_int_equal(xprt_call_async(c, M_ECHO, big, 8, 0, count_reply, &runs), -ENOTCONN);
+	usleep(200000);
+	assert_int_equal(__atomic_load_n(&runs, __ATOMIC_SEQ_CST), 0);
+	xprt_conn_close(c);
+
+	/* The same for one-sided operations on the server's side. */
+	c = connect_ok(cli_ctx, srv_uri);
+	__atomic_store_n(&reset_read_ret, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&reset_write_ret, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&reset_cb_runs, 0, __ATOMIC_SEQ_CST);
+	assert_int_equal(xprt_call(c, M_RESET_RDMA, NULL, 0, NULL, 0, NULL, 0), -ECONNRESET);
+	/* The handler may still be running when the reset reaches us. */
+	for (int i = 0; i < 500 && __atomic_load_n(&reset_write_ret, __ATOMIC_SEQ_CST) == 1; i++)
+		usleep(10000);
+	usleep(200000);
+	assert_int_equal(reset_read_ret, -ENOTCONN);
+	assert_int_equal(reset_write_ret, -ENOTCONN);
+	assert_int_equal(__atomic_load_n(&reset_cb_runs, __ATOMIC_SEQ_CST), 0);
+	xprt_conn_close(c);
+	free(big);
+}
+
 static void raw_message_rejected(uint32_t magic, uint8_t version, size_t body_len,
 				 struct xprt_ctx *ctx)
 {
@@ -612,6 +689,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_wrong_secret),
 		cmocka_unit_test(test_call_timeout),
+		cmocka_unit_test(test_async_contract),
 		cmocka_unit_test(test_bad_messages),
 		cmocka_unit_test(test_peer_killed),
 		cmocka_unit_test(test_pending_call_fails_on_kill),

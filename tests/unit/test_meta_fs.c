@@ -1311,6 +1311,115 @@ static void test_persistence(void **state)
 	assert_int_equal(after.nlink, 3);
 }
 
+/* GETATTR of @ino with its layout; the caller frees the reply. */
+static Rdmafs__AttrResp *getattr_layout(struct meta *m, uint64_t ino)
+{
+	Rdmafs__GetattrReq req = RDMAFS__GETATTR_REQ__INIT;
+	Rdmafs__AttrResp *r = NULL;
+
+	req.ino = ino;
+	assert_int_equal(tm_call(m, RDMAFS__METHOD__METHOD_GETATTR, &req,
+				 &rdmafs__attr_resp__descriptor, (void **)&r),
+			 0);
+	return r;
+}
+
+/*
+ * Layout generations (drain's fences rely on them): 0 at create, bumped by
+ * every SET_LAYOUT that succeeds and by nothing else, returned by GETATTR,
+ * LOOKUP and OPEN, and kept across a restart.
+ */
+static void test_layout_generation(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__SetLayoutReq sl = RDMAFS__SET_LAYOUT_REQ__INIT;
+	Rdmafs__SetLayoutResp *slr = NULL;
+	Rdmafs__OpenReq oreq = RDMAFS__OPEN_REQ__INIT;
+	Rdmafs__OpenResp *oresp = NULL;
+	Rdmafs__LookupReq lreq = RDMAFS__LOOKUP_REQ__INIT;
+	Rdmafs__EntryResp *lresp = NULL;
+	ProtobufCBinaryData old[3], fewer[2];
+	Rdmafs__AttrResp *r;
+	struct tm_attr d;
+	int64_t f = tm_mkfile(e->m, NULL, ROOT, "f", 0644);
+
+	assert_true(f > 0);
+	r = getattr_layout(e->m, (uint64_t)f);
+	assert_non_null(r->layout);
+	assert_int_equal(r->layout->generation, 0);
+	assert_int_equal(r->layout->n_daemons, 3);
+	for (size_t i = 0; i < 3; i++) {
+		old[i].len = 16;
+		old[i].data = malloc(16);
+		assert_non_null(old[i].data);
+		memcpy(old[i].data, r->layout->daemons[i].data, 16);
+	}
+	rdmafs__attr_resp__free_unpacked(r, NULL);
+	fewer[0] = old[0];
+	fewer[1] = old[2];
+
+	/* the switch drain makes: generation 1 */
+	sl.ino = (uint64_t)f;
+	sl.expected_daemons = old;
+	sl.n_expected_daemons = 3;
+	sl.daemons = fewer;
+	sl.n_daemons = 2;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
+				 &rdmafs__set_layout_resp__descriptor, (void **)&slr),
+			 0);
+	assert_int_equal(slr->layout->generation, 1);
+	assert_int_equal(slr->layout->n_daemons, 2);
+	rdmafs__set_layout_resp__free_unpacked(slr, NULL);
+	/* a refused compare-and-swap changes nothing */
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
+				 &rdmafs__set_layout_resp__descriptor, NULL),
+			 -ESTALE);
+	r = getattr_layout(e->m, (uint64_t)f);
+	assert_int_equal(r->layout->generation, 1);
+	assert_int_equal(r->layout->n_daemons, 2);
+	rdmafs__attr_resp__free_unpacked(r, NULL);
+
+	/* every reply that carries the layout carries its generation */
+	oreq.ino = (uint64_t)f;
+	oreq.flags = O_RDWR;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_OPEN, &oreq,
+				 &rdmafs__open_resp__descriptor, (void **)&oresp),
+			 0);
+	assert_int_equal(oresp->layout->generation, 1);
+	assert_int_equal(tm_release(e->m, oresp->handle, (uint64_t)f, NULL), 0);
+	rdmafs__open_resp__free_unpacked(oresp, NULL);
+	lreq.parent = ROOT;
+	lreq.name.data = (uint8_t *)"f";
+	lreq.name.len = 1;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_LOOKUP, &lreq,
+				 &rdmafs__entry_resp__descriptor, (void **)&lresp),
+			 0);
+	assert_int_equal(lresp->layout->generation, 1);
+	rdmafs__entry_resp__free_unpacked(lresp, NULL);
+
+	/* a second switch, then a restart */
+	sl.expected_daemons = fewer;
+	sl.n_expected_daemons = 2;
+	sl.daemons = fewer;
+	sl.n_daemons = 1;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
+				 &rdmafs__set_layout_resp__descriptor, NULL),
+			 0);
+	tm_reopen(e);
+	r = getattr_layout(e->m, (uint64_t)f);
+	assert_int_equal(r->layout->generation, 2);
+	assert_int_equal(r->layout->n_daemons, 1);
+	rdmafs__attr_resp__free_unpacked(r, NULL);
+
+	/* GETATTR of anything but a regular file has no layout */
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, &d), 0);
+	r = getattr_layout(e->m, d.ino);
+	assert_null(r->layout);
+	rdmafs__attr_resp__free_unpacked(r, NULL);
+	for (size_t i = 0; i < 3; i++)
+		free(old[i].data);
+}
+
 /* A store written by a newer format is refused and left alone. */
 static void test_newer_format(void **state)
 {
@@ -1512,6 +1621,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_update_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_layout_generation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_emsgsize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),

@@ -223,8 +223,15 @@ int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t r
 	      size_t resp_cap, size_t *resp_len, int timeout_ms);
 
 /*
- * The asynchronous form: @cb runs exactly once, on the progress thread (or
- * before this returns, when it fails at once). @req is copied.
+ * The asynchronous form. @req is copied. One contract, for this and for the
+ * one-sided _async calls below:
+ *   - returns 0: the call was queued and @cb runs exactly once, bounded by the
+ *     timeout: on the progress thread, or on the calling thread before this
+ *     returns when the connection dies while sending;
+ *   - returns a negative errno: nothing was queued and @cb never runs.
+ *     -ENOTCONN (the connection is dead), -EAGAIN (HELLO has not finished),
+ *     -EMSGSIZE (@req_len over xprt_conn_max_body()), -ENOMEM.
+ * A caller that counts a call as pending must count it back on an error.
  */
 int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
 		    int timeout_ms, xprt_reply_cb cb, void *arg);
@@ -281,6 +288,11 @@ int xprt_rdma_read(struct xprt_conn *conn, void *local, struct xprt_mr *local_mr
 int xprt_rdma_write(struct xprt_conn *conn, const void *local, struct xprt_mr *local_mr,
 		    uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms);
 
+/*
+ * The asynchronous forms, under xprt_call_async()'s contract: 0 and @cb runs
+ * exactly once, or a negative errno (-EINVAL for @local outside @local_mr,
+ * -ENOTCONN, -EAGAIN, -ENOMEM) and @cb never runs.
+ */
 int xprt_rdma_read_async(struct xprt_conn *conn, void *local, struct xprt_mr *local_mr,
 			 uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms,
 			 xprt_rdma_cb cb, void *arg);

@@ -10,17 +10,11 @@
 set -u
 copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/errors
-fails=0
+. "$(dirname "$(readlink -f "$0")")/../../lib/check.sh"
 
+# check WHAT COMMAND...: exit 0 ok, 1 FAIL, other: the check could not run
 check() {
-	local what=$1
-	shift
-	if "$@"; then
-		echo "ok: $what"
-	else
-		echo "FAIL: $what" >&2
-		fails=$((fails + 1))
-	fi
+	check_run "$@"
 }
 
 # expect STATUS PATTERN SECONDS ARGS...: runs the copy, checks its exit
@@ -115,5 +109,5 @@ rm -rf "$work/back"
 check "and it reads back identical" "$copy" -q rdmafs:/midway "$work/back"
 check "identical" "$treecmp" "$work/src" "$work/back"
 
-[ $fails -eq 0 ] || { echo "$fails checks failed" >&2; exit 1; }
+check_summary
 echo "errors: all checks passed"

@@ -9,17 +9,11 @@ set -u
 copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/resume
 src=$work/src
-fails=0
+. "$(dirname "$(readlink -f "$0")")/../../lib/check.sh"
 
+# check WHAT COMMAND...: exit 0 ok, 1 FAIL, other: the check could not run
 check() {
-	local what=$1
-	shift
-	if "$@"; then
-		echo "ok: $what"
-	else
-		echo "FAIL: $what" >&2
-		fails=$((fails + 1))
-	fi
+	check_run "$@"
 }
 
 # kill_when TEST COPY-ARGS...: starts the copy and SIGKILLs it as soon as
@@ -113,5 +107,5 @@ check "--verify-existing copies the damaged file again" \
 	grep -q " 1 files (.*) copied.* 0 failed" <<<"$out"
 check "identical again" "$treecmp" $owner_flag "$src" "$work/back"
 
-[ $fails -eq 0 ] || { echo "$fails checks failed" >&2; exit 1; }
+check_summary
 echo "resume: all checks passed"

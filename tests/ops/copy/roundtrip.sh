@@ -9,17 +9,11 @@ set -u
 copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/roundtrip
 src=$work/src
-fails=0
+. "$(dirname "$(readlink -f "$0")")/../../lib/check.sh"
 
-check() { # check DESCRIPTION COMMAND...: runs it, counts a failure
-	local what=$1
-	shift
-	if "$@"; then
-		echo "ok: $what"
-	else
-		echo "FAIL: $what" >&2
-		fails=$((fails + 1))
-	fi
+# check WHAT COMMAND...: exit 0 ok, 1 FAIL, other: the check could not run
+check() {
+	check_run "$@"
 }
 
 mkdir -p "$src"
@@ -134,5 +128,5 @@ check "changed tree identical" "$treecmp" $owner_flag "$src" "$work/back2"
 left=$(find "$work" -name '.rdmafs-copy.*' | wc -l)
 check "no temporaries left locally ($left)" test "$left" -eq 0
 
-[ $fails -eq 0 ] || { echo "$fails checks failed" >&2; exit 1; }
+check_summary
 echo "roundtrip: all checks passed"

@@ -8,8 +8,9 @@
  *
  *   treecmp [--owner] A B
  *
- * Prints every difference; exits 0 when there is none, 1 otherwise, 2 on
- * bad usage.
+ * Prints every difference; exits 0 when there is none, 1 when there is one,
+ * 2 when it could not compare (bad usage, or a tree it could not read: an
+ * error of the check, not a verdict on the copy).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +29,7 @@
 
 static bool check_owner;
 static unsigned differences;
+static unsigned troubles; /* what could not be read: no verdict on it */
 static unsigned long entries;
 
 /* hard links: inode of A -> inode of B */
@@ -36,16 +38,34 @@ static struct {
 } links[MAX_LINKS];
 static size_t nlinks;
 
+/* Prints one finding about @path and counts it in *@counter. */
+__attribute__((format(printf, 4, 0))) static void
+report(unsigned *counter, const char *tag, const char *path, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "treecmp: %s%s: ", tag, path);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	(*counter)++;
+}
+
+/* A difference between the trees. */
 __attribute__((format(printf, 2, 3))) static void diff(const char *path, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "treecmp: %s: ", path);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	report(&differences, "", path, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	differences++;
+}
+
+/* Something that could not be read: no verdict on it. */
+__attribute__((format(printf, 2, 3))) static void trouble(const char *path, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	report(&troubles, "ERROR: ", path, fmt, ap);
+	va_end(ap);
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -120,7 +140,7 @@ static void compare_xattrs(const char *a, const char *b, const char *shown)
 
 		if (len < 0) {
 			if (errno != ENOTSUP)
-				diff(shown, "listxattr: %s", strerror(errno));
+				trouble(shown, "listxattr: %s", strerror(errno));
 			continue;
 		}
 		for (ssize_t pos = 0; pos < len; pos += (ssize_t)strlen(names + pos) + 1) {
@@ -148,14 +168,14 @@ static void compare_data(const char *a, const char *b, const struct stat *sa, co
 	off_t off = 0;
 
 	if (fa < 0 || fb < 0) {
-		diff(shown, "cannot open: %s", strerror(errno));
+		trouble(shown, "cannot open: %s", strerror(errno));
 		goto out;
 	}
 	for (;;) {
 		ssize_t na = pread(fa, ba, sizeof(ba), off), nb = pread(fb, bb, sizeof(bb), off);
 
 		if (na < 0 || nb < 0) {
-			diff(shown, "read: %s", strerror(errno));
+			trouble(shown, "read: %s", strerror(errno));
 			break;
 		}
 		if (na != nb || memcmp(ba, bb, (size_t)na)) {
@@ -210,7 +230,7 @@ static void compare(const char *a, const char *b, const char *shown)
 
 	entries++;
 	if (lstat(a, &sa)) {
-		diff(shown, "A: %s", strerror(errno));
+		trouble(shown, "A: %s", strerror(errno));
 		return;
 	}
 	if (lstat(b, &sb)) {
@@ -252,7 +272,7 @@ static void compare(const char *a, const char *b, const char *shown)
 		char **la = list(a, &na), **lb = list(b, &nb);
 
 		if (!la || !lb) {
-			diff(shown, "cannot list: %s", strerror(errno));
+			trouble(shown, "cannot list: %s", strerror(errno));
 			na = la ? na : 0;
 			nb = lb ? nb : 0;
 		}
@@ -306,6 +326,10 @@ int main(int argc, char **argv)
 	if (differences) {
 		fprintf(stderr, "treecmp: %u differences in %lu entries\n", differences, entries);
 		return 1;
+	}
+	if (troubles) {
+		fprintf(stderr, "treecmp: could not compare %u things: no verdict\n", troubles);
+		return 2;
 	}
 	printf("treecmp: %lu entries identical\n", entries);
 	return 0;

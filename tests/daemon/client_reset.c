@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The client core against xprt.h's contract for asynchronous calls: an
+ * _async call either returns 0 and its callback runs exactly once, or returns
+ * an error and its callback never runs. The striped I/O of rdmafs_fs.h counts
+ * every chunk call as pending until its callback; if it counted one the
+ * transport refused (a connection that died between taking it and sending),
+ * the caller would wait forever.
+ *
+ *   client-reset DAEMON_BINARY tcp|rdma
+ *
+ * The program links with -Wl,--wrap=xprt_call_async, so every chunk call of
+ * the client core goes through __wrap_xprt_call_async() below, which can
+ * reset the connection just before the real send: exactly the race, made
+ * deterministic. A single-node daemon (metadata service + storage) serves.
+ * Checks: with the first sends' connections reset, writes and reads succeed
+ * (the core retries on a fresh connection) and read back what was written;
+ * with a reset before every send they fail with an error instead of hanging,
+ * and lose nothing written before. A hang is
+ * caught by alarm(). Exit 0 pass, 1 fail, 77 no RDMA device.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xprt.h"
+#include "rdmafs.pb-c.h"
+#include "rdmafs_fs.h"
+#include "harness.h"
+
+#define MiB	  (1u << 20)
+#define CHUNKS	  4
+#define FILE_LEN  ((CHUNKS - 1) * MiB + 12345) /* the last chunk partial */
+#define HANG_SECS 120
+
+/* Resets still to do before a send (-1: before every send), and how many were done. */
+static int resets_left;
+static unsigned resets, sends;
+
+int __real_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+			   int timeout_ms, xprt_reply_cb cb, void *arg);
+int __wrap_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+			   int timeout_ms, xprt_reply_cb cb, void *arg);
+
+int __wrap_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+			   int timeout_ms, xprt_reply_cb cb, void *arg)
+{
+	int left = __atomic_load_n(&resets_left, __ATOMIC_SEQ_CST);
+
+	__atomic_fetch_add(&sends, 1, __ATOMIC_SEQ_CST);
+	if (left != 0) {
+		/* The connection dies after the core took it and before it sends. */
+		xprt_conn_reset(conn);
+		__atomic_fetch_add(&resets, 1, __ATOMIC_SEQ_CST);
+		if (left > 0)
+			__atomic_fetch_sub(&resets_left, 1, __ATOMIC_SEQ_CST);
+	}
+	return __real_xprt_call_async(conn, method, req, req_len, timeout_ms, cb, arg);
+}
+
+static void arm(int n)
+{
+	__atomic_store_n(&resets_left, n, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&resets, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&sends, 0, __ATOMIC_SEQ_CST);
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL: a client call hung (no answer in 120 s)\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* Creates /NAME through the metadata service; the daemon may still be registering. */
+static uint64_t create_file(struct rfs *fs, const char *name, struct rfs_layout *layout)
+{
+	Rdmafs__CreateReq req = RDMAFS__CREATE_REQ__INIT;
+	Rdmafs__CreateResp *resp = NULL;
+	uint64_t ino = 0;
+	int ret = -EAGAIN;
+
+	req.parent = 1;
+	req.name.data = (uint8_t *)name;
+	req.name.len = strlen(name);
+	req.mode = 0100644;
+	for (uint64_t end = harness_now_ms() + 20000; harness_now_ms() < end; usleep(100000)) {
+		ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_CREATE, &req.base,
+				    &rdmafs__create_resp__descriptor, false,
+				    (ProtobufCMessage **)&resp);
+		if (ret != -ENOSPC && ret != -EAGAIN && ret != -EIO)
+			break;
+	}
+	CHECK(ret == 0, "CREATE %s: %s", name, strerror(-ret));
+	CHECK(resp->attr && resp->layout, "CREATE reply without attr or layout");
+	CHECK(rfs_layout_parse(resp->layout, layout) == 0, "bad layout");
+	ino = resp->attr->ino;
+	rfs_meta_free(&resp->base);
+	return ino;
+}
+
+/* Writes and reads back FILE_LEN bytes, with @n resets armed before each of the two. */
+static void write_read_check(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t seed,
+			     int n, const char *what)
+{
+	uint8_t *src = malloc(FILE_LEN), *dst = malloc(FILE_LEN);
+	int ret;
+
+	CHECK(src && dst, "out of memory");
+	fill_pattern(src, FILE_LEN, seed);
+	arm(n);
+	ret = rfs_write(fs, ino, layout, 0, FILE_LEN, src, true, NULL);
+	CHECK(ret == 0, "%s: write: %s", what, strerror(-ret));
+	CHECK(resets == (unsigned)n, "%s: write: expected %d resets, saw %u", what, n, resets);
+	memset(dst, 0xee, FILE_LEN);
+	arm(n);
+	ret = rfs_read(fs, ino, layout, 0, FILE_LEN, dst);
+	CHECK(ret == 0, "%s: read: %s", what, strerror(-ret));
+	CHECK(resets == (unsigned)n, "%s: read: expected %d resets, saw %u", what, n, resets);
+	CHECK(memcmp(src, dst, FILE_LEN) == 0,
+	      "%s: the data read back differs from what was written", what);
+	free(src);
+	free(dst);
+}
+
+int main(int argc, char **argv)
+{
+	struct rfs_options opts;
+	struct rfs_layout layout;
+	struct daemon_proc d;
+	struct rfs *fs = NULL;
+	char data_dir[300];
+	uint8_t *buf, *want;
+	uint64_t ino;
+	int ret;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: client-reset DAEMON_BINARY tcp|rdma\n");
+		return 1;
+	}
+	harness_daemon_path = argv[1];
+	harness_kind = argv[2];
+	signal(SIGPIPE, SIG_IGN);
+	harness_require_kind();
+	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
+	signal(SIGALRM, on_alarm);
+	alarm(HANG_SECS);
+
+	snprintf(data_dir, sizeof(data_dir), "%s/data", harness_dir());
+	CHECK(daemon_start(&d, data_dir, NULL) == 0, "the daemon did not start");
+	rfs_options_init(&opts);
+	opts.meta_uri = d.uri;
+	opts.secret = SECRET;
+	opts.secret_len = strlen(SECRET);
+	opts.transport = strcmp(harness_kind, "rdma") == 0 ? RFS_TRANSPORT_RDMA : RFS_TRANSPORT_TCP;
+	opts.call_timeout_ms = 3000;
+	ret = rfs_create(&opts, &fs);
+	CHECK(ret == 0, "rfs_create: %s", strerror(-ret));
+	ino = create_file(fs, "f", &layout);
+
+	write_read_check(fs, ino, &layout, 1, 0, "no reset");
+	CHECK(sends >= CHUNKS, "the wrapper saw %u chunk calls: the test tests nothing", sends);
+
+	/* One chunk call's connection dies: that call is retried on a fresh one. */
+	write_read_check(fs, ino, &layout, 2, 1, "one reset per write and per read");
+	/* Every chunk call's first connection dies (each retry then finds a live one). */
+	write_read_check(fs, ino, &layout, 3, CHUNKS, "a reset before each chunk's first send");
+	printf("a reset before each chunk's first send: %u sends, written and read back\n", sends);
+
+	/* Every send finds a dead connection: an error, never a hang. */
+	arm(-1);
+	buf = calloc(1, FILE_LEN);
+	CHECK(buf, "out of memory");
+	ret = rfs_write(fs, ino, &layout, 0, FILE_LEN, buf, true, NULL);
+	CHECK(ret == -EIO, "a write whose every send found a dead connection: %s, not EIO",
+	      strerror(-ret));
+	printf("reset before every send: write failed with %s after %u sends\n", strerror(-ret),
+	       sends);
+	ret = rfs_read(fs, ino, &layout, 0, FILE_LEN, buf);
+	CHECK(ret == -EIO, "a read whose every send found a dead connection: %s, not EIO",
+	      strerror(-ret));
+	printf("reset before every send: read failed with %s\n", strerror(-ret));
+
+	/* Nothing was lost: the last good write is still there. */
+	arm(0);
+	want = malloc(FILE_LEN);
+	CHECK(want, "out of memory");
+	fill_pattern(want, FILE_LEN, 3);
+	ret = rfs_read(fs, ino, &layout, 0, FILE_LEN, buf);
+	CHECK(ret == 0, "read after the resets: %s", strerror(-ret));
+	CHECK(memcmp(want, buf, FILE_LEN) == 0, "the data changed after writes that failed");
+	free(want);
+	free(buf);
+	rfs_destroy(fs);
+	daemon_stop(&d, SIGTERM);
+	harness_cleanup();
+	printf("PASS\n");
+	return 0;
+}

@@ -1,0 +1,38 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# The fault tests over one transport, for the rdma-vm guest (TCG, about 10x
+# slower: fewer fsyncs per phase, same checks):
+#   tests/fault/guest.sh BUILD_DIR [rdma|tcp]
+# Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
+# RDMAFS_SOAK_TRIALS and RDMAFS_SOAK_SEED size the crash soak (2 trials, seed 1000).
+build=${1:?usage: guest.sh BUILD_DIR [rdma|tcp]}
+kind=${2:-rdma}
+here=$(dirname "$(readlink -f "$0")")
+export RDMAFS_FAULT_STEPS=${RDMAFS_FAULT_STEPS:-8}
+export RDMAFS_FAULT_WAIT=${RDMAFS_FAULT_WAIT:-600}
+cluster=("$here/../fs/cluster.sh" --transport "$kind" --daemon "$build/storage-daemon/rdmafs-daemon"
+	--fuse "$build/fuse-client/rdmafs-fuse" --timeout 1800)
+status=77
+# verdict RC: a failure outweighs an error, which outweighs a skip.
+verdict() {
+	case $1 in
+	0) [ $status -eq 77 ] && status=0 ;;
+	77) ;;
+	99) [ $status -ne 1 ] && status=99 ;;
+	*) status=1 ;;
+	esac
+}
+echo "--- fault-drain over $kind"
+"${cluster[@]}" --mounts 2 -- "$here/drain.sh" %MOUNT% %MOUNT2% \
+	"$build/tests/fault/fault-writer" "$build/storage-daemon/ctl/rdmafsctl"
+rc=$?
+echo "--- fault-drain over $kind: exit $rc"
+verdict $rc
+echo "--- crash-soak over $kind"
+"$here/crash-soak.sh" --build "$build" --transport "$kind" --trials "${RDMAFS_SOAK_TRIALS:-2}" \
+	--seed "${RDMAFS_SOAK_SEED:-1000}"
+rc=$?
+echo "--- crash-soak over $kind: exit $rc"
+verdict $rc
+exit $status

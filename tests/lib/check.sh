@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# shellcheck shell=bash
+#
+# Verdicts for shell tests, sourced by them: a check says what it saw.
+#
+#   . "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
+#
+# Exit statuses, as meson reads them:
+#   0   pass
+#   1   FAIL: the system under test did something wrong (wrong data, a read
+#       of the mount that erred, a hang, a wrong error code)
+#   77  SKIP: the test cannot run here (the reason printed)
+#   99  ERROR: the test itself could not check (a tool missing, its own
+#       scratch file unreadable, cmp or diff in trouble): no verdict on the
+#       data either way
+#
+# check_same, check_diff and check_need give each outcome its own status,
+# so "cmp exited 2" can never pass for "the data differs".
+
+# check_fail MSG: the system under test did wrong.
+check_fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+# check_error MSG: the test could not do its job; says nothing of the data.
+check_error() {
+	echo "ERROR: $* (a failure of the test itself, not a verdict on the data)" >&2
+	exit 99
+}
+
+# check_need TOOL...: every tool is installed, else ERROR.
+check_need() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null 2>&1 || check_error "the tool '$tool' is not installed"
+	done
+}
+
+# check_readable FILE WHAT: a scratch file of the test itself can be read.
+check_readable() {
+	[ -r "$1" ] && [ ! -d "$1" ] || check_error "$2: the test's own file $1 is missing or unreadable"
+	timeout 120 cat -- "$1" >/dev/null 2>&1 || check_error "$2: reading the test's own file $1 failed"
+}
+
+# check_cmp GOT WANT [SECS]: compares GOT (the file under test) with WANT (the
+# test's reference copy) and returns a status, for loops that retry:
+#   0 same; 1 different content; 2 reading GOT failed or hung (the message
+#   is in $check_said). Test trouble (WANT unreadable, cmp in trouble with
+#   WANT) exits 99 at once.
+check_said=
+check_cmp() {
+	local got=$1 want=$2 secs=${3:-120} out rc
+	check_readable "$want" "comparing $got"
+	out=$(timeout "$secs" cmp -- "$got" "$want" 2>&1)
+	rc=$?
+	check_said=$out
+	case $rc in
+	0) return 0 ;;
+	1) return 1 ;;
+	124 | 137)
+		check_said="reading $got hung for $secs s"
+		return 2
+		;;
+	2)
+		# cmp's trouble: with WANT readable (checked above) it was GOT.
+		check_readable "$want" "comparing $got"
+		[ -n "$out" ] || out="cmp exited 2"
+		check_said="reading $got failed: $out"
+		return 2
+		;;
+	*) check_error "cmp $got $want exited $rc: $out" ;;
+	esac
+}
+
+# check_same GOT WANT WHAT [SECS]: GOT must hold exactly WANT's bytes.
+check_same() {
+	check_cmp "$1" "$2" "${4:-120}"
+	case $? in
+	0) return 0 ;;
+	1) check_fail "$3: $1 differs from what was written ($check_said)" ;;
+	*) check_fail "$3: $check_said (a read error, not different data)" ;;
+	esac
+}
+
+# check_diff WANT GOT WHAT: two text files (manifests, listings) of the test
+# must be equal; shows the difference (- expected, + got).
+check_diff() {
+	local out rc
+	check_readable "$1" "$3"
+	check_readable "$2" "$3"
+	out=$(diff -u -- "$1" "$2" 2>&1)
+	rc=$?
+	case $rc in
+	0) return 0 ;;
+	1)
+		echo "--- $3: differences (- expected, + got):" >&2
+		printf '%s\n' "$out" | head -n 60 >&2
+		check_fail "$3"
+		;;
+	*) check_error "$3: diff exited $rc: $out" ;;
+	esac
+}
+
+# check_slice FILE OFFSET_MIB COUNT_MIB OUT: copies a range of the test's own
+# FILE into OUT (a reference), or ERROR.
+check_slice() {
+	timeout 120 dd if="$1" of="$4" bs=1M skip="$2" count="$3" status=none 2>/dev/null ||
+		check_error "cutting MiB $2+$3 out of the test's own file $1"
+}
+
+# For tests that run many checks and report them all before exiting:
+#   check_run WHAT COMMAND...   COMMAND exits 0 (same), 1 (different) or
+#                               anything else (it could not compare)
+#   check_summary               exits 1 if any check failed, else 99 if any
+#                               could not run, else returns
+check_fails=0
+check_errors=0
+check_run() {
+	local what=$1 rc
+	shift
+	"$@"
+	rc=$?
+	case $rc in
+	0) echo "ok: $what" ;;
+	1)
+		echo "FAIL: $what" >&2
+		check_fails=$((check_fails + 1))
+		;;
+	*)
+		echo "ERROR: $what: $1 exited $rc: it could not check (no verdict)" >&2
+		check_errors=$((check_errors + 1))
+		;;
+	esac
+}
+check_summary() {
+	[ "$check_fails" -eq 0 ] || { echo "$check_fails checks failed" >&2; exit 1; }
+	[ "$check_errors" -eq 0 ] || { echo "$check_errors checks could not run" >&2; exit 99; }
+}
