@@ -36,6 +36,10 @@ usage() {
 
 # --- one trial, run by cluster.sh on a mounted cluster -------------------------
 
+sleep_ms() {
+	sleep "$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))"
+}
+
 if [ "${1:-}" = --trial ]; then
 	soak=$2 seed=$3 writers=$4 storage=$5 m1=$6 m2=$7
 	ctl=${RDMAFS_CLUSTER_CTL:?the trial runs under cluster.sh}
@@ -57,11 +61,11 @@ if [ "${1:-}" = --trial ]; then
 		pids+=($!)
 	done
 	echo "trial seed $seed: kill daemon $victim after $kill_ms ms, restart $down_ms ms later"
-	sleep "$((kill_ms / 1000)).$(printf '%03d' $((kill_ms % 1000)))"
+	sleep_ms "$kill_ms"
 	"$ctl" ctl kill "$victim" KILL || check_error "cannot kill daemon $victim"
-	sleep "$((down_ms / 1000)).$(printf '%03d' $((down_ms % 1000)))"
+	sleep_ms "$down_ms"
 	"$ctl" ctl start "$victim" || check_fail "daemon $victim did not come back after a kill -9"
-	sleep "$((after_ms / 1000)).$(printf '%03d' $((after_ms % 1000)))"
+	sleep_ms "$after_ms"
 	touch "$local_dir/stop"
 	# Writers end within one call's bounded wait; one still running is a hang.
 	deadline=$(($(date +%s) + 90))

@@ -16,7 +16,7 @@ seed=${4:-1}
 
 [ -x "$target" ] || { echo "ERROR: fuzz target $target is not an executable"; exit 99; }
 [ -d "$corpus" ] || { echo "ERROR: corpus $corpus is not a directory"; exit 99; }
-work=$(mktemp -d /tmp/fuzz-gate.XXXXXX) || { echo "ERROR: mktemp failed"; exit 99; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/fuzz-gate.XXXXXX") || { echo "ERROR: mktemp failed"; exit 99; }
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/new" "$work/artifacts" || exit 99
 
