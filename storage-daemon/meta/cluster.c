@@ -18,7 +18,7 @@
 #define LAYOUT_INDEX UINT64_MAX
 
 struct daemon {
-	uint8_t uuid[META_UUID_LEN];
+	uint8_t uuid[RDMAFS_UUID_LEN];
 	struct daemon_rec r;
 	uint16_t address_len[META_MAX_ADDRESSES];
 	char address[META_MAX_ADDRESSES][META_MAX_ADDRESS_LEN + 1];
@@ -29,9 +29,9 @@ static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, str
 	const uint8_t *p = (const uint8_t *)v->mv_data + sizeof(d->r);
 	const uint8_t *end = (const uint8_t *)v->mv_data + v->mv_size;
 
-	if (k->mv_size != META_UUID_LEN || v->mv_size < sizeof(d->r))
+	if (k->mv_size != RDMAFS_UUID_LEN || v->mv_size < sizeof(d->r))
 		goto corrupt;
-	memcpy(d->uuid, k->mv_data, META_UUID_LEN);
+	memcpy(d->uuid, k->mv_data, RDMAFS_UUID_LEN);
 	memcpy(&d->r, v->mv_data, sizeof(d->r));
 	if (d->r.address_count > META_MAX_ADDRESSES)
 		goto corrupt;
@@ -59,7 +59,7 @@ corrupt:
 
 static int daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *d)
 {
-	MDB_val k = {META_UUID_LEN, (void *)uuid}, v;
+	MDB_val k = {RDMAFS_UUID_LEN, (void *)uuid}, v;
 	int rc = mdb_get(t->txn, t->m->db_daemons, &k, &v);
 
 	if (rc)
@@ -69,7 +69,7 @@ static int daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *d)
 
 static int daemon_put(struct meta_txn *t, const struct daemon *d)
 {
-	MDB_val k = {META_UUID_LEN, (void *)d->uuid}, v;
+	MDB_val k = {RDMAFS_UUID_LEN, (void *)d->uuid}, v;
 	size_t size = sizeof(d->r);
 	uint8_t *p;
 	int rc;
@@ -108,7 +108,7 @@ static const char *uuid_text(const uint8_t *uuid, char *buf, size_t len)
 	static const char hex[] = "0123456789abcdef";
 	size_t o = 0;
 
-	for (int i = 0; i < META_UUID_LEN && o + 3 < len; i++) {
+	for (int i = 0; i < RDMAFS_UUID_LEN && o + 3 < len; i++) {
 		if (i == 4 || i == 6 || i == 8 || i == 10)
 			buf[o++] = '-';
 		buf[o++] = hex[uuid[i] >> 4];
@@ -128,7 +128,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	char text[40];
 	int ret;
 
-	if (req->uuid.len != META_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES)
+	if (req->uuid.len != RDMAFS_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES)
 		return -EINVAL;
 	for (size_t i = 0; i < req->n_addresses; i++) {
 		size_t len = strlen(req->addresses[i]);
@@ -146,7 +146,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	if (ret && ret != -ENOENT)
 		return ret;
 	known = ret == 0;
-	memcpy(d->uuid, req->uuid.data, META_UUID_LEN);
+	memcpy(d->uuid, req->uuid.data, RDMAFS_UUID_LEN);
 	if (known)
 		d->r = old->r;
 	d->r.address_count = (uint32_t)req->n_addresses;
@@ -196,7 +196,7 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	char text[40];
 	int ret;
 
-	if (req->uuid.len != META_UUID_LEN)
+	if (req->uuid.len != RDMAFS_UUID_LEN)
 		return -EINVAL;
 	d = meta_alloc(t, sizeof(*d));
 	out = meta_alloc(t, sizeof(*out));
@@ -268,8 +268,8 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 		if (ret)
 			break;
 		rdmafs__daemon_info__init(info);
-		info->uuid.data = meta_dup(t, d->uuid, META_UUID_LEN);
-		info->uuid.len = META_UUID_LEN;
+		info->uuid.data = meta_dup(t, d->uuid, RDMAFS_UUID_LEN);
+		info->uuid.len = RDMAFS_UUID_LEN;
 		info->capacity_bytes = d->r.capacity_bytes;
 		info->used_bytes = d->r.used_bytes;
 		info->state = d->r.state;
@@ -324,8 +324,8 @@ static int daemon_layout_count(struct meta_txn *t, const uint8_t *uuid, bool fir
 			continue;
 		memcpy(&in->r, v.mv_data, sizeof(in->r));
 		for (uint32_t i = 0; i < in->r.stripe_width && !found; i++)
-			if (sizeof(in->r) + (i + 1) * (size_t)META_UUID_LEN <= v.mv_size)
-				found = memcmp(p + i * META_UUID_LEN, uuid, META_UUID_LEN) == 0;
+			if (sizeof(in->r) + (i + 1) * (size_t)RDMAFS_UUID_LEN <= v.mv_size)
+				found = memcmp(p + i * RDMAFS_UUID_LEN, uuid, RDMAFS_UUID_LEN) == 0;
 		if (found)
 			(*count)++;
 	}
@@ -365,7 +365,7 @@ int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *msg, Protob
 	uint64_t remaining;
 	int ret;
 
-	if (req->uuid.len != META_UUID_LEN)
+	if (req->uuid.len != RDMAFS_UUID_LEN)
 		return -EINVAL;
 	d = meta_alloc(t, sizeof(*d));
 	out = meta_alloc(t, sizeof(*out));
@@ -403,7 +403,7 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 	char text[40];
 	int ret;
 
-	if (req->uuid.len != META_UUID_LEN)
+	if (req->uuid.len != RDMAFS_UUID_LEN)
 		return -EINVAL;
 	switch (req->state) {
 	case RDMAFS__DAEMON_STATE__DAEMON_STATE_UP:
@@ -506,7 +506,7 @@ static uint64_t splitmix64(uint64_t x)
 
 struct candidate {
 	uint64_t score;
-	uint8_t uuid[META_UUID_LEN];
+	uint8_t uuid[RDMAFS_UUID_LEN];
 };
 
 static int candidate_cmp(const void *a, const void *b)
@@ -515,7 +515,7 @@ static int candidate_cmp(const void *a, const void *b)
 
 	if (x->score != y->score)
 		return x->score < y->score ? 1 : -1;
-	return memcmp(x->uuid, y->uuid, META_UUID_LEN);
+	return memcmp(x->uuid, y->uuid, RDMAFS_UUID_LEN);
 }
 
 int meta_choose_layout(struct meta_txn *t, struct inode *in)
@@ -546,9 +546,9 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 			break;
 		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 			continue;
-		memcpy(cand[n].uuid, d->uuid, META_UUID_LEN);
-		cand[n].score =
-			meta_rendezvous_score(in->r.placement_seed, in->ino, LAYOUT_INDEX, d->uuid);
+		memcpy(cand[n].uuid, d->uuid, RDMAFS_UUID_LEN);
+		cand[n].score = rdmafs_rendezvous_score(in->r.placement_seed, in->ino, LAYOUT_INDEX,
+							d->uuid);
 		n++;
 	}
 	mdb_cursor_close(c);
@@ -566,7 +566,7 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 	in->r.stripe_width = n < t->m->opts.stripe_width ? (uint32_t)n : t->m->opts.stripe_width;
 	in->r.placement = RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1;
 	for (uint32_t i = 0; i < in->r.stripe_width; i++)
-		memcpy(in->daemons[i], cand[i].uuid, META_UUID_LEN);
+		memcpy(in->daemons[i], cand[i].uuid, RDMAFS_UUID_LEN);
 	return 0;
 }
 

@@ -42,7 +42,7 @@
 
 #include "rdmafs.pb-c.h"
 #include "meta.h"
-#include "placement.h"
+#include "rdmafs_common.h"
 
 #define META_FORMAT_VERSION  1
 #define META_ROOT_INO	     1
@@ -106,7 +106,7 @@ struct inode_rec {
 struct inode {
 	uint64_t ino;
 	struct inode_rec r;
-	uint8_t daemons[META_MAX_STRIPE][META_UUID_LEN];
+	uint8_t daemons[META_MAX_STRIPE][RDMAFS_UUID_LEN];
 };
 
 struct dirent_val {
@@ -276,7 +276,7 @@ int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state);
 
 /*
  * Chooses the daemons of a new file's layout: min(stripe width, UP daemons),
- * the top scores of meta_rendezvous_score(seed, ino, 0, uuid), so files spread
+ * the top scores of rdmafs_rendezvous_score(seed, ino, 0, uuid), so files spread
  * over all daemons. -ENOSPC when no daemon is UP.
  */
 int meta_choose_layout(struct meta_txn *t, struct inode *in);

@@ -161,10 +161,10 @@ int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 	out->ino = ino;
 	memcpy(&out->r, v.mv_data, sizeof(out->r));
 	if (out->r.stripe_width > META_MAX_STRIPE ||
-	    v.mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * META_UUID_LEN)
+	    v.mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * RDMAFS_UUID_LEN)
 		goto corrupt;
 	memcpy(out->daemons, (uint8_t *)v.mv_data + sizeof(out->r),
-	       (size_t)out->r.stripe_width * META_UUID_LEN);
+	       (size_t)out->r.stripe_width * RDMAFS_UUID_LEN);
 	return 0;
 corrupt:
 	meta_log(t->m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
@@ -175,7 +175,7 @@ corrupt:
 int meta_inode_put(struct meta_txn *t, const struct inode *in)
 {
 	uint8_t key[8];
-	size_t layout = (size_t)in->r.stripe_width * META_UUID_LEN;
+	size_t layout = (size_t)in->r.stripe_width * RDMAFS_UUID_LEN;
 	MDB_val k = {sizeof(key), key}, v = {sizeof(in->r) + layout, NULL};
 	int rc;
 
@@ -239,11 +239,11 @@ int meta_inode_delete(struct meta_txn *t, uint64_t ino)
 
 int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes)
 {
-	uint8_t key[8 + META_UUID_LEN];
+	uint8_t key[8 + RDMAFS_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v = {sizeof(bytes), &bytes};
 
 	meta_put_be64(key, ino);
-	memcpy(key + 8, uuid, META_UUID_LEN);
+	memcpy(key + 8, uuid, RDMAFS_UUID_LEN);
 	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
 }
 
@@ -272,7 +272,7 @@ int meta_alloc_known(struct meta_txn *t, uint64_t ino)
 
 int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 {
-	uint8_t key[8 + META_UUID_LEN];
+	uint8_t key[8 + RDMAFS_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v;
 	uint64_t b;
 	int rc;
@@ -281,7 +281,7 @@ int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 	meta_put_be64(key, in->ino);
 	/* a point lookup per layout daemon: records of daemons a drain took away do not count */
 	for (uint32_t d = 0; d < in->r.stripe_width; d++) {
-		memcpy(key + 8, in->daemons[d], META_UUID_LEN);
+		memcpy(key + 8, in->daemons[d], RDMAFS_UUID_LEN);
 		k.mv_size = sizeof(key);
 		k.mv_data = key;
 		rc = mdb_get(t->txn, t->m->db_allocs, &k, &v);
