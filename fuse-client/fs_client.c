@@ -19,7 +19,7 @@
 #include "rdmafs_common.h"
 #include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
-#include "rdmafs_fs.h"
+#include "fs_client_i.h"
 
 #define SLOT_REQ_MAX	   512u /* every chunk request but removal lists fits */
 #define SLOT_REPLY_MAX	   256u /* chunk replies are a few varints */
@@ -1298,24 +1298,6 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, ui
 		daemon_mask = UINT64_MAX;
 	}
 	return ret;
-}
-
-void rfs_alloc_report_attach(struct rfs_alloc_report *report, const struct rfs_layout *layout,
-			     Rdmafs__UpdateSizeReq *req)
-{
-	req->n_allocations = 0;
-	req->allocations = report->pb_ptrs;
-	for (uint32_t d = 0; d < layout->stripe_width; d++) {
-		Rdmafs__DaemonAllocation *a = &report->pb[req->n_allocations];
-
-		if (!(report->known & (1ull << d)))
-			continue;
-		rdmafs__daemon_allocation__init(a);
-		a->uuid.data = (uint8_t *)layout->daemons[d];
-		a->uuid.len = RFS_UUID_LEN;
-		a->bytes = report->allocated[d];
-		report->pb_ptrs[req->n_allocations++] = a;
-	}
 }
 
 static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,

@@ -118,9 +118,8 @@ struct cp_side_ops {
 
 struct cp_side {
 	const struct cp_side_ops *ops;
-	struct rfs *rfs;   /* rdmafs side */
-	Rdmafs__Cred cred; /* rdmafs side: our credentials */
-	uint32_t groups[64];
+	struct rfs *rfs;      /* rdmafs side */
+	struct rfs_cred cred; /* rdmafs side: our credentials */
 	bool is_rdmafs;
 	bool owner; /* files are created with the source's uid/gid (root) */
 	/* rdmafs side: guards cp_file.layout, which a data call replaces after a drain */

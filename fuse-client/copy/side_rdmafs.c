@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * rdmafs-copy: the rdmafs side, on the client core (rdmafs_fs.h). The calls
- * are the ones rdmafs-fuse makes for the same operations, with the same
- * semantics: CREATE/OPEN take a handle that RELEASE gives back, writes go to
- * the daemons and the size follows with UPDATE_SIZE after a CHUNK_COMMIT of
- * the daemons written to (fuse's flush), and a FreedInode in the reply of
- * UNLINK, RENAME or RELEASE has its chunks removed.
+ * rdmafs-copy: the rdmafs side, on the client core's filesystem calls
+ * (rdmafs_fs.h), the ones rdmafs-fuse makes for the same operations, with the
+ * same semantics: rfs_create_file() and rfs_open() take a handle that
+ * rfs_release() gives back, writes go to the daemons and the size follows
+ * with rfs_update_size() after a commit of the daemons written to (fuse's
+ * flush), and the client core frees the data of a file a call removed.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,95 +20,28 @@
 
 #define ROOT_INO 1
 
-static ProtobufCBinaryData bytes_of(const char *s)
+static void attr_from_stat(const struct stat *st, struct cp_attr *a)
 {
-	ProtobufCBinaryData b = {.len = strlen(s), .data = (uint8_t *)s};
-
-	return b;
-}
-
-static int attr_from_pb(const Rdmafs__Attr *pb, struct cp_attr *a)
-{
-	if (!pb || pb->ino == 0 || !(pb->mode & S_IFMT))
-		return -EPROTO;
 	memset(a, 0, sizeof(*a));
-	a->mode = pb->mode;
-	a->uid = pb->uid;
-	a->gid = pb->gid;
-	a->nlink = pb->nlink;
-	a->size = pb->size;
-	a->blocks = pb->blocks;
-	a->ino = pb->ino;
-	a->rdev = pb->rdev;
-	if (pb->atime) {
-		a->atime.tv_sec = pb->atime->sec;
-		a->atime.tv_nsec = pb->atime->nsec < 1000000000u ? pb->atime->nsec : 0;
-	}
-	if (pb->mtime) {
-		a->mtime.tv_sec = pb->mtime->sec;
-		a->mtime.tv_nsec = pb->mtime->nsec < 1000000000u ? pb->mtime->nsec : 0;
-	}
-	return 0;
-}
-
-/* A name off the wire, checked as rdmafs-fuse checks it; malloc()ed. */
-static int name_from_pb(const ProtobufCBinaryData *b, char **out)
-{
-	char *n;
-
-	if (b->len == 0 || b->len > CP_NAME_MAX || memchr(b->data, '/', b->len) ||
-	    memchr(b->data, '\0', b->len))
-		return -EPROTO;
-	n = malloc(b->len + 1);
-	if (!n)
-		return -ENOMEM;
-	memcpy(n, b->data, b->len);
-	n[b->len] = '\0';
-	if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0) {
-		free(n);
-		return -EPROTO;
-	}
-	*out = n;
-	return 0;
-}
-
-static int call(struct cp_side *s, Rdmafs__Method m, const ProtobufCMessage *req,
-		const ProtobufCMessageDescriptor *desc, bool idempotent, ProtobufCMessage **resp)
-{
-	return rfs_meta_call(s->rfs, m, req, desc, idempotent, resp);
-}
-
-/* Removes the chunks of an inode the service just freed. */
-static void free_data(struct cp_side *s, const Rdmafs__FreedInode *freed)
-{
-	struct rfs_layout l;
-	int ret;
-
-	if (!freed || !freed->layout)
-		return;
-	ret = rfs_layout_parse(freed->layout, &l);
-	if (!ret)
-		ret = rfs_remove_data(s->rfs, freed->ino, &l);
-	if (ret)
-		cp_msg("inode %llu: chunks not removed (%s); fsck will find them",
-		       (unsigned long long)freed->ino, cp_strerror(ret));
+	a->mode = st->st_mode;
+	a->uid = st->st_uid;
+	a->gid = st->st_gid;
+	a->nlink = (uint32_t)st->st_nlink;
+	a->size = (uint64_t)st->st_size;
+	a->blocks = (uint64_t)st->st_blocks;
+	a->ino = st->st_ino;
+	a->rdev = st->st_rdev;
+	a->atime = st->st_atim;
+	a->mtime = st->st_mtim;
 }
 
 static int lookup(struct cp_side *s, uint64_t parent, const char *name, struct cp_attr *a)
 {
-	Rdmafs__LookupReq r = RDMAFS__LOOKUP_REQ__INIT;
-	ProtobufCMessage *msg;
-	int ret;
+	struct rfs_entry e;
+	int ret = rfs_lookup(s->rfs, &s->cred, parent, name, &e);
 
-	r.parent = parent;
-	r.name = bytes_of(name);
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_LOOKUP, &r.base, &rdmafs__entry_resp__descriptor, true,
-		   &msg);
-	if (ret)
-		return ret;
-	ret = attr_from_pb(((Rdmafs__EntryResp *)msg)->attr, a);
-	rfs_meta_free(msg);
+	if (!ret)
+		attr_from_stat(&e.attr, a);
 	return ret;
 }
 
@@ -157,125 +91,95 @@ int cp_rdmafs_resolve(struct cp_side *s, struct cp_loc *loc, struct cp_attr *a)
 
 static int rdmafs_stat(struct cp_side *s, struct cp_loc *loc, struct cp_attr *a)
 {
-	Rdmafs__GetattrReq r = RDMAFS__GETATTR_REQ__INIT;
-	ProtobufCMessage *msg;
+	struct rfs_entry e;
 	int ret;
 
 	if (!loc->ino)
 		return cp_rdmafs_resolve(s, loc, a);
-	r.ino = loc->ino;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_GETATTR, &r.base, &rdmafs__attr_resp__descriptor, true,
-		   &msg);
-	if (ret)
-		return ret;
-	ret = attr_from_pb(((Rdmafs__AttrResp *)msg)->attr, a);
-	rfs_meta_free(msg);
+	ret = rfs_getattr(s->rfs, &s->cred, loc->ino, &e);
+	if (!ret)
+		attr_from_stat(&e.attr, a);
 	return ret;
+}
+
+/* Collects rfs_readdir()'s entries into a cp_dir. */
+struct list_fill {
+	struct cp_dir d;
+	size_t cap;
+	uint64_t cookie;
+	int err;
+};
+
+static int list_one(void *arg, const struct rfs_dirent *e)
+{
+	struct list_fill *f = arg;
+	struct cp_dirent *de;
+
+	if (f->d.count == f->cap) {
+		size_t ncap = f->cap ? f->cap * 2 : 64;
+		struct cp_dirent *n = realloc(f->d.ents, ncap * sizeof(*n));
+
+		if (!n)
+			goto err_nomem;
+		f->d.ents = n;
+		f->cap = ncap;
+	}
+	de = &f->d.ents[f->d.count];
+	attr_from_stat(&e->attr, &de->attr);
+	de->name = strdup(e->name);
+	if (!de->name)
+		goto err_nomem;
+	f->d.count++;
+	f->cookie = e->cookie;
+	return 0;
+
+err_nomem:
+	f->err = -ENOMEM;
+	return 1;
 }
 
 static int rdmafs_list(struct cp_side *s, const struct cp_loc *dir, struct cp_dir *out)
 {
-	Rdmafs__ReaddirReq r = RDMAFS__READDIR_REQ__INIT;
-	struct cp_dir d = {0};
-	uint64_t cookie = 0;
-	size_t cap = 0;
+	struct list_fill f = {.d = {0}};
 	bool eof = false;
 	int ret = 0;
 
 	while (!eof && !ret) {
-		Rdmafs__ReaddirResp *resp;
-		ProtobufCMessage *msg;
-
-		r.ino = dir->ino;
-		r.cookie = cookie;
-		r.max_entries = 0;
-		r.with_attrs = true;
-		r.cred = &s->cred;
-		ret = call(s, RDMAFS__METHOD__METHOD_READDIR, &r.base,
-			   &rdmafs__readdir_resp__descriptor, true, &msg);
-		if (ret)
-			break;
-		resp = (Rdmafs__ReaddirResp *)msg;
-		eof = resp->eof;
-		if (!eof && resp->n_entries == 0)
-			ret = -EPROTO; /* no progress: do not spin */
-		for (size_t i = 0; i < resp->n_entries && !ret; i++) {
-			const Rdmafs__DirEntry *e = resp->entries[i];
-			struct cp_dirent *de;
-
-			if (d.count == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct cp_dirent *n = realloc(d.ents, ncap * sizeof(*n));
-
-				if (!n) {
-					ret = -ENOMEM;
-					break;
-				}
-				d.ents = n;
-				cap = ncap;
-			}
-			de = &d.ents[d.count];
-			ret = attr_from_pb(e->attr, &de->attr);
-			if (!ret && e->ino != de->attr.ino)
-				ret = -EPROTO;
-			if (!ret)
-				ret = name_from_pb(&e->name, &de->name);
-			if (!ret)
-				d.count++;
-			cookie = e->cookie;
-		}
-		rfs_meta_free(msg);
+		ret = rfs_readdir(s->rfs, &s->cred, dir->ino, f.cookie, 0, true, list_one, &f,
+				  &eof);
+		if (!ret)
+			ret = f.err;
 	}
 	if (ret) {
-		cp_dir_free(&d);
+		cp_dir_free(&f.d);
 		return ret;
 	}
-	cp_dir_sort(&d);
-	*out = d;
+	cp_dir_sort(&f.d);
+	*out = f.d;
 	return 0;
 }
 
 static void release_handle(struct cp_side *s, uint64_t ino, uint64_t handle)
 {
-	Rdmafs__ReleaseReq r = RDMAFS__RELEASE_REQ__INIT;
-	ProtobufCMessage *msg;
-
-	r.handle = handle;
-	r.ino = ino;
-	r.cred = &s->cred;
-	if (call(s, RDMAFS__METHOD__METHOD_RELEASE, &r.base, &rdmafs__release_resp__descriptor,
-		 false, &msg) == 0) {
-		free_data(s, ((Rdmafs__ReleaseResp *)msg)->freed);
-		rfs_meta_free(msg);
-	}
+	rfs_release(s->rfs, &s->cred, ino, handle, NULL);
 }
 
 static int rdmafs_open_read(struct cp_side *s, const struct cp_loc *loc, struct cp_file *f)
 {
-	Rdmafs__OpenReq r = RDMAFS__OPEN_REQ__INIT;
-	Rdmafs__OpenResp *resp;
-	ProtobufCMessage *msg;
+	struct rfs_entry e;
 	int ret;
 
 	memset(f, 0, sizeof(*f));
 	f->fd = -1;
-	r.ino = loc->ino;
-	r.flags = O_RDONLY;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_OPEN, &r.base, &rdmafs__open_resp__descriptor, false,
-		   &msg);
+	ret = rfs_open(s->rfs, &s->cred, loc->ino, O_RDONLY, &f->handle, &e);
 	if (ret)
 		return ret;
-	resp = (Rdmafs__OpenResp *)msg;
 	f->ino = loc->ino;
-	f->handle = resp->handle;
-	ret = resp->layout ? rfs_layout_parse(resp->layout, &f->layout) : -EPROTO;
-	rfs_meta_free(msg);
-	if (ret) {
+	if (!e.has_layout) {
 		release_handle(s, f->ino, f->handle);
-		return ret;
+		return -EPROTO;
 	}
+	f->layout = e.layout;
 	f->has_layout = true;
 	return 0;
 }
@@ -338,39 +242,19 @@ static int rdmafs_data_extent(struct cp_side *s, struct cp_file *f, uint64_t off
 static int rdmafs_create(struct cp_side *s, const struct cp_loc *dir, const char *name,
 			 const struct cp_attr *a, struct cp_file *f, uint64_t *ino)
 {
-	Rdmafs__CreateReq r = RDMAFS__CREATE_REQ__INIT;
-	Rdmafs__CreateResp *resp;
-	ProtobufCMessage *msg;
+	struct rfs_entry e;
 	int ret;
 
 	memset(f, 0, sizeof(*f));
 	f->fd = -1;
-	r.parent = dir->ino;
-	r.name = bytes_of(name);
 	/* the final mode comes with set_attr, after the data */
-	r.mode = S_IFREG | 0600;
-	r.uid = s->owner ? a->uid : s->cred.uid;
-	r.gid = s->owner ? a->gid : s->cred.gid;
-	r.exclusive = true;
-	r.open_flags = O_WRONLY | O_CREAT | O_EXCL;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_CREATE, &r.base, &rdmafs__create_resp__descriptor,
-		   false, &msg);
+	ret = rfs_create_file(s->rfs, &s->cred, dir->ino, name, 0600,
+			      s->owner ? a->uid : s->cred.uid, s->owner ? a->gid : s->cred.gid,
+			      O_WRONLY | O_CREAT | O_EXCL, &f->handle, NULL, &e);
 	if (ret)
 		return ret;
-	resp = (Rdmafs__CreateResp *)msg;
-	if (!resp->attr || !resp->attr->ino) {
-		rfs_meta_free(msg);
-		return -EPROTO;
-	}
-	f->ino = resp->attr->ino;
-	f->handle = resp->handle;
-	ret = resp->layout ? rfs_layout_parse(resp->layout, &f->layout) : -EPROTO;
-	rfs_meta_free(msg);
-	if (ret) {
-		release_handle(s, f->ino, f->handle);
-		return ret;
-	}
+	f->ino = e.attr.st_ino;
+	f->layout = e.layout;
 	f->has_layout = true;
 	*ino = f->ino;
 	return 0;
@@ -389,10 +273,9 @@ static int rdmafs_write(struct cp_side *s, struct cp_file *f, uint64_t off, size
 
 static int rdmafs_finish(struct cp_side *s, struct cp_file *f, uint64_t size)
 {
-	Rdmafs__UpdateSizeReq r = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	struct rfs_alloc_report report = {.known = 0};
 	struct rfs_layout l = layout_get(s, f);
-	ProtobufCMessage *msg;
+	struct rfs_entry e;
 	uint64_t mask;
 	int ret;
 
@@ -409,17 +292,7 @@ static int rdmafs_finish(struct cp_side *s, struct cp_file *f, uint64_t size)
 	if (!size && !report.known)
 		return 0;
 	/* the report indexes the layout the commit ended with */
-	if (report.known)
-		rfs_alloc_report_attach(&report, &l, &r);
-	r.ino = f->ino;
-	r.size = size;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_UPDATE_SIZE, &r.base, &rdmafs__attr_resp__descriptor,
-		   true, &msg);
-	if (ret)
-		return ret;
-	rfs_meta_free(msg);
-	return 0;
+	return rfs_update_size(s->rfs, &s->cred, f->ino, size, NULL, &report, &l, &e);
 }
 
 static void rdmafs_close(struct cp_side *s, struct cp_file *f)
@@ -432,291 +305,142 @@ static void rdmafs_close(struct cp_side *s, struct cp_file *f)
 
 static int rdmafs_readlink(struct cp_side *s, const struct cp_loc *loc, char *buf, size_t size)
 {
-	Rdmafs__ReadlinkReq r = RDMAFS__READLINK_REQ__INIT;
-	Rdmafs__ReadlinkResp *resp;
-	ProtobufCMessage *msg;
-	int ret;
-
-	r.ino = loc->ino;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_READLINK, &r.base, &rdmafs__readlink_resp__descriptor,
-		   true, &msg);
-	if (ret)
-		return ret;
-	resp = (Rdmafs__ReadlinkResp *)msg;
-	if (resp->target.len == 0 || memchr(resp->target.data, '\0', resp->target.len)) {
-		ret = -EPROTO;
-	} else if (resp->target.len >= size) {
-		ret = -ENAMETOOLONG;
-	} else {
-		memcpy(buf, resp->target.data, resp->target.len);
-		buf[resp->target.len] = '\0';
-	}
-	rfs_meta_free(msg);
-	return ret;
+	return rfs_readlink(s->rfs, &s->cred, loc->ino, buf, size);
 }
 
 static int rdmafs_listxattr(struct cp_side *s, const struct cp_loc *loc, char **names, size_t *len)
 {
-	Rdmafs__ListxattrReq r = RDMAFS__LISTXATTR_REQ__INIT;
-	Rdmafs__ListxattrResp *resp;
-	ProtobufCMessage *msg;
-	size_t total = 0, pos = 0;
-	char *list;
-	int ret;
+	/* room for the longest list Linux allows: one call */
+	char *list = malloc(XATTR_LIST_MAX);
+	ssize_t got;
 
 	*names = NULL;
 	*len = 0;
-	r.ino = loc->ino;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_LISTXATTR, &r.base,
-		   &rdmafs__listxattr_resp__descriptor, true, &msg);
-	if (ret)
-		return ret == -EOPNOTSUPP ? 0 : ret;
-	resp = (Rdmafs__ListxattrResp *)msg;
-	for (size_t i = 0; i < resp->n_names; i++) {
-		if (resp->names[i].len == 0 || resp->names[i].len > XATTR_NAME_MAX ||
-		    memchr(resp->names[i].data, '\0', resp->names[i].len)) {
-			rfs_meta_free(msg);
-			return -EPROTO;
-		}
-		total += resp->names[i].len + 1;
-	}
-	if (!total) {
-		rfs_meta_free(msg);
-		return 0;
-	}
-	list = malloc(total);
-	if (!list) {
-		rfs_meta_free(msg);
+	if (!list)
 		return -ENOMEM;
+	got = rfs_listxattr(s->rfs, &s->cred, loc->ino, list, XATTR_LIST_MAX);
+	if (got <= 0) {
+		free(list);
+		return got == -EOPNOTSUPP ? 0 : (int)got;
 	}
-	for (size_t i = 0; i < resp->n_names; i++) {
-		memcpy(list + pos, resp->names[i].data, resp->names[i].len);
-		pos += resp->names[i].len;
-		list[pos++] = '\0';
-	}
-	rfs_meta_free(msg);
-	*names = list;
-	*len = total;
+	*names = realloc(list, (size_t)got) ?: list;
+	*len = (size_t)got;
 	return 0;
 }
 
 static int rdmafs_getxattr(struct cp_side *s, const struct cp_loc *loc, const char *name,
 			   void **value, size_t *len)
 {
-	Rdmafs__GetxattrReq r = RDMAFS__GETXATTR_REQ__INIT;
-	Rdmafs__GetxattrResp *resp;
-	ProtobufCMessage *msg;
-	void *v;
-	int ret;
+	/* room for the largest value Linux allows: one call */
+	void *v = malloc(XATTR_SIZE_MAX);
+	ssize_t got;
 
-	r.ino = loc->ino;
-	r.name = bytes_of(name);
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_GETXATTR, &r.base, &rdmafs__getxattr_resp__descriptor,
-		   true, &msg);
-	if (ret)
-		return ret;
-	resp = (Rdmafs__GetxattrResp *)msg;
-	v = malloc(resp->value.len ? resp->value.len : 1);
-	if (!v) {
-		rfs_meta_free(msg);
+	if (!v)
 		return -ENOMEM;
+	got = rfs_getxattr(s->rfs, &s->cred, loc->ino, name, v, XATTR_SIZE_MAX);
+	if (got < 0) {
+		free(v);
+		return (int)got;
 	}
-	if (resp->value.len)
-		memcpy(v, resp->value.data, resp->value.len);
-	*value = v;
-	*len = resp->value.len;
-	rfs_meta_free(msg);
+	/* keep only what the value needs (realloc may keep the block: still valid) */
+	*value = realloc(v, got ? (size_t)got : 1) ?: v;
+	*len = (size_t)got;
 	return 0;
 }
 
 static int rdmafs_setxattr(struct cp_side *s, const struct cp_loc *loc, const char *name,
 			   const void *value, size_t len)
 {
-	Rdmafs__SetxattrReq r = RDMAFS__SETXATTR_REQ__INIT;
-	ProtobufCMessage *msg;
-	int ret;
-
-	r.ino = loc->ino;
-	r.name = bytes_of(name);
-	r.value.data = (uint8_t *)value;
-	r.value.len = len;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_SETXATTR, &r.base, &rdmafs__empty__descriptor, true,
-		   &msg);
-	if (!ret)
-		rfs_meta_free(msg);
-	return ret;
-}
-
-/* The inode of an EntryResp, then frees it. */
-static int entry_ino(ProtobufCMessage *msg, uint64_t *ino)
-{
-	Rdmafs__EntryResp *e = (Rdmafs__EntryResp *)msg;
-	int ret = e->attr && e->attr->ino ? 0 : -EPROTO;
-
-	if (!ret)
-		*ino = e->attr->ino;
-	rfs_meta_free(msg);
-	return ret;
+	return rfs_setxattr(s->rfs, &s->cred, loc->ino, name, value, len, 0);
 }
 
 static int rdmafs_mkdir(struct cp_side *s, const struct cp_loc *dir, const char *name,
 			const struct cp_attr *a, uint64_t *ino)
 {
-	Rdmafs__MkdirReq r = RDMAFS__MKDIR_REQ__INIT;
-	ProtobufCMessage *msg;
+	struct rfs_entry e;
 	int ret;
 
-	r.parent = dir->ino;
-	r.name = bytes_of(name);
-	r.mode = 0700; /* writable by us until the final pass sets the real mode */
-	r.uid = s->owner ? a->uid : s->cred.uid;
-	r.gid = s->owner ? a->gid : s->cred.gid;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_MKDIR, &r.base, &rdmafs__entry_resp__descriptor, false,
-		   &msg);
-	return ret ? ret : entry_ino(msg, ino);
+	/* writable by us until the final pass sets the real mode */
+	ret = rfs_mkdir(s->rfs, &s->cred, dir->ino, name, 0700, s->owner ? a->uid : s->cred.uid,
+			s->owner ? a->gid : s->cred.gid, &e);
+	if (!ret)
+		*ino = e.attr.st_ino;
+	return ret;
 }
 
 static int rdmafs_symlink(struct cp_side *s, const struct cp_loc *dir, const char *name,
 			  const char *target, const struct cp_attr *a, uint64_t *ino)
 {
-	Rdmafs__SymlinkReq r = RDMAFS__SYMLINK_REQ__INIT;
-	ProtobufCMessage *msg;
+	struct rfs_entry e;
 	int ret;
 
-	r.parent = dir->ino;
-	r.name = bytes_of(name);
-	r.target = bytes_of(target);
-	r.uid = s->owner ? a->uid : s->cred.uid;
-	r.gid = s->owner ? a->gid : s->cred.gid;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_SYMLINK, &r.base, &rdmafs__entry_resp__descriptor,
-		   false, &msg);
-	return ret ? ret : entry_ino(msg, ino);
+	ret = rfs_symlink(s->rfs, &s->cred, dir->ino, name, target, s->owner ? a->uid : s->cred.uid,
+			  s->owner ? a->gid : s->cred.gid, &e);
+	if (!ret)
+		*ino = e.attr.st_ino;
+	return ret;
 }
 
 static int rdmafs_mknod(struct cp_side *s, const struct cp_loc *dir, const char *name,
 			const struct cp_attr *a, uint64_t *ino)
 {
-	Rdmafs__MknodReq r = RDMAFS__MKNOD_REQ__INIT;
-	ProtobufCMessage *msg;
+	struct rfs_entry e;
 	int ret;
 
-	r.parent = dir->ino;
-	r.name = bytes_of(name);
-	r.mode = (a->mode & S_IFMT) | 0600;
-	r.uid = s->owner ? a->uid : s->cred.uid;
-	r.gid = s->owner ? a->gid : s->cred.gid;
-	r.rdev = a->rdev;
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_MKNOD, &r.base, &rdmafs__entry_resp__descriptor, false,
-		   &msg);
-	return ret ? ret : entry_ino(msg, ino);
+	ret = rfs_mknod(s->rfs, &s->cred, dir->ino, name, (a->mode & S_IFMT) | 0600,
+			s->owner ? a->uid : s->cred.uid, s->owner ? a->gid : s->cred.gid, a->rdev,
+			&e);
+	if (!ret)
+		*ino = e.attr.st_ino;
+	return ret;
 }
 
 static int rdmafs_link(struct cp_side *s, const struct cp_loc *target, const struct cp_loc *dir,
 		       const char *name)
 {
-	Rdmafs__LinkReq r = RDMAFS__LINK_REQ__INIT;
-	ProtobufCMessage *msg;
-	int ret;
+	struct rfs_entry e;
 
-	r.ino = target->ino;
-	r.new_parent = dir->ino;
-	r.new_name = bytes_of(name);
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_LINK, &r.base, &rdmafs__entry_resp__descriptor, false,
-		   &msg);
-	if (!ret)
-		rfs_meta_free(msg);
-	return ret;
+	return rfs_link(s->rfs, &s->cred, target->ino, dir->ino, name, &e);
 }
 
 static int rdmafs_rename(struct cp_side *s, const struct cp_loc *dir, const char *from,
 			 const char *to)
 {
-	Rdmafs__RenameReq r = RDMAFS__RENAME_REQ__INIT;
-	ProtobufCMessage *msg;
-	int ret;
-
-	r.old_parent = dir->ino;
-	r.old_name = bytes_of(from);
-	r.new_parent = dir->ino;
-	r.new_name = bytes_of(to);
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_RENAME, &r.base, &rdmafs__rename_resp__descriptor,
-		   false, &msg);
-	if (ret)
-		return ret;
-	free_data(s, ((Rdmafs__RenameResp *)msg)->freed);
-	rfs_meta_free(msg);
-	return 0;
+	return rfs_rename(s->rfs, &s->cred, dir->ino, from, dir->ino, to, 0, NULL);
 }
 
 static int rdmafs_unlink(struct cp_side *s, const struct cp_loc *dir, const char *name)
 {
-	Rdmafs__UnlinkReq r = RDMAFS__UNLINK_REQ__INIT;
-	ProtobufCMessage *msg;
-	int ret;
-
-	r.parent = dir->ino;
-	r.name = bytes_of(name);
-	r.cred = &s->cred;
-	ret = call(s, RDMAFS__METHOD__METHOD_UNLINK, &r.base, &rdmafs__unlink_resp__descriptor,
-		   false, &msg);
-	if (ret)
-		return ret;
-	free_data(s, ((Rdmafs__UnlinkResp *)msg)->freed);
-	rfs_meta_free(msg);
-	return 0;
+	return rfs_unlink(s->rfs, &s->cred, dir->ino, name, NULL);
 }
 
 static int rdmafs_set_attr(struct cp_side *s, const struct cp_loc *loc, const struct cp_attr *a,
 			   bool owner)
 {
-	Rdmafs__SetattrReq r = RDMAFS__SETATTR_REQ__INIT;
-	Rdmafs__Timespec at = RDMAFS__TIMESPEC__INIT, mt = RDMAFS__TIMESPEC__INIT;
-	ProtobufCMessage *msg;
+	struct rfs_setattr set = {.valid = 0};
+	struct rfs_entry e;
 	int ret;
 
-	r.ino = loc->ino;
-	r.cred = &s->cred;
 	if (owner) {
-		r.valid |= RDMAFS__SETATTR_VALID__SETATTR_VALID_UID |
-			   RDMAFS__SETATTR_VALID__SETATTR_VALID_GID;
-		r.uid = a->uid;
-		r.gid = a->gid;
+		set.valid |= RFS_SET_UID | RFS_SET_GID;
+		set.uid = a->uid;
+		set.gid = a->gid;
 	}
 	/* a chown clears setuid/setgid, as chown(2) does: the mode must come after it */
 	if (owner && (a->mode & 06000) && !S_ISLNK(a->mode)) {
-		ret = call(s, RDMAFS__METHOD__METHOD_SETATTR, &r.base,
-			   &rdmafs__attr_resp__descriptor, true, &msg);
+		ret = rfs_setattr(s->rfs, &s->cred, loc->ino, &set, &e);
 		if (ret)
 			return ret;
-		rfs_meta_free(msg);
-		r.valid = 0;
+		set.valid = 0;
 	}
-	at.sec = a->atime.tv_sec;
-	at.nsec = (uint32_t)a->atime.tv_nsec;
-	mt.sec = a->mtime.tv_sec;
-	mt.nsec = (uint32_t)a->mtime.tv_nsec;
-	r.atime = &at;
-	r.mtime = &mt;
-	r.valid |= RDMAFS__SETATTR_VALID__SETATTR_VALID_ATIME |
-		   RDMAFS__SETATTR_VALID__SETATTR_VALID_MTIME;
+	set.atime = a->atime;
+	set.mtime = a->mtime;
+	set.valid |= RFS_SET_ATIME | RFS_SET_MTIME;
 	if (!S_ISLNK(a->mode)) {
-		r.valid |= RDMAFS__SETATTR_VALID__SETATTR_VALID_MODE;
-		r.mode = a->mode & 07777;
+		set.valid |= RFS_SET_MODE;
+		set.mode = a->mode & 07777;
 	}
-	ret = call(s, RDMAFS__METHOD__METHOD_SETATTR, &r.base, &rdmafs__attr_resp__descriptor, true,
-		   &msg);
-	if (!ret)
-		rfs_meta_free(msg);
-	return ret;
+	return rfs_setattr(s->rfs, &s->cred, loc->ino, &set, &e);
 }
 
 static const struct cp_side_ops rdmafs_ops = {
@@ -744,7 +468,7 @@ static const struct cp_side_ops rdmafs_ops = {
 
 void cp_side_rdmafs_init(struct cp_side *s, struct rfs *fs)
 {
-	gid_t groups[64];
+	gid_t groups[RFS_GROUPS_MAX];
 	int n = 0;
 
 	memset(s, 0, sizeof(*s));
@@ -752,17 +476,15 @@ void cp_side_rdmafs_init(struct cp_side *s, struct rfs *fs)
 	s->rfs = fs;
 	s->is_rdmafs = true;
 	pthread_mutex_init(&s->layout_lock, NULL);
-	rdmafs__cred__init(&s->cred);
 	s->cred.uid = geteuid();
 	s->cred.gid = getegid();
 	/* root passes every check the groups could matter for */
 	if (s->cred.uid != 0) {
-		n = getgroups(64, groups);
+		n = getgroups(RFS_GROUPS_MAX, groups);
 		if (n < 0)
 			n = 0;
 	}
 	for (int i = 0; i < n; i++)
-		s->groups[i] = groups[i];
-	s->cred.groups = s->groups;
-	s->cred.n_groups = (size_t)n;
+		s->cred.groups[i] = groups[i];
+	s->cred.n_groups = (uint32_t)n;
 }

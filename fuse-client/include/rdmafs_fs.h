@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The rdmafs client core: what a mount (rdmafs-fuse) or a copy tool needs to
- * speak to a whole cluster.
+ * The rdmafs client core: what a mount (rdmafs-fuse), a copy tool or any
+ * application needs to use rdmafs as a filesystem, without FUSE.
  *
- *  - One connection to the metadata service, and metadata calls on it
- *    (rfs_meta_call(): a protobuf request in, a protobuf reply out).
+ *  - One connection to the metadata service, and the filesystem's calls on
+ *    it in plain C types (lookup, create, readdir, rename, xattrs, ...: "the
+ *    filesystem" below). The wire format stays inside the library.
  *  - The cluster map (GET_CLUSTER_MAP), fetched at start, polled in the
  *    background and refetched when a daemon cannot be reached or a layout
  *    names a daemon we do not know.
@@ -31,8 +32,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "rdmafs.pb-c.h"
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,23 +82,6 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out);
 /* Closes every connection and frees everything. No call may be running. NULL is a no-op. */
 void rfs_destroy(struct rfs *fs);
 
-/* ---- metadata ---------------------------------------------------------------- */
-
-/*
- * Calls metadata method @method with @req and, on success, unpacks the reply
- * as @resp_desc into *@resp (free it with rfs_meta_free()). An idempotent call
- * is retried once on a fresh connection when the connection broke; any call
- * is retried when its connection was found dead before it was sent.
- * Returns the service's status, -EBADMSG for a reply that does not unpack,
- * or a transport error.
- */
-int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
-		  const ProtobufCMessageDescriptor *resp_desc, bool idempotent,
-		  ProtobufCMessage **resp);
-
-/* Frees a reply of rfs_meta_call(). NULL is a no-op. */
-void rfs_meta_free(ProtobufCMessage *resp);
-
 /*
  * Refetches the cluster map if it changed (@force: whatever its epoch).
  * Returns 0 or the metadata call's error.
@@ -116,13 +102,6 @@ struct rfs_layout {
 	uint8_t daemons[RFS_MAX_STRIPE][RFS_UUID_LEN];
 };
 
-/*
- * Checks @pb (chunk size 4 KiB..64 MiB, 1..64 daemons of 16 bytes,
- * stripe_width matching, a placement we implement) and copies it to @out.
- * Returns -EPROTO when it does not pass.
- */
-int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out);
-
 /* Which daemon of @layout (an index into daemons[]) holds chunk @index of @ino. */
 int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t index);
 
@@ -132,6 +111,209 @@ int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t ind
  * without a valid layout.
  */
 int rfs_layout_fetch(struct rfs *fs, uint64_t ino, struct rfs_layout *out);
+
+/* ---- the filesystem, in plain C types ----------------------------------------------- */
+
+/*
+ * Metadata calls. Each takes the caller's credentials (NULL: uid 0, root),
+ * which the metadata service checks as a local filesystem checks a process:
+ * permission bits, sticky directories, ownership. Names are one path
+ * component (1..RFS_NAME_MAX bytes, no '/'); the service refuses others.
+ * They return 0 or the service's POSIX error (-ENOENT, -EEXIST, -ENOTEMPTY,
+ * -EACCES, ...), or a transport error (above). Every answer is checked before
+ * it is handed back: a malformed one is -EPROTO.
+ */
+
+#define RFS_ROOT_INO	   1
+#define RFS_NAME_MAX	   255
+#define RFS_GROUPS_MAX	   64
+#define RFS_XATTR_NAME_MAX 255
+
+/* Who makes a call. */
+struct rfs_cred {
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t n_groups; /* supplementary groups in groups[] */
+	uint32_t groups[RFS_GROUPS_MAX];
+};
+
+/*
+ * An inode as a call that names, creates or opens it answers: its attributes
+ * (st_blksize is RFS_BLOCK_SIZE), the generation that tells apart inodes that
+ * reused a number, and a regular file's layout.
+ */
+struct rfs_entry {
+	struct stat attr;
+	uint64_t generation;
+	bool has_layout;
+	struct rfs_layout layout;
+};
+
+/*
+ * A file whose last link and last handle went with a call (unlink, rename
+ * over it, release): its data is still on the daemons until
+ * rfs_free_data(), which the caller may run after answering its own caller.
+ * Inode numbers are never reused, so nothing can reach that data meanwhile.
+ */
+struct rfs_freed {
+	bool freed; /* false: nothing to free */
+	uint64_t ino;
+	struct rfs_layout layout;
+};
+
+/* LOOKUP of @name in directory @parent. */
+int rfs_lookup(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
+	       struct rfs_entry *out);
+
+/* GETATTR of @ino (out->has_layout for a regular file). */
+int rfs_getattr(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, struct rfs_entry *out);
+
+/* rfs_setattr's valid bits: the FUSE_SET_ATTR_* values, and the wire's. */
+enum rfs_set {
+	RFS_SET_MODE = 1u << 0,
+	RFS_SET_UID = 1u << 1,
+	RFS_SET_GID = 1u << 2,
+	RFS_SET_SIZE = 1u << 3,
+	RFS_SET_ATIME = 1u << 4,
+	RFS_SET_MTIME = 1u << 5,
+	RFS_SET_ATIME_NOW = 1u << 7, /* the service's clock */
+	RFS_SET_MTIME_NOW = 1u << 8,
+	RFS_SET_CTIME = 1u << 10,
+};
+
+/* What rfs_setattr() changes: only the fields whose bit is in @valid. */
+struct rfs_setattr {
+	uint32_t valid; /* enum rfs_set bits */
+	uint32_t mode;	/* permission bits only; the file type cannot change */
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	struct timespec atime, mtime, ctime;
+	/*
+	 * With RFS_SET_SIZE: the handle of an open(2) that already checked write
+	 * permission (ftruncate), 0 for none (truncate checks it now).
+	 */
+	uint64_t handle;
+};
+
+/*
+ * SETATTR: the attributes only. A size change is recorded at the service;
+ * the data past a smaller size is the caller's to cut (rfs_truncate_data()).
+ */
+int rfs_setattr(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino,
+		const struct rfs_setattr *set, struct rfs_entry *out);
+
+/* MKNOD of any type but a directory (@mode has S_IFMT), owned by @uid:@gid. */
+int rfs_mknod(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
+	      uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev, struct rfs_entry *out);
+
+/* MKDIR with permission bits @mode. */
+int rfs_mkdir(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
+	      uint32_t mode, uint32_t uid, uint32_t gid, struct rfs_entry *out);
+
+/* SYMLINK @name -> @target (1..4095 bytes). */
+int rfs_symlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
+		const char *target, uint32_t uid, uint32_t gid, struct rfs_entry *out);
+
+/* LINK: a new name @new_name in @new_parent for @ino. */
+int rfs_link(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint64_t new_parent,
+	     const char *new_name, struct rfs_entry *out);
+
+/* UNLINK; @freed (may be NULL: the data is freed before returning) says what to free. */
+int rfs_unlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
+	       struct rfs_freed *freed);
+
+/* RMDIR of an empty directory. */
+int rfs_rmdir(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name);
+
+/* rename(2)'s flags. */
+#define RFS_RENAME_NOREPLACE 1u
+#define RFS_RENAME_EXCHANGE  2u
+
+/* RENAME, as renameat2(2); @freed as with rfs_unlink() (a replaced target). */
+int rfs_rename(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
+	       uint64_t new_parent, const char *new_name, unsigned flags, struct rfs_freed *freed);
+
+/*
+ * OPEN of @ino with open(2) @flags (the access mode is checked and recorded;
+ * O_TRUNC is the caller's rfs_setattr()). *@handle must go back with
+ * rfs_release(). A directory is opened with O_RDONLY | O_DIRECTORY.
+ */
+int rfs_open(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, int flags, uint64_t *handle,
+	     struct rfs_entry *out);
+
+/*
+ * CREATE of a regular file with permission bits @mode (umask applied),
+ * opened with @flags: O_EXCL fails with -EEXIST on an existing name, else an
+ * existing file is opened (*@created false; may be NULL).
+ */
+int rfs_create_file(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
+		    uint32_t mode, uint32_t uid, uint32_t gid, int flags, uint64_t *handle,
+		    bool *created, struct rfs_entry *out);
+
+/* RELEASE of an open's handle; @freed as with rfs_unlink() (an unlinked file's last). */
+int rfs_release(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint64_t handle,
+		struct rfs_freed *freed);
+
+/* Removes the data of a freed file (see struct rfs_freed). Logs what it could not. */
+void rfs_free_data(struct rfs *fs, const struct rfs_freed *freed);
+
+/* READLINK into @buf (@size bytes), NUL-terminated; -ENAMETOOLONG when it does not fit. */
+int rfs_readlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, char *buf, size_t size);
+
+/* One directory entry of rfs_readdir(). */
+struct rfs_dirent {
+	const char *name; /* NUL-terminated, checked: no '/', not "." or ".." */
+	uint64_t ino;
+	uint32_t type;	 /* S_IFMT bits of the mode */
+	uint64_t cookie; /* resumes after this entry; <= INT64_MAX - 2 */
+	bool has_attr;	 /* with @plus */
+	struct stat attr;
+	uint64_t generation;
+};
+
+/*
+ * Called for each entry in order; returns 0 to go on, anything else to stop
+ * before the entry (it was not taken: resuming after the previous cookie
+ * returns it again).
+ */
+typedef int (*rfs_dirent_cb)(void *arg, const struct rfs_dirent *entry);
+
+/*
+ * READDIR of directory @ino after @cookie (0: from the start; "." and ".."
+ * are not entries), calling @cb for up to about @max_entries entries (0: one
+ * reply's worth), with attributes when @plus. *@eof is set when the listing
+ * ended. A cookie stays valid while the directory changes: an entry present
+ * for the whole listing is returned exactly once.
+ */
+int rfs_readdir(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint64_t cookie,
+		uint32_t max_entries, bool plus, rfs_dirent_cb cb, void *arg, bool *eof);
+
+/* STATFS: the cluster's capacity and inode counts (f_bsize etc. as statvfs(3)). */
+int rfs_statfs(struct rfs *fs, struct statvfs *out);
+
+/* xattr flags, as setxattr(2)'s. */
+#define RFS_XATTR_CREATE  1 /* -EEXIST if present */
+#define RFS_XATTR_REPLACE 2 /* -ENODATA if absent */
+
+int rfs_setxattr(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, const char *name,
+		 const void *value, size_t size, int flags);
+
+/*
+ * GETXATTR into @buf (@size bytes). Returns the value's length, with @size 0
+ * only that; -ERANGE when it does not fit, -ENODATA when absent.
+ */
+ssize_t rfs_getxattr(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, const char *name,
+		     void *buf, size_t size);
+
+/*
+ * LISTXATTR into @buf as listxattr(2): names, each NUL-terminated. Returns
+ * the list's length, with @size 0 only that; -ERANGE when it does not fit.
+ */
+ssize_t rfs_listxattr(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, char *buf,
+		      size_t size);
+
+int rfs_removexattr(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, const char *name);
 
 /* ---- file data ------------------------------------------------------------------ */
 
@@ -176,9 +358,6 @@ int rfs_commit(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t
 struct rfs_alloc_report {
 	uint64_t allocated[RFS_MAX_STRIPE]; /* bytes, by daemon index in the layout */
 	uint64_t known;			    /* bit d: allocated[d] was answered */
-	/* room for rfs_alloc_report_attach() */
-	Rdmafs__DaemonAllocation pb[RFS_MAX_STRIPE];
-	Rdmafs__DaemonAllocation *pb_ptrs[RFS_MAX_STRIPE];
 };
 
 /*
@@ -193,12 +372,15 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, ui
 		     uint64_t first_index, bool durable, struct rfs_alloc_report *report);
 
 /*
- * Points @req's allocations at the known entries of @report, which st_blocks
- * at the metadata service is made of. @report and @layout must outlive @req.
+ * UPDATE_SIZE of @ino: the size the writer knows (the service keeps the
+ * larger of it and its own unless a SETATTR shrank the file meanwhile),
+ * @mtime (may be NULL: leave mtime and ctime) and, from @report (may be
+ * NULL) over @layout, what each daemon holds, which st_blocks is made of.
+ * The file's attributes go to @out.
  */
-void rfs_alloc_report_attach(struct rfs_alloc_report *report, const struct rfs_layout *layout,
-			     Rdmafs__UpdateSizeReq *req);
-
+int rfs_update_size(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint64_t size,
+		    const struct timespec *mtime, const struct rfs_alloc_report *report,
+		    const struct rfs_layout *layout, struct rfs_entry *out);
 /*
  * Makes the chunks match a file shrunk to @new_size: the chunk holding the new
  * end is truncated, every later chunk is removed on every daemon of @layout.

@@ -20,6 +20,7 @@
  * caught by alarm(). Exit 0 pass, 1 fail, 77 no RDMA device.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,28 +82,19 @@ static void on_alarm(int sig)
 /* Creates /NAME through the metadata service; the daemon may still be registering. */
 static uint64_t create_file(struct rfs *fs, const char *name, struct rfs_layout *layout)
 {
-	Rdmafs__CreateReq req = RDMAFS__CREATE_REQ__INIT;
-	Rdmafs__CreateResp *resp = NULL;
-	uint64_t ino = 0;
+	struct rfs_entry e;
+	uint64_t handle;
 	int ret = -EAGAIN;
 
-	req.parent = 1;
-	req.name.data = (uint8_t *)name;
-	req.name.len = strlen(name);
-	req.mode = 0100644;
 	for (uint64_t end = harness_now_ms() + 20000; harness_now_ms() < end; usleep(100000)) {
-		ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_CREATE, &req.base,
-				    &rdmafs__create_resp__descriptor, false,
-				    (ProtobufCMessage **)&resp);
+		ret = rfs_create_file(fs, NULL, RFS_ROOT_INO, name, 0644, 0, 0, O_RDWR | O_CREAT,
+				      &handle, NULL, &e);
 		if (ret != -ENOSPC && ret != -EAGAIN && ret != -EIO)
 			break;
 	}
 	CHECK(ret == 0, "CREATE %s: %s", name, strerror(-ret));
-	CHECK(resp->attr && resp->layout, "CREATE reply without attr or layout");
-	CHECK(rfs_layout_parse(resp->layout, layout) == 0, "bad layout");
-	ino = resp->attr->ino;
-	rfs_meta_free(&resp->base);
-	return ino;
+	*layout = e.layout;
+	return (uint64_t)e.attr.st_ino;
 }
 
 /* Writes and reads back FILE_LEN bytes, with @n resets armed before each of the two. */

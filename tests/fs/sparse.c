@@ -174,72 +174,47 @@ static struct rfs *core_get(void)
 
 static int meta_update(struct rfs *fs, uint64_t ino, uint64_t size, struct rfs_layout *layout)
 {
-	Rdmafs__UpdateSizeReq req = RDMAFS__UPDATE_SIZE_REQ__INIT;
 	struct rfs_alloc_report report;
 	uint64_t all = layout->stripe_width >= 64 ? UINT64_MAX : (1ull << layout->stripe_width) - 1;
-	ProtobufCMessage *msg;
+	struct rfs_entry e;
 	int ret;
 
 	/* as rdmafs-fuse after a shift: commit every daemon, report what they hold */
 	ret = rfs_commit_alloc(fs, ino, layout, all, 0, true, &report);
 	if (ret)
 		return ret;
-	req.ino = ino;
-	req.size = size;
-	rfs_alloc_report_attach(&report, layout, &req);
-	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_UPDATE_SIZE, &req.base,
-			    &rdmafs__attr_resp__descriptor, true, &msg);
-	if (!ret)
-		rfs_meta_free(msg);
-	return ret;
+	return rfs_update_size(fs, NULL, ino, size, NULL, &report, layout, &e);
 }
 
 /* COLLAPSE_RANGE / INSERT_RANGE of @path through the client core, as rdmafs-fuse does them. */
 static int core_shift(const char *path, int mode, off_t off, off_t len)
 {
-	Rdmafs__OpenReq oreq = RDMAFS__OPEN_REQ__INIT;
-	Rdmafs__ReleaseReq rreq = RDMAFS__RELEASE_REQ__INIT;
-	Rdmafs__SetattrReq sreq = RDMAFS__SETATTR_REQ__INIT;
 	struct rfs *fs = core_get();
-	Rdmafs__OpenResp *open_resp;
-	ProtobufCMessage *msg;
+	struct rfs_setattr set = {.valid = RFS_SET_SIZE};
 	struct rfs_layout layout;
-	uint64_t size;
+	struct rfs_entry e;
+	uint64_t size, handle;
 	struct stat st;
 	int ret;
 
 	if (stat(path, &st))
 		return -errno;
-	oreq.ino = st.st_ino;
-	oreq.flags = O_RDWR;
-	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_OPEN, &oreq.base,
-			    &rdmafs__open_resp__descriptor, false, &msg);
+	ret = rfs_open(fs, NULL, st.st_ino, O_RDWR, &handle, &e);
 	if (ret)
 		return ret;
-	open_resp = (Rdmafs__OpenResp *)msg;
-	ret = open_resp->attr && open_resp->layout ? rfs_layout_parse(open_resp->layout, &layout)
-						   : -EPROTO;
-	size = open_resp->attr ? open_resp->attr->size : 0;
-	rreq.handle = open_resp->handle;
-	rreq.ino = st.st_ino;
-	rfs_meta_free(msg);
-	if (ret)
-		goto out_release;
+	layout = e.layout;
+	size = (uint64_t)e.attr.st_size;
 	if (mode == FALLOC_FL_COLLAPSE_RANGE) {
 		ret = rfs_collapse_range(fs, st.st_ino, &layout, size, (uint64_t)off,
 					 (uint64_t)len);
 		if (ret)
 			goto out_release;
-		sreq.ino = st.st_ino;
-		sreq.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE;
-		sreq.size = size - (uint64_t)len;
-		sreq.handle = rreq.handle;
-		ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_SETATTR, &sreq.base,
-				    &rdmafs__attr_resp__descriptor, true, &msg);
+		set.size = size - (uint64_t)len;
+		set.handle = handle;
+		ret = rfs_setattr(fs, NULL, st.st_ino, &set, &e);
 		if (ret)
 			goto out_release;
-		rfs_meta_free(msg);
-		ret = rfs_truncate_data(fs, st.st_ino, &layout, sreq.size);
+		ret = rfs_truncate_data(fs, st.st_ino, &layout, set.size);
 		if (!ret)
 			ret = meta_update(fs, st.st_ino, 0, &layout);
 	} else {
@@ -248,9 +223,7 @@ static int core_shift(const char *path, int mode, off_t off, off_t len)
 			ret = meta_update(fs, st.st_ino, size + (uint64_t)len, &layout);
 	}
 out_release:
-	if (rfs_meta_call(fs, RDMAFS__METHOD__METHOD_RELEASE, &rreq.base,
-			  &rdmafs__release_resp__descriptor, false, &msg) == 0)
-		rfs_meta_free(msg);
+	rfs_release(fs, NULL, st.st_ino, handle, NULL);
 	return ret;
 }
 

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Inside the client core: the calls that speak protobuf. fs_meta.c builds
+ * every filesystem call of rdmafs_fs.h on them; nothing outside
+ * librdmafs_client includes this header.
+ */
+#ifndef RDMAFS_FS_CLIENT_I_H
+#define RDMAFS_FS_CLIENT_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rdmafs.pb-c.h"
+#include "rdmafs_fs.h"
+
+/*
+ * Calls metadata method @method with @req and, on success, unpacks the reply
+ * as @resp_desc into *@resp (free it with rfs_meta_free()). An idempotent call
+ * is retried once on a fresh connection when the connection broke; any call
+ * is retried when its connection was found dead before it was sent.
+ * Returns the service's status, -EBADMSG for a reply that does not unpack,
+ * or a transport error.
+ */
+int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
+		  const ProtobufCMessageDescriptor *resp_desc, bool idempotent,
+		  ProtobufCMessage **resp);
+
+/* Frees a reply of rfs_meta_call(). NULL is a no-op. */
+void rfs_meta_free(ProtobufCMessage *resp);
+
+/*
+ * Checks @pb (chunk size 4 KiB..64 MiB, 1..64 daemons of 16 bytes,
+ * stripe_width matching, a placement we implement) and copies it to @out.
+ * Returns -EPROTO when it does not pass.
+ */
+int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out);
+
+#endif /* RDMAFS_FS_CLIENT_I_H */

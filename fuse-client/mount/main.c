@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * rdmafs-fuse: mounts an rdmafs cluster with the libfuse3 low-level API.
+ *
+ *   rdmafs-fuse [-f] [-o meta=tcp://host:port,secret=/etc/rdmafs/secret] MOUNTPOINT
+ *   rdmafs-fuse SOURCE MOUNTPOINT [-o ...]     (the form mount.fuse3 uses)
+ *
+ * FUSE inode numbers are the metadata service's inode numbers. Every
+ * operation is one call of the client core's filesystem API (rdmafs_fs.h),
+ * with the caller's credentials, which the service checks, plus, for file
+ * data, its striped chunk I/O to the storage daemons. mount_i.h says which
+ * file holds which concern.
+ *
+ * File size: writes grow the size locally; the metadata service learns it
+ * (UPDATE_SIZE) when a write extends the file and a second passed since the
+ * last update, at flush (every close), fsync and release, so another client
+ * sees the right size after close. fsync and close also CHUNK_COMMIT the
+ * daemons that received writes. OPEN returns fresh attributes and the layout:
+ * close-to-open consistency, as NFS gives.
+ *
+ * Errors: 0 / negative errno everywhere; only ops.c's reply_error() turns
+ * them positive for fuse_reply_err().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmafs_common.h"
+#include "mount_i.h"
+
+#define DEFAULT_SECRET "/etc/rdmafs/secret"
+
+/* ---- command line ------------------------------------------------------------------------ */
+
+struct mount_opts {
+	char *meta;
+	char *secret;
+	char *transport;
+	char *timeout;
+	unsigned readahead_kb;
+	int server_permissions;
+	double attr_timeout, entry_timeout;
+	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
+	int nonopt_count;
+	int help;
+};
+
+enum { KEY_HELP, KEY_DISCARD };
+
+#define MOPT(t, p)                                   \
+	{                                            \
+		t, offsetof(struct mount_opts, p), 1 \
+	}
+static const struct fuse_opt mount_spec[] = {
+	MOPT("meta=%s", meta), MOPT("secret=%s", secret), MOPT("transport=%s", transport),
+	MOPT("timeout=%s", timeout), MOPT("readahead=%u", readahead_kb),
+	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
+	MOPT("entry_timeout=%lf", entry_timeout), FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	/* fstab options meant for mount(8) and systemd, not for the kernel */
+	FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("nofail", KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_DISCARD), FUSE_OPT_KEY("users", KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", KEY_DISCARD), FUSE_OPT_KEY("defaults", KEY_DISCARD), FUSE_OPT_END};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct mount_opts *mo = data;
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (mo->nonopt_count >= 2) {
+			fprintf(stderr, "rdmafs-fuse: too many arguments: %s\n", arg);
+			return -1;
+		}
+		mo->nonopt[mo->nonopt_count] = strdup(arg);
+		if (!mo->nonopt[mo->nonopt_count])
+			return -1;
+		mo->nonopt_count++;
+		return 0;
+	case KEY_HELP:
+		mo->help = 1;
+		return 1; /* libfuse prints its part too */
+	case KEY_DISCARD:
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+static void usage(const char *prog)
+{
+	printf("usage: %s [options] [SOURCE] MOUNTPOINT\n"
+	       "\n"
+	       "rdmafs options (-o):\n"
+	       "    meta=URI               metadata service: tcp://host:port, rdma://host:port\n"
+	       "                           (or give it as SOURCE)\n"
+	       "    secret=FILE            cluster secret file [" DEFAULT_SECRET "]\n"
+	       "    transport=auto|rdma|tcp  how to reach the storage daemons [auto]\n"
+	       "    timeout=MS             per-RPC timeout [5000]\n"
+	       "    readahead=KB           kernel read-ahead, set as root; 0: leave it [1024]\n"
+	       "    attr_timeout=SEC       kernel attribute cache [1.0]\n"
+	       "    entry_timeout=SEC      kernel name cache [1.0]\n"
+	       "    server_permissions     no default_permissions: only the service checks\n"
+	       "                           (names the kernel has cached are then not checked)\n"
+	       "    ro                     read-only mount\n"
+	       "\n",
+	       prog);
+}
+
+/*
+ * A SOURCE from mount(8) names the metadata service when it is a URI
+ * ("tcp://h:p", "rdmafs#tcp://h:p"); anything else ("rdmafs") is a label.
+ */
+static const char *source_uri(const char *source)
+{
+	const char *hash = strchr(source, '#');
+
+	if (hash)
+		source = hash + 1;
+	return strstr(source, "://") ? source : NULL;
+}
+
+static int parse_transport(const char *s, enum rfs_transport *out)
+{
+	if (!s || strcmp(s, "auto") == 0)
+		*out = RFS_TRANSPORT_AUTO;
+	else if (strcmp(s, "rdma") == 0)
+		*out = RFS_TRANSPORT_RDMA;
+	else if (strcmp(s, "tcp") == 0)
+		*out = RFS_TRANSPORT_TCP;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_ms(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s)
+		return 0;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v < 100 || v > 600000)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct mount_opts mo = {.attr_timeout = 1.0, .entry_timeout = 1.0, .readahead_kb = 1024};
+	struct fuse_cmdline_opts cmd = {0};
+	struct fuse_loop_config *loop_cfg = NULL;
+	struct rfs_options ro;
+	struct fs *fs = NULL;
+	struct rfs *probe;
+	uint8_t *secret = NULL;
+	size_t secret_len = 0;
+	const char *meta_uri = NULL;
+	int ret = 1, err;
+
+	rfs_options_init(&ro);
+	if (fuse_opt_parse(&args, &mo, mount_spec, opt_proc) == -1)
+		goto out_free_args;
+	if (mo.help) {
+		usage(argv[0]);
+		fuse_cmdline_help();
+		fuse_lowlevel_help();
+		ret = 0;
+		goto out_free_args;
+	}
+	/* the mount point goes back for fuse_parse_cmdline(); a first argument is the source */
+	if (mo.nonopt_count == 2) {
+		meta_uri = source_uri(mo.nonopt[0]);
+		/* show the source in /proc/mounts and df, as other filesystems do */
+		if (!strchr(mo.nonopt[0], ',') && strlen(mo.nonopt[0]) < 512) {
+			char opt[600];
+
+			snprintf(opt, sizeof(opt), "-ofsname=%s", mo.nonopt[0]);
+			if (fuse_opt_add_arg(&args, opt) == -1)
+				goto out_free_args;
+		}
+	}
+	if (mo.nonopt_count >= 1 && fuse_opt_add_arg(&args, mo.nonopt[mo.nonopt_count - 1]) == -1)
+		goto out_free_args;
+	if (mo.meta)
+		meta_uri = mo.meta;
+	/*
+	 * The service checks every request, but a path walk through names the
+	 * kernel has cached asks nobody: without default_permissions a user could
+	 * stat through a directory it may not search. The kernel checks with the
+	 * cached attributes, the service again on every request it gets.
+	 */
+	if (!mo.server_permissions && fuse_opt_add_arg(&args, "-odefault_permissions") == -1)
+		goto out_free_args;
+	if (fuse_parse_cmdline(&args, &cmd) != 0)
+		goto out_free_args;
+	if (cmd.show_version) {
+		printf("rdmafs-fuse %s, FUSE library %s\n", RDMAFS_VERSION, fuse_pkgversion());
+		ret = 0;
+		goto out_free_cmd;
+	}
+	if (!cmd.mountpoint || !meta_uri) {
+		usage(argv[0]);
+		fprintf(stderr, "rdmafs-fuse: %s\n",
+			!cmd.mountpoint ? "no mount point" : "no metadata service: -o meta=URI");
+		goto out_free_cmd;
+	}
+	if (parse_transport(mo.transport, &ro.transport) ||
+	    parse_ms(mo.timeout, &ro.call_timeout_ms) || mo.attr_timeout < 0 ||
+	    mo.entry_timeout < 0) {
+		fprintf(stderr,
+			"rdmafs-fuse: bad option value (transport, timeout or *_timeout)\n");
+		goto out_free_cmd;
+	}
+	err = rdmafs_read_secret(mo.secret ? mo.secret : DEFAULT_SECRET, &secret, &secret_len);
+	if (err) {
+		fprintf(stderr, "rdmafs-fuse: cannot read the secret file %s: %s\n",
+			mo.secret ? mo.secret : DEFAULT_SECRET,
+			err == -EINVAL ? "must hold 1 to 4095 bytes" : strerror(-err));
+		goto out_free_cmd;
+	}
+	ro.meta_uri = meta_uri;
+	ro.secret = secret;
+	ro.secret_len = secret_len;
+
+	/* connect once before mounting, so a wrong address or secret fails here, not later */
+	err = rfs_create(&ro, &probe);
+	if (err) {
+		fprintf(stderr, "rdmafs-fuse: cannot reach the cluster at %s: %s\n", meta_uri,
+			strerror(-err));
+		goto out_free_secret;
+	}
+	rfs_destroy(probe);
+
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		goto out_free_secret;
+	fs->attr_timeout = mo.attr_timeout;
+	fs->kernel_acl = !mo.server_permissions;
+	fs->entry_timeout = mo.entry_timeout;
+	fs->readahead_kb = mo.readahead_kb;
+	pthread_mutex_init(&fs->table_lock, NULL);
+	if (!node_ref(fs, FUSE_ROOT_ID, 1, 0))
+		goto out_free_fs;
+
+	fs->se = fuse_session_new(&args, &mount_ops, sizeof(mount_ops), fs);
+	if (!fs->se)
+		goto out_free_fs;
+	if (fuse_set_signal_handlers(fs->se) != 0)
+		goto out_destroy_session;
+	if (fuse_session_mount(fs->se, cmd.mountpoint) != 0)
+		goto out_remove_handlers;
+	readahead_find_bdi(fs, cmd.mountpoint);
+	/* fork before the transport starts threads and registers memory */
+	fuse_daemonize(cmd.foreground);
+	err = rfs_create(&ro, &fs->rfs);
+	if (err) {
+		rdmafs_log(RDMAFS_LOG_WARN, "cannot reach the cluster at %s: %s", meta_uri,
+			   strerror(-err));
+		goto out_unmount;
+	}
+	if (cmd.singlethread) {
+		ret = fuse_session_loop(fs->se);
+	} else {
+		loop_cfg = fuse_loop_cfg_create();
+		if (!loop_cfg)
+			goto out_destroy_rfs;
+		fuse_loop_cfg_set_clone_fd(loop_cfg, cmd.clone_fd);
+		if (cmd.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(loop_cfg, cmd.max_idle_threads);
+		fuse_loop_cfg_set_max_threads(loop_cfg, cmd.max_threads);
+		ret = fuse_session_loop_mt(fs->se, loop_cfg);
+		fuse_loop_cfg_destroy(loop_cfg);
+	}
+	ret = ret ? 1 : 0;
+out_destroy_rfs:
+	rfs_destroy(fs->rfs);
+out_unmount:
+	fuse_session_unmount(fs->se);
+out_remove_handlers:
+	fuse_remove_signal_handlers(fs->se);
+out_destroy_session:
+	fuse_session_destroy(fs->se);
+out_free_fs:
+	for (unsigned b = 0; b < NODE_BUCKETS; b++) {
+		while (fs->buckets[b]) {
+			struct node *n = fs->buckets[b];
+
+			fs->buckets[b] = n->next;
+			pthread_mutex_destroy(&n->lock);
+			free(n);
+		}
+	}
+	pthread_mutex_destroy(&fs->table_lock);
+	free(fs);
+out_free_secret:
+	if (secret)
+		memset(secret, 0, secret_len);
+	free(secret);
+out_free_cmd:
+	free(cmd.mountpoint);
+out_free_args:
+	for (int i = 0; i < mo.nonopt_count; i++)
+		free(mo.nonopt[i]);
+	free(mo.meta);
+	free(mo.secret);
+	free(mo.transport);
+	free(mo.timeout);
+	fuse_opt_free_args(&args);
+	return ret;
+}

@@ -1,0 +1,1159 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* rdmafs-fuse: the FUSE low-level operations (mount_i.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+
+#include "rdmafs_common.h"
+#include "mount_i.h"
+
+static struct fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/*
+ * The errno an application sees: transport trouble becomes EIO (ETIMEDOUT
+ * stays, it says what happened), anything that is not an errno too.
+ */
+static int fs_errno(int ret)
+{
+	int e = -ret;
+
+	switch (e) {
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case ECONNABORTED:
+	case ENOTCONN:
+	case EPIPE:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case EPROTO:
+	case EBADMSG:
+	case ESHUTDOWN:
+	case ENODEV:
+	case EMSGSIZE:
+		return EIO;
+	default:
+		return e > 0 && e < 4096 ? e : EIO;
+	}
+}
+
+static void reply_error(fuse_req_t req, int ret)
+{
+	fuse_reply_err(req, ret ? fs_errno(ret) : 0);
+}
+
+static void cred_fill(fuse_req_t req, struct rfs_cred *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[RFS_GROUPS_MAX];
+	int n = 0;
+
+	c->uid = ctx->uid;
+	c->gid = ctx->gid;
+	/* root passes every check the groups could matter for: skip reading /proc */
+	if (ctx->uid != 0) {
+		n = fuse_req_getgroups(req, RFS_GROUPS_MAX, groups);
+		if (n < 0)
+			n = 0;
+		if (n > RFS_GROUPS_MAX)
+			n = RFS_GROUPS_MAX;
+	}
+	for (int i = 0; i < n; i++)
+		c->groups[i] = groups[i];
+	c->n_groups = (uint32_t)n;
+}
+
+/*
+ * Takes the service's attributes into @n (layout too, when given) and
+ * returns in @st what the kernel should see: our size while we hold writes
+ * the service does not know of yet. Tells *@changed whether size or mtime
+ * moved since we last looked (someone else wrote).
+ */
+
+/* Replies to a call that returned an entry, counting the kernel's new lookup. */
+static void reply_entry(fuse_req_t req, struct fs *fs, int ret, const struct rfs_entry *entry)
+{
+	struct fuse_entry_param e;
+	struct node *n;
+
+	if (ret)
+		goto out_error;
+	memset(&e, 0, sizeof(e));
+	n = node_ref(fs, (uint64_t)entry->attr.st_ino, 1, 0);
+	if (!n) {
+		ret = -ENOMEM;
+		goto out_error;
+	}
+	node_update(n, entry, &e.attr, NULL);
+	e.ino = entry->attr.st_ino;
+	e.generation = entry->generation;
+	e.attr_timeout = fs->attr_timeout;
+	e.entry_timeout = fs->entry_timeout;
+	if (fuse_reply_entry(req, &e))
+		node_unref(fs, n, 1, 0);
+	return;
+
+out_error:
+	reply_error(req, ret);
+}
+
+/* ---- operations ------------------------------------------------------------------------ */
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fs *fs = userdata;
+
+	conn->max_write = IO_SIZE;
+	if (conn->max_readahead > IO_SIZE)
+		conn->max_readahead = IO_SIZE;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+	/*
+	 * The kernel clears setuid/setgid on write and truncate with a SETATTR
+	 * of the mode in the writer's name, and the service accepts that one
+	 * change from a non-owner who may write (ops.c, setattr_kill_privs_ok()).
+	 * libfuse 3.14 has no HANDLE_KILLPRIV_V2, and with HANDLE_KILLPRIV the
+	 * kernel would leave the clearing to us on every write.
+	 */
+	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
+	/* the size must come from the service, never from a cached write-back page */
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
+	 * POSIX ACLs: the kernel checks them (default_permissions), keeps the
+	 * mode bits and the system.posix_acl_* xattrs in step, and applies
+	 * default ACLs at create; the service just stores the xattrs. Without
+	 * this, setting an access ACL (as cp -a and tar do to set the final
+	 * mode) would leave the mode bits untouched.
+	 */
+	if (fs->kernel_acl && (conn->capable & FUSE_CAP_POSIX_ACL))
+		conn->want |= FUSE_CAP_POSIX_ACL;
+}
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct rfs_entry e;
+	struct rfs_cred c;
+	int ret;
+
+	readahead_tune(fs);
+	cred_fill(req, &c);
+	ret = rfs_lookup(fs->rfs, &c, parent, name, &e);
+	reply_entry(req, fs, ret, &e);
+}
+
+static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = req_fs(req);
+	struct node *n = node_find(fs, ino);
+
+	if (n)
+		node_unref(fs, n, nlookup, 0);
+	fuse_reply_none(req);
+}
+
+static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct fs *fs = req_fs(req);
+
+	for (size_t i = 0; i < count; i++) {
+		struct node *n = node_find(fs, forgets[i].ino);
+
+		if (n)
+			node_unref(fs, n, forgets[i].nlookup, 0);
+	}
+	fuse_reply_none(req);
+}
+
+/* GETATTR of @ino into @st, merged with what we know locally. */
+static int do_getattr(struct fs *fs, const struct rfs_cred *c, uint64_t ino, struct stat *st)
+{
+	struct node *n = node_find(fs, ino);
+	uint64_t seq = node_size_seq(n);
+	struct rfs_entry e;
+	int ret;
+
+	/* on failure the plain GETATTR below still answers, with older blocks */
+	if (n && node_report(fs, n, c, st) == 0)
+		return 0;
+	ret = rfs_getattr(fs->rfs, c, ino, &e);
+	if (ret)
+		return ret;
+	/* the layout comes with OPEN; a GETATTR's must not replace one a data call found */
+	e.has_layout = false;
+	node_update_seq(n, &e, st, NULL, seq);
+	return 0;
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct stat st;
+	struct rfs_cred c;
+	int ret;
+
+	readahead_tune(fs);
+	cred_fill(req, &c);
+	ret = do_getattr(fs, &c, ino, &st);
+	if (ret)
+		reply_error(req, ret);
+	else
+		fuse_reply_attr(req, &st, fs->attr_timeout);
+}
+
+#define SETATTR_SENT                                                                       \
+	(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE | \
+	 FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |             \
+	 FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME)
+
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct node *n = node_find(fs, ino);
+	struct rfs_setattr set = {.valid = (uint32_t)to_set & SETATTR_SENT};
+	struct rfs_layout layout;
+	uint64_t old_size = UINT64_MAX;
+	bool mtime_was_dirty = false;
+	struct rfs_entry e;
+	struct stat st;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	set.mode = attr->st_mode & 07777;
+	set.uid = attr->st_uid;
+	set.gid = attr->st_gid;
+	set.atime = attr->st_atim;
+	set.mtime = attr->st_mtim;
+	set.ctime = attr->st_ctim;
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (attr->st_size < 0) {
+			ret = -EINVAL;
+			goto out_reply;
+		}
+		set.size = (uint64_t)attr->st_size;
+		/* ftruncate: open(2) checked the permission, the service checks the handle */
+		if (fi && fi->fh)
+			set.handle = ((struct handle *)(uintptr_t)fi->fh)->server;
+		if (n) {
+			pthread_mutex_lock(&n->lock);
+			old_size = n->seen ? (n->size > n->seen_size ? n->size : n->seen_size)
+					   : UINT64_MAX;
+			pthread_mutex_unlock(&n->lock);
+		}
+	}
+	/*
+	 * An explicit mtime (tar, cp -a, rsync after writing) supersedes the one
+	 * our earlier writes would stamp at the next sync: drop that, or restore
+	 * it if the call fails.
+	 */
+	if (n && (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) {
+		pthread_mutex_lock(&n->lock);
+		mtime_was_dirty = n->mtime_dirty;
+		n->mtime_dirty = false;
+		pthread_mutex_unlock(&n->lock);
+	}
+	ret = rfs_setattr(fs->rfs, &c, ino, &set, &e);
+	if (ret && mtime_was_dirty) {
+		pthread_mutex_lock(&n->lock);
+		n->mtime_dirty = true;
+		pthread_mutex_unlock(&n->lock);
+	}
+	if (ret)
+		goto out_reply;
+	if ((to_set & FUSE_SET_ATTR_SIZE) && n) {
+		/* the size is now the service's: a pending larger one must not grow it back */
+		pthread_mutex_lock(&n->lock);
+		n->size = set.size;
+		n->size_dirty = false;
+		n->size_seq++;
+		pthread_mutex_unlock(&n->lock);
+	}
+	e.has_layout = false; /* as with GETATTR */
+	node_update(n, &e, &st, NULL);
+	/* a shrink: the bytes past the new end must read as zeros if the file grows again */
+	if ((to_set & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode) && set.size < old_size) {
+		if (n)
+			ret = node_layout(fs, n, &c, &layout);
+		else
+			ret = -EIO;
+		if (!ret) {
+			ret = rfs_truncate_data(fs->rfs, ino, &layout, set.size);
+			pthread_mutex_lock(&n->lock);
+			node_keep_layout_locked(n, &layout);
+			pthread_mutex_unlock(&n->lock);
+		}
+		if (!ret)
+			ret = node_chunks_changed(fs, n, &c, set.size / layout.chunk_size, &st);
+		if (ret)
+			goto out_reply;
+	}
+	fuse_reply_attr(req, &st, fs->attr_timeout);
+	return;
+
+out_reply:
+	reply_error(req, ret);
+}
+
+static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char target[PATH_MAX];
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = rfs_readlink(req_fs(req)->rfs, &c, ino, target, sizeof(target));
+	if (ret)
+		reply_error(req, ret);
+	else
+		fuse_reply_readlink(req, target);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs *fs = req_fs(req);
+	struct rfs_entry e;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = rfs_mknod(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, rdev, &e);
+	reply_entry(req, fs, ret, &e);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs *fs = req_fs(req);
+	struct rfs_entry e;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = rfs_mkdir(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, &e);
+	reply_entry(req, fs, ret, &e);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs *fs = req_fs(req);
+	struct rfs_entry e;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = rfs_symlink(fs->rfs, &c, parent, name, link, ctx->uid, ctx->gid, &e);
+	reply_entry(req, fs, ret, &e);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct fs *fs = req_fs(req);
+	struct rfs_entry e;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = rfs_link(fs->rfs, &c, ino, newparent, newname, &e);
+	reply_entry(req, fs, ret, &e);
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct rfs_freed freed;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = rfs_unlink(fs->rfs, &c, parent, name, &freed);
+	reply_error(req, ret);
+	/* inode numbers are never reused, so the chunks may go after the reply */
+	if (!ret)
+		rfs_free_data(fs->rfs, &freed);
+}
+
+static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct rfs_cred c;
+
+	cred_fill(req, &c);
+	reply_error(req, rfs_rmdir(req_fs(req)->rfs, &c, parent, name));
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct fs *fs = req_fs(req);
+	struct rfs_freed freed;
+	struct rfs_cred c;
+	int ret;
+
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		reply_error(req, -EINVAL);
+		return;
+	}
+	cred_fill(req, &c);
+	/* RENAME_NOREPLACE and RENAME_EXCHANGE are RFS_RENAME_NOREPLACE and _EXCHANGE */
+	ret = rfs_rename(fs->rfs, &c, parent, name, newparent, newname, flags, &freed);
+	reply_error(req, ret);
+	if (!ret)
+		rfs_free_data(fs->rfs, &freed);
+}
+
+/* Sets up a handle after OPEN or CREATE took one on the service. */
+static struct handle *handle_new(struct fs *fs, struct node *n, uint64_t server, int flags)
+{
+	struct handle *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->server = server;
+	h->node = n;
+	h->flags = flags;
+	return h;
+}
+
+/* RELEASE of a service handle; frees the data of an inode it was the last hold of. */
+static int release_server(struct fs *fs, const struct rfs_cred *c, uint64_t ino, uint64_t handle)
+{
+	return rfs_release(fs->rfs, c, ino, handle, NULL);
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t server;
+	struct rfs_entry e;
+	struct handle *h;
+	struct node *n;
+	bool changed = false;
+	struct stat st;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = rfs_open(fs->rfs, &c, ino, fi->flags, &server, &e);
+	if (ret)
+		goto out_reply;
+	n = node_ref(fs, ino, 0, 1);
+	if (!n) {
+		ret = -ENOMEM;
+		goto err_release;
+	}
+	node_update(n, &e, &st, &changed);
+	h = handle_new(fs, n, server, fi->flags);
+	if (!h) {
+		ret = -ENOMEM;
+		goto err_unref;
+	}
+	/* close-to-open: drop cached pages and attributes when another client changed the file */
+	if (changed)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	fi->fh = (uintptr_t)h;
+	fi->keep_cache = 0;
+	fi->direct_io = (fi->flags & O_DIRECT) ? 1 : 0;
+	if (fuse_reply_open(req, fi)) {
+		release_server(fs, &c, ino, h->server);
+		node_unref(fs, n, 0, 1);
+		free(h);
+	}
+	return;
+
+err_unref:
+	node_unref(fs, n, 0, 1);
+err_release:
+	release_server(fs, &c, ino, server);
+out_reply:
+	reply_error(req, ret);
+}
+
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs *fs = req_fs(req);
+	struct fuse_entry_param e;
+	struct rfs_entry entry;
+	uint64_t server, ino;
+	struct handle *h;
+	struct node *n;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = rfs_create_file(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, fi->flags,
+			      &server, NULL, &entry);
+	if (ret)
+		goto out_reply;
+	ino = (uint64_t)entry.attr.st_ino;
+	memset(&e, 0, sizeof(e));
+	n = node_ref(fs, ino, 1, 1);
+	if (!n) {
+		ret = -ENOMEM;
+		goto err_release;
+	}
+	node_update(n, &entry, &e.attr, NULL);
+	h = handle_new(fs, n, server, fi->flags);
+	if (!h) {
+		ret = -ENOMEM;
+		goto err_unref;
+	}
+	e.ino = ino;
+	e.generation = entry.generation;
+	e.attr_timeout = fs->attr_timeout;
+	e.entry_timeout = fs->entry_timeout;
+	fi->fh = (uintptr_t)h;
+	fi->keep_cache = 0;
+	fi->direct_io = (fi->flags & O_DIRECT) ? 1 : 0;
+	if (fuse_reply_create(req, &e, fi)) {
+		release_server(fs, &c, n->ino, h->server);
+		node_unref(fs, n, 1, 1);
+		free(h);
+	}
+	return;
+
+err_unref:
+	node_unref(fs, n, 1, 1);
+err_release:
+	release_server(fs, &c, ino, server);
+out_reply:
+	reply_error(req, ret);
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	struct node *n = h->node;
+	struct rfs_layout layout;
+	uint64_t file_size;
+	char *buf;
+	int ret;
+
+	if (off < 0) {
+		reply_error(req, -EINVAL);
+		return;
+	}
+	ret = node_io_state(n, &layout, &file_size);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
+	if ((uint64_t)off >= file_size) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > file_size - (uint64_t)off)
+		size = (size_t)(file_size - (uint64_t)off);
+	buf = malloc(size);
+	if (!buf) {
+		reply_error(req, -ENOMEM);
+		return;
+	}
+	ret = rfs_read(fs->rfs, ino, &layout, (uint64_t)off, size, buf);
+	pthread_mutex_lock(&n->lock);
+	node_keep_layout_locked(n, &layout);
+	pthread_mutex_unlock(&n->lock);
+	if (ret)
+		reply_error(req, ret);
+	else
+		fuse_reply_buf(req, buf, size);
+	free(buf);
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	struct node *n = h->node;
+	struct rfs_layout layout;
+	uint64_t written = 0, end, file_size;
+	bool send_size = false;
+	struct rfs_cred c;
+	int ret;
+
+	if (off < 0 || (uint64_t)off > UINT64_MAX - size) {
+		reply_error(req, -EFBIG);
+		return;
+	}
+	end = (uint64_t)off + size;
+	ret = node_io_state(n, &layout, &file_size);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
+	ret = rfs_write(fs->rfs, ino, &layout, (uint64_t)off, size, buf,
+			(h->flags & (O_SYNC | O_DSYNC)) != 0, &written);
+	pthread_mutex_lock(&n->lock);
+	node_note_written_locked(n, &layout, written);
+	if (written)
+		n->alloc_seq++;
+	if (written && (uint64_t)off / layout.chunk_size < n->dirty_first)
+		n->dirty_first = (uint64_t)off / layout.chunk_size;
+	if (!ret) {
+		n->mtime_dirty = true;
+		if (end > n->size) {
+			n->size = end;
+			n->size_dirty = true;
+			n->size_seq++;
+		}
+		/* batched: a growing file tells the service at most once a second */
+		send_size =
+			n->size_dirty && rdmafs_now_ms() - n->size_sent_ms >= SIZE_UPDATE_GAP_MS;
+		if (send_size)
+			n->size_sent_ms = rdmafs_now_ms();
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
+	/* req is gone once replied to: take the caller's credentials first */
+	if (send_size)
+		cred_fill(req, &c);
+	fuse_reply_write(req, size);
+	if (send_size)
+		node_sync(fs, n, &c, false);
+}
+
+static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	struct rfs_cred c;
+
+	cred_fill(req, &c);
+	reply_error(req, node_sync(req_fs(req), h->node, &c, true));
+}
+
+static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	struct rfs_cred c;
+
+	cred_fill(req, &c);
+	reply_error(req, node_sync(req_fs(req), h->node, &c, true));
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	/* normally flush did it; writes through a still-mapped file may remain */
+	ret = node_sync(fs, h->node, &c, true);
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_WARN, "inode %" PRIu64 ": size or commit lost at release: %s",
+			   (uint64_t)ino, strerror(fs_errno(ret)));
+	ret = release_server(fs, &c, ino, h->server);
+	node_unref(fs, h->node, 0, 1);
+	free(h);
+	reply_error(req, ret);
+}
+
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t server;
+	struct rfs_entry e;
+	struct handle *h;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	/* an OPEN checks read permission now, as opendir(3) expects */
+	ret = rfs_open(fs->rfs, &c, ino, O_RDONLY | O_DIRECTORY, &server, &e);
+	if (ret)
+		goto out_reply;
+	h = handle_new(fs, NULL, server, fi->flags);
+	if (!h) {
+		release_server(fs, &c, ino, server);
+		ret = -ENOMEM;
+		goto out_reply;
+	}
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi)) {
+		release_server(fs, &c, ino, h->server);
+		free(h);
+	}
+	return;
+
+out_reply:
+	reply_error(req, ret);
+}
+
+static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	struct rfs_cred c;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = release_server(req_fs(req), &c, ino, h->server);
+	free(h);
+	reply_error(req, ret);
+}
+
+/*
+ * FUSE directory offsets: 0 starts, 1 follows ".", 2 follows ".." (the
+ * service's cookie 0), and cookie + 2 follows the service entry with that
+ * cookie. Cookies stay valid while the directory changes, so offsets do too.
+ */
+/* What do_readdir() fills: one reply buffer of the kernel's size. */
+struct dir_fill {
+	fuse_req_t req;
+	struct fs *fs;
+	bool plus;
+	char *buf;
+	size_t size, used;
+	bool full;
+	uint64_t cookie; /* of the last entry taken */
+};
+
+static int dir_fill_one(void *arg, const struct rfs_dirent *d)
+{
+	struct dir_fill *f = arg;
+	struct fuse_entry_param e;
+	size_t need;
+
+	memset(&e, 0, sizeof(e));
+	if (f->plus) {
+		struct node *n;
+		struct rfs_entry entry = {.attr = d->attr, .generation = d->generation};
+
+		need = fuse_add_direntry_plus(f->req, NULL, 0, d->name, NULL, 0);
+		if (need > f->size - f->used) {
+			f->full = true;
+			return 1;
+		}
+		e.attr = d->attr;
+		/* only an entry that made it into the reply counts a lookup */
+		n = node_ref(f->fs, d->ino, 1, 0);
+		if (n)
+			node_update(n, &entry, &e.attr, NULL);
+		e.ino = d->ino;
+		e.generation = d->generation;
+		e.attr_timeout = f->fs->attr_timeout;
+		e.entry_timeout = f->fs->entry_timeout;
+		fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, d->name, &e,
+				       (off_t)d->cookie + 2);
+	} else {
+		e.attr.st_ino = d->ino;
+		e.attr.st_mode = d->type;
+		need = fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, d->name,
+					 &e.attr, (off_t)d->cookie + 2);
+		if (need > f->size - f->used) {
+			f->full = true;
+			return 1;
+		}
+	}
+	f->used += need;
+	f->cookie = d->cookie;
+	return 0;
+}
+
+/*
+ * FUSE directory offsets: 0 starts, 1 follows ".", 2 follows ".." (the
+ * service's cookie 0), and cookie + 2 follows the service entry with that
+ * cookie. Cookies stay valid while the directory changes, so offsets do too.
+ */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct dir_fill f = {.req = req, .fs = req_fs(req), .plus = plus, .size = size};
+	bool eof = false;
+	struct rfs_cred c;
+	int ret = 0;
+
+	if (off < 0) {
+		reply_error(req, -EINVAL);
+		return;
+	}
+	f.cookie = off >= 2 ? (uint64_t)off - 2 : 0;
+	f.buf = calloc(1, size);
+	if (!f.buf) {
+		reply_error(req, -ENOMEM);
+		return;
+	}
+	for (off_t dot = off; dot < 2 && !f.full; dot++) {
+		struct fuse_entry_param e;
+		size_t need;
+
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = dot == 0 ? ino : FUSE_ROOT_ID;
+		e.attr.st_mode = S_IFDIR;
+		need = plus ? fuse_add_direntry_plus(req, f.buf + f.used, size - f.used,
+						     dot == 0 ? "." : "..", &e, dot + 1)
+			    : fuse_add_direntry(req, f.buf + f.used, size - f.used,
+						dot == 0 ? "." : "..", &e.attr, dot + 1);
+		if (need > size - f.used)
+			f.full = true;
+		else
+			f.used += need;
+	}
+	cred_fill(req, &c);
+	while (!f.full && !eof && !ret)
+		ret = rfs_readdir(f.fs->rfs, &c, ino, f.cookie,
+				  (uint32_t)(size / (plus ? 160 : 32) + 1), plus, dir_fill_one, &f,
+				  &eof);
+	if (ret && f.used == 0)
+		reply_error(req, ret);
+	else
+		fuse_reply_buf(req, f.buf, f.used);
+	free(f.buf);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, false);
+}
+
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, true);
+}
+
+static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	/* every metadata change is one committed LMDB transaction already */
+	fuse_reply_err(req, 0);
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	int ret;
+
+	ret = rfs_statfs(req_fs(req)->rfs, &sv);
+	if (ret)
+		reply_error(req, ret);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static bool is_caps_name(const char *name)
+{
+	return strcmp(name, "security.capability") == 0;
+}
+
+static void forget_nocaps(struct fs *fs, fuse_ino_t ino)
+{
+	struct node *n = node_find(fs, ino);
+
+	if (n) {
+		pthread_mutex_lock(&n->lock);
+		n->nocaps_until_ms = 0;
+		pthread_mutex_unlock(&n->lock);
+	}
+}
+
+static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct rfs_cred c;
+	int ret;
+
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
+		reply_error(req, -EINVAL);
+		return;
+	}
+	cred_fill(req, &c);
+	/* XATTR_CREATE and XATTR_REPLACE are RFS_XATTR_CREATE and _REPLACE */
+	ret = rfs_setxattr(req_fs(req)->rfs, &c, ino, name, value, size, flags);
+	if (is_caps_name(name))
+		forget_nocaps(req_fs(req), ino);
+	reply_error(req, ret);
+}
+
+static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fs *fs = req_fs(req);
+	struct node *n = node_find(fs, ino);
+	char *value = NULL;
+	struct rfs_cred c;
+	ssize_t ret;
+
+	/* the kernel asks for security.capability before every write: remember "none" */
+	if (n && is_caps_name(name)) {
+		bool known_absent;
+
+		pthread_mutex_lock(&n->lock);
+		known_absent = rdmafs_now_ms() < n->nocaps_until_ms;
+		pthread_mutex_unlock(&n->lock);
+		if (known_absent) {
+			reply_error(req, -ENODATA);
+			return;
+		}
+	}
+	if (size) {
+		value = malloc(size);
+		if (!value) {
+			reply_error(req, -ENOMEM);
+			return;
+		}
+	}
+	cred_fill(req, &c);
+	ret = rfs_getxattr(fs->rfs, &c, ino, name, value, size);
+	if (ret == -ENODATA && n && is_caps_name(name)) {
+		pthread_mutex_lock(&n->lock);
+		n->nocaps_until_ms = rdmafs_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+		pthread_mutex_unlock(&n->lock);
+	}
+	if (ret < 0)
+		reply_error(req, (int)ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)ret);
+	else
+		fuse_reply_buf(req, value, (size_t)ret);
+	free(value);
+}
+
+static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *list = NULL;
+	struct rfs_cred c;
+	ssize_t ret;
+
+	if (size) {
+		list = malloc(size);
+		if (!list) {
+			reply_error(req, -ENOMEM);
+			return;
+		}
+	}
+	cred_fill(req, &c);
+	ret = rfs_listxattr(req_fs(req)->rfs, &c, ino, list, size);
+	if (ret < 0)
+		reply_error(req, (int)ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)ret);
+	else
+		fuse_reply_buf(req, list, (size_t)ret);
+	free(list);
+}
+
+static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct rfs_cred c;
+
+	cred_fill(req, &c);
+	reply_error(req, rfs_removexattr(req_fs(req)->rfs, &c, ino, name));
+}
+
+/* access(2): the permission bits against the caller, as the service checks them. */
+static void fs_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat st;
+	struct rfs_cred c;
+	unsigned bits;
+	int ret;
+
+	cred_fill(req, &c);
+	ret = do_getattr(req_fs(req), &c, ino, &st);
+	if (ret || mask == F_OK)
+		goto out_reply;
+	if (ctx->uid == 0) {
+		if ((mask & X_OK) && !S_ISDIR(st.st_mode) && !(st.st_mode & 0111))
+			ret = -EACCES;
+		goto out_reply;
+	}
+	if (ctx->uid == st.st_uid) {
+		bits = (st.st_mode >> 6) & 7;
+	} else {
+		bool member = ctx->gid == st.st_gid;
+
+		for (uint32_t i = 0; i < c.n_groups && !member; i++)
+			member = c.groups[i] == st.st_gid;
+		bits = member ? (st.st_mode >> 3) & 7 : st.st_mode & 7;
+	}
+	if (((unsigned)mask & 7) & ~bits)
+		ret = -EACCES;
+out_reply:
+	reply_error(req, ret);
+}
+
+/*
+ * fallocate. Chunks are allocated when written, so reserving space (mode 0,
+ * KEEP_SIZE) only moves the size. Punching and zeroing remove whole chunks
+ * and write zeros into partial ones. COLLAPSE_RANGE and INSERT_RANGE shift the
+ * file's tail through the striped I/O (rfs_collapse_range()), in blocks of
+ * RFS_BLOCK_SIZE, our st_blksize; note that Linux's FUSE refuses both modes
+ * itself (EOPNOTSUPP, fs/fuse/file.c) up to at least 6.18, so on a mount they
+ * arrive only from a kernel that passes them on. Everything that changes
+ * chunks ends with a commit of every daemon, which reports st_blocks.
+ */
+static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	struct node *n = h->node;
+	struct rfs_layout layout;
+	uint64_t size, end, first;
+	struct rfs_cred c;
+	int ret = 0;
+
+	if (off < 0 || len <= 0 || (uint64_t)off > UINT64_MAX - (uint64_t)len) {
+		reply_error(req, -EINVAL);
+		return;
+	}
+	end = (uint64_t)off + (uint64_t)len;
+	cred_fill(req, &c);
+	ret = node_io_state(n, &layout, &size);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
+	if (end > RFS_MAX_FILE_SIZE && !(mode & FALLOC_FL_KEEP_SIZE)) {
+		reply_error(req, -EFBIG);
+		return;
+	}
+	first = (uint64_t)off / layout.chunk_size;
+	switch (mode) {
+	case 0:
+		if (end > size)
+			ret = node_extend(fs, n, &c, end);
+		break;
+	case FALLOC_FL_KEEP_SIZE:
+		break;
+	case FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE:
+	case FALLOC_FL_ZERO_RANGE:
+	case FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE:
+		/* a hole reads as zeros: zeroing is punching, plus the size unless KEEP_SIZE */
+		ret = rfs_punch_hole(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
+		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
+		n->mtime_dirty = true;
+		pthread_mutex_unlock(&n->lock);
+		if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && end > size)
+			ret = node_extend(fs, n, &c, end);
+		/* chunks went away on daemons we may never have written to: report them all */
+		if (!ret)
+			ret = node_chunks_changed(fs, n, &c, first, NULL);
+		break;
+	case FALLOC_FL_COLLAPSE_RANGE:
+		ret = rfs_collapse_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
+		if (!ret)
+			ret = node_shrink(fs, n, &c, h, size - (uint64_t)len);
+		if (!ret)
+			ret = rfs_truncate_data(fs->rfs, ino, &layout, size - (uint64_t)len);
+		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
+		n->mtime_dirty = true;
+		pthread_mutex_unlock(&n->lock);
+		if (!ret)
+			ret = node_chunks_changed(fs, n, &c, first, NULL);
+		break;
+	case FALLOC_FL_INSERT_RANGE:
+		ret = rfs_insert_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
+		pthread_mutex_lock(&n->lock);
+		node_keep_layout_locked(n, &layout);
+		n->mtime_dirty = true;
+		if (!ret && size + (uint64_t)len > n->size) {
+			n->size = size + (uint64_t)len;
+			n->size_dirty = true;
+			n->size_seq++;
+		}
+		pthread_mutex_unlock(&n->lock);
+		if (!ret)
+			ret = node_chunks_changed(fs, n, &c, first, NULL);
+		break;
+	default:
+		ret = -EOPNOTSUPP;
+	}
+	reply_error(req, ret);
+}
+
+static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	struct node *n = h->node;
+	struct rfs_layout layout;
+	uint64_t size, pos;
+	int ret;
+
+	if (off < 0) {
+		reply_error(req, -ENXIO);
+		return;
+	}
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		reply_error(req, -EINVAL);
+		return;
+	}
+	ret = node_io_state(n, &layout, &size);
+	if (ret) {
+		reply_error(req, ret);
+		return;
+	}
+	ret = rfs_seek(fs->rfs, ino, &layout, size, (uint64_t)off, whence, &pos);
+	pthread_mutex_lock(&n->lock);
+	node_keep_layout_locked(n, &layout);
+	pthread_mutex_unlock(&n->lock);
+	if (ret)
+		reply_error(req, ret);
+	else
+		fuse_reply_lseek(req, (off_t)pos);
+}
+
+const struct fuse_lowlevel_ops mount_ops = {
+	.init = fs_init,
+	.lookup = fs_lookup,
+	.forget = fs_forget,
+	.forget_multi = fs_forget_multi,
+	.getattr = fs_getattr,
+	.setattr = fs_setattr,
+	.readlink = fs_readlink,
+	.mknod = fs_mknod,
+	.mkdir = fs_mkdir,
+	.unlink = fs_unlink,
+	.rmdir = fs_rmdir,
+	.symlink = fs_symlink,
+	.rename = fs_rename,
+	.link = fs_link,
+	.open = fs_open,
+	.read = fs_read,
+	.write = fs_write,
+	.flush = fs_flush,
+	.release = fs_release,
+	.fsync = fs_fsync,
+	.opendir = fs_opendir,
+	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
+	.releasedir = fs_releasedir,
+	.fsyncdir = fs_fsyncdir,
+	.statfs = fs_statfs,
+	.setxattr = fs_setxattr,
+	.getxattr = fs_getxattr,
+	.listxattr = fs_listxattr,
+	.removexattr = fs_removexattr,
+	.access = fs_access,
+	.create = fs_create,
+	.fallocate = fs_fallocate,
+	.lseek = fs_lseek,
+};
