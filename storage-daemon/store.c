@@ -58,6 +58,7 @@
 
 #include "xprt.h"
 #include "daemon_i.h"
+#include "lmdb_errno.h"
 
 #define BS	     STORE_BLOCK_SIZE
 #define META_MAGIC   0x314d4352u /* "RCM1" */
@@ -161,18 +162,10 @@ static pthread_rwlock_t *chunk_lock(struct store *st, struct store_chunk_id id)
 	return &st->locks[(h >> 40) % LOCK_STRIPES];
 }
 
+/* The daemon's one LMDB errno mapping, shared with the metadata service. */
 static int mdb_to_errno(int rc)
 {
-	switch (rc) {
-	case MDB_SUCCESS:
-		return 0;
-	case MDB_MAP_FULL:
-		return -ENOSPC;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	default:
-		return rc > 0 && rc < 1000 ? -rc : -EIO;
-	}
+	return lmdb_errno(rc);
 }
 
 /* ---- metadata ---- */

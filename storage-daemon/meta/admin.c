@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lmdb_errno.h"
 #include "meta_i.h"
 
 /* Entries in one INODE_LIST reply at most, whatever fits. */
@@ -57,7 +58,7 @@ int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 	meta_put_be64(key, req->start_after + 1);
 	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		Rdmafs__InodeListEntry *e;
@@ -99,7 +100,7 @@ int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 	if (rc == MDB_NOTFOUND)
 		out->done = true;
 	else if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lmdb_errno.h"
 #include "meta_i.h"
 
 #define STATFS_BSIZE 4096
@@ -63,7 +64,7 @@ static int daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *d)
 	int rc = mdb_get(t->txn, t->m->db_daemons, &k, &v);
 
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return daemon_decode(t->m, &k, &v, d);
 }
 
@@ -79,7 +80,7 @@ static int daemon_put(struct meta_txn *t, const struct daemon *d)
 	v.mv_size = size;
 	rc = mdb_put(t->txn, t->m->db_daemons, &k, &v, MDB_RESERVE);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	p = v.mv_data;
 	memcpy(p, &d->r, sizeof(d->r));
 	p += sizeof(d->r);
@@ -253,13 +254,13 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 	}
 	rc = mdb_stat(t->txn, t->m->db_daemons, &st);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	out->daemons = meta_alloc(t, (st.ms_entries + 1) * sizeof(*out->daemons));
 	if (!out->daemons)
 		return -ENOMEM;
 	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && out->n_daemons < st.ms_entries;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		Rdmafs__DaemonInfo *info = meta_alloc(t, sizeof(*info));
@@ -294,7 +295,7 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 	mdb_cursor_close(c);
 	if (ret)
 		return ret;
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
 /*
@@ -314,7 +315,7 @@ static int daemon_layout_count(struct meta_txn *t, const uint8_t *uuid, bool fir
 		return -ENOMEM;
 	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && !(first_only && *count);
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		const uint8_t *p = (const uint8_t *)v.mv_data + sizeof(in->r);
@@ -331,7 +332,7 @@ static int daemon_layout_count(struct meta_txn *t, const uint8_t *uuid, bool fir
 	}
 	mdb_cursor_close(c);
 	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return 0;
 }
 
@@ -462,7 +463,7 @@ int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		return -ENOMEM;
 	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		ret = daemon_decode(t->m, &k, &v, d);
@@ -478,7 +479,7 @@ int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if (ret)
 		return ret;
 	if (rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	ret = meta_counter_get(t, "inodes", &inodes);
 	if (ret)
 		return ret;
@@ -530,7 +531,7 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 
 	rc = mdb_stat(t->txn, t->m->db_daemons, &st);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	cand = meta_alloc(t, (st.ms_entries + 1) * sizeof(*cand));
 	d = meta_alloc(t, sizeof(*d));
 	if (!cand || !d)
@@ -538,7 +539,7 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 	in->r.placement_seed = splitmix64(t->m->salt ^ in->ino);
 	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < st.ms_entries;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		ret = daemon_decode(t->m, &k, &v, d);
@@ -555,7 +556,7 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 	if (ret)
 		return ret;
 	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (n == 0) {
 		meta_log(t->m, META_LOG_WARN,
 			 "no storage daemon is UP: cannot place a new file (ENOSPC)");
@@ -584,7 +585,7 @@ static int scan_silent(struct meta_txn *t, uint64_t now, bool apply)
 		return -ENOMEM;
 	rc = mdb_cursor_open(t->txn, m->db_daemons, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		uint64_t last;
@@ -616,7 +617,7 @@ static int scan_silent(struct meta_txn *t, uint64_t now, bool apply)
 	if (ret)
 		return ret;
 	if (rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (apply && count)
 		ret = bump_epoch(t);
 	return ret ? ret : count;
@@ -636,7 +637,7 @@ int meta_tick(struct meta *m, uint64_t now_sec)
 	/* a read transaction first: most ticks find nothing and write nothing */
 	rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &t.txn);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	ret = scan_silent(&t, now_sec, false);
 	mdb_txn_abort(t.txn);
 	if (ret <= 0)
@@ -644,7 +645,7 @@ int meta_tick(struct meta *m, uint64_t now_sec)
 
 	rc = mdb_txn_begin(m->env, NULL, 0, &t.txn);
 	if (rc) {
-		ret = meta_lmdb_errno(rc);
+		ret = lmdb_errno(rc);
 		goto out_free;
 	}
 	ret = scan_silent(&t, now_sec, true);
@@ -654,7 +655,7 @@ int meta_tick(struct meta *m, uint64_t now_sec)
 	}
 	rc = mdb_txn_commit(t.txn);
 	if (rc)
-		ret = meta_lmdb_errno(rc);
+		ret = lmdb_errno(rc);
 out_free:
 	meta_arena_free(t.arena);
 	return ret;

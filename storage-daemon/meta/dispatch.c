@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lmdb_errno.h"
 #include "meta_i.h"
 
 struct meta_method {
@@ -109,7 +110,7 @@ int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len
 	rc = mdb_txn_begin(m->env, NULL, mm->write ? 0 : MDB_RDONLY, &t.txn);
 	if (rc) {
 		meta_log(m, META_LOG_ERR, "cannot begin a transaction: %s", mdb_strerror(rc));
-		ret = meta_lmdb_errno(rc);
+		ret = lmdb_errno(rc);
 		goto out_free_msg;
 	}
 	ret = mm->fn(&t, msg, &resp);
@@ -130,7 +131,7 @@ int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len
 		if (rc) {
 			meta_log(m, META_LOG_ERR, "cannot commit: %s", mdb_strerror(rc));
 			*resp_len = 0;
-			ret = meta_lmdb_errno(rc);
+			ret = lmdb_errno(rc);
 		}
 		goto out_free_arena;
 	}

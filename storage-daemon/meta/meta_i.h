@@ -164,7 +164,6 @@ typedef int (*meta_op_fn)(struct meta_txn *t, const ProtobufCMessage *req, Proto
 
 __attribute__((format(printf, 3, 4))) void meta_log(struct meta *m, enum meta_log_level level,
 						    const char *fmt, ...);
-int meta_lmdb_errno(int rc);
 
 /* Zeroed memory that lives until the reply is packed; NULL when out of memory. */
 void *meta_alloc(struct meta_txn *t, size_t size);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lmdb_errno.h"
 #include "meta_i.h"
 
 #define MAY_EXEC  1
@@ -365,7 +366,7 @@ static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uin
 	if (ret)
 		return ret;
 	meta_put_be64(key, *handle);
-	ret = meta_lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, MDB_NOOVERWRITE));
+	ret = lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, MDB_NOOVERWRITE));
 	if (ret)
 		return ret;
 	in->r.open_count++;
@@ -522,7 +523,7 @@ static int handle_writable(struct meta_txn *t, const struct inode *in, uint64_t 
 	if (rc == MDB_NOTFOUND)
 		return -EBADF;
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(h))
 		return -EIO;
 	memcpy(&h, v.mv_data, sizeof(h));
@@ -736,7 +737,7 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 			MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
 
 			meta_put_be64(key, out->handle);
-			ret = meta_lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, 0));
+			ret = lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, 0));
 			in.r.open_count = 1;
 		}
 		if (!ret)
@@ -1243,7 +1244,7 @@ int meta_op_readdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	meta_put_be64(key + 8, req->cookie + 1);
 	rc = mdb_cursor_open(t->txn, t->m->db_dirpos, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	out->eof = true;
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -1303,7 +1304,7 @@ int meta_op_readdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	if (ret)
 		return ret;
 	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (out->n_entries == 0 && !out->eof)
 		return -EMSGSIZE;
 	return 0;
@@ -1350,7 +1351,7 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	if (rc == MDB_NOTFOUND)
 		return -EBADF;
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(h))
 		return -EIO;
 	memcpy(&h, v.mv_data, sizeof(h));
@@ -1358,7 +1359,7 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		return -EINVAL;
 	rc = mdb_del(t->txn, t->m->db_handles, &k, NULL);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
@@ -1517,7 +1518,7 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 	k.mv_data = key;
 	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &old);
 	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (rc == 0 && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE))
 		return -EEXIST;
 	if (rc == MDB_NOTFOUND && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE))
@@ -1530,7 +1531,7 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		if (ret == 1) {
 			rc = mdb_del(t->txn, t->m->db_xattrs, &k, NULL);
 			if (rc && rc != MDB_NOTFOUND)
-				return meta_lmdb_errno(rc);
+				return lmdb_errno(rc);
 			goto out_touch;
 		}
 	}
@@ -1538,7 +1539,7 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		v.mv_data = key; /* an empty value still needs a pointer */
 	rc = mdb_put(t->txn, t->m->db_xattrs, &k, &v, 0);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 out_touch:
 	touch_ctime(t, &in);
 	ret = meta_inode_put(t, &in);
@@ -1569,7 +1570,7 @@ int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 	if (rc == MDB_NOTFOUND)
 		return -ENODATA;
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
@@ -1607,7 +1608,7 @@ int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	meta_put_be64(prefix, req->ino);
 	rc = mdb_cursor_open(t->txn, t->m->db_xattrs, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		ProtobufCBinaryData name;
@@ -1634,7 +1635,7 @@ int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	mdb_cursor_close(c);
 	if (ret)
 		return ret;
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
 int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
@@ -1658,7 +1659,7 @@ int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 	if (rc == MDB_NOTFOUND)
 		return -ENODATA;
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	touch_ctime(t, &in);
 	ret = meta_inode_put(t, &in);
 	if (ret)

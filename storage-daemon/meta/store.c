@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "lmdb_errno.h"
 #include "meta_i.h"
 
 #define META_DEFAULT_MAP_SIZE	    (4ULL << 30)
@@ -40,32 +41,6 @@ void meta_log(struct meta *m, enum meta_log_level level, const char *fmt, ...)
 		fprintf(stderr, "rdmafs-meta: %s: %s\n", level_names[level], line);
 	}
 	va_end(ap);
-}
-
-int meta_lmdb_errno(int rc)
-{
-	switch (rc) {
-	case 0:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_MAP_FULL:
-	case MDB_TXN_FULL:
-	case MDB_PAGE_FULL:
-		return -ENOSPC;
-	case MDB_READERS_FULL:
-		return -EAGAIN;
-	case MDB_BAD_VALSIZE:
-		return -EINVAL;
-	case MDB_VERSION_MISMATCH:
-	case MDB_INVALID:
-		return -EPROTONOSUPPORT;
-	default:
-		/* LMDB passes system errors through as positive errnos */
-		if (rc > 0 && rc < 4096)
-			return -rc;
-		return -EIO;
-	}
 }
 
 /* ---- reply memory ---- */
@@ -111,7 +86,7 @@ int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
 	int rc = mdb_get(t->txn, t->m->db_counters, &k, &v);
 
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(*value))
 		return -EIO;
 	memcpy(value, v.mv_data, sizeof(*value));
@@ -122,7 +97,7 @@ int meta_counter_put(struct meta_txn *t, const char *name, uint64_t value)
 {
 	MDB_val k = {strlen(name), (void *)name}, v = {sizeof(value), &value};
 
-	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_counters, &k, &v, 0));
+	return lmdb_errno(mdb_put(t->txn, t->m->db_counters, &k, &v, 0));
 }
 
 int meta_counter_next(struct meta_txn *t, const char *name, uint64_t *value)
@@ -155,7 +130,7 @@ int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 	meta_put_be64(key, ino);
 	rc = mdb_get(t->txn, t->m->db_inodes, &k, &v);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (v.mv_size < sizeof(out->r))
 		goto corrupt;
 	out->ino = ino;
@@ -182,7 +157,7 @@ int meta_inode_put(struct meta_txn *t, const struct inode *in)
 	meta_put_be64(key, in->ino);
 	rc = mdb_put(t->txn, t->m->db_inodes, &k, &v, MDB_RESERVE);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	memcpy(v.mv_data, &in->r, sizeof(in->r));
 	memcpy((uint8_t *)v.mv_data + sizeof(in->r), in->daemons, layout);
 	return 0;
@@ -199,7 +174,7 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 	meta_put_be64(prefix, ino);
 	rc = mdb_cursor_open(t->txn, dbi, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	while (rc == 0 && k.mv_size >= 8 && memcmp(k.mv_data, prefix, 8) == 0) {
 		rc = mdb_cursor_del(c, 0);
@@ -211,7 +186,7 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	}
 	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
 int meta_inode_delete(struct meta_txn *t, uint64_t ino)
@@ -223,10 +198,10 @@ int meta_inode_delete(struct meta_txn *t, uint64_t ino)
 	meta_put_be64(key, ino);
 	rc = mdb_del(t->txn, t->m->db_inodes, &k, NULL);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_del(t->txn, t->m->db_symlinks, &k, NULL);
 	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	ret = delete_prefix(t, t->m->db_xattrs, ino);
 	if (!ret)
 		ret = delete_prefix(t, t->m->db_allocs, ino);
@@ -244,7 +219,7 @@ int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64
 
 	meta_put_be64(key, ino);
 	memcpy(key + 8, uuid, META_UUID_LEN);
-	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
+	return lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
 }
 
 int meta_alloc_mark(struct meta_txn *t, uint64_t ino)
@@ -254,7 +229,7 @@ int meta_alloc_mark(struct meta_txn *t, uint64_t ino)
 	MDB_val k = {sizeof(key), key}, v = {sizeof(zero), &zero};
 
 	meta_put_be64(key, ino);
-	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
+	return lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
 }
 
 int meta_alloc_known(struct meta_txn *t, uint64_t ino)
@@ -267,7 +242,7 @@ int meta_alloc_known(struct meta_txn *t, uint64_t ino)
 	rc = mdb_get(t->txn, t->m->db_allocs, &k, &v);
 	if (rc == MDB_NOTFOUND)
 		return 0;
-	return rc ? meta_lmdb_errno(rc) : 1;
+	return rc ? lmdb_errno(rc) : 1;
 }
 
 int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
@@ -288,7 +263,7 @@ int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 		if (rc == MDB_NOTFOUND)
 			continue;
 		if (rc)
-			return meta_lmdb_errno(rc);
+			return lmdb_errno(rc);
 		if (v.mv_size != sizeof(b))
 			return -EIO;
 		memcpy(&b, v.mv_data, sizeof(b));
@@ -317,7 +292,7 @@ int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, si
 	dirent_key(key, parent, name, len);
 	rc = mdb_get(t->txn, t->m->db_dirents, &k, &v);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(*out))
 		return -EIO;
 	memcpy(out, v.mv_data, sizeof(*out));
@@ -336,7 +311,7 @@ static int dirpos_put(struct meta_txn *t, uint64_t parent, uint64_t id, const ui
 	meta_put_be64(key + 8, id);
 	rc = mdb_put(t->txn, t->m->db_dirpos, &k, &v, MDB_RESERVE);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	memcpy(v.mv_data, &pv, sizeof(pv));
 	memcpy((uint8_t *)v.mv_data + sizeof(pv), name, len);
 	return 0;
@@ -358,7 +333,7 @@ int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, 
 	if (rc == MDB_KEYEXIST)
 		return -EEXIST;
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return dirpos_put(t, dir->ino, dv.id, name, len, ino, type);
 }
 
@@ -378,7 +353,7 @@ int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name
 	dirent_key(key, parent, name, len);
 	rc = mdb_put(t->txn, t->m->db_dirents, &k, &v, 0);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return dirpos_put(t, parent, dv.id, name, len, ino, type);
 }
 
@@ -395,10 +370,10 @@ int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name,
 	dirent_key(key, parent, name, len);
 	rc = mdb_del(t->txn, t->m->db_dirents, &k, NULL);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	meta_put_be64(pos, parent);
 	meta_put_be64(pos + 8, dv.id);
-	return meta_lmdb_errno(mdb_del(t->txn, t->m->db_dirpos, &pk, NULL));
+	return lmdb_errno(mdb_del(t->txn, t->m->db_dirpos, &pk, NULL));
 }
 
 int meta_dir_empty(struct meta_txn *t, uint64_t ino)
@@ -411,13 +386,13 @@ int meta_dir_empty(struct meta_txn *t, uint64_t ino)
 	meta_put_be64(prefix, ino);
 	rc = mdb_cursor_open(t->txn, t->m->db_dirents, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	mdb_cursor_close(c);
 	if (rc == MDB_NOTFOUND)
 		return 1;
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return !(k.mv_size >= 8 && memcmp(k.mv_data, prefix, 8) == 0);
 }
 
@@ -429,7 +404,7 @@ int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
 	MDB_val k = {sizeof(key), key};
 
 	meta_put_be64(key, ino);
-	return meta_lmdb_errno(mdb_get(t->txn, t->m->db_symlinks, &k, target));
+	return lmdb_errno(mdb_get(t->txn, t->m->db_symlinks, &k, target));
 }
 
 int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len)
@@ -438,7 +413,7 @@ int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_
 	MDB_val k = {sizeof(key), key}, v = {len, (void *)target};
 
 	meta_put_be64(key, ino);
-	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_symlinks, &k, &v, 0));
+	return lmdb_errno(mdb_put(t->txn, t->m->db_symlinks, &k, &v, 0));
 }
 
 int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
@@ -474,7 +449,7 @@ static int open_dbs(struct meta *m, MDB_txn *txn)
 		if (rc) {
 			meta_log(m, META_LOG_ERR, "cannot open database %s: %s", dbs[i].name,
 				 mdb_strerror(rc));
-			return meta_lmdb_errno(rc);
+			return lmdb_errno(rc);
 		}
 	}
 	return 0;
@@ -562,7 +537,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 
 	rc = mdb_env_create(&m->env);
 	if (rc) {
-		ret = meta_lmdb_errno(rc);
+		ret = lmdb_errno(rc);
 		goto err_free;
 	}
 	rc = mdb_env_set_maxdbs(m->env, 16);
@@ -583,7 +558,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	if (rc) {
 		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
 			 mdb_strerror(rc));
-		ret = meta_lmdb_errno(rc);
+		ret = lmdb_errno(rc);
 		goto err_close_env;
 	}
 
@@ -591,7 +566,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	clock_gettime(CLOCK_REALTIME, &t.now);
 	rc = mdb_txn_begin(m->env, NULL, 0, &t.txn);
 	if (rc) {
-		ret = meta_lmdb_errno(rc);
+		ret = lmdb_errno(rc);
 		goto err_close_env;
 	}
 	ret = open_dbs(m, t.txn);
@@ -602,7 +577,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	rc = mdb_txn_commit(t.txn);
 	meta_arena_free(t.arena);
 	if (rc) {
-		ret = meta_lmdb_errno(rc);
+		ret = lmdb_errno(rc);
 		goto err_close_env;
 	}
 	*out = m;
