@@ -68,7 +68,7 @@ int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 			continue;
 		if (out->n_inodes == max)
 			break;
-		ret = meta_inode_get(t, meta_get_be64(k.mv_data), in);
+		ret = meta_store_inode_get(t, meta_get_be64(k.mv_data), in);
 		if (ret)
 			break;
 		e = meta_alloc(t, sizeof(*e));
@@ -134,7 +134,7 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 	out = meta_alloc(t, sizeof(*out));
 	if (!in || !out)
 		return -ENOMEM;
-	ret = meta_inode_get(t, req->ino, in);
+	ret = meta_store_inode_get(t, req->ino, in);
 	if (ret)
 		return ret;
 	if (S_ISDIR(in->r.mode))
@@ -169,7 +169,7 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 		memcpy(in->daemons[i], req->daemons[i].data, META_UUID_LEN);
 	/* daemons fence requests that carry an older generation (CHUNK_FENCE) */
 	in->r.layout_generation++;
-	ret = meta_inode_put(t, in);
+	ret = meta_store_inode_put(t, in);
 	if (ret)
 		return ret;
 	meta_log(t->m, META_LOG_INFO, "inode %llu: layout generation %u has %u daemons",

@@ -94,7 +94,7 @@ static int daemon_put(struct meta_txn *t, const struct daemon *d)
 
 static int bump_epoch(struct meta_txn *t)
 {
-	return meta_counter_add(t, "epoch", 1);
+	return meta_store_counter_add(t, "epoch", 1);
 }
 
 static void stamp_heartbeat(struct meta_txn *t, struct daemon *d)
@@ -182,7 +182,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 			 (unsigned long long)d->r.capacity_bytes);
 
 	rdmafs__register_daemon_resp__init(out);
-	ret = meta_counter_get(t, "epoch", &out->epoch);
+	ret = meta_store_counter_get(t, "epoch", &out->epoch);
 	out->heartbeat_interval_ms = t->m->opts.heartbeat_interval_ms;
 	out->state = d->r.state;
 	*resp = &out->base;
@@ -222,7 +222,7 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	if (ret)
 		return ret;
 	rdmafs__heartbeat_resp__init(out);
-	ret = meta_counter_get(t, "epoch", &out->epoch);
+	ret = meta_store_counter_get(t, "epoch", &out->epoch);
 	out->state = d->r.state;
 	*resp = &out->base;
 	return ret;
@@ -244,7 +244,7 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 	if (!out || !d)
 		return -ENOMEM;
 	rdmafs__get_cluster_map_resp__init(out);
-	ret = meta_counter_get(t, "epoch", &out->epoch);
+	ret = meta_store_counter_get(t, "epoch", &out->epoch);
 	if (ret)
 		return ret;
 	*resp = &out->base;
@@ -445,7 +445,7 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 			return ret;
 	}
 	rdmafs__set_daemon_state_resp__init(out);
-	ret = meta_counter_get(t, "epoch", &out->epoch);
+	ret = meta_store_counter_get(t, "epoch", &out->epoch);
 	*resp = &out->base;
 	return ret;
 }
@@ -480,7 +480,7 @@ int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		return ret;
 	if (rc != MDB_NOTFOUND)
 		return lmdb_errno(rc);
-	ret = meta_counter_get(t, "inodes", &inodes);
+	ret = meta_store_counter_get(t, "inodes", &inodes);
 	if (ret)
 		return ret;
 	rdmafs__statfs_resp__init(out);

@@ -170,40 +170,40 @@ void *meta_alloc(struct meta_txn *t, size_t size);
 void *meta_dup(struct meta_txn *t, const void *data, size_t len);
 void meta_arena_free(struct meta_arena *a);
 
-int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value);
-int meta_counter_put(struct meta_txn *t, const char *name, uint64_t value);
+int meta_store_counter_get(struct meta_txn *t, const char *name, uint64_t *value);
+int meta_store_counter_put(struct meta_txn *t, const char *name, uint64_t value);
 /* Returns the counter in *value and stores value + 1. */
-int meta_counter_next(struct meta_txn *t, const char *name, uint64_t *value);
-int meta_counter_add(struct meta_txn *t, const char *name, int64_t delta);
+int meta_store_counter_next(struct meta_txn *t, const char *name, uint64_t *value);
+int meta_store_counter_add(struct meta_txn *t, const char *name, int64_t delta);
 
-int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out);
-int meta_inode_put(struct meta_txn *t, const struct inode *in);
+int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out);
+int meta_store_inode_put(struct meta_txn *t, const struct inode *in);
 /* Deletes the inode with its symlink target and xattrs. */
-int meta_inode_delete(struct meta_txn *t, uint64_t ino);
+int meta_store_inode_delete(struct meta_txn *t, uint64_t ino);
 
-int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
-		    struct dirent_val *out);
+int meta_store_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+			  struct dirent_val *out);
 /* Adds the entry with the next id of @dir (the caller then writes @dir). */
-int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
-		    uint64_t ino, uint32_t type);
+int meta_store_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
+			  uint64_t ino, uint32_t type);
 /* Points an existing entry at another inode, keeping its id (RENAME_EXCHANGE). */
-int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
-			uint64_t ino, uint32_t type);
-int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len);
+int meta_store_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+			      uint64_t ino, uint32_t type);
+int meta_store_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len);
 /* 1 if directory @ino has no entries, 0 if it has, or a negative errno. */
-int meta_dir_empty(struct meta_txn *t, uint64_t ino);
+int meta_store_dir_empty(struct meta_txn *t, uint64_t ino);
 
-int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target);
-int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len);
+int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target);
+int meta_store_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len);
 
 /* Bytes the daemons of @in's layout reported holding for it (allocs). */
-int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes);
+int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes);
 /* Records that daemon @uuid holds @bytes of inode @ino. */
-int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes);
+int meta_store_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes);
 /* 1 if inode @ino's st_blocks comes from the reports (its mark), 0 if not, or -errno. */
-int meta_alloc_known(struct meta_txn *t, uint64_t ino);
+int meta_store_alloc_known(struct meta_txn *t, uint64_t ino);
 /* Sets that mark. */
-int meta_alloc_mark(struct meta_txn *t, uint64_t ino);
+int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino);
 
 int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len);
 

@@ -83,7 +83,7 @@ static int check_sticky(const struct meta_txn *t, const struct inode *dir,
 
 static int get_dir(struct meta_txn *t, uint64_t ino, struct inode *dir)
 {
-	int ret = meta_inode_get(t, ino, dir);
+	int ret = meta_store_inode_get(t, ino, dir);
 
 	if (ret)
 		return ret;
@@ -122,16 +122,16 @@ static Rdmafs__Timespec *ts_out(struct meta_txn *t, int64_t sec, uint32_t nsec)
 
 /*
  * st_blocks in 512-byte units: for regular files what the daemons reported
- * at the clients' commits (meta_alloc_sum()), so a sparse file shows what it
+ * at the clients' commits (meta_store_alloc_sum()), so a sparse file shows what it
  * holds and stat costs no daemon round trip. Files from before the reports
  * existed, until one report covers them, and a failed read: the size.
  */
 static uint64_t attr_blocks(struct meta_txn *t, const struct inode *in)
 {
 	uint64_t bytes;
-	int known = S_ISREG(in->r.mode) ? meta_alloc_known(t, in->ino) : 0;
+	int known = S_ISREG(in->r.mode) ? meta_store_alloc_known(t, in->ino) : 0;
 
-	if (known == 1 && meta_alloc_sum(t, in, &bytes) == 0)
+	if (known == 1 && meta_store_alloc_sum(t, in, &bytes) == 0)
 		return bytes / 512 + (bytes % 512 != 0);
 	if (known != 0)
 		meta_log(t->m, META_LOG_WARN, "inode %llu: allocation records unreadable",
@@ -242,11 +242,11 @@ static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *d
 	int ret;
 
 	memset(in, 0, sizeof(*in));
-	ret = meta_counter_next(t, "next_ino", &in->ino);
+	ret = meta_store_counter_next(t, "next_ino", &in->ino);
 	if (!ret)
-		ret = meta_counter_next(t, "generation", &in->r.generation);
+		ret = meta_store_counter_next(t, "generation", &in->r.generation);
 	if (!ret)
-		ret = meta_counter_add(t, "inodes", 1);
+		ret = meta_store_counter_add(t, "inodes", 1);
 	if (ret)
 		return ret;
 	if (dir && (dir->r.mode & S_ISGID)) {
@@ -259,7 +259,7 @@ static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *d
 	in->r.gid = gid;
 	in->r.nlink = S_ISDIR(mode) ? 2 : 1;
 	if (S_ISREG(mode)) {
-		ret = meta_alloc_mark(t, in->ino); /* nothing allocated yet, and known */
+		ret = meta_store_alloc_mark(t, in->ino); /* nothing allocated yet, and known */
 		if (ret)
 			return ret;
 	}
@@ -278,16 +278,16 @@ int meta_make_root(struct meta_txn *t)
 
 	/* the counter starts at 2: give the root its fixed number by hand */
 	memset(&root, 0, sizeof(root));
-	ret = meta_counter_get(t, "next_ino", &ino);
+	ret = meta_store_counter_get(t, "next_ino", &ino);
 	if (ret)
 		return ret;
-	ret = meta_counter_put(t, "next_ino", META_ROOT_INO);
+	ret = meta_store_counter_put(t, "next_ino", META_ROOT_INO);
 	if (!ret)
 		ret = new_inode(t, &root, NULL, S_IFDIR | 0755, 0, 0);
 	if (!ret)
-		ret = meta_counter_put(t, "next_ino", ino);
+		ret = meta_store_counter_put(t, "next_ino", ino);
 	if (!ret)
-		ret = meta_inode_put(t, &root);
+		ret = meta_store_inode_put(t, &root);
 	return ret;
 }
 
@@ -309,7 +309,7 @@ static int free_inode(struct meta_txn *t, const struct inode *in, Rdmafs__FreedI
 			return ret;
 		*freed = f;
 	}
-	return meta_inode_delete(t, in->ino);
+	return meta_store_inode_delete(t, in->ino);
 }
 
 /* Drops one link of a non-directory: stores it, or frees it if nothing holds it. */
@@ -320,7 +320,7 @@ static int drop_link(struct meta_txn *t, struct inode *in, Rdmafs__FreedInode **
 	touch_ctime(t, in);
 	if (in->r.nlink == 0 && in->r.open_count == 0)
 		return free_inode(t, in, freed);
-	return meta_inode_put(t, in);
+	return meta_store_inode_put(t, in);
 }
 
 static int open_access(uint32_t flags)
@@ -362,7 +362,7 @@ static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uin
 	ret = may(t, in, (unsigned)mask);
 	if (ret)
 		return ret;
-	ret = meta_counter_next(t, "next_handle", handle);
+	ret = meta_store_counter_next(t, "next_handle", handle);
 	if (ret)
 		return ret;
 	meta_put_be64(key, *handle);
@@ -392,7 +392,7 @@ static int prepare_create(struct meta_txn *t, uint64_t parent, const ProtobufCBi
 		return ret;
 	if (dir->r.nlink == 0)
 		return -ENOENT; /* removed while someone had it open */
-	ret = meta_dirent_get(t, parent, name->data, name->len, &dv);
+	ret = meta_store_dirent_get(t, parent, name->data, name->len, &dv);
 	if (ret == 0)
 		return -EEXIST;
 	return ret == -ENOENT ? 0 : ret;
@@ -402,16 +402,17 @@ static int prepare_create(struct meta_txn *t, uint64_t parent, const ProtobufCBi
 static int link_new(struct meta_txn *t, struct inode *dir, const ProtobufCBinaryData *name,
 		    struct inode *in)
 {
-	int ret = meta_dirent_add(t, dir, name->data, name->len, in->ino, in->r.mode & S_IFMT);
+	int ret =
+		meta_store_dirent_add(t, dir, name->data, name->len, in->ino, in->r.mode & S_IFMT);
 
 	if (ret)
 		return ret;
 	if (S_ISDIR(in->r.mode))
 		dir->r.nlink++;
 	touch_dir(t, dir);
-	ret = meta_inode_put(t, dir);
+	ret = meta_store_inode_put(t, dir);
 	if (!ret)
-		ret = meta_inode_put(t, in);
+		ret = meta_store_inode_put(t, in);
 	return ret;
 }
 
@@ -447,12 +448,12 @@ int meta_op_lookup(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	} else if (req->name.len == 2 && req->name.data[0] == '.' && req->name.data[1] == '.') {
 		ino = dir.r.parent;
 	} else {
-		ret = meta_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
+		ret = meta_store_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
 		if (ret)
 			return ret;
 		ino = dv.ino;
 	}
-	ret = meta_inode_get(t, ino, &in);
+	ret = meta_store_inode_get(t, ino, &in);
 	if (ret)
 		return ret == -ENOENT ? -EIO : ret; /* an entry without its inode */
 	return entry_resp(t, &in, resp);
@@ -463,7 +464,7 @@ int meta_op_getattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	const Rdmafs__GetattrReq *req = (const void *)msg;
 	Rdmafs__AttrResp *out;
 	struct inode in;
-	int ret = meta_inode_get(t, req->ino, &in);
+	int ret = meta_store_inode_get(t, req->ino, &in);
 
 	if (ret)
 		return ret;
@@ -583,7 +584,7 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 
 	if (v & ~(uint32_t)SETATTR_KNOWN)
 		return -EINVAL;
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 
@@ -682,7 +683,7 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		changed = true;
 	}
 	if (changed) {
-		ret = meta_inode_put(t, &in);
+		ret = meta_store_inode_put(t, &in);
 		if (ret)
 			return ret;
 	}
@@ -708,9 +709,9 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	ret = prepare_create(t, req->parent, &req->name, &dir);
 	if (ret == -EEXIST && !req->exclusive) {
 		/* open(O_CREAT) of an existing file opens it */
-		ret = meta_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
+		ret = meta_store_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
 		if (!ret)
-			ret = meta_inode_get(t, dv.ino, &in);
+			ret = meta_store_inode_get(t, dv.ino, &in);
 		if (ret)
 			return ret;
 		if (S_ISDIR(in.r.mode))
@@ -718,7 +719,7 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		ret = open_handle(t, &in, req->open_flags, &out->handle);
 		if (ret)
 			return ret;
-		ret = meta_inode_put(t, &in);
+		ret = meta_store_inode_put(t, &in);
 	} else if (ret) {
 		return ret;
 	} else {
@@ -730,7 +731,7 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		if (ret)
 			return ret;
 		/* the creator may open what it just made, whatever the mode says */
-		ret = meta_counter_next(t, "next_handle", &out->handle);
+		ret = meta_store_counter_next(t, "next_handle", &out->handle);
 		if (!ret) {
 			struct handle_rec h = {.ino = in.ino, .flags = req->open_flags};
 			uint8_t key[8];
@@ -831,7 +832,7 @@ int meta_op_symlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	if (ret)
 		return ret;
 	in.r.size = req->target.len;
-	ret = meta_symlink_put(t, in.ino, req->target.data, req->target.len);
+	ret = meta_store_symlink_put(t, in.ino, req->target.data, req->target.len);
 	if (!ret)
 		ret = link_new(t, &dir, &req->name, &in);
 	if (ret)
@@ -852,9 +853,9 @@ static int prepare_remove(struct meta_txn *t, uint64_t parent, const ProtobufCBi
 	if (!ret)
 		ret = may(t, dir, MAY_WRITE | MAY_EXEC);
 	if (!ret)
-		ret = meta_dirent_get(t, parent, name->data, name->len, dv);
+		ret = meta_store_dirent_get(t, parent, name->data, name->len, dv);
 	if (!ret)
-		ret = meta_inode_get(t, dv->ino, in);
+		ret = meta_store_inode_get(t, dv->ino, in);
 	if (!ret)
 		ret = check_sticky(t, dir, in);
 	return ret;
@@ -879,13 +880,13 @@ int meta_op_unlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if (!out)
 		return -ENOMEM;
 	rdmafs__unlink_resp__init(out);
-	ret = meta_dirent_delete(t, dir.ino, req->name.data, req->name.len);
+	ret = meta_store_dirent_delete(t, dir.ino, req->name.data, req->name.len);
 	if (!ret)
 		ret = drop_link(t, &in, &out->freed);
 	if (ret)
 		return ret;
 	touch_dir(t, &dir);
-	ret = meta_inode_put(t, &dir);
+	ret = meta_store_inode_put(t, &dir);
 	*resp = &out->base;
 	return ret;
 }
@@ -907,19 +908,19 @@ int meta_op_rmdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMess
 		return ret;
 	if (!S_ISDIR(in.r.mode))
 		return -ENOTDIR;
-	ret = meta_dir_empty(t, in.ino);
+	ret = meta_store_dir_empty(t, in.ino);
 	if (ret < 0)
 		return ret;
 	if (ret == 0)
 		return -ENOTEMPTY;
-	ret = meta_dirent_delete(t, dir.ino, req->name.data, req->name.len);
+	ret = meta_store_dirent_delete(t, dir.ino, req->name.data, req->name.len);
 	if (!ret)
-		ret = meta_inode_delete(t, in.ino);
+		ret = meta_store_inode_delete(t, in.ino);
 	if (ret)
 		return ret;
 	dir.r.nlink--;
 	touch_dir(t, &dir);
-	ret = meta_inode_put(t, &dir);
+	ret = meta_store_inode_put(t, &dir);
 	if (ret)
 		return ret;
 	return empty_resp(t, resp);
@@ -936,7 +937,7 @@ static int check_not_below(struct meta_txn *t, uint64_t ino, uint64_t ancestor)
 			return -EINVAL;
 		if (ino == META_ROOT_INO)
 			return 0;
-		ret = meta_inode_get(t, ino, &cur);
+		ret = meta_store_inode_get(t, ino, &cur);
 		if (ret)
 			return ret == -ENOENT ? -EIO : ret;
 		ino = cur.r.parent;
@@ -974,11 +975,12 @@ static int rename_exchange(struct meta_txn *t, const Rdmafs__RenameReq *req, str
 		if (ret)
 			return ret;
 	}
-	ret = meta_dirent_repoint(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
-				  s->dst.ino, s->dst.r.mode & S_IFMT);
+	ret = meta_store_dirent_repoint(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
+					s->dst.ino, s->dst.r.mode & S_IFMT);
 	if (!ret)
-		ret = meta_dirent_repoint(t, s->new_dir->ino, req->new_name.data, req->new_name.len,
-					  s->src.ino, s->src.r.mode & S_IFMT);
+		ret = meta_store_dirent_repoint(t, s->new_dir->ino, req->new_name.data,
+						req->new_name.len, s->src.ino,
+						s->src.r.mode & S_IFMT);
 	if (ret)
 		return ret;
 	if (moved && src_dir) {
@@ -993,9 +995,9 @@ static int rename_exchange(struct meta_txn *t, const Rdmafs__RenameReq *req, str
 	}
 	touch_ctime(t, &s->src);
 	touch_ctime(t, &s->dst);
-	ret = meta_inode_put(t, &s->src);
+	ret = meta_store_inode_put(t, &s->src);
 	if (!ret)
-		ret = meta_inode_put(t, &s->dst);
+		ret = meta_store_inode_put(t, &s->dst);
 	return ret;
 }
 
@@ -1019,7 +1021,7 @@ static int rename_move(struct meta_txn *t, const Rdmafs__RenameReq *req, struct 
 		if (!src_dir && dst_dir)
 			return -EISDIR;
 		if (dst_dir) {
-			ret = meta_dir_empty(t, s->dst.ino);
+			ret = meta_store_dir_empty(t, s->dst.ino);
 			if (ret < 0)
 				return ret;
 			if (ret == 0)
@@ -1027,24 +1029,25 @@ static int rename_move(struct meta_txn *t, const Rdmafs__RenameReq *req, struct 
 		}
 	}
 
-	ret = meta_dirent_delete(t, s->old_dir.ino, req->old_name.data, req->old_name.len);
+	ret = meta_store_dirent_delete(t, s->old_dir.ino, req->old_name.data, req->old_name.len);
 	if (ret)
 		return ret;
 	if (s->dst_exists) {
-		ret = meta_dirent_delete(t, s->new_dir->ino, req->new_name.data, req->new_name.len);
+		ret = meta_store_dirent_delete(t, s->new_dir->ino, req->new_name.data,
+					       req->new_name.len);
 		if (ret)
 			return ret;
 		if (S_ISDIR(s->dst.r.mode)) {
 			s->new_dir->r.nlink--;
-			ret = meta_inode_delete(t, s->dst.ino);
+			ret = meta_store_inode_delete(t, s->dst.ino);
 		} else {
 			ret = drop_link(t, &s->dst, freed);
 		}
 		if (ret)
 			return ret;
 	}
-	ret = meta_dirent_add(t, s->new_dir, req->new_name.data, req->new_name.len, s->src.ino,
-			      s->src.r.mode & S_IFMT);
+	ret = meta_store_dirent_add(t, s->new_dir, req->new_name.data, req->new_name.len,
+				    s->src.ino, s->src.r.mode & S_IFMT);
 	if (ret)
 		return ret;
 	if (moved && src_dir) {
@@ -1053,7 +1056,7 @@ static int rename_move(struct meta_txn *t, const Rdmafs__RenameReq *req, struct 
 		s->new_dir->r.nlink++;
 	}
 	touch_ctime(t, &s->src);
-	return meta_inode_put(t, &s->src);
+	return meta_store_inode_put(t, &s->src);
 }
 
 int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
@@ -1092,16 +1095,16 @@ int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if (!ret)
 		ret = may(t, s->new_dir, MAY_WRITE | MAY_EXEC);
 	if (!ret)
-		ret = meta_dirent_get(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
-				      &s->src_dv);
+		ret = meta_store_dirent_get(t, s->old_dir.ino, req->old_name.data,
+					    req->old_name.len, &s->src_dv);
 	if (!ret)
-		ret = meta_inode_get(t, s->src_dv.ino, &s->src);
+		ret = meta_store_inode_get(t, s->src_dv.ino, &s->src);
 	if (ret)
 		return ret;
 	if (s->new_dir->r.nlink == 0)
 		return -ENOENT;
-	ret = meta_dirent_get(t, s->new_dir->ino, req->new_name.data, req->new_name.len,
-			      &s->dst_dv);
+	ret = meta_store_dirent_get(t, s->new_dir->ino, req->new_name.data, req->new_name.len,
+				    &s->dst_dv);
 	if (ret && ret != -ENOENT)
 		return ret;
 	s->dst_exists = ret == 0;
@@ -1110,7 +1113,7 @@ int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if ((req->flags & RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE) && s->dst_exists)
 		return -EEXIST;
 	if (s->dst_exists) {
-		ret = meta_inode_get(t, s->dst_dv.ino, &s->dst);
+		ret = meta_store_inode_get(t, s->dst_dv.ino, &s->dst);
 		if (ret)
 			return ret;
 	}
@@ -1136,10 +1139,10 @@ int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if (ret)
 		return ret;
 	touch_dir(t, &s->old_dir);
-	ret = meta_inode_put(t, &s->old_dir);
+	ret = meta_store_inode_put(t, &s->old_dir);
 	if (!ret && s->new_dir != &s->old_dir) {
 		touch_dir(t, s->new_dir);
-		ret = meta_inode_put(t, s->new_dir);
+		ret = meta_store_inode_put(t, s->new_dir);
 	}
 	return ret;
 }
@@ -1150,7 +1153,7 @@ int meta_op_link(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 	struct inode dir, in;
 	int ret;
 
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	if (S_ISDIR(in.r.mode))
@@ -1178,12 +1181,12 @@ int meta_op_readlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 	MDB_val target;
 	int ret;
 
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	if (!S_ISLNK(in.r.mode))
 		return -EINVAL;
-	ret = meta_symlink_get(t, req->ino, &target);
+	ret = meta_store_symlink_get(t, req->ino, &target);
 	if (ret)
 		return ret == -ENOENT ? -EIO : ret;
 	out = meta_alloc(t, sizeof(*out));
@@ -1283,7 +1286,7 @@ int meta_op_readdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 			break;
 		}
 		if (req->with_attrs) {
-			ret = meta_inode_get(t, pv.ino, &in);
+			ret = meta_store_inode_get(t, pv.ino, &in);
 			if (!ret) {
 				e->attr = attr_out(t, &in);
 				if (!e->attr)
@@ -1317,7 +1320,7 @@ int meta_op_open(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 	struct inode in;
 	int ret;
 
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	out = meta_alloc(t, sizeof(*out));
@@ -1326,7 +1329,7 @@ int meta_op_open(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 	rdmafs__open_resp__init(out);
 	ret = open_handle(t, &in, req->flags, &out->handle);
 	if (!ret)
-		ret = meta_inode_put(t, &in);
+		ret = meta_store_inode_put(t, &in);
 	if (ret)
 		return ret;
 	out->attr = attr_out(t, &in);
@@ -1366,7 +1369,7 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	rdmafs__release_resp__init(out);
 	*resp = &out->base;
 
-	ret = meta_inode_get(t, h.ino, &in);
+	ret = meta_store_inode_get(t, h.ino, &in);
 	if (ret == -ENOENT)
 		return 0; /* a directory removed while open */
 	if (ret)
@@ -1375,7 +1378,7 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		in.r.open_count--;
 	if (in.r.nlink == 0 && in.r.open_count == 0)
 		return free_inode(t, &in, &out->freed);
-	return meta_inode_put(t, &in);
+	return meta_store_inode_put(t, &in);
 }
 
 /* ---- xattrs ---- */
@@ -1509,7 +1512,7 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		return ret;
 	if (req->value.len > META_XATTR_SIZE_MAX)
 		return -E2BIG;
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (!ret)
 		ret = xattr_may(t, &in, &req->name, true);
 	if (ret)
@@ -1542,7 +1545,7 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		return lmdb_errno(rc);
 out_touch:
 	touch_ctime(t, &in);
-	ret = meta_inode_put(t, &in);
+	ret = meta_store_inode_put(t, &in);
 	if (ret)
 		return ret;
 	return empty_resp(t, resp);
@@ -1559,7 +1562,7 @@ int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 
 	ret = check_xattr_name(&req->name);
 	if (!ret)
-		ret = meta_inode_get(t, req->ino, &in);
+		ret = meta_store_inode_get(t, req->ino, &in);
 	if (!ret)
 		ret = xattr_may(t, &in, &req->name, false);
 	if (ret)
@@ -1592,7 +1595,7 @@ int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	size_t max;
 	int rc, ret;
 
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	out = meta_alloc(t, sizeof(*out));
@@ -1648,7 +1651,7 @@ int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 
 	ret = check_xattr_name(&req->name);
 	if (!ret)
-		ret = meta_inode_get(t, req->ino, &in);
+		ret = meta_store_inode_get(t, req->ino, &in);
 	if (!ret)
 		ret = xattr_may(t, &in, &req->name, true);
 	if (ret)
@@ -1661,7 +1664,7 @@ int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 	if (rc)
 		return lmdb_errno(rc);
 	touch_ctime(t, &in);
-	ret = meta_inode_put(t, &in);
+	ret = meta_store_inode_put(t, &in);
 	if (ret)
 		return ret;
 	return empty_resp(t, resp);
@@ -1690,7 +1693,7 @@ static int update_allocations(struct meta_txn *t, const Rdmafs__UpdateSizeReq *r
 				break;
 		if (d == in->r.stripe_width)
 			continue;
-		ret = meta_alloc_put(t, in->ino, a->uuid.data, a->bytes);
+		ret = meta_store_alloc_put(t, in->ino, a->uuid.data, a->bytes);
 		if (ret)
 			return ret;
 		seen |= 1ull << d;
@@ -1698,7 +1701,7 @@ static int update_allocations(struct meta_txn *t, const Rdmafs__UpdateSizeReq *r
 	/* setting the mark again is harmless: no need to read it first */
 	if (in->r.stripe_width &&
 	    seen == (in->r.stripe_width == 64 ? UINT64_MAX : (1ull << in->r.stripe_width) - 1))
-		return meta_alloc_mark(t, in->ino);
+		return meta_store_alloc_mark(t, in->ino);
 	return 0;
 }
 
@@ -1711,7 +1714,7 @@ int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 
 	if (check_timespec(req->mtime))
 		return -EINVAL;
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	if (S_ISDIR(in.r.mode))
@@ -1733,7 +1736,7 @@ int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 		changed = true;
 	}
 	if (changed) {
-		ret = meta_inode_put(t, &in);
+		ret = meta_store_inode_put(t, &in);
 		if (ret)
 			return ret;
 	}

@@ -80,7 +80,7 @@ void meta_arena_free(struct meta_arena *a)
 
 /* ---- counters ---- */
 
-int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
+int meta_store_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
 {
 	MDB_val k = {strlen(name), (void *)name}, v;
 	int rc = mdb_get(t->txn, t->m->db_counters, &k, &v);
@@ -93,35 +93,35 @@ int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
 	return 0;
 }
 
-int meta_counter_put(struct meta_txn *t, const char *name, uint64_t value)
+int meta_store_counter_put(struct meta_txn *t, const char *name, uint64_t value)
 {
 	MDB_val k = {strlen(name), (void *)name}, v = {sizeof(value), &value};
 
 	return lmdb_errno(mdb_put(t->txn, t->m->db_counters, &k, &v, 0));
 }
 
-int meta_counter_next(struct meta_txn *t, const char *name, uint64_t *value)
+int meta_store_counter_next(struct meta_txn *t, const char *name, uint64_t *value)
 {
-	int ret = meta_counter_get(t, name, value);
+	int ret = meta_store_counter_get(t, name, value);
 
 	if (ret)
 		return ret;
-	return meta_counter_put(t, name, *value + 1);
+	return meta_store_counter_put(t, name, *value + 1);
 }
 
-int meta_counter_add(struct meta_txn *t, const char *name, int64_t delta)
+int meta_store_counter_add(struct meta_txn *t, const char *name, int64_t delta)
 {
 	uint64_t v;
-	int ret = meta_counter_get(t, name, &v);
+	int ret = meta_store_counter_get(t, name, &v);
 
 	if (ret)
 		return ret;
-	return meta_counter_put(t, name, v + (uint64_t)delta);
+	return meta_store_counter_put(t, name, v + (uint64_t)delta);
 }
 
 /* ---- inodes ---- */
 
-int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
+int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v;
@@ -147,7 +147,7 @@ corrupt:
 	return -EIO;
 }
 
-int meta_inode_put(struct meta_txn *t, const struct inode *in)
+int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 {
 	uint8_t key[8];
 	size_t layout = (size_t)in->r.stripe_width * META_UUID_LEN;
@@ -189,7 +189,7 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
-int meta_inode_delete(struct meta_txn *t, uint64_t ino)
+int meta_store_inode_delete(struct meta_txn *t, uint64_t ino)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key};
@@ -207,12 +207,12 @@ int meta_inode_delete(struct meta_txn *t, uint64_t ino)
 		ret = delete_prefix(t, t->m->db_allocs, ino);
 	if (ret)
 		return ret;
-	return meta_counter_add(t, "inodes", -1);
+	return meta_store_counter_add(t, "inodes", -1);
 }
 
 /* ---- allocation reports ---- */
 
-int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes)
+int meta_store_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes)
 {
 	uint8_t key[8 + META_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v = {sizeof(bytes), &bytes};
@@ -222,7 +222,7 @@ int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64
 	return lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
 }
 
-int meta_alloc_mark(struct meta_txn *t, uint64_t ino)
+int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino)
 {
 	uint8_t key[8];
 	uint64_t zero = 0;
@@ -232,7 +232,7 @@ int meta_alloc_mark(struct meta_txn *t, uint64_t ino)
 	return lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
 }
 
-int meta_alloc_known(struct meta_txn *t, uint64_t ino)
+int meta_store_alloc_known(struct meta_txn *t, uint64_t ino)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v;
@@ -245,7 +245,7 @@ int meta_alloc_known(struct meta_txn *t, uint64_t ino)
 	return rc ? lmdb_errno(rc) : 1;
 }
 
-int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
+int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 {
 	uint8_t key[8 + META_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v;
@@ -280,8 +280,8 @@ static void dirent_key(uint8_t *key, uint64_t parent, const uint8_t *name, size_
 	memcpy(key + 8, name, len);
 }
 
-int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
-		    struct dirent_val *out)
+int meta_store_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+			  struct dirent_val *out)
 {
 	uint8_t key[8 + META_NAME_MAX];
 	MDB_val k = {8 + len, key}, v;
@@ -317,8 +317,8 @@ static int dirpos_put(struct meta_txn *t, uint64_t parent, uint64_t id, const ui
 	return 0;
 }
 
-int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
-		    uint64_t ino, uint32_t type)
+int meta_store_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
+			  uint64_t ino, uint32_t type)
 {
 	uint8_t key[8 + META_NAME_MAX];
 	struct dirent_val dv = {.ino = ino, .type = type};
@@ -337,15 +337,15 @@ int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, 
 	return dirpos_put(t, dir->ino, dv.id, name, len, ino, type);
 }
 
-int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
-			uint64_t ino, uint32_t type)
+int meta_store_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+			      uint64_t ino, uint32_t type)
 {
 	uint8_t key[8 + META_NAME_MAX];
 	struct dirent_val dv;
 	MDB_val k = {8 + len, key}, v = {sizeof(dv), &dv};
 	int ret, rc;
 
-	ret = meta_dirent_get(t, parent, name, len, &dv);
+	ret = meta_store_dirent_get(t, parent, name, len, &dv);
 	if (ret)
 		return ret;
 	dv.ino = ino;
@@ -357,14 +357,14 @@ int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name
 	return dirpos_put(t, parent, dv.id, name, len, ino, type);
 }
 
-int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len)
+int meta_store_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len)
 {
 	uint8_t key[8 + META_NAME_MAX], pos[16];
 	struct dirent_val dv;
 	MDB_val k = {8 + len, key}, pk = {sizeof(pos), pos};
 	int ret, rc;
 
-	ret = meta_dirent_get(t, parent, name, len, &dv);
+	ret = meta_store_dirent_get(t, parent, name, len, &dv);
 	if (ret)
 		return ret;
 	dirent_key(key, parent, name, len);
@@ -376,7 +376,7 @@ int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name,
 	return lmdb_errno(mdb_del(t->txn, t->m->db_dirpos, &pk, NULL));
 }
 
-int meta_dir_empty(struct meta_txn *t, uint64_t ino)
+int meta_store_dir_empty(struct meta_txn *t, uint64_t ino)
 {
 	uint8_t prefix[8];
 	MDB_cursor *c;
@@ -398,7 +398,7 @@ int meta_dir_empty(struct meta_txn *t, uint64_t ino)
 
 /* ---- symlinks and xattrs ---- */
 
-int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
+int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key};
@@ -407,7 +407,7 @@ int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
 	return lmdb_errno(mdb_get(t->txn, t->m->db_symlinks, &k, target));
 }
 
-int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len)
+int meta_store_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v = {len, (void *)target};
@@ -463,21 +463,21 @@ static int format_store(struct meta_txn *t)
 
 	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
 		salt = (uint64_t)t->now.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)t->now.tv_sec;
-	ret = meta_counter_put(t, "format", META_FORMAT_VERSION);
+	ret = meta_store_counter_put(t, "format", META_FORMAT_VERSION);
 	if (!ret)
-		ret = meta_counter_put(t, "next_ino", META_ROOT_INO + 1);
+		ret = meta_store_counter_put(t, "next_ino", META_ROOT_INO + 1);
 	if (!ret)
-		ret = meta_counter_put(t, "next_handle", 1);
+		ret = meta_store_counter_put(t, "next_handle", 1);
 	if (!ret)
-		ret = meta_counter_put(t, "generation", 1);
+		ret = meta_store_counter_put(t, "generation", 1);
 	if (!ret)
-		ret = meta_counter_put(t, "epoch", 1);
+		ret = meta_store_counter_put(t, "epoch", 1);
 	if (!ret)
-		ret = meta_counter_put(t, "inodes", 0);
+		ret = meta_store_counter_put(t, "inodes", 0);
 	if (!ret)
-		ret = meta_counter_put(t, "runs", 0);
+		ret = meta_store_counter_put(t, "runs", 0);
 	if (!ret)
-		ret = meta_counter_put(t, "salt", salt);
+		ret = meta_store_counter_put(t, "salt", salt);
 	if (!ret)
 		ret = meta_make_root(t);
 	return ret;
@@ -486,7 +486,7 @@ static int format_store(struct meta_txn *t)
 static int check_format(struct meta *m, struct meta_txn *t)
 {
 	uint64_t version;
-	int ret = meta_counter_get(t, "format", &version);
+	int ret = meta_store_counter_get(t, "format", &version);
 
 	if (ret == -ENOENT) {
 		meta_log(m, META_LOG_INFO, "new metadata store (format %d)", META_FORMAT_VERSION);
@@ -504,9 +504,9 @@ static int check_format(struct meta *m, struct meta_txn *t)
 			 (unsigned long long)version, META_FORMAT_VERSION);
 		return -EPROTONOSUPPORT;
 	}
-	ret = meta_counter_next(t, "runs", &m->run_id);
+	ret = meta_store_counter_next(t, "runs", &m->run_id);
 	if (!ret)
-		ret = meta_counter_get(t, "salt", &m->salt);
+		ret = meta_store_counter_get(t, "salt", &m->salt);
 	m->run_id++;
 	return ret;
 }
