@@ -635,27 +635,25 @@ int meta_tick(struct meta *m, uint64_t now_sec)
 	clock_gettime(CLOCK_REALTIME, &t.now);
 
 	/* a read transaction first: most ticks find nothing and write nothing */
-	rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &t.txn);
-	if (rc)
-		return lmdb_errno(rc);
+	ret = meta_store_txn_begin(&t, false);
+	if (ret)
+		return ret;
 	ret = scan_silent(&t, now_sec, false);
-	mdb_txn_abort(t.txn);
+	meta_store_txn_abort(&t);
 	if (ret <= 0)
 		goto out_free;
 
-	rc = mdb_txn_begin(m->env, NULL, 0, &t.txn);
-	if (rc) {
-		ret = lmdb_errno(rc);
+	ret = meta_store_txn_begin(&t, true);
+	if (ret)
 		goto out_free;
-	}
 	ret = scan_silent(&t, now_sec, true);
 	if (ret < 0) {
-		mdb_txn_abort(t.txn);
+		meta_store_txn_abort(&t);
 		goto out_free;
 	}
-	rc = mdb_txn_commit(t.txn);
+	rc = meta_store_txn_commit(&t);
 	if (rc)
-		ret = lmdb_errno(rc);
+		ret = rc;
 out_free:
 	meta_arena_free(t.arena);
 	return ret;

@@ -165,6 +165,31 @@ typedef int (*meta_op_fn)(struct meta_txn *t, const ProtobufCMessage *req, Proto
 __attribute__((format(printf, 3, 4))) void meta_log(struct meta *m, enum meta_log_level level,
 						    const char *fmt, ...);
 
+/*
+ * Opens (creating if needed) the LMDB environment in the existing directory
+ * @dir, sized by m->opts.map_size. Its databases open in the first write
+ * transaction (meta_store_open_databases()). Returns 0 or -errno.
+ */
+int meta_store_open(struct meta *m, const char *dir);
+/* Closes the environment; no transaction may be open. A closed store is a no-op. */
+void meta_store_close(struct meta *m);
+/*
+ * Opens the named databases, creating those missing. Runs once, in the first
+ * write transaction after meta_store_open(), before any other store call.
+ */
+int meta_store_open_databases(struct meta_txn *t);
+/*
+ * Begins the transaction of @t (t->m set), read-write when @write. Every
+ * store call on @t runs in it until meta_store_txn_commit() or
+ * meta_store_txn_abort() ends it. Returns 0, -EAGAIN when every reader slot
+ * is taken, or -errno.
+ */
+int meta_store_txn_begin(struct meta_txn *t, bool write);
+/* Commits and ends @t's transaction. Returns 0, -ENOSPC when the store is full, or -errno. */
+int meta_store_txn_commit(struct meta_txn *t);
+/* Ends @t's transaction, undoing its writes; a no-op when none is open. */
+void meta_store_txn_abort(struct meta_txn *t);
+
 /* Zeroed memory that lives until the reply is packed; NULL when out of memory. */
 void *meta_alloc(struct meta_txn *t, size_t size);
 void *meta_dup(struct meta_txn *t, const void *data, size_t len);

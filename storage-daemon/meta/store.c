@@ -8,17 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 
 #include "lmdb_errno.h"
 #include "meta_i.h"
-
-#define META_DEFAULT_MAP_SIZE	    (4ULL << 30)
-#define META_DEFAULT_CHUNK_SIZE	    (1U << 20)
-#define META_DEFAULT_STRIPE_WIDTH   4
-#define META_DEFAULT_HB_TIMEOUT	    10
-#define META_DEFAULT_HB_INTERVAL_MS 2000
 
 struct meta_arena {
 	struct meta_arena *next;
@@ -423,123 +415,15 @@ int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
 	return (int)(8 + len);
 }
 
-/* ---- open and close ---- */
+/* ---- the environment and its transactions ---- */
 
-static int open_dbs(struct meta *m, MDB_txn *txn)
+int meta_store_open(struct meta *m, const char *dir)
 {
-	static const struct {
-		const char *name;
-		size_t offset;
-	} dbs[] = {
-		{"counters", offsetof(struct meta, db_counters)},
-		{"inodes", offsetof(struct meta, db_inodes)},
-		{"dirents", offsetof(struct meta, db_dirents)},
-		{"dirpos", offsetof(struct meta, db_dirpos)},
-		{"symlinks", offsetof(struct meta, db_symlinks)},
-		{"xattrs", offsetof(struct meta, db_xattrs)},
-		{"handles", offsetof(struct meta, db_handles)},
-		{"daemons", offsetof(struct meta, db_daemons)},
-		{"allocs", offsetof(struct meta, db_allocs)},
-	};
-
-	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
-		MDB_dbi *dbi = (MDB_dbi *)((char *)m + dbs[i].offset);
-		int rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbi);
-
-		if (rc) {
-			meta_log(m, META_LOG_ERR, "cannot open database %s: %s", dbs[i].name,
-				 mdb_strerror(rc));
-			return lmdb_errno(rc);
-		}
-	}
-	return 0;
-}
-
-/* A new store: counters and the root directory. */
-static int format_store(struct meta_txn *t)
-{
-	uint64_t salt;
-	int ret;
-
-	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
-		salt = (uint64_t)t->now.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)t->now.tv_sec;
-	ret = meta_store_counter_put(t, "format", META_FORMAT_VERSION);
-	if (!ret)
-		ret = meta_store_counter_put(t, "next_ino", META_ROOT_INO + 1);
-	if (!ret)
-		ret = meta_store_counter_put(t, "next_handle", 1);
-	if (!ret)
-		ret = meta_store_counter_put(t, "generation", 1);
-	if (!ret)
-		ret = meta_store_counter_put(t, "epoch", 1);
-	if (!ret)
-		ret = meta_store_counter_put(t, "inodes", 0);
-	if (!ret)
-		ret = meta_store_counter_put(t, "runs", 0);
-	if (!ret)
-		ret = meta_store_counter_put(t, "salt", salt);
-	if (!ret)
-		ret = meta_make_root(t);
-	return ret;
-}
-
-static int check_format(struct meta *m, struct meta_txn *t)
-{
-	uint64_t version;
-	int ret = meta_store_counter_get(t, "format", &version);
-
-	if (ret == -ENOENT) {
-		meta_log(m, META_LOG_INFO, "new metadata store (format %d)", META_FORMAT_VERSION);
-		ret = format_store(t);
-		if (ret)
-			return ret;
-		version = META_FORMAT_VERSION;
-	}
-	if (ret)
-		return ret;
-	if (version > META_FORMAT_VERSION) {
-		meta_log(m, META_LOG_ERR,
-			 "metadata store has format %llu, newer than the %d this build knows: "
-			 "refusing to use it",
-			 (unsigned long long)version, META_FORMAT_VERSION);
-		return -EPROTONOSUPPORT;
-	}
-	ret = meta_store_counter_next(t, "runs", &m->run_id);
-	if (!ret)
-		ret = meta_store_counter_get(t, "salt", &m->salt);
-	m->run_id++;
-	return ret;
-}
-
-int meta_open(const char *dir, const struct meta_options *opts, struct meta **out)
-{
-	struct meta_txn t = {0};
-	struct meta *m;
-	int rc, ret;
-
-	m = calloc(1, sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	if (opts)
-		m->opts = *opts;
-	if (!m->opts.map_size)
-		m->opts.map_size = META_DEFAULT_MAP_SIZE;
-	if (!m->opts.chunk_size)
-		m->opts.chunk_size = META_DEFAULT_CHUNK_SIZE;
-	if (!m->opts.stripe_width)
-		m->opts.stripe_width = META_DEFAULT_STRIPE_WIDTH;
-	if (m->opts.stripe_width > META_MAX_STRIPE)
-		m->opts.stripe_width = META_MAX_STRIPE;
-	if (!m->opts.heartbeat_timeout_sec)
-		m->opts.heartbeat_timeout_sec = META_DEFAULT_HB_TIMEOUT;
-	if (!m->opts.heartbeat_interval_ms)
-		m->opts.heartbeat_interval_ms = META_DEFAULT_HB_INTERVAL_MS;
+	int rc;
 
 	rc = mdb_env_create(&m->env);
-	if (rc) {
-		ret = lmdb_errno(rc);
-		goto err_free;
-	}
+	if (rc)
+		return lmdb_errno(rc);
 	rc = mdb_env_set_maxdbs(m->env, 16);
 	if (!rc)
 		rc = mdb_env_set_mapsize(m->env, m->opts.map_size);
@@ -558,45 +442,79 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	if (rc) {
 		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
 			 mdb_strerror(rc));
-		ret = lmdb_errno(rc);
 		goto err_close_env;
 	}
-
-	t.m = m;
-	clock_gettime(CLOCK_REALTIME, &t.now);
-	rc = mdb_txn_begin(m->env, NULL, 0, &t.txn);
-	if (rc) {
-		ret = lmdb_errno(rc);
-		goto err_close_env;
-	}
-	ret = open_dbs(m, t.txn);
-	if (!ret)
-		ret = check_format(m, &t);
-	if (ret)
-		goto err_abort;
-	rc = mdb_txn_commit(t.txn);
-	meta_arena_free(t.arena);
-	if (rc) {
-		ret = lmdb_errno(rc);
-		goto err_close_env;
-	}
-	*out = m;
 	return 0;
 
-err_abort:
-	mdb_txn_abort(t.txn);
-	meta_arena_free(t.arena);
 err_close_env:
 	mdb_env_close(m->env);
-err_free:
-	free(m);
-	return ret;
+	m->env = NULL;
+	return lmdb_errno(rc);
 }
 
-void meta_close(struct meta *m)
+void meta_store_close(struct meta *m)
 {
-	if (!m)
-		return;
-	mdb_env_close(m->env);
-	free(m);
+	if (m && m->env) {
+		mdb_env_close(m->env);
+		m->env = NULL;
+	}
+}
+
+int meta_store_open_databases(struct meta_txn *t)
+{
+	static const struct {
+		const char *name;
+		size_t offset;
+	} dbs[] = {
+		{"counters", offsetof(struct meta, db_counters)},
+		{"inodes", offsetof(struct meta, db_inodes)},
+		{"dirents", offsetof(struct meta, db_dirents)},
+		{"dirpos", offsetof(struct meta, db_dirpos)},
+		{"symlinks", offsetof(struct meta, db_symlinks)},
+		{"xattrs", offsetof(struct meta, db_xattrs)},
+		{"handles", offsetof(struct meta, db_handles)},
+		{"daemons", offsetof(struct meta, db_daemons)},
+		{"allocs", offsetof(struct meta, db_allocs)},
+	};
+
+	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
+		MDB_dbi *dbi = (MDB_dbi *)((char *)t->m + dbs[i].offset);
+		int rc = mdb_dbi_open(t->txn, dbs[i].name, MDB_CREATE, dbi);
+
+		if (rc) {
+			meta_log(t->m, META_LOG_ERR, "cannot open database %s: %s", dbs[i].name,
+				 mdb_strerror(rc));
+			return lmdb_errno(rc);
+		}
+	}
+	return 0;
+}
+
+int meta_store_txn_begin(struct meta_txn *t, bool write)
+{
+	int rc = mdb_txn_begin(t->m->env, NULL, write ? 0 : MDB_RDONLY, &t->txn);
+
+	if (rc) {
+		meta_log(t->m, META_LOG_ERR, "cannot begin a transaction: %s", mdb_strerror(rc));
+		t->txn = NULL;
+	}
+	return lmdb_errno(rc);
+}
+
+int meta_store_txn_commit(struct meta_txn *t)
+{
+	int rc = mdb_txn_commit(t->txn);
+
+	t->txn = NULL;
+	if (rc)
+		meta_log(t->m, META_LOG_ERR, "cannot commit: %s", mdb_strerror(rc));
+	return lmdb_errno(rc);
+}
+
+void meta_store_txn_abort(struct meta_txn *t)
+{
+	if (t->txn) {
+		mdb_txn_abort(t->txn);
+		t->txn = NULL;
+	}
 }
