@@ -138,6 +138,14 @@ struct daemon_rec {
 	uint64_t hb_unix_ms;
 };
 
+/* A daemons record decoded. */
+struct daemon {
+	uint8_t uuid[META_UUID_LEN];
+	struct daemon_rec r;
+	uint16_t address_len[META_MAX_ADDRESSES];
+	char address[META_MAX_ADDRESSES][META_MAX_ADDRESS_LEN + 1];
+};
+
 /* The caller of one request. */
 struct meta_cred {
 	uint32_t uid;
@@ -195,20 +203,48 @@ void *meta_alloc(struct meta_txn *t, size_t size);
 void *meta_dup(struct meta_txn *t, const void *data, size_t len);
 void meta_arena_free(struct meta_arena *a);
 
+/*
+ * Record calls. Each runs in @t's transaction and returns 0 or a negative
+ * errno: -ENOENT when the record asked for does not exist, -EIO (logged) when
+ * a record does not decode, -ENOSPC when the store is full, -ENOMEM. Records
+ * come back as copies the caller owns, except where a call hands out a
+ * pointer "into the store": that memory belongs to LMDB and stays valid only
+ * until @t writes or ends.
+ */
+
+/* Counters: "format", "next_ino", "next_handle", "generation", "epoch", "inodes", ... */
 int meta_store_counter_get(struct meta_txn *t, const char *name, uint64_t *value);
 int meta_store_counter_put(struct meta_txn *t, const char *name, uint64_t value);
 /* Returns the counter in *value and stores value + 1. */
 int meta_store_counter_next(struct meta_txn *t, const char *name, uint64_t *value);
 int meta_store_counter_add(struct meta_txn *t, const char *name, int64_t delta);
 
+/* Inodes, with their layout. */
 int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out);
 int meta_store_inode_put(struct meta_txn *t, const struct inode *in);
-/* Deletes the inode with its symlink target and xattrs. */
+/* Deletes the inode with its symlink target, xattrs and allocation reports. */
 int meta_store_inode_delete(struct meta_txn *t, uint64_t ino);
 
+/*
+ * Called by the walks below for each record; @t is the walk's transaction,
+ * which the callback may read. It returns 0 to go on, a positive value to
+ * stop (the walk returns that value), or a negative errno (likewise).
+ */
+typedef int (*meta_store_inode_cb)(struct meta_txn *t, const struct inode *in, void *arg);
+/*
+ * Calls @cb with each inode numbered @first or above, in number order (in
+ * memory of @t, valid until the next call). Returns 0 when the inodes ran
+ * out, what @cb stopped with, -EIO for a corrupt inode, or -errno.
+ */
+int meta_store_inodes_from(struct meta_txn *t, uint64_t first, meta_store_inode_cb cb, void *arg);
+
+/* Directory entries: by name (dirents) and by entry id (dirpos). */
 int meta_store_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
 			  struct dirent_val *out);
-/* Adds the entry with the next id of @dir (the caller then writes @dir). */
+/*
+ * Adds the entry with the next id of @dir (the caller then writes @dir).
+ * -EEXIST if @name is taken.
+ */
 int meta_store_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
 			  uint64_t ino, uint32_t type);
 /* Points an existing entry at another inode, keeping its id (RENAME_EXCHANGE). */
@@ -218,10 +254,57 @@ int meta_store_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t 
 /* 1 if directory @ino has no entries, 0 if it has, or a negative errno. */
 int meta_store_dir_empty(struct meta_txn *t, uint64_t ino);
 
-int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target);
+/* One entry of a directory in id order; @name points into the store. */
+struct meta_store_dirent {
+	uint64_t id; /* the readdir cookie */
+	uint64_t ino;
+	uint32_t type; /* S_IFMT bits */
+	const uint8_t *name;
+	size_t name_len;
+};
+typedef int (*meta_store_dirent_cb)(struct meta_txn *t, const struct meta_store_dirent *e,
+				    void *arg);
+/*
+ * Calls @cb with each entry of directory @parent whose id is above @after_id,
+ * in id order. Returns 0 when the entries ran out, what @cb stopped with,
+ * -EIO for a corrupt record, or -errno.
+ */
+int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_id,
+			    meta_store_dirent_cb cb, void *arg);
+
+/* Symlink targets; *@target points into the store. */
+int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, const void **target, size_t *len);
 int meta_store_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len);
 
-/* Bytes the daemons of @in's layout reported holding for it (allocs). */
+/*
+ * Extended attributes of an inode, names of at most META_XATTR_NAME_MAX bytes
+ * (-ERANGE beyond); *@value points into the store.
+ */
+int meta_store_xattr_get(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len,
+			 const void **value, size_t *value_len);
+int meta_store_xattr_put(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len,
+			 const void *value, size_t value_len);
+int meta_store_xattr_delete(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len);
+/* @name points into the store. */
+typedef int (*meta_store_xattr_cb)(struct meta_txn *t, const uint8_t *name, size_t len, void *arg);
+/*
+ * Calls @cb with the name of each xattr of @ino, in byte order. Returns 0
+ * when they ran out, what @cb stopped with, or -errno.
+ */
+int meta_store_xattrs_each(struct meta_txn *t, uint64_t ino, meta_store_xattr_cb cb, void *arg);
+
+/* Open handles. */
+/*
+ * Takes the next handle number into *@handle and records that it holds
+ * inode @ino opened with @flags. The number is new (-EIO, logged, if a
+ * record holds it already: the counter went back).
+ */
+int meta_store_handle_new(struct meta_txn *t, uint64_t ino, uint32_t flags, uint64_t *handle);
+int meta_store_handle_get(struct meta_txn *t, uint64_t handle, struct handle_rec *out);
+int meta_store_handle_delete(struct meta_txn *t, uint64_t handle);
+
+/* Allocation reports. */
+/* Bytes the daemons of @in's layout reported holding for it. */
 int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes);
 /* Records that daemon @uuid holds @bytes of inode @ino. */
 int meta_store_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes);
@@ -230,7 +313,21 @@ int meta_store_alloc_known(struct meta_txn *t, uint64_t ino);
 /* Sets that mark. */
 int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino);
 
-int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len);
+/* Storage daemons of the cluster map, by UUID. */
+int meta_store_daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *out);
+int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d);
+/* How many daemons the map holds. */
+int meta_store_daemon_count(struct meta_txn *t, size_t *count);
+/*
+ * @d is the walk's copy: the callback may change it and meta_store_daemon_put()
+ * it (the walk goes on after it), but must write no other daemon.
+ */
+typedef int (*meta_store_daemon_cb)(struct meta_txn *t, struct daemon *d, void *arg);
+/*
+ * Calls @cb with each daemon, in UUID order. Returns 0 when they ran out,
+ * what @cb stopped with, -EIO for a corrupt record, or -errno.
+ */
+int meta_store_daemons_each(struct meta_txn *t, meta_store_daemon_cb cb, void *arg);
 
 static inline void meta_put_be64(uint8_t *p, uint64_t v)
 {

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lmdb_errno.h"
 #include "meta_i.h"
 
 #define MAY_EXEC  1
@@ -348,9 +347,6 @@ static int open_access(uint32_t flags)
 /* Checks @flags against @in and records a handle (the caller stores @in). */
 static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uint64_t *handle)
 {
-	struct handle_rec h = {.ino = in->ino, .flags = flags};
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
 	int mask = open_access(flags), ret;
 
 	if (mask < 0)
@@ -362,11 +358,7 @@ static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uin
 	ret = may(t, in, (unsigned)mask);
 	if (ret)
 		return ret;
-	ret = meta_store_counter_next(t, "next_handle", handle);
-	if (ret)
-		return ret;
-	meta_put_be64(key, *handle);
-	ret = lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, MDB_NOOVERWRITE));
+	ret = meta_store_handle_new(t, in->ino, flags, handle);
 	if (ret)
 		return ret;
 	in->r.open_count++;
@@ -513,21 +505,13 @@ static int setattr_check_times(struct meta_txn *t, const Rdmafs__SetattrReq *req
 static int handle_writable(struct meta_txn *t, const struct inode *in, uint64_t handle)
 {
 	struct handle_rec h;
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
-	int rc;
+	int ret;
 
 	if (!handle)
 		return -EBADF;
-	meta_put_be64(key, handle);
-	rc = mdb_get(t->txn, t->m->db_handles, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return -EBADF;
-	if (rc)
-		return lmdb_errno(rc);
-	if (v.mv_size != sizeof(h))
-		return -EIO;
-	memcpy(&h, v.mv_data, sizeof(h));
+	ret = meta_store_handle_get(t, handle, &h);
+	if (ret)
+		return ret == -ENOENT ? -EBADF : ret;
 	if (h.ino != in->ino || (h.flags & O_ACCMODE) == O_RDONLY)
 		return -EBADF;
 	return 0;
@@ -731,16 +715,8 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		if (ret)
 			return ret;
 		/* the creator may open what it just made, whatever the mode says */
-		ret = meta_store_counter_next(t, "next_handle", &out->handle);
-		if (!ret) {
-			struct handle_rec h = {.ino = in.ino, .flags = req->open_flags};
-			uint8_t key[8];
-			MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
-
-			meta_put_be64(key, out->handle);
-			ret = lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, 0));
-			in.r.open_count = 1;
-		}
+		ret = meta_store_handle_new(t, in.ino, req->open_flags, &out->handle);
+		in.r.open_count = 1;
 		if (!ret)
 			ret = link_new(t, &dir, &req->name, &in);
 		out->created = true;
@@ -1178,7 +1154,8 @@ int meta_op_readlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 	const Rdmafs__ReadlinkReq *req = (const void *)msg;
 	Rdmafs__ReadlinkResp *out;
 	struct inode in;
-	MDB_val target;
+	const void *target;
+	size_t len;
 	int ret;
 
 	ret = meta_store_inode_get(t, req->ino, &in);
@@ -1186,15 +1163,15 @@ int meta_op_readlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		return ret;
 	if (!S_ISLNK(in.r.mode))
 		return -EINVAL;
-	ret = meta_store_symlink_get(t, req->ino, &target);
+	ret = meta_store_symlink_get(t, req->ino, &target, &len);
 	if (ret)
 		return ret == -ENOENT ? -EIO : ret;
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
 	rdmafs__readlink_resp__init(out);
-	out->target.data = meta_dup(t, target.mv_data, target.mv_size);
-	out->target.len = target.mv_size;
+	out->target.data = meta_dup(t, target, len);
+	out->target.len = len;
 	*resp = &out->base;
 	return out->target.data ? 0 : -ENOMEM;
 }
@@ -1209,106 +1186,84 @@ static size_t field_size(size_t len)
 	return n + len;
 }
 
+struct readdir_walk {
+	const Rdmafs__ReaddirReq *req;
+	Rdmafs__ReaddirResp *out;
+	size_t max, used, room;
+};
+
+static int readdir_add(struct meta_txn *t, const struct meta_store_dirent *d, void *arg)
+{
+	struct readdir_walk *w = arg;
+	Rdmafs__DirEntry *e;
+	struct inode in;
+	size_t size;
+	int ret;
+
+	if (w->out->n_entries == w->max)
+		return 1;
+	e = meta_alloc(t, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	rdmafs__dir_entry__init(e);
+	e->name.data = meta_dup(t, d->name, d->name_len);
+	e->name.len = d->name_len;
+	e->ino = d->ino;
+	e->mode = d->type;
+	e->cookie = d->id;
+	if (!e->name.data)
+		return -ENOMEM;
+	if (w->req->with_attrs) {
+		ret = meta_store_inode_get(t, d->ino, &in);
+		if (ret)
+			return ret;
+		e->attr = attr_out(t, &in);
+		if (!e->attr)
+			return -ENOMEM;
+	}
+	size = field_size(rdmafs__dir_entry__get_packed_size(e));
+	if (w->used + size > w->room)
+		return 1;
+	w->used += size;
+	w->out->entries[w->out->n_entries++] = e;
+	return 0;
+}
+
 int meta_op_readdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__ReaddirReq *req = (const void *)msg;
-	Rdmafs__ReaddirResp *out;
-	struct inode dir, in;
-	size_t room, max, used = 0;
-	uint8_t key[16];
-	MDB_cursor *c;
-	MDB_val k = {sizeof(key), key}, v;
-	int rc, ret;
+	struct readdir_walk w = {.req = req};
+	struct inode dir;
+	int ret;
 
 	ret = get_dir(t, req->ino, &dir);
 	if (!ret)
 		ret = may(t, &dir, MAY_READ);
 	if (ret)
 		return ret;
-	out = meta_alloc(t, sizeof(*out));
-	if (!out)
+	w.out = meta_alloc(t, sizeof(*w.out));
+	if (!w.out)
 		return -ENOMEM;
-	rdmafs__readdir_resp__init(out);
-	*resp = &out->base;
+	rdmafs__readdir_resp__init(w.out);
+	*resp = &w.out->base;
 	if (req->cookie == UINT64_MAX) {
-		out->eof = true;
+		w.out->eof = true;
 		return 0;
 	}
 	/* room for eof; an entry is at least 6 bytes, which bounds the array */
-	room = t->resp_cap > 2 ? t->resp_cap - 2 : 0;
-	max = room / 6 + 1;
-	if (req->max_entries && req->max_entries < max)
-		max = req->max_entries;
-	out->entries = meta_alloc(t, max * sizeof(*out->entries));
-	if (!out->entries)
+	w.room = t->resp_cap > 2 ? t->resp_cap - 2 : 0;
+	w.max = w.room / 6 + 1;
+	if (req->max_entries && req->max_entries < w.max)
+		w.max = req->max_entries;
+	w.out->entries = meta_alloc(t, w.max * sizeof(*w.out->entries));
+	if (!w.out->entries)
 		return -ENOMEM;
-
-	meta_put_be64(key, req->ino);
-	meta_put_be64(key + 8, req->cookie + 1);
-	rc = mdb_cursor_open(t->txn, t->m->db_dirpos, &c);
-	if (rc)
-		return lmdb_errno(rc);
-	out->eof = true;
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		Rdmafs__DirEntry *e;
-		struct dirpos_val pv;
-		size_t size;
-
-		if (k.mv_size != 16 || meta_get_be64(k.mv_data) != req->ino)
-			break;
-		if (v.mv_size < sizeof(pv)) {
-			ret = -EIO;
-			break;
-		}
-		memcpy(&pv, v.mv_data, sizeof(pv));
-		if (v.mv_size != sizeof(pv) + pv.name_len) {
-			ret = -EIO;
-			break;
-		}
-		if (out->n_entries == max) {
-			out->eof = false;
-			break;
-		}
-		e = meta_alloc(t, sizeof(*e));
-		if (!e) {
-			ret = -ENOMEM;
-			break;
-		}
-		rdmafs__dir_entry__init(e);
-		e->name.data = meta_dup(t, (uint8_t *)v.mv_data + sizeof(pv), pv.name_len);
-		e->name.len = pv.name_len;
-		e->ino = pv.ino;
-		e->mode = pv.type;
-		e->cookie = meta_get_be64((uint8_t *)k.mv_data + 8);
-		if (!e->name.data) {
-			ret = -ENOMEM;
-			break;
-		}
-		if (req->with_attrs) {
-			ret = meta_store_inode_get(t, pv.ino, &in);
-			if (!ret) {
-				e->attr = attr_out(t, &in);
-				if (!e->attr)
-					ret = -ENOMEM;
-			}
-			if (ret)
-				break;
-		}
-		size = field_size(rdmafs__dir_entry__get_packed_size(e));
-		if (used + size > room) {
-			out->eof = false;
-			break;
-		}
-		used += size;
-		out->entries[out->n_entries++] = e;
-	}
-	mdb_cursor_close(c);
-	if (ret)
+	ret = meta_store_dirents_from(t, req->ino, req->cookie, readdir_add, &w);
+	if (ret < 0)
 		return ret;
-	if (rc && rc != MDB_NOTFOUND)
-		return lmdb_errno(rc);
-	if (out->n_entries == 0 && !out->eof)
+	/* 0: the entries ran out; 1: the reply is full */
+	w.out->eof = ret == 0;
+	if (w.out->n_entries == 0 && !w.out->eof)
 		return -EMSGSIZE;
 	return 0;
 }
@@ -1345,24 +1300,16 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	Rdmafs__ReleaseResp *out;
 	struct handle_rec h;
 	struct inode in;
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
-	int rc, ret;
+	int ret;
 
-	meta_put_be64(key, req->handle);
-	rc = mdb_get(t->txn, t->m->db_handles, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return -EBADF;
-	if (rc)
-		return lmdb_errno(rc);
-	if (v.mv_size != sizeof(h))
-		return -EIO;
-	memcpy(&h, v.mv_data, sizeof(h));
+	ret = meta_store_handle_get(t, req->handle, &h);
+	if (ret)
+		return ret == -ENOENT ? -EBADF : ret;
 	if (req->ino && req->ino != h.ino)
 		return -EINVAL;
-	rc = mdb_del(t->txn, t->m->db_handles, &k, NULL);
-	if (rc)
-		return lmdb_errno(rc);
+	ret = meta_store_handle_delete(t, req->handle);
+	if (ret)
+		return ret;
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
@@ -1500,10 +1447,10 @@ static int acl_to_mode(const ProtobufCBinaryData *v, uint32_t *mode)
 int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__SetxattrReq *req = (const void *)msg;
-	uint8_t key[8 + META_XATTR_NAME_MAX];
-	MDB_val k, v = {req->value.len, req->value.data}, old;
+	const void *old;
+	size_t old_len;
 	struct inode in;
-	int rc, ret;
+	int ret;
 
 	if ((req->flags & ~(uint32_t)XATTR_KNOWN) || req->flags == XATTR_KNOWN)
 		return -EINVAL;
@@ -1517,14 +1464,12 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		ret = xattr_may(t, &in, &req->name, true);
 	if (ret)
 		return ret;
-	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
-	k.mv_data = key;
-	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &old);
-	if (rc && rc != MDB_NOTFOUND)
-		return lmdb_errno(rc);
-	if (rc == 0 && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE))
+	ret = meta_store_xattr_get(t, req->ino, req->name.data, req->name.len, &old, &old_len);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (ret == 0 && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE))
 		return -EEXIST;
-	if (rc == MDB_NOTFOUND && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE))
+	if (ret == -ENOENT && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE))
 		return -ENODATA;
 	if (is_access_acl(&req->name)) {
 		ret = acl_to_mode(&req->value, &in.r.mode);
@@ -1532,17 +1477,16 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 			return ret;
 		/* An ACL the mode says in full is not kept, as on Linux filesystems. */
 		if (ret == 1) {
-			rc = mdb_del(t->txn, t->m->db_xattrs, &k, NULL);
-			if (rc && rc != MDB_NOTFOUND)
-				return lmdb_errno(rc);
+			ret = meta_store_xattr_delete(t, req->ino, req->name.data, req->name.len);
+			if (ret && ret != -ENOENT)
+				return ret;
 			goto out_touch;
 		}
 	}
-	if (v.mv_data == NULL)
-		v.mv_data = key; /* an empty value still needs a pointer */
-	rc = mdb_put(t->txn, t->m->db_xattrs, &k, &v, 0);
-	if (rc)
-		return lmdb_errno(rc);
+	ret = meta_store_xattr_put(t, req->ino, req->name.data, req->name.len, req->value.data,
+				   req->value.len);
+	if (ret)
+		return ret;
 out_touch:
 	touch_ctime(t, &in);
 	ret = meta_store_inode_put(t, &in);
@@ -1554,11 +1498,11 @@ out_touch:
 int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__GetxattrReq *req = (const void *)msg;
-	uint8_t key[8 + META_XATTR_NAME_MAX];
 	Rdmafs__GetxattrResp *out;
-	MDB_val k, v;
+	const void *value;
+	size_t len;
 	struct inode in;
-	int rc, ret;
+	int ret;
 
 	ret = check_xattr_name(&req->name);
 	if (!ret)
@@ -1567,87 +1511,72 @@ int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		ret = xattr_may(t, &in, &req->name, false);
 	if (ret)
 		return ret;
-	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
-	k.mv_data = key;
-	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return -ENODATA;
-	if (rc)
-		return lmdb_errno(rc);
+	ret = meta_store_xattr_get(t, req->ino, req->name.data, req->name.len, &value, &len);
+	if (ret)
+		return ret == -ENOENT ? -ENODATA : ret;
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
 	rdmafs__getxattr_resp__init(out);
-	out->value.data = meta_dup(t, v.mv_data, v.mv_size);
-	out->value.len = v.mv_size;
+	out->value.data = meta_dup(t, value, len);
+	out->value.len = len;
 	*resp = &out->base;
 	return out->value.data ? 0 : -ENOMEM;
+}
+
+struct listxattr_walk {
+	Rdmafs__ListxattrResp *out;
+	size_t max;
+};
+
+static int listxattr_add(struct meta_txn *t, const uint8_t *data, size_t len, void *arg)
+{
+	struct listxattr_walk *w = arg;
+	ProtobufCBinaryData name = {.len = len, .data = (uint8_t *)data};
+	ProtobufCBinaryData *slot;
+
+	/* listxattr(2) hides trusted.* from the unprivileged */
+	if (has_prefix(&name, "trusted.") && t->cred.uid != 0)
+		return 0;
+	if (w->out->n_names == w->max)
+		return -EMSGSIZE;
+	slot = &w->out->names[w->out->n_names];
+	slot->data = meta_dup(t, data, len);
+	slot->len = len;
+	if (!slot->data)
+		return -ENOMEM;
+	w->out->n_names++;
+	return 0;
 }
 
 int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__ListxattrReq *req = (const void *)msg;
-	Rdmafs__ListxattrResp *out;
-	uint8_t prefix[8];
-	MDB_cursor *c;
-	MDB_val k = {sizeof(prefix), prefix}, v;
+	struct listxattr_walk w;
 	struct inode in;
-	size_t max;
-	int rc, ret;
+	int ret;
 
 	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
-	out = meta_alloc(t, sizeof(*out));
+	w.out = meta_alloc(t, sizeof(*w.out));
 	/* each name costs at least 3 bytes of the reply */
-	max = t->resp_cap / 3 + 1;
-	if (!out)
+	w.max = t->resp_cap / 3 + 1;
+	if (!w.out)
 		return -ENOMEM;
-	rdmafs__listxattr_resp__init(out);
-	out->names = meta_alloc(t, max * sizeof(*out->names));
-	if (!out->names)
+	rdmafs__listxattr_resp__init(w.out);
+	w.out->names = meta_alloc(t, w.max * sizeof(*w.out->names));
+	if (!w.out->names)
 		return -ENOMEM;
-	*resp = &out->base;
-	meta_put_be64(prefix, req->ino);
-	rc = mdb_cursor_open(t->txn, t->m->db_xattrs, &c);
-	if (rc)
-		return lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		ProtobufCBinaryData name;
-
-		if (k.mv_size <= 8 || memcmp(k.mv_data, prefix, 8) != 0)
-			break;
-		name.data = (uint8_t *)k.mv_data + 8;
-		name.len = k.mv_size - 8;
-		/* listxattr(2) hides trusted.* from the unprivileged */
-		if (has_prefix(&name, "trusted.") && t->cred.uid != 0)
-			continue;
-		if (out->n_names == max) {
-			ret = -EMSGSIZE;
-			break;
-		}
-		out->names[out->n_names].data = meta_dup(t, name.data, name.len);
-		out->names[out->n_names].len = name.len;
-		if (!out->names[out->n_names].data) {
-			ret = -ENOMEM;
-			break;
-		}
-		out->n_names++;
-	}
-	mdb_cursor_close(c);
-	if (ret)
-		return ret;
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
+	*resp = &w.out->base;
+	return meta_store_xattrs_each(t, req->ino, listxattr_add, &w);
 }
 
 int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__RemovexattrReq *req = (const void *)msg;
-	uint8_t key[8 + META_XATTR_NAME_MAX];
 	struct inode in;
-	MDB_val k;
-	int rc, ret;
+	int ret;
 
 	ret = check_xattr_name(&req->name);
 	if (!ret)
@@ -1656,13 +1585,9 @@ int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 		ret = xattr_may(t, &in, &req->name, true);
 	if (ret)
 		return ret;
-	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
-	k.mv_data = key;
-	rc = mdb_del(t->txn, t->m->db_xattrs, &k, NULL);
-	if (rc == MDB_NOTFOUND)
-		return -ENODATA;
-	if (rc)
-		return lmdb_errno(rc);
+	ret = meta_store_xattr_delete(t, req->ino, req->name.data, req->name.len);
+	if (ret)
+		return ret == -ENOENT ? -ENODATA : ret;
 	touch_ctime(t, &in);
 	ret = meta_store_inode_put(t, &in);
 	if (ret)

@@ -113,6 +113,25 @@ int meta_store_counter_add(struct meta_txn *t, const char *name, int64_t delta)
 
 /* ---- inodes ---- */
 
+/* Decodes the inodes record @v of inode @ino into @out; -EIO (logged) when corrupt. */
+static int inode_decode(struct meta *m, uint64_t ino, const MDB_val *v, struct inode *out)
+{
+	if (v->mv_size < sizeof(out->r))
+		goto corrupt;
+	out->ino = ino;
+	memcpy(&out->r, v->mv_data, sizeof(out->r));
+	if (out->r.stripe_width > META_MAX_STRIPE ||
+	    v->mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * META_UUID_LEN)
+		goto corrupt;
+	memcpy(out->daemons, (const uint8_t *)v->mv_data + sizeof(out->r),
+	       (size_t)out->r.stripe_width * META_UUID_LEN);
+	return 0;
+corrupt:
+	meta_log(m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
+		 (unsigned long long)ino, v->mv_size);
+	return -EIO;
+}
+
 int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 {
 	uint8_t key[8];
@@ -123,20 +142,7 @@ int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 	rc = mdb_get(t->txn, t->m->db_inodes, &k, &v);
 	if (rc)
 		return lmdb_errno(rc);
-	if (v.mv_size < sizeof(out->r))
-		goto corrupt;
-	out->ino = ino;
-	memcpy(&out->r, v.mv_data, sizeof(out->r));
-	if (out->r.stripe_width > META_MAX_STRIPE ||
-	    v.mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * META_UUID_LEN)
-		goto corrupt;
-	memcpy(out->daemons, (uint8_t *)v.mv_data + sizeof(out->r),
-	       (size_t)out->r.stripe_width * META_UUID_LEN);
-	return 0;
-corrupt:
-	meta_log(t->m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
-		 (unsigned long long)ino, v.mv_size);
-	return -EIO;
+	return inode_decode(t->m, ino, &v, out);
 }
 
 int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
@@ -200,6 +206,88 @@ int meta_store_inode_delete(struct meta_txn *t, uint64_t ino)
 	if (ret)
 		return ret;
 	return meta_store_counter_add(t, "inodes", -1);
+}
+
+int meta_store_inodes_from(struct meta_txn *t, uint64_t first, meta_store_inode_cb cb, void *arg)
+{
+	struct inode *in = meta_alloc(t, sizeof(*in));
+	uint8_t key[8];
+	MDB_cursor *c;
+	MDB_val k = {sizeof(key), key}, v;
+	int rc, ret = 0;
+
+	if (!in)
+		return -ENOMEM;
+	meta_put_be64(key, first);
+	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != sizeof(key))
+			continue;
+		ret = inode_decode(t->m, meta_get_be64(k.mv_data), &v, in);
+		if (!ret)
+			ret = cb(t, in, arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
+}
+
+/* ---- open handles ---- */
+
+static void handle_key(uint8_t *key, uint64_t handle)
+{
+	meta_put_be64(key, handle);
+}
+
+int meta_store_handle_new(struct meta_txn *t, uint64_t ino, uint32_t flags, uint64_t *handle)
+{
+	struct handle_rec h = {.ino = ino, .flags = flags};
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
+	int ret, rc;
+
+	ret = meta_store_counter_next(t, "next_handle", handle);
+	if (ret)
+		return ret;
+	handle_key(key, *handle);
+	rc = mdb_put(t->txn, t->m->db_handles, &k, &v, MDB_NOOVERWRITE);
+	if (rc == MDB_KEYEXIST) {
+		meta_log(t->m, META_LOG_ERR, "handle %llu already in use: next_handle went back",
+			 (unsigned long long)*handle);
+		return -EIO;
+	}
+	return lmdb_errno(rc);
+}
+
+int meta_store_handle_get(struct meta_txn *t, uint64_t handle, struct handle_rec *out)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	int rc;
+
+	handle_key(key, handle);
+	rc = mdb_get(t->txn, t->m->db_handles, &k, &v);
+	if (rc)
+		return lmdb_errno(rc);
+	if (v.mv_size != sizeof(*out))
+		return -EIO;
+	memcpy(out, v.mv_data, sizeof(*out));
+	return 0;
+}
+
+int meta_store_handle_delete(struct meta_txn *t, uint64_t handle)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key};
+
+	handle_key(key, handle);
+	return lmdb_errno(mdb_del(t->txn, t->m->db_handles, &k, NULL));
 }
 
 /* ---- allocation reports ---- */
@@ -388,15 +476,67 @@ int meta_store_dir_empty(struct meta_txn *t, uint64_t ino)
 	return !(k.mv_size >= 8 && memcmp(k.mv_data, prefix, 8) == 0);
 }
 
+int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_id,
+			    meta_store_dirent_cb cb, void *arg)
+{
+	uint8_t key[16];
+	MDB_cursor *c;
+	MDB_val k = {sizeof(key), key}, v;
+	int rc, ret = 0;
+
+	if (after_id == UINT64_MAX)
+		return 0;
+	meta_put_be64(key, parent);
+	meta_put_be64(key + 8, after_id + 1);
+	rc = mdb_cursor_open(t->txn, t->m->db_dirpos, &c);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct meta_store_dirent e;
+		struct dirpos_val pv;
+
+		if (k.mv_size != sizeof(key) || meta_get_be64(k.mv_data) != parent)
+			break;
+		if (v.mv_size < sizeof(pv)) {
+			ret = -EIO;
+			break;
+		}
+		memcpy(&pv, v.mv_data, sizeof(pv));
+		if (v.mv_size != sizeof(pv) + pv.name_len) {
+			ret = -EIO;
+			break;
+		}
+		e.id = meta_get_be64((const uint8_t *)k.mv_data + 8);
+		e.ino = pv.ino;
+		e.type = pv.type;
+		e.name = (const uint8_t *)v.mv_data + sizeof(pv);
+		e.name_len = pv.name_len;
+		ret = cb(t, &e, arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
+}
+
 /* ---- symlinks and xattrs ---- */
 
-int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
+int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, const void **target, size_t *len)
 {
 	uint8_t key[8];
-	MDB_val k = {sizeof(key), key};
+	MDB_val k = {sizeof(key), key}, v;
+	int rc;
 
 	meta_put_be64(key, ino);
-	return lmdb_errno(mdb_get(t->txn, t->m->db_symlinks, &k, target));
+	rc = mdb_get(t->txn, t->m->db_symlinks, &k, &v);
+	if (rc)
+		return lmdb_errno(rc);
+	*target = v.mv_data;
+	*len = v.mv_size;
+	return 0;
 }
 
 int meta_store_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len)
@@ -408,11 +548,186 @@ int meta_store_symlink_put(struct meta_txn *t, uint64_t ino, const void *target,
 	return lmdb_errno(mdb_put(t->txn, t->m->db_symlinks, &k, &v, 0));
 }
 
-int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
+/* The xattrs key of @name (@len bytes, at most META_XATTR_NAME_MAX) of @ino; its size. */
+static size_t xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
 {
 	meta_put_be64(key, ino);
 	memcpy(key + 8, name, len);
-	return (int)(8 + len);
+	return 8 + len;
+}
+
+int meta_store_xattr_get(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len,
+			 const void **value, size_t *value_len)
+{
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	MDB_val k = {0, key}, v;
+	int rc;
+
+	if (len > META_XATTR_NAME_MAX)
+		return -ERANGE;
+	k.mv_size = xattr_key(key, ino, name, len);
+	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &v);
+	if (rc)
+		return lmdb_errno(rc);
+	*value = v.mv_data;
+	*value_len = v.mv_size;
+	return 0;
+}
+
+int meta_store_xattr_put(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len,
+			 const void *value, size_t value_len)
+{
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	MDB_val k = {0, key}, v = {value_len, (void *)value};
+
+	if (len > META_XATTR_NAME_MAX)
+		return -ERANGE;
+	k.mv_size = xattr_key(key, ino, name, len);
+	if (!v.mv_data)
+		v.mv_data = key; /* an empty value still needs a pointer */
+	return lmdb_errno(mdb_put(t->txn, t->m->db_xattrs, &k, &v, 0));
+}
+
+int meta_store_xattr_delete(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len)
+{
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	MDB_val k = {0, key};
+
+	if (len > META_XATTR_NAME_MAX)
+		return -ERANGE;
+	k.mv_size = xattr_key(key, ino, name, len);
+	return lmdb_errno(mdb_del(t->txn, t->m->db_xattrs, &k, NULL));
+}
+
+int meta_store_xattrs_each(struct meta_txn *t, uint64_t ino, meta_store_xattr_cb cb, void *arg)
+{
+	uint8_t prefix[8];
+	MDB_cursor *c;
+	MDB_val k = {sizeof(prefix), prefix}, v;
+	int rc, ret = 0;
+
+	meta_put_be64(prefix, ino);
+	rc = mdb_cursor_open(t->txn, t->m->db_xattrs, &c);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size <= 8 || memcmp(k.mv_data, prefix, 8) != 0)
+			break;
+		ret = cb(t, (const uint8_t *)k.mv_data + 8, k.mv_size - 8, arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
+}
+
+/* ---- the cluster map's daemons ---- */
+
+static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, struct daemon *d)
+{
+	const uint8_t *p = (const uint8_t *)v->mv_data + sizeof(d->r);
+	const uint8_t *end = (const uint8_t *)v->mv_data + v->mv_size;
+
+	if (k->mv_size != META_UUID_LEN || v->mv_size < sizeof(d->r))
+		goto corrupt;
+	memcpy(d->uuid, k->mv_data, META_UUID_LEN);
+	memcpy(&d->r, v->mv_data, sizeof(d->r));
+	if (d->r.address_count > META_MAX_ADDRESSES)
+		goto corrupt;
+	for (uint32_t i = 0; i < d->r.address_count; i++) {
+		uint16_t len;
+
+		if (end - p < 2)
+			goto corrupt;
+		memcpy(&len, p, 2);
+		p += 2;
+		if (len > META_MAX_ADDRESS_LEN || end - p < len)
+			goto corrupt;
+		memcpy(d->address[i], p, len);
+		d->address[i][len] = '\0';
+		d->address_len[i] = len;
+		p += len;
+	}
+	if (p != end)
+		goto corrupt;
+	return 0;
+corrupt:
+	meta_log(m, META_LOG_ERR, "cluster map: corrupt daemon record");
+	return -EIO;
+}
+
+int meta_store_daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *out)
+{
+	MDB_val k = {META_UUID_LEN, (void *)uuid}, v;
+	int rc = mdb_get(t->txn, t->m->db_daemons, &k, &v);
+
+	if (rc)
+		return lmdb_errno(rc);
+	return daemon_decode(t->m, &k, &v, out);
+}
+
+int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
+{
+	MDB_val k = {META_UUID_LEN, (void *)d->uuid}, v;
+	size_t size = sizeof(d->r);
+	uint8_t *p;
+	int rc;
+
+	for (uint32_t i = 0; i < d->r.address_count; i++)
+		size += 2 + d->address_len[i];
+	v.mv_size = size;
+	rc = mdb_put(t->txn, t->m->db_daemons, &k, &v, MDB_RESERVE);
+	if (rc)
+		return lmdb_errno(rc);
+	p = v.mv_data;
+	memcpy(p, &d->r, sizeof(d->r));
+	p += sizeof(d->r);
+	for (uint32_t i = 0; i < d->r.address_count; i++) {
+		memcpy(p, &d->address_len[i], 2);
+		memcpy(p + 2, d->address[i], d->address_len[i]);
+		p += 2 + d->address_len[i];
+	}
+	return 0;
+}
+
+int meta_store_daemon_count(struct meta_txn *t, size_t *count)
+{
+	MDB_stat st;
+	int rc = mdb_stat(t->txn, t->m->db_daemons, &st);
+
+	if (rc)
+		return lmdb_errno(rc);
+	*count = st.ms_entries;
+	return 0;
+}
+
+int meta_store_daemons_each(struct meta_txn *t, meta_store_daemon_cb cb, void *arg)
+{
+	struct daemon *d = meta_alloc(t, sizeof(*d));
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc, ret = 0;
+
+	if (!d)
+		return -ENOMEM;
+	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		ret = daemon_decode(t->m, &k, &v, d);
+		if (!ret)
+			ret = cb(t, d, arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
 /* ---- the environment and its transactions ---- */
