@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The LMDB side of the metadata service: the environment, its named
- * databases, the format record and the record helpers of meta_i.h.
+ * The bottom layer of the metadata service (meta_store_i.h): the LMDB
+ * environment, its transactions and named databases, the layout of every
+ * key and record; the only code of the service that calls LMDB. Above it
+ * only typed records and walks are seen. Also the log and reply memory.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -10,7 +12,7 @@
 #include <string.h>
 
 #include "lmdb_errno.h"
-#include "meta_i.h"
+#include "meta_store_lmdb_i.h"
 
 struct meta_arena {
 	struct meta_arena *next;
@@ -70,12 +72,47 @@ void meta_arena_free(struct meta_arena *a)
 	}
 }
 
+/* ---- keys and handles ---- */
+
+/* Integers in keys are big-endian, so that LMDB's byte order is numeric order. */
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/*
+ * The LMDB transaction of request @t. struct meta_store_txn is never
+ * defined: outside this file it stands for an MDB_txn.
+ */
+static MDB_txn *txn_of(const struct meta_txn *t)
+{
+	return (MDB_txn *)t->txn;
+}
+
+/* The environment and databases of request @t. */
+static struct meta_store *store_of(const struct meta_txn *t)
+{
+	return t->m->store;
+}
+
 /* ---- counters ---- */
 
 int meta_store_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
 {
 	MDB_val k = {strlen(name), (void *)name}, v;
-	int rc = mdb_get(t->txn, t->m->db_counters, &k, &v);
+	int rc = mdb_get(txn_of(t), store_of(t)->db_counters, &k, &v);
 
 	if (rc)
 		return lmdb_errno(rc);
@@ -89,7 +126,7 @@ int meta_store_counter_put(struct meta_txn *t, const char *name, uint64_t value)
 {
 	MDB_val k = {strlen(name), (void *)name}, v = {sizeof(value), &value};
 
-	return lmdb_errno(mdb_put(t->txn, t->m->db_counters, &k, &v, 0));
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_counters, &k, &v, 0));
 }
 
 int meta_store_counter_next(struct meta_txn *t, const char *name, uint64_t *value)
@@ -138,8 +175,8 @@ int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 	MDB_val k = {sizeof(key), key}, v;
 	int rc;
 
-	meta_put_be64(key, ino);
-	rc = mdb_get(t->txn, t->m->db_inodes, &k, &v);
+	put_be64(key, ino);
+	rc = mdb_get(txn_of(t), store_of(t)->db_inodes, &k, &v);
 	if (rc)
 		return lmdb_errno(rc);
 	return inode_decode(t->m, ino, &v, out);
@@ -152,8 +189,8 @@ int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 	MDB_val k = {sizeof(key), key}, v = {sizeof(in->r) + layout, NULL};
 	int rc;
 
-	meta_put_be64(key, in->ino);
-	rc = mdb_put(t->txn, t->m->db_inodes, &k, &v, MDB_RESERVE);
+	put_be64(key, in->ino);
+	rc = mdb_put(txn_of(t), store_of(t)->db_inodes, &k, &v, MDB_RESERVE);
 	if (rc)
 		return lmdb_errno(rc);
 	memcpy(v.mv_data, &in->r, sizeof(in->r));
@@ -169,8 +206,8 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc;
 
-	meta_put_be64(prefix, ino);
-	rc = mdb_cursor_open(t->txn, dbi, &c);
+	put_be64(prefix, ino);
+	rc = mdb_cursor_open(txn_of(t), dbi, &c);
 	if (rc)
 		return lmdb_errno(rc);
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
@@ -193,16 +230,16 @@ int meta_store_inode_delete(struct meta_txn *t, uint64_t ino)
 	MDB_val k = {sizeof(key), key};
 	int rc, ret;
 
-	meta_put_be64(key, ino);
-	rc = mdb_del(t->txn, t->m->db_inodes, &k, NULL);
+	put_be64(key, ino);
+	rc = mdb_del(txn_of(t), store_of(t)->db_inodes, &k, NULL);
 	if (rc)
 		return lmdb_errno(rc);
-	rc = mdb_del(t->txn, t->m->db_symlinks, &k, NULL);
+	rc = mdb_del(txn_of(t), store_of(t)->db_symlinks, &k, NULL);
 	if (rc && rc != MDB_NOTFOUND)
 		return lmdb_errno(rc);
-	ret = delete_prefix(t, t->m->db_xattrs, ino);
+	ret = delete_prefix(t, store_of(t)->db_xattrs, ino);
 	if (!ret)
-		ret = delete_prefix(t, t->m->db_allocs, ino);
+		ret = delete_prefix(t, store_of(t)->db_allocs, ino);
 	if (ret)
 		return ret;
 	return meta_store_counter_add(t, "inodes", -1);
@@ -218,15 +255,15 @@ int meta_store_inodes_from(struct meta_txn *t, uint64_t first, meta_store_inode_
 
 	if (!in)
 		return -ENOMEM;
-	meta_put_be64(key, first);
-	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
+	put_be64(key, first);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_inodes, &c);
 	if (rc)
 		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != sizeof(key))
 			continue;
-		ret = inode_decode(t->m, meta_get_be64(k.mv_data), &v, in);
+		ret = inode_decode(t->m, get_be64(k.mv_data), &v, in);
 		if (!ret)
 			ret = cb(t, in, arg);
 		if (ret)
@@ -240,11 +277,6 @@ int meta_store_inodes_from(struct meta_txn *t, uint64_t first, meta_store_inode_
 
 /* ---- open handles ---- */
 
-static void handle_key(uint8_t *key, uint64_t handle)
-{
-	meta_put_be64(key, handle);
-}
-
 int meta_store_handle_new(struct meta_txn *t, uint64_t ino, uint32_t flags, uint64_t *handle)
 {
 	struct handle_rec h = {.ino = ino, .flags = flags};
@@ -255,8 +287,8 @@ int meta_store_handle_new(struct meta_txn *t, uint64_t ino, uint32_t flags, uint
 	ret = meta_store_counter_next(t, "next_handle", handle);
 	if (ret)
 		return ret;
-	handle_key(key, *handle);
-	rc = mdb_put(t->txn, t->m->db_handles, &k, &v, MDB_NOOVERWRITE);
+	put_be64(key, *handle);
+	rc = mdb_put(txn_of(t), store_of(t)->db_handles, &k, &v, MDB_NOOVERWRITE);
 	if (rc == MDB_KEYEXIST) {
 		meta_log(t->m, META_LOG_ERR, "handle %llu already in use: next_handle went back",
 			 (unsigned long long)*handle);
@@ -271,8 +303,8 @@ int meta_store_handle_get(struct meta_txn *t, uint64_t handle, struct handle_rec
 	MDB_val k = {sizeof(key), key}, v;
 	int rc;
 
-	handle_key(key, handle);
-	rc = mdb_get(t->txn, t->m->db_handles, &k, &v);
+	put_be64(key, handle);
+	rc = mdb_get(txn_of(t), store_of(t)->db_handles, &k, &v);
 	if (rc)
 		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(*out))
@@ -286,8 +318,8 @@ int meta_store_handle_delete(struct meta_txn *t, uint64_t handle)
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key};
 
-	handle_key(key, handle);
-	return lmdb_errno(mdb_del(t->txn, t->m->db_handles, &k, NULL));
+	put_be64(key, handle);
+	return lmdb_errno(mdb_del(txn_of(t), store_of(t)->db_handles, &k, NULL));
 }
 
 /* ---- allocation reports ---- */
@@ -297,9 +329,9 @@ int meta_store_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, 
 	uint8_t key[8 + META_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v = {sizeof(bytes), &bytes};
 
-	meta_put_be64(key, ino);
+	put_be64(key, ino);
 	memcpy(key + 8, uuid, META_UUID_LEN);
-	return lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_allocs, &k, &v, 0));
 }
 
 int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino)
@@ -308,8 +340,8 @@ int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino)
 	uint64_t zero = 0;
 	MDB_val k = {sizeof(key), key}, v = {sizeof(zero), &zero};
 
-	meta_put_be64(key, ino);
-	return lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
+	put_be64(key, ino);
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_allocs, &k, &v, 0));
 }
 
 int meta_store_alloc_known(struct meta_txn *t, uint64_t ino)
@@ -318,8 +350,8 @@ int meta_store_alloc_known(struct meta_txn *t, uint64_t ino)
 	MDB_val k = {sizeof(key), key}, v;
 	int rc;
 
-	meta_put_be64(key, ino);
-	rc = mdb_get(t->txn, t->m->db_allocs, &k, &v);
+	put_be64(key, ino);
+	rc = mdb_get(txn_of(t), store_of(t)->db_allocs, &k, &v);
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	return rc ? lmdb_errno(rc) : 1;
@@ -333,13 +365,13 @@ int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *b
 	int rc;
 
 	*bytes = 0;
-	meta_put_be64(key, in->ino);
+	put_be64(key, in->ino);
 	/* a point lookup per layout daemon: records of daemons a drain took away do not count */
 	for (uint32_t d = 0; d < in->r.stripe_width; d++) {
 		memcpy(key + 8, in->daemons[d], META_UUID_LEN);
 		k.mv_size = sizeof(key);
 		k.mv_data = key;
-		rc = mdb_get(t->txn, t->m->db_allocs, &k, &v);
+		rc = mdb_get(txn_of(t), store_of(t)->db_allocs, &k, &v);
 		if (rc == MDB_NOTFOUND)
 			continue;
 		if (rc)
@@ -356,7 +388,7 @@ int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *b
 
 static void dirent_key(uint8_t *key, uint64_t parent, const uint8_t *name, size_t len)
 {
-	meta_put_be64(key, parent);
+	put_be64(key, parent);
 	memcpy(key + 8, name, len);
 }
 
@@ -370,7 +402,7 @@ int meta_store_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *na
 	if (len > META_NAME_MAX)
 		return -ENAMETOOLONG;
 	dirent_key(key, parent, name, len);
-	rc = mdb_get(t->txn, t->m->db_dirents, &k, &v);
+	rc = mdb_get(txn_of(t), store_of(t)->db_dirents, &k, &v);
 	if (rc)
 		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(*out))
@@ -387,9 +419,9 @@ static int dirpos_put(struct meta_txn *t, uint64_t parent, uint64_t id, const ui
 	MDB_val k = {sizeof(key), key}, v = {sizeof(pv) + len, NULL};
 	int rc;
 
-	meta_put_be64(key, parent);
-	meta_put_be64(key + 8, id);
-	rc = mdb_put(t->txn, t->m->db_dirpos, &k, &v, MDB_RESERVE);
+	put_be64(key, parent);
+	put_be64(key + 8, id);
+	rc = mdb_put(txn_of(t), store_of(t)->db_dirpos, &k, &v, MDB_RESERVE);
 	if (rc)
 		return lmdb_errno(rc);
 	memcpy(v.mv_data, &pv, sizeof(pv));
@@ -409,7 +441,7 @@ int meta_store_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *
 		dir->r.next_dirent_id = META_DIRENT_FIRST_ID;
 	dv.id = dir->r.next_dirent_id++;
 	dirent_key(key, dir->ino, name, len);
-	rc = mdb_put(t->txn, t->m->db_dirents, &k, &v, MDB_NOOVERWRITE);
+	rc = mdb_put(txn_of(t), store_of(t)->db_dirents, &k, &v, MDB_NOOVERWRITE);
 	if (rc == MDB_KEYEXIST)
 		return -EEXIST;
 	if (rc)
@@ -431,7 +463,7 @@ int meta_store_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t
 	dv.ino = ino;
 	dv.type = type;
 	dirent_key(key, parent, name, len);
-	rc = mdb_put(t->txn, t->m->db_dirents, &k, &v, 0);
+	rc = mdb_put(txn_of(t), store_of(t)->db_dirents, &k, &v, 0);
 	if (rc)
 		return lmdb_errno(rc);
 	return dirpos_put(t, parent, dv.id, name, len, ino, type);
@@ -448,12 +480,12 @@ int meta_store_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t 
 	if (ret)
 		return ret;
 	dirent_key(key, parent, name, len);
-	rc = mdb_del(t->txn, t->m->db_dirents, &k, NULL);
+	rc = mdb_del(txn_of(t), store_of(t)->db_dirents, &k, NULL);
 	if (rc)
 		return lmdb_errno(rc);
-	meta_put_be64(pos, parent);
-	meta_put_be64(pos + 8, dv.id);
-	return lmdb_errno(mdb_del(t->txn, t->m->db_dirpos, &pk, NULL));
+	put_be64(pos, parent);
+	put_be64(pos + 8, dv.id);
+	return lmdb_errno(mdb_del(txn_of(t), store_of(t)->db_dirpos, &pk, NULL));
 }
 
 int meta_store_dir_empty(struct meta_txn *t, uint64_t ino)
@@ -463,8 +495,8 @@ int meta_store_dir_empty(struct meta_txn *t, uint64_t ino)
 	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc;
 
-	meta_put_be64(prefix, ino);
-	rc = mdb_cursor_open(t->txn, t->m->db_dirents, &c);
+	put_be64(prefix, ino);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_dirents, &c);
 	if (rc)
 		return lmdb_errno(rc);
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
@@ -486,9 +518,9 @@ int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_
 
 	if (after_id == UINT64_MAX)
 		return 0;
-	meta_put_be64(key, parent);
-	meta_put_be64(key + 8, after_id + 1);
-	rc = mdb_cursor_open(t->txn, t->m->db_dirpos, &c);
+	put_be64(key, parent);
+	put_be64(key + 8, after_id + 1);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_dirpos, &c);
 	if (rc)
 		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
@@ -496,7 +528,7 @@ int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_
 		struct meta_store_dirent e;
 		struct dirpos_val pv;
 
-		if (k.mv_size != sizeof(key) || meta_get_be64(k.mv_data) != parent)
+		if (k.mv_size != sizeof(key) || get_be64(k.mv_data) != parent)
 			break;
 		if (v.mv_size < sizeof(pv)) {
 			ret = -EIO;
@@ -507,7 +539,7 @@ int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_
 			ret = -EIO;
 			break;
 		}
-		e.id = meta_get_be64((const uint8_t *)k.mv_data + 8);
+		e.id = get_be64((const uint8_t *)k.mv_data + 8);
 		e.ino = pv.ino;
 		e.type = pv.type;
 		e.name = (const uint8_t *)v.mv_data + sizeof(pv);
@@ -530,8 +562,8 @@ int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, const void **target
 	MDB_val k = {sizeof(key), key}, v;
 	int rc;
 
-	meta_put_be64(key, ino);
-	rc = mdb_get(t->txn, t->m->db_symlinks, &k, &v);
+	put_be64(key, ino);
+	rc = mdb_get(txn_of(t), store_of(t)->db_symlinks, &k, &v);
 	if (rc)
 		return lmdb_errno(rc);
 	*target = v.mv_data;
@@ -544,14 +576,14 @@ int meta_store_symlink_put(struct meta_txn *t, uint64_t ino, const void *target,
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v = {len, (void *)target};
 
-	meta_put_be64(key, ino);
-	return lmdb_errno(mdb_put(t->txn, t->m->db_symlinks, &k, &v, 0));
+	put_be64(key, ino);
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_symlinks, &k, &v, 0));
 }
 
 /* The xattrs key of @name (@len bytes, at most META_XATTR_NAME_MAX) of @ino; its size. */
 static size_t xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
 {
-	meta_put_be64(key, ino);
+	put_be64(key, ino);
 	memcpy(key + 8, name, len);
 	return 8 + len;
 }
@@ -566,7 +598,7 @@ int meta_store_xattr_get(struct meta_txn *t, uint64_t ino, const uint8_t *name, 
 	if (len > META_XATTR_NAME_MAX)
 		return -ERANGE;
 	k.mv_size = xattr_key(key, ino, name, len);
-	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &v);
+	rc = mdb_get(txn_of(t), store_of(t)->db_xattrs, &k, &v);
 	if (rc)
 		return lmdb_errno(rc);
 	*value = v.mv_data;
@@ -585,7 +617,7 @@ int meta_store_xattr_put(struct meta_txn *t, uint64_t ino, const uint8_t *name, 
 	k.mv_size = xattr_key(key, ino, name, len);
 	if (!v.mv_data)
 		v.mv_data = key; /* an empty value still needs a pointer */
-	return lmdb_errno(mdb_put(t->txn, t->m->db_xattrs, &k, &v, 0));
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_xattrs, &k, &v, 0));
 }
 
 int meta_store_xattr_delete(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len)
@@ -596,7 +628,7 @@ int meta_store_xattr_delete(struct meta_txn *t, uint64_t ino, const uint8_t *nam
 	if (len > META_XATTR_NAME_MAX)
 		return -ERANGE;
 	k.mv_size = xattr_key(key, ino, name, len);
-	return lmdb_errno(mdb_del(t->txn, t->m->db_xattrs, &k, NULL));
+	return lmdb_errno(mdb_del(txn_of(t), store_of(t)->db_xattrs, &k, NULL));
 }
 
 int meta_store_xattrs_each(struct meta_txn *t, uint64_t ino, meta_store_xattr_cb cb, void *arg)
@@ -606,8 +638,8 @@ int meta_store_xattrs_each(struct meta_txn *t, uint64_t ino, meta_store_xattr_cb
 	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc, ret = 0;
 
-	meta_put_be64(prefix, ino);
-	rc = mdb_cursor_open(t->txn, t->m->db_xattrs, &c);
+	put_be64(prefix, ino);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_xattrs, &c);
 	if (rc)
 		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
@@ -662,7 +694,7 @@ corrupt:
 int meta_store_daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *out)
 {
 	MDB_val k = {META_UUID_LEN, (void *)uuid}, v;
-	int rc = mdb_get(t->txn, t->m->db_daemons, &k, &v);
+	int rc = mdb_get(txn_of(t), store_of(t)->db_daemons, &k, &v);
 
 	if (rc)
 		return lmdb_errno(rc);
@@ -679,7 +711,7 @@ int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
 	for (uint32_t i = 0; i < d->r.address_count; i++)
 		size += 2 + d->address_len[i];
 	v.mv_size = size;
-	rc = mdb_put(t->txn, t->m->db_daemons, &k, &v, MDB_RESERVE);
+	rc = mdb_put(txn_of(t), store_of(t)->db_daemons, &k, &v, MDB_RESERVE);
 	if (rc)
 		return lmdb_errno(rc);
 	p = v.mv_data;
@@ -696,7 +728,7 @@ int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
 int meta_store_daemon_count(struct meta_txn *t, size_t *count)
 {
 	MDB_stat st;
-	int rc = mdb_stat(t->txn, t->m->db_daemons, &st);
+	int rc = mdb_stat(txn_of(t), store_of(t)->db_daemons, &st);
 
 	if (rc)
 		return lmdb_errno(rc);
@@ -713,7 +745,7 @@ int meta_store_daemons_each(struct meta_txn *t, meta_store_daemon_cb cb, void *a
 
 	if (!d)
 		return -ENOMEM;
-	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_daemons, &c);
 	if (rc)
 		return lmdb_errno(rc);
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
@@ -734,16 +766,20 @@ int meta_store_daemons_each(struct meta_txn *t, meta_store_daemon_cb cb, void *a
 
 int meta_store_open(struct meta *m, const char *dir)
 {
+	struct meta_store *st;
 	int rc;
 
-	rc = mdb_env_create(&m->env);
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	rc = mdb_env_create(&st->env);
 	if (rc)
-		return lmdb_errno(rc);
-	rc = mdb_env_set_maxdbs(m->env, 16);
+		goto err_free;
+	rc = mdb_env_set_maxdbs(st->env, 16);
 	if (!rc)
-		rc = mdb_env_set_mapsize(m->env, m->opts.map_size);
+		rc = mdb_env_set_mapsize(st->env, m->opts.map_size);
 	if (!rc)
-		rc = mdb_env_set_maxreaders(m->env, 512);
+		rc = mdb_env_set_maxreaders(st->env, 512);
 	/*
 	 * MDB_NOTLS: a read transaction is not tied to the thread that began it.
 	 * MDB_NOMETASYNC: every commit flushes its data pages but not the meta
@@ -753,26 +789,29 @@ int meta_store_open(struct meta *m, const char *dir)
 	 * (unlike MDB_NOSYNC).
 	 */
 	if (!rc)
-		rc = mdb_env_open(m->env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0600);
+		rc = mdb_env_open(st->env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0600);
 	if (rc) {
 		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
 			 mdb_strerror(rc));
 		goto err_close_env;
 	}
+	m->store = st;
 	return 0;
 
 err_close_env:
-	mdb_env_close(m->env);
-	m->env = NULL;
+	mdb_env_close(st->env);
+err_free:
+	free(st);
 	return lmdb_errno(rc);
 }
 
 void meta_store_close(struct meta *m)
 {
-	if (m && m->env) {
-		mdb_env_close(m->env);
-		m->env = NULL;
-	}
+	if (!m || !m->store)
+		return;
+	mdb_env_close(m->store->env);
+	free(m->store);
+	m->store = NULL;
 }
 
 int meta_store_open_databases(struct meta_txn *t)
@@ -781,20 +820,20 @@ int meta_store_open_databases(struct meta_txn *t)
 		const char *name;
 		size_t offset;
 	} dbs[] = {
-		{"counters", offsetof(struct meta, db_counters)},
-		{"inodes", offsetof(struct meta, db_inodes)},
-		{"dirents", offsetof(struct meta, db_dirents)},
-		{"dirpos", offsetof(struct meta, db_dirpos)},
-		{"symlinks", offsetof(struct meta, db_symlinks)},
-		{"xattrs", offsetof(struct meta, db_xattrs)},
-		{"handles", offsetof(struct meta, db_handles)},
-		{"daemons", offsetof(struct meta, db_daemons)},
-		{"allocs", offsetof(struct meta, db_allocs)},
+		{"counters", offsetof(struct meta_store, db_counters)},
+		{"inodes", offsetof(struct meta_store, db_inodes)},
+		{"dirents", offsetof(struct meta_store, db_dirents)},
+		{"dirpos", offsetof(struct meta_store, db_dirpos)},
+		{"symlinks", offsetof(struct meta_store, db_symlinks)},
+		{"xattrs", offsetof(struct meta_store, db_xattrs)},
+		{"handles", offsetof(struct meta_store, db_handles)},
+		{"daemons", offsetof(struct meta_store, db_daemons)},
+		{"allocs", offsetof(struct meta_store, db_allocs)},
 	};
 
 	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
-		MDB_dbi *dbi = (MDB_dbi *)((char *)t->m + dbs[i].offset);
-		int rc = mdb_dbi_open(t->txn, dbs[i].name, MDB_CREATE, dbi);
+		MDB_dbi *dbi = (MDB_dbi *)((char *)store_of(t) + dbs[i].offset);
+		int rc = mdb_dbi_open(txn_of(t), dbs[i].name, MDB_CREATE, dbi);
 
 		if (rc) {
 			meta_log(t->m, META_LOG_ERR, "cannot open database %s: %s", dbs[i].name,
@@ -807,19 +846,20 @@ int meta_store_open_databases(struct meta_txn *t)
 
 int meta_store_txn_begin(struct meta_txn *t, bool write)
 {
-	int rc = mdb_txn_begin(t->m->env, NULL, write ? 0 : MDB_RDONLY, &t->txn);
+	MDB_txn *txn = NULL;
+	int rc = mdb_txn_begin(t->m->store->env, NULL, write ? 0 : MDB_RDONLY, &txn);
 
-	if (rc) {
+	if (rc)
 		meta_log(t->m, META_LOG_ERR, "cannot begin a transaction: %s", mdb_strerror(rc));
-		t->txn = NULL;
-	}
+	t->txn = (struct meta_store_txn *)txn;
 	return lmdb_errno(rc);
 }
 
 int meta_store_txn_commit(struct meta_txn *t)
 {
-	int rc = mdb_txn_commit(t->txn);
+	int rc = mdb_txn_commit(txn_of(t));
 
+	/* LMDB frees the transaction whether or not the commit succeeded */
 	t->txn = NULL;
 	if (rc)
 		meta_log(t->m, META_LOG_ERR, "cannot commit: %s", mdb_strerror(rc));
@@ -828,8 +868,8 @@ int meta_store_txn_commit(struct meta_txn *t)
 
 void meta_store_txn_abort(struct meta_txn *t)
 {
-	if (t->txn) {
-		mdb_txn_abort(t->txn);
-		t->txn = NULL;
-	}
+	if (!t->txn)
+		return;
+	mdb_txn_abort(txn_of(t));
+	t->txn = NULL;
 }
