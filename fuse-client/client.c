@@ -9,11 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <isa-l/crc.h>
-
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
+#include "rdmafs_common.h"
 
 #define RESP_MAX 4096u
 
@@ -26,22 +25,6 @@ struct rfc_client {
 	pthread_mutex_t lock; /* guards conn while it is replaced */
 	struct xprt_conn *conn;
 };
-
-__attribute__((format(printf, 1, 2))) static void rfc_log(const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "rdmafs-client: %s\n", line);
-}
-
-uint32_t rfc_crc32c(const void *data, size_t len)
-{
-	return ~crc32_iscsi((unsigned char *)data, (int)len, 0xffffffffu);
-}
 
 void rfc_options_init(struct rfc_options *opts)
 {
@@ -185,7 +168,7 @@ int rfc_chunk_write(struct rfc_client *c, struct rfc_chunk id, uint32_t chunk_si
 	req.chunk = &cid;
 	req.offset = offset;
 	req.length = len;
-	req.crc32c = rfc_crc32c(data, len);
+	req.crc32c = rdmafs_crc32c(data, len);
 	req.buf = &bd;
 	req.chunk_size = chunk_size;
 	req.commit = commit;
@@ -258,10 +241,11 @@ int rfc_chunk_read(struct rfc_client *c, struct rfc_chunk id, uint32_t offset, v
 	}
 	if (resp->bytes > len) {
 		ret = -EPROTO;
-	} else if (rfc_crc32c(xprt_buf_data(buf), resp->bytes) != resp->crc32c) {
-		rfc_log("chunk %llx/%llx: read data fails its checksum (%u bytes at %u)",
-			(unsigned long long)id.inode, (unsigned long long)id.index, resp->bytes,
-			offset);
+	} else if (rdmafs_crc32c(xprt_buf_data(buf), resp->bytes) != resp->crc32c) {
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "chunk %llx/%llx: read data fails its checksum (%u bytes at %u)",
+			   (unsigned long long)id.inode, (unsigned long long)id.index, resp->bytes,
+			   offset);
 		ret = -EIO;
 	} else {
 		memcpy(data, xprt_buf_data(buf), resp->bytes);

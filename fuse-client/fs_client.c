@@ -16,12 +16,11 @@
 #include <unistd.h>
 
 #include "xprt.h"
-#include "placement.h"
+#include "rdmafs_common.h"
 #include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
 #include "rdmafs_fs.h"
 
-#define SECRET_MAX	   4096
 #define SLOT_REQ_MAX	   512u /* every chunk request but removal lists fits */
 #define SLOT_REPLY_MAX	   256u /* chunk replies are a few varints */
 #define REMOVE_BATCH	   256u /* chunk indexes per CHUNK_REMOVE */
@@ -32,7 +31,7 @@
 #define FENCE_BACKOFF_MIN  20u
 #define FENCE_BACKOFF_MAX  1000u
 
-_Static_assert(RFS_UUID_LEN == META_UUID_LEN, "UUID sizes differ");
+_Static_assert(RFS_UUID_LEN == RDMAFS_UUID_LEN, "UUID sizes differ");
 
 /* A server we talk to: the metadata service or one storage daemon. */
 struct rfs_peer {
@@ -75,41 +74,10 @@ struct rfs {
 	uint32_t poll_ms;
 };
 
-__attribute__((format(printf, 1, 2))) static void rfs_log(const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "rdmafs: %s\n", line);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* A peer's status must be a negative errno; anything else is a protocol error. */
-static int sane_status(int ret)
-{
-	return ret > 0 || ret < -4095 ? -EPROTO : ret;
-}
-
 /* Errors after which the call was not (or may not have been) executed and a retry may help. */
 static bool retryable(int ret)
 {
 	return ret == -ECONNRESET || ret == -ENOTCONN || ret == -EPIPE || ret == -EBUSY;
-}
-
-/* rdmafs_fs.h: a connection still broken after the retry is -EIO to our callers. */
-static int final_status(int ret)
-{
-	return ret == -ECONNRESET || ret == -ENOTCONN || ret == -EPIPE ? -EIO : ret;
 }
 
 void rfs_options_init(struct rfs_options *opts)
@@ -122,43 +90,6 @@ void rfs_options_init(struct rfs_options *opts)
 	opts->buf_count = 32;
 	opts->map_poll_ms = 5000;
 	opts->fence_wait_ms = FENCE_WAIT_MS;
-}
-
-int rfs_read_secret(const char *path, uint8_t **out, size_t *len)
-{
-	uint8_t *buf;
-	ssize_t n;
-	int fd, ret;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	buf = malloc(SECRET_MAX);
-	if (!buf) {
-		ret = -ENOMEM;
-		goto err_close;
-	}
-	n = read(fd, buf, SECRET_MAX);
-	if (n < 0) {
-		ret = -errno;
-		goto err_free;
-	}
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	if (n == 0 || n == SECRET_MAX) {
-		ret = -EINVAL;
-		goto err_free;
-	}
-	close(fd);
-	*out = buf;
-	*len = (size_t)n;
-	return 0;
-
-err_free:
-	free(buf);
-err_close:
-	close(fd);
-	return ret;
 }
 
 /* ---- peers and connections --------------------------------------------------- */
@@ -207,7 +138,7 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 	pthread_mutex_lock(&p->lock);
 	if (p->conn && xprt_conn_alive(p->conn))
 		goto out_ref;
-	now = now_ms();
+	now = rdmafs_now_ms();
 	if (now < p->retry_at_ms) {
 		ret = p->last_error ? p->last_error : -EIO;
 		goto out_unlock;
@@ -217,23 +148,25 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 		ret = xprt_connect(fs->ctx, p->uris[i], &fresh);
 		if (!ret)
 			break;
-		rfs_log("%s: cannot connect to %s: %s", p->label, p->uris[i], xprt_strerror(ret));
+		rdmafs_log(RDMAFS_LOG_WARN, "%s: cannot connect to %s: %s", p->label, p->uris[i],
+			   xprt_strerror(ret));
 	}
 	if (ret) {
 		if (p->uri_count == 0)
-			rfs_log("%s: no address usable with this transport", p->label);
+			rdmafs_log(RDMAFS_LOG_WARN, "%s: no address usable with this transport",
+				   p->label);
 		/* a refused secret is not a permission problem of the caller */
 		if (ret != -ETIMEDOUT)
 			ret = -EIO;
 		p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
 		if (p->backoff_ms > BACKOFF_MAX_MS)
 			p->backoff_ms = BACKOFF_MAX_MS;
-		p->retry_at_ms = now_ms() + p->backoff_ms;
+		p->retry_at_ms = rdmafs_now_ms() + p->backoff_ms;
 		p->last_error = ret;
 		goto out_unlock;
 	}
 	if (p->backoff_ms)
-		rfs_log("%s: connected again", p->label);
+		rdmafs_log(RDMAFS_LOG_WARN, "%s: connected again", p->label);
 	xprt_conn_close(p->conn);
 	p->conn = fresh;
 	p->backoff_ms = 0;
@@ -344,7 +277,7 @@ int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
 			ret = -ENOMEM;
 			break;
 		}
-		ret = sane_status(
+		ret = rdmafs_status_from_peer(
 			xprt_call(conn, method, body, need, reply, cap, &resp_len, fs->timeout_ms));
 		xprt_conn_put(conn);
 		/* ENOTCONN: it never left; after a reset only an idempotent call may run twice */
@@ -399,7 +332,8 @@ static int apply_daemon(struct rfs *fs, const Rdmafs__DaemonInfo *info)
 	int ret;
 
 	if (info->uuid.len != RFS_UUID_LEN) {
-		rfs_log("cluster map: a daemon with a %zu-byte UUID, ignored", info->uuid.len);
+		rdmafs_log(RDMAFS_LOG_WARN, "cluster map: a daemon with a %zu-byte UUID, ignored",
+			   info->uuid.len);
 		return 0;
 	}
 	ret = filter_uris(fs, info->addresses, info->n_addresses, &uris, &n);
@@ -474,7 +408,7 @@ int rfs_map_refresh(struct rfs *fs, bool force)
 	pthread_rwlock_unlock(&fs->map_lock);
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base,
 			    &rdmafs__get_cluster_map_resp__descriptor, true, &msg);
-	fs->last_refresh_ms = now_ms();
+	fs->last_refresh_ms = rdmafs_now_ms();
 	if (ret)
 		goto out_unlock;
 	resp = (Rdmafs__GetClusterMapResp *)msg;
@@ -525,7 +459,7 @@ static void *poller_main(void *arg)
 			break;
 		fs->refresh_wanted = false;
 		pthread_mutex_unlock(&fs->poll_lock);
-		if (now_ms() - fs->last_refresh_ms >= REFRESH_MIN_GAP_MS)
+		if (rdmafs_now_ms() - fs->last_refresh_ms >= REFRESH_MIN_GAP_MS)
 			rfs_map_refresh(fs, false);
 		else
 			usleep(REFRESH_MIN_GAP_MS * 1000u);
@@ -585,28 +519,28 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 		goto err_free;
 	fs->have_rdma = xprt_ctx_has_rdma(fs->ctx);
 	if (fs->transport == RFS_TRANSPORT_RDMA && !fs->have_rdma) {
-		rfs_log("transport=rdma but this host has no RDMA device");
+		rdmafs_log(RDMAFS_LOG_WARN, "transport=rdma but this host has no RDMA device");
 		ret = -ENODEV;
 		goto err_destroy_ctx;
 	}
 	ret = xprt_pool_create(fs->ctx, opts->buf_size, opts->buf_count,
 			       XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE, &fs->pool);
 	if (ret) {
-		rfs_log("cannot register %u buffers of %u bytes: %s%s", opts->buf_count,
-			opts->buf_size, xprt_strerror(ret),
-			ret == -ENOMEM ? " (raise the memlock limit: ulimit -l)" : "");
+		rdmafs_log(RDMAFS_LOG_WARN, "cannot register %u buffers of %u bytes: %s%s",
+			   opts->buf_count, opts->buf_size, xprt_strerror(ret),
+			   ret == -ENOMEM ? " (raise the memlock limit: ulimit -l)" : "");
 		goto err_destroy_ctx;
 	}
 	/* the first connect reports the real reason (refused, secret, timeout) */
 	ret = xprt_connect(fs->ctx, opts->meta_uri, &fs->meta.conn);
 	if (ret) {
-		rfs_log("cannot connect to the metadata service at %s: %s", opts->meta_uri,
-			xprt_strerror(ret));
+		rdmafs_log(RDMAFS_LOG_WARN, "cannot connect to the metadata service at %s: %s",
+			   opts->meta_uri, xprt_strerror(ret));
 		goto err_destroy_pool;
 	}
 	ret = rfs_map_refresh(fs, true);
 	if (ret) {
-		rfs_log("cannot fetch the cluster map: %s", xprt_strerror(ret));
+		rdmafs_log(RDMAFS_LOG_WARN, "cannot fetch the cluster map: %s", xprt_strerror(ret));
 		goto err_destroy_pool;
 	}
 	ret = -pthread_create(&fs->poller, NULL, poller_main, fs);
@@ -669,8 +603,7 @@ void rfs_destroy(struct rfs *fs)
 
 int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out)
 {
-	if (!pb || pb->chunk_size < 4096 || pb->chunk_size > (64u << 20) || pb->n_daemons == 0 ||
-	    pb->n_daemons > RFS_MAX_STRIPE || pb->stripe_width != pb->n_daemons ||
+	if (!pb || rdmafs_layout_check(pb->chunk_size, pb->n_daemons, pb->stripe_width) ||
 	    pb->placement != RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1)
 		return -EPROTO;
 	memset(out, 0, sizeof(*out));
@@ -727,7 +660,7 @@ static int fence_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout,
 	int ret;
 
 	if (!fw->deadline_ms) {
-		fw->deadline_ms = now_ms() + fs->fence_wait_ms;
+		fw->deadline_ms = rdmafs_now_ms() + fs->fence_wait_ms;
 		fw->backoff_ms = FENCE_BACKOFF_MIN;
 	}
 	for (;;) {
@@ -739,13 +672,14 @@ static int fence_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout,
 			fw->changed = true;
 			return 0;
 		}
-		now = now_ms();
+		now = rdmafs_now_ms();
 		if (now >= fw->deadline_ms) {
-			rfs_log("inode %llu: a daemon refuses layout generation %llu (a drain "
-				"started moving the file) but the metadata service has no newer "
-				"one after %u ms: run `rdmafsctl drain` again to finish",
-				(unsigned long long)ino, (unsigned long long)layout->generation,
-				fs->fence_wait_ms);
+			rdmafs_log(RDMAFS_LOG_WARN,
+				   "inode %llu: a daemon refuses layout generation %llu (a drain "
+				   "started moving the file) but the metadata service has no newer "
+				   "one after %u ms: run `rdmafsctl drain` again to finish",
+				   (unsigned long long)ino, (unsigned long long)layout->generation,
+				   fs->fence_wait_ms);
 			return -ETIMEDOUT;
 		}
 		if (fw->backoff_ms > fw->deadline_ms - now)
@@ -766,7 +700,7 @@ int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t ind
 		return -EINVAL;
 	for (uint32_t i = 0; i < layout->stripe_width; i++)
 		uuids[i] = layout->daemons[i];
-	return meta_place_chunk(uuids, layout->stripe_width, layout->seed, ino, index);
+	return rdmafs_place_chunk(uuids, layout->stripe_width, layout->seed, ino, index);
 }
 
 static bool peer_removed(struct rfs_peer *p)
@@ -794,7 +728,8 @@ static int layout_peer(struct rfs *fs, const struct rfs_layout *layout, int d,
 		p = find_daemon(fs, layout->daemons[d]);
 	}
 	if (!p) {
-		rfs_log("a file's layout names a daemon missing from the cluster map");
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "a file's layout names a daemon missing from the cluster map");
 		return -EIO;
 	}
 	if (peer_removed(p))
@@ -872,7 +807,7 @@ static void slot_done(void *arg, int status, const void *body, size_t len)
 	struct slot *s = arg;
 	struct fanout *fo = s->fo;
 
-	s->status = sane_status(status);
+	s->status = rdmafs_status_from_peer(status);
 	s->reply_len = 0;
 	if (!s->status) {
 		if (len > sizeof(s->reply))
@@ -968,7 +903,7 @@ static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMess
 	for (size_t i = 0; i < count && !ret; i++)
 		ret = stale_if_removed(fs, peers[i], slots[i].status);
 	fanout_fini(&fo);
-	return final_status(ret);
+	return rdmafs_status_for_caller(ret);
 }
 
 /* ---- striped data ------------------------------------------------------------------------------
@@ -1060,7 +995,7 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		req.chunk = &cid;
 		req.offset = p->off;
 		req.length = p->len;
-		req.crc32c = rfc_crc32c(data, p->len);
+		req.crc32c = rdmafs_crc32c(data, p->len);
 		req.buf = &bd;
 		req.chunk_size = layout->chunk_size;
 		req.commit = (flags & WRITE_SYNC) != 0;
@@ -1098,9 +1033,11 @@ static int piece_finish(struct piece *p, uint64_t ino, bool write, uint8_t *dst)
 		return -EBADMSG;
 	if (rr->bytes > p->len) {
 		ret = -EPROTO;
-	} else if (rfc_crc32c(xprt_buf_data(p->buf), rr->bytes) != rr->crc32c) {
-		rfs_log("inode %llu chunk %llu: read data fails its checksum (%u bytes at %u)",
-			(unsigned long long)ino, (unsigned long long)p->index, rr->bytes, p->off);
+	} else if (rdmafs_crc32c(xprt_buf_data(p->buf), rr->bytes) != rr->crc32c) {
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "inode %llu chunk %llu: read data fails its checksum (%u bytes at %u)",
+			   (unsigned long long)ino, (unsigned long long)p->index, rr->bytes,
+			   p->off);
 		ret = -EIO;
 	} else {
 		memcpy(dst + p->pos, xprt_buf_data(p->buf), rr->bytes);
@@ -1177,7 +1114,7 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 		}
 	}
 	fanout_fini(&fo);
-	return final_status(ret);
+	return rdmafs_status_for_caller(ret);
 }
 
 /* One read or write of [@off, @off + @len) with @layout as it is; @flags: WRITE_*. */

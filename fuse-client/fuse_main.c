@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rdmafs_common.h"
 #include "rdmafs_fs.h"
 
 #define NODE_BUCKETS	   4096u
@@ -97,25 +98,6 @@ struct cred {
 	Rdmafs__Cred pb;
 	uint32_t groups[CRED_GROUPS];
 };
-
-__attribute__((format(printf, 1, 2))) static void fs_log(const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "rdmafs-fuse: %s\n", line);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static struct fs *req_fs(fuse_req_t req)
 {
@@ -459,8 +441,9 @@ static void free_data(struct fs *fs, const Rdmafs__FreedInode *freed)
 	if (!ret)
 		ret = rfs_remove_data(fs->rfs, freed->ino, &l);
 	if (ret)
-		fs_log("inode %" PRIu64 ": chunks not removed (%s); fsck will find them",
-		       freed->ino, strerror(fs_errno(ret)));
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "inode %" PRIu64 ": chunks not removed (%s); fsck will find them",
+			   freed->ino, strerror(fs_errno(ret)));
 }
 
 /* The layout of a regular file, fetched with an OPEN/RELEASE pair if we never saw it. */
@@ -651,7 +634,7 @@ static int node_sync(struct fs *fs, struct node *n, const struct cred *c, bool c
 	if (n->size == size)
 		n->size_dirty = false;
 	n->size_seq++;
-	n->size_sent_ms = now_ms();
+	n->size_sent_ms = rdmafs_now_ms();
 	pthread_mutex_unlock(&n->lock);
 	{
 		struct stat st;
@@ -745,7 +728,8 @@ static void tune_readahead(struct fs *fs)
 	len = snprintf(value, sizeof(value), "%u", fs->readahead_kb);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, value, (size_t)len) != len)
-		fs_log("read-ahead left as it was (%s: %s)", path, strerror(errno));
+		rdmafs_log(RDMAFS_LOG_WARN, "read-ahead left as it was (%s: %s)", path,
+			   strerror(errno));
 	if (fd >= 0)
 		close(fd);
 }
@@ -1420,9 +1404,10 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			n->size_seq++;
 		}
 		/* batched: a growing file tells the service at most once a second */
-		send_size = n->size_dirty && now_ms() - n->size_sent_ms >= SIZE_UPDATE_GAP_MS;
+		send_size =
+			n->size_dirty && rdmafs_now_ms() - n->size_sent_ms >= SIZE_UPDATE_GAP_MS;
 		if (send_size)
-			n->size_sent_ms = now_ms();
+			n->size_sent_ms = rdmafs_now_ms();
 	}
 	pthread_mutex_unlock(&n->lock);
 	if (ret) {
@@ -1466,8 +1451,8 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* normally flush did it; writes through a still-mapped file may remain */
 	ret = node_sync(fs, h->node, &c, true);
 	if (ret)
-		fs_log("inode %" PRIu64 ": size or commit lost at release: %s", (uint64_t)ino,
-		       strerror(fs_errno(ret)));
+		rdmafs_log(RDMAFS_LOG_WARN, "inode %" PRIu64 ": size or commit lost at release: %s",
+			   (uint64_t)ino, strerror(fs_errno(ret)));
 	ret = release_server(fs, &c, ino, h->server);
 	node_unref(fs, h->node, 0, 1);
 	free(h);
@@ -1738,7 +1723,7 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		bool known_absent;
 
 		pthread_mutex_lock(&n->lock);
-		known_absent = now_ms() < n->nocaps_until_ms;
+		known_absent = rdmafs_now_ms() < n->nocaps_until_ms;
 		pthread_mutex_unlock(&n->lock);
 		if (known_absent) {
 			reply_error(req, -ENODATA);
@@ -1754,7 +1739,7 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	if (ret) {
 		if (ret == -ENODATA && n && is_caps_name(name)) {
 			pthread_mutex_lock(&n->lock);
-			n->nocaps_until_ms = now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+			n->nocaps_until_ms = rdmafs_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
 			pthread_mutex_unlock(&n->lock);
 		}
 		reply_error(req, ret);
@@ -2263,7 +2248,7 @@ int main(int argc, char *argv[])
 			"rdmafs-fuse: bad option value (transport, timeout or *_timeout)\n");
 		goto out_free_cmd;
 	}
-	err = rfs_read_secret(mo.secret ? mo.secret : DEFAULT_SECRET, &secret, &secret_len);
+	err = rdmafs_read_secret(mo.secret ? mo.secret : DEFAULT_SECRET, &secret, &secret_len);
 	if (err) {
 		fprintf(stderr, "rdmafs-fuse: cannot read the secret file %s: %s\n",
 			mo.secret ? mo.secret : DEFAULT_SECRET,
@@ -2306,7 +2291,8 @@ int main(int argc, char *argv[])
 	fuse_daemonize(cmd.foreground);
 	err = rfs_create(&ro, &fs->rfs);
 	if (err) {
-		fs_log("cannot reach the cluster at %s: %s", meta_uri, strerror(-err));
+		rdmafs_log(RDMAFS_LOG_WARN, "cannot reach the cluster at %s: %s", meta_uri,
+			   strerror(-err));
 		goto out_unmount;
 	}
 	if (cmd.singlethread) {

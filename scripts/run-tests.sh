@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds rdmafs and runs every test suite: the command the README gives and CI runs.
 #
-#   scripts/run-tests.sh            # all suites: unit transport daemon fs ops fault fuzz rdma-vm
+#   scripts/run-tests.sh            # all suites: style unit transport daemon fs ops fault fuzz rdma-vm
 #   scripts/run-tests.sh unit fs    # only those suites
 #
 # It builds three trees: build/ (gcc, -Dwerror=true) runs every suite;
@@ -15,7 +15,7 @@ set -euo pipefail
 top=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$top"
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(unit transport daemon fs ops fault fuzz rdma-vm)
+[ ${#suites[@]} -gt 0 ] || suites=(style unit transport daemon fs ops fault fuzz rdma-vm)
 # Where the rdma-vm suite keeps the guest kernel between runs.
 export RDMAFS_VM_CACHE=${RDMAFS_VM_CACHE:-/var/cache/rdmafs-vm}
 

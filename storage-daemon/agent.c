@@ -113,7 +113,7 @@ static int do_register(struct agent *a)
 		return -EBADMSG;
 	if (resp->heartbeat_interval_ms >= 100 && resp->heartbeat_interval_ms <= 60000)
 		a->heartbeat_ms = resp->heartbeat_interval_ms;
-	daemon_log(DLOG_INFO, "registered with the metadata service%s%s (epoch %llu)",
+	rdmafs_log(RDMAFS_LOG_INFO, "registered with the metadata service%s%s (epoch %llu)",
 		   a->p.meta ? "" : " at ", a->p.meta ? " hosted here" : a->p.metadata_uri,
 		   (unsigned long long)resp->epoch);
 	rdmafs__register_daemon_resp__free_unpacked(resp, NULL);
@@ -160,7 +160,7 @@ static void *agent_main(void *arg)
 				ret = do_register(a);
 			if (ret) {
 				if (!a->reported_unreachable)
-					daemon_log(DLOG_WARN,
+					rdmafs_log(RDMAFS_LOG_WARN,
 						   "cannot reach the metadata service at %s: %s "
 						   "(retrying)",
 						   a->p.metadata_uri ? a->p.metadata_uri
@@ -172,7 +172,8 @@ static void *agent_main(void *arg)
 				next_beat = now + backoff;
 			} else {
 				if (a->reported_unreachable)
-					daemon_log(DLOG_INFO, "metadata service reachable again");
+					rdmafs_log(RDMAFS_LOG_INFO,
+						   "metadata service reachable again");
 				a->reported_unreachable = false;
 				backoff = AGENT_TICK_MS;
 				next_beat = now + a->heartbeat_ms;

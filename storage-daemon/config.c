@@ -122,7 +122,7 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 	} else if (strcmp(key, "lmdb_map_size") == 0) {
 		ret = parse_u64(value, 1u << 20, 1ull << 40, &cfg->lmdb_map_size);
 	} else if (strcmp(key, "log_level") == 0) {
-		ret = daemon_log_parse_level(value, &cfg->log_level);
+		ret = rdmafs_log_parse_level(value, &cfg->log_level);
 	} else if (strcmp(key, "metadata") == 0) {
 		ret = parse_bool(value, &cfg->metadata);
 	} else if (strcmp(key, "metadata_uri") == 0) {
@@ -252,11 +252,11 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	cfg->queue_depth = 256;
 	cfg->max_chunk_size = 1u << 20;
 	cfg->lmdb_map_size = 1ull << 30;
-	cfg->log_level = DLOG_INFO;
+	cfg->log_level = RDMAFS_LOG_INFO;
 	cfg->metadata = -1;
 
 	/* Flags go to their own config first so they can override the file. */
-	flags.log_level = DLOG_INFO;
+	flags.log_level = RDMAFS_LOG_INFO;
 	flags.metadata = -1;
 	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhM:U:A:", longopts, NULL)) != -1) {
 		switch (opt) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * rdmafs-daemon internals: logging, configuration, the data directory, the
- * chunk store and the RPC server. Nothing here is exported; the prefixes say
- * which file a function lives in (daemon_log, config_, datadir_, store_,
- * server_).
+ * rdmafs-daemon internals: configuration, the data directory, the chunk
+ * store and the RPC server. Nothing here is exported; the prefixes say which
+ * file a function lives in (config_, datadir_, store_, server_). Logging,
+ * checksums and placement come from librdmafs_common (rdmafs_common.h).
  */
 #ifndef RDMAFS_DAEMON_I_H
 #define RDMAFS_DAEMON_I_H
@@ -14,44 +14,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <isa-l/crc.h>
+#include "rdmafs_common.h"
 
 struct xprt_ctx;
 struct xprt_pool;
 struct xprt_req;
-
-/* ---- logging (log.c) ---- */
-
-enum daemon_log_level { DLOG_ERR = 0, DLOG_WARN, DLOG_INFO, DLOG_DEBUG };
-
-/* Everything the daemon says goes through here, to stderr (journald under systemd). */
-void daemon_log(enum daemon_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-void daemon_log_set_level(enum daemon_log_level level);
-/* Parses "err", "warn", "info", "debug". -EINVAL otherwise. */
-int daemon_log_parse_level(const char *text, enum daemon_log_level *out);
-/* The va_list form, for libraries that log through a callback (the metadata service). */
-void daemon_vlog(enum daemon_log_level level, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
-/* Routes libxprt's messages through daemon_log(). */
-void daemon_log_hook_xprt(void);
-
-/* ---- checksums ---- */
-
-/*
- * Standard CRC-32C (Castagnoli, the iSCSI one: "123456789" -> 0xe3069283).
- * ISA-L's crc32_iscsi() leaves out the initial and final inversion.
- */
-static inline uint32_t daemon_crc32c(const void *buf, size_t len)
-{
-	return ~crc32_iscsi((unsigned char *)buf, (int)len, 0xffffffffu);
-}
-
-/* The CRC-32C of the bytes behind @crc followed by @len more bytes. */
-static inline uint32_t daemon_crc32c_extend(uint32_t crc, const void *buf, size_t len)
-{
-	return ~crc32_iscsi((unsigned char *)buf, (int)len, ~crc);
-}
 
 /* ---- configuration (config.c) ---- */
 
@@ -69,7 +36,7 @@ struct daemon_config {
 	unsigned queue_depth;	 /* requests queued for the workers, then -EBUSY */
 	uint32_t max_chunk_size; /* largest chunk served; sizes the buffers */
 	uint64_t lmdb_map_size;
-	enum daemon_log_level log_level;
+	enum rdmafs_log_level log_level;
 	bool foreground;
 	int metadata;			    /* 1: host the metadata service (the default), 0: not */
 	char *metadata_uri;		    /* where to register; NULL: this daemon's own service */

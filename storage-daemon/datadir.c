@@ -118,7 +118,7 @@ static int marker_create(int dir_fd, const char *path, uint8_t *uuid)
 		unlinkat(dir_fd, MARKER_TMP, 0);
 		return ret;
 	}
-	daemon_log(DLOG_INFO, "initialised data directory %s (format %d, uuid %s)", path,
+	rdmafs_log(RDMAFS_LOG_INFO, "initialised data directory %s (format %d, uuid %s)", path,
 		   DATADIR_FORMAT_VERSION, uuid_text);
 	return 0;
 
@@ -154,7 +154,7 @@ static int marker_check(int fd, const char *path, uint8_t *uuid)
 	if (errno || end == line + 7 || *end != '\n')
 		goto foreign;
 	if (format > DATADIR_FORMAT_VERSION) {
-		daemon_log(DLOG_ERR,
+		rdmafs_log(RDMAFS_LOG_ERR,
 			   "data directory %s has format %lu, newer than this daemon's format %d:"
 			   " refusing to use it (upgrade rdmafs-daemon)",
 			   path, format, DATADIR_FORMAT_VERSION);
@@ -176,7 +176,7 @@ static int marker_check(int fd, const char *path, uint8_t *uuid)
 	return 0;
 
 foreign:
-	daemon_log(DLOG_ERR,
+	rdmafs_log(RDMAFS_LOG_ERR,
 		   "data directory %s: %s/" DATADIR_MARKER " is not an rdmafs format marker"
 		   " (foreign or damaged): refusing to use it",
 		   path, path);
@@ -191,16 +191,18 @@ int datadir_open(const char *path, struct datadir *out)
 	memset(out, 0, sizeof(*out));
 	out->marker_fd = -1;
 	if (mkdir(path, 0750) == 0)
-		daemon_log(DLOG_INFO, "created data directory %s", path);
+		rdmafs_log(RDMAFS_LOG_INFO, "created data directory %s", path);
 	else if (errno != EEXIST) {
 		ret = -errno;
-		daemon_log(DLOG_ERR, "cannot create data directory %s: %s", path, strerror(-ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot create data directory %s: %s", path,
+			   strerror(-ret));
 		return ret;
 	}
 	out->dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (out->dir_fd < 0) {
 		ret = -errno;
-		daemon_log(DLOG_ERR, "cannot open data directory %s: %s", path, strerror(-ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open data directory %s: %s", path,
+			   strerror(-ret));
 		return ret;
 	}
 	out->marker_fd = openat(out->dir_fd, DATADIR_MARKER, O_RDONLY | O_CLOEXEC);
@@ -209,8 +211,8 @@ int datadir_open(const char *path, struct datadir *out)
 		if (ret)
 			goto err_close_dir;
 		if (!empty) {
-			daemon_log(
-				DLOG_ERR,
+			rdmafs_log(
+				RDMAFS_LOG_ERR,
 				"data directory %s is not empty and has no " DATADIR_MARKER
 				" marker: refusing to use it (give an empty or rdmafs directory)",
 				path);
@@ -219,7 +221,7 @@ int datadir_open(const char *path, struct datadir *out)
 		}
 		ret = marker_create(out->dir_fd, path, out->uuid);
 		if (ret) {
-			daemon_log(DLOG_ERR, "cannot initialise data directory %s: %s", path,
+			rdmafs_log(RDMAFS_LOG_ERR, "cannot initialise data directory %s: %s", path,
 				   strerror(-ret));
 			goto err_close_dir;
 		}
@@ -228,12 +230,14 @@ int datadir_open(const char *path, struct datadir *out)
 	}
 	if (out->marker_fd < 0) {
 		ret = -errno;
-		daemon_log(DLOG_ERR, "cannot open %s/" DATADIR_MARKER ": %s", path, strerror(-ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open %s/" DATADIR_MARKER ": %s", path,
+			   strerror(-ret));
 		goto err_close_dir;
 	}
 	if (flock(out->marker_fd, LOCK_EX | LOCK_NB)) {
 		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		daemon_log(DLOG_ERR, "data directory %s is in use by another rdmafs-daemon", path);
+		rdmafs_log(RDMAFS_LOG_ERR, "data directory %s is in use by another rdmafs-daemon",
+			   path);
 		goto err_close_marker;
 	}
 	ret = marker_check(out->marker_fd, path, out->uuid);
@@ -241,7 +245,7 @@ int datadir_open(const char *path, struct datadir *out)
 		goto err_close_marker;
 	uuid_format(out->uuid, out->uuid_text, sizeof(out->uuid_text));
 	if (!fresh)
-		daemon_log(DLOG_INFO, "data directory %s (format %d, uuid %s)", path,
+		rdmafs_log(RDMAFS_LOG_INFO, "data directory %s (format %d, uuid %s)", path,
 			   DATADIR_FORMAT_VERSION, out->uuid_text);
 	return 0;
 

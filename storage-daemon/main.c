@@ -29,15 +29,14 @@
 #include "daemon_i.h"
 #include "meta.h"
 
-#define SECRET_MAX 4096
-#define URI_MAX	   300
+#define URI_MAX 300
 /* The metadata service's store, inside the data directory. */
 #define META_SUBDIR "fsmeta"
 
 __attribute__((format(printf, 3, 0))) static void
 meta_log_bridge(void *arg, enum meta_log_level level, const char *fmt, va_list ap)
 {
-	daemon_vlog((enum daemon_log_level)level, fmt, ap);
+	rdmafs_vlog((enum rdmafs_log_level)level, fmt, ap);
 }
 
 /* Opens the metadata service's store in DATA_DIR/fsmeta (created on first start). */
@@ -50,7 +49,7 @@ static int open_metadata(const struct daemon_config *cfg, const struct datadir *
 
 	if (mkdirat(dd->dir_fd, META_SUBDIR, 0700) && errno != EEXIST) {
 		ret = -errno;
-		daemon_log(DLOG_ERR, "cannot create %s/%s: %s", cfg->data_dir, META_SUBDIR,
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot create %s/%s: %s", cfg->data_dir, META_SUBDIR,
 			   strerror(errno));
 		return ret;
 	}
@@ -59,7 +58,8 @@ static int open_metadata(const struct daemon_config *cfg, const struct datadir *
 		return -ENAMETOOLONG;
 	ret = meta_open(path, &mo, out);
 	if (ret)
-		daemon_log(DLOG_ERR, "cannot open the metadata store %s: %s", path, strerror(-ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open the metadata store %s: %s", path,
+			   strerror(-ret));
 	return ret;
 }
 
@@ -86,7 +86,7 @@ static int build_advertise(const struct daemon_config *cfg, struct xprt_listener
 			return -EINVAL;
 		if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
 		    strcmp(host, "*") == 0) {
-			daemon_log(DLOG_WARN,
+			rdmafs_log(RDMAFS_LOG_WARN,
 				   "listening on the wildcard %s: advertising this "
 				   "host's name; set advertise if clients cannot resolve it",
 				   cfg->listen[i]);
@@ -111,31 +111,17 @@ static void notify(const char *state)
 #endif
 }
 
-/* Reads the cluster secret; trailing newlines are not part of it. */
-static int read_secret(const char *path, uint8_t *out, size_t *len)
+/* Reads the cluster secret into malloc()ed *@out; says why when it cannot. */
+static int read_secret(const char *path, uint8_t **out, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	int ret = rdmafs_read_secret(path, out, len);
 
-	if (fd < 0) {
-		daemon_log(DLOG_ERR, "cannot read secret file %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	n = read(fd, out, SECRET_MAX);
-	close(fd);
-	if (n < 0) {
-		daemon_log(DLOG_ERR, "cannot read secret file %s: %s", path, strerror(errno));
-		return -EIO;
-	}
-	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
-		n--;
-	if (n == 0 || n == SECRET_MAX) {
-		daemon_log(DLOG_ERR, "secret file %s must hold 1 to %d bytes", path,
-			   SECRET_MAX - 1);
-		return -EINVAL;
-	}
-	*len = (size_t)n;
-	return 0;
+	if (ret == -EINVAL)
+		rdmafs_log(RDMAFS_LOG_ERR, "secret file %s must hold 1 to %d bytes", path,
+			   RDMAFS_SECRET_MAX);
+	else if (ret)
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot read secret file %s: %s", path, strerror(-ret));
+	return ret;
 }
 
 /* Writes @port to @path atomically (tmp + rename), for scripts and tests. */
@@ -178,17 +164,18 @@ int main(int argc, char **argv)
 	struct server *srv = NULL;
 	struct store *store;
 	struct datadir dd;
-	uint8_t secret[SECRET_MAX];
+	uint8_t *secret = NULL;
 	size_t secret_len = 0;
 	sigset_t sigs;
 	int ret, sig, status = 1;
 
+	rdmafs_log_init("rdmafs-daemon", RDMAFS_LOG_INFO);
 	ret = config_load(&cfg, argc, argv);
 	if (ret)
 		return ret > 0 ? 0 : 1;
-	daemon_log_set_level(cfg.log_level);
-	daemon_log_hook_xprt();
-	if (read_secret(cfg.secret_file, secret, &secret_len))
+	rdmafs_log_set_level(cfg.log_level);
+	rdmafs_log_hook_xprt();
+	if (read_secret(cfg.secret_file, &secret, &secret_len))
 		goto out_free_config;
 
 	/* Every thread inherits this mask; only sigwait() below takes the signals. */
@@ -203,7 +190,7 @@ int main(int argc, char **argv)
 		goto out_free_config;
 	ret = store_open(dd.dir_fd, cfg.max_chunk_size, cfg.lmdb_map_size, &store);
 	if (ret) {
-		daemon_log(DLOG_ERR, "cannot open the chunk store in %s: %s", cfg.data_dir,
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open the chunk store in %s: %s", cfg.data_dir,
 			   strerror(-ret));
 		goto out_close_datadir;
 	}
@@ -217,7 +204,7 @@ int main(int argc, char **argv)
 	opts.name = cfg.name ? cfg.name : "rdmafs-daemon";
 	ret = xprt_ctx_create(&opts, &ctx);
 	if (ret) {
-		daemon_log(DLOG_ERR, "cannot start the transport: %s", xprt_strerror(ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot start the transport: %s", xprt_strerror(ret));
 		goto out_close_meta;
 	}
 	sp.ctx = ctx;
@@ -229,31 +216,31 @@ int main(int argc, char **argv)
 	sp.max_chunk_size = cfg.max_chunk_size;
 	ret = server_create(&sp, &srv);
 	if (ret) {
-		daemon_log(DLOG_ERR, "cannot start the workers: %s", strerror(-ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot start the workers: %s", strerror(-ret));
 		goto out_destroy_ctx;
 	}
 	for (unsigned i = 0; i < cfg.listen_count; i++) {
 		ret = xprt_listen(ctx, cfg.listen[i], server_request_cb, srv, &listeners[i]);
 		if (ret) {
-			daemon_log(DLOG_ERR, "cannot listen on %s: %s", cfg.listen[i],
+			rdmafs_log(RDMAFS_LOG_ERR, "cannot listen on %s: %s", cfg.listen[i],
 				   xprt_strerror(ret));
 			goto out_close_listeners;
 		}
-		daemon_log(DLOG_INFO, "listening on %s (port %u, %s)", cfg.listen[i],
+		rdmafs_log(RDMAFS_LOG_INFO, "listening on %s (port %u, %s)", cfg.listen[i],
 			   xprt_listener_port(listeners[i]),
 			   xprt_kind_name(xprt_listener_kind(listeners[i])));
 	}
 	if (cfg.port_file) {
 		ret = write_port_file(cfg.port_file, xprt_listener_port(listeners[0]));
 		if (ret) {
-			daemon_log(DLOG_ERR, "cannot write port file %s: %s", cfg.port_file,
+			rdmafs_log(RDMAFS_LOG_ERR, "cannot write port file %s: %s", cfg.port_file,
 				   strerror(-ret));
 			goto out_close_listeners;
 		}
 	}
 	ret = build_advertise(&cfg, listeners, advertise, &ap.address_count);
 	if (ret) {
-		daemon_log(DLOG_ERR, "cannot work out the addresses to advertise: %s",
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot work out the addresses to advertise: %s",
 			   strerror(-ret));
 		goto out_close_listeners;
 	}
@@ -267,12 +254,12 @@ int main(int argc, char **argv)
 	ap.data_fd = store_data_fd(store);
 	ret = agent_start(&ap, &agent);
 	if (ret) {
-		daemon_log(DLOG_ERR, "cannot start cluster membership: %s", strerror(-ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot start cluster membership: %s", strerror(-ret));
 		goto out_close_listeners;
 	}
 	notify("READY=1");
-	daemon_log(DLOG_INFO, "serving data directory %s (uuid %s, %u workers%s)", cfg.data_dir,
-		   dd.uuid_text, cfg.workers, meta ? ", metadata service" : "");
+	rdmafs_log(RDMAFS_LOG_INFO, "serving data directory %s (uuid %s, %u workers%s)",
+		   cfg.data_dir, dd.uuid_text, cfg.workers, meta ? ", metadata service" : "");
 
 	for (;;) {
 		if (sigwait(&sigs, &sig))
@@ -281,7 +268,7 @@ int main(int argc, char **argv)
 			break;
 	}
 	notify("STOPPING=1");
-	daemon_log(DLOG_INFO, "stopping: draining requests in flight");
+	rdmafs_log(RDMAFS_LOG_INFO, "stopping: draining requests in flight");
 	status = 0;
 
 	agent_stop(agent);
@@ -299,8 +286,9 @@ out_close_store:
 out_close_datadir:
 	datadir_close(&dd);
 out_free_config:
+	free(secret);
 	config_free(&cfg);
 	if (status == 0)
-		daemon_log(DLOG_INFO, "stopped");
+		rdmafs_log(RDMAFS_LOG_INFO, "stopped");
 	return status;
 }

@@ -232,8 +232,8 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	if (ret)
 		goto out_free;
 	*moved = m->length;
-	if (daemon_crc32c(payload, m->length) != m->crc32c) {
-		daemon_log(DLOG_WARN,
+	if (rdmafs_crc32c(payload, m->length) != m->crc32c) {
+		rdmafs_log(RDMAFS_LOG_WARN,
 			   "chunk %016" PRIx64 "/%016" PRIx64 ": write payload from %s fails"
 			   " its checksum (%u bytes at %u)",
 			   id.inode, id.index, xprt_conn_peer_name(xprt_req_conn(req)), m->length,
@@ -307,7 +307,7 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	*moved = bytes;
 	STAT_ADD(srv->bytes_read, bytes);
 	resp.bytes = bytes;
-	resp.crc32c = daemon_crc32c(data, bytes);
+	resp.crc32c = rdmafs_crc32c(data, bytes);
 	resp.chunk_length = chunk_length;
 	ret = pack_reply(w, &resp.base, reply_len);
 out_free:
@@ -591,7 +591,7 @@ static void *scrub_main(void *arg)
 	ret = store_io_create(srv->store, NULL, &io);
 	if (ret)
 		goto out_fail;
-	daemon_log(DLOG_INFO, "scrub started");
+	rdmafs_log(RDMAFS_LOG_INFO, "scrub started");
 	while (!done) {
 		ret = store_list(srv->store, first ? NULL : &after, page, SCRUB_PAGE, &count,
 				 &done);
@@ -631,7 +631,7 @@ out_end:
 	free(page);
 	pthread_mutex_lock(&j->lock);
 	j->state = end;
-	daemon_log(end == RDMAFS__JOB_STATE__JOB_STATE_DONE ? DLOG_INFO : DLOG_WARN,
+	rdmafs_log(end == RDMAFS__JOB_STATE__JOB_STATE_DONE ? RDMAFS_LOG_INFO : RDMAFS_LOG_WARN,
 		   "scrub %s: %" PRIu64 " chunks, %" PRIu64 " bytes checked, %" PRIu64 " bad%s%s",
 		   end == RDMAFS__JOB_STATE__JOB_STATE_DONE	   ? "done"
 		   : end == RDMAFS__JOB_STATE__JOB_STATE_CANCELLED ? "cancelled"
@@ -817,7 +817,7 @@ static void handle(struct worker *w, struct queued *q)
 	}
 	if (ret && ret != -ENOSPC && ret != -EINVAL && ret != -EBADMSG && ret != -EOPNOTSUPP &&
 	    ret != -EBUSY && ret != -ESTALE)
-		daemon_log(DLOG_DEBUG, "method %u from %s: %s", method,
+		rdmafs_log(RDMAFS_LOG_DEBUG, "method %u from %s: %s", method,
 			   xprt_conn_peer_name(xprt_req_conn(req)), strerror(-ret));
 	account(w->srv, method, ret, moved, q->start_ns);
 	xprt_reply(req, ret, ret ? NULL : w->reply, ret ? 0 : reply_len);
@@ -927,7 +927,7 @@ int server_create(const struct server_params *p, struct server **out)
 	ret = xprt_pool_create(p->ctx, p->max_chunk_size, p->workers, XPRT_ACCESS_LOCAL,
 			       &srv->pool);
 	if (ret) {
-		daemon_log(DLOG_ERR, "cannot create the buffer pool (%u x %u bytes): %s",
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot create the buffer pool (%u x %u bytes): %s",
 			   p->workers, p->max_chunk_size, xprt_strerror(ret));
 		goto err_free;
 	}

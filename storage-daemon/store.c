@@ -207,7 +207,7 @@ static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_me
 	    disk->pending_count > disk->block_count ||
 	    disk->pending_first > disk->block_count - disk->pending_count ||
 	    v.mv_size != meta_bytes(disk)) {
-		daemon_log(DLOG_ERR,
+		rdmafs_log(RDMAFS_LOG_ERR,
 			   "chunk %016" PRIx64 "/%016" PRIx64
 			   ": metadata damaged or larger than max_chunk_size",
 			   id.inode, id.index);
@@ -293,8 +293,8 @@ static int chunk_open(struct store *st, struct store_chunk_id id, bool create, b
 		}
 		if (errno == EINVAL && direct) {
 			if (__atomic_exchange_n(&st->direct_ok, 0, __ATOMIC_RELAXED))
-				daemon_log(DLOG_WARN, "the data file system refuses O_DIRECT;"
-						      " using buffered I/O");
+				rdmafs_log(RDMAFS_LOG_WARN, "the data file system refuses O_DIRECT;"
+							    " using buffered I/O");
 			direct = false;
 			continue;
 		}
@@ -405,8 +405,8 @@ static int block_read_verified(struct store_io *io, int fd, struct store_chunk_i
 	if (got < BS)
 		memset(dst + got, 0, BS - got);
 	memset(dst + extent, 0, BS - extent);
-	if (!block_ok(m, b, daemon_crc32c(dst, extent))) {
-		daemon_log(DLOG_ERR,
+	if (!block_ok(m, b, rdmafs_crc32c(dst, extent))) {
+		rdmafs_log(RDMAFS_LOG_ERR,
 			   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data fails its"
 			   " checksum",
 			   id.inode, id.index, b);
@@ -465,7 +465,7 @@ err_close:
 	mdb_env_close(st->fence_env);
 	st->fence_env = NULL;
 err:
-	daemon_log(DLOG_ERR, "cannot open the fence table (LMDB meta/fences.mdb): %s",
+	rdmafs_log(RDMAFS_LOG_ERR, "cannot open the fence table (LMDB meta/fences.mdb): %s",
 		   mdb_strerror(rc));
 	pthread_rwlock_destroy(&st->fence_lock);
 	return mdb_to_errno(rc);
@@ -554,7 +554,7 @@ int store_fence_set(struct store *st, uint64_t inode, uint64_t generation, bool 
 		st->fence_count += fence == 0;
 		*now = generation;
 	}
-	daemon_log(DLOG_INFO, "inode %016" PRIx64 ": fence %s generation %" PRIu64, inode,
+	rdmafs_log(RDMAFS_LOG_INFO, "inode %016" PRIx64 ": fence %s generation %" PRIu64, inode,
 		   lift ? "lifted from" : "set at", generation);
 out_unlock:
 	pthread_rwlock_unlock(&st->fence_lock);
@@ -604,7 +604,8 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	if (!rc)
 		rc = mdb_env_open(st->env, path, MDB_NOSYNC | MDB_NOTLS, 0640);
 	if (rc) {
-		daemon_log(DLOG_ERR, "cannot open the chunk index (LMDB): %s", mdb_strerror(rc));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open the chunk index (LMDB): %s",
+			   mdb_strerror(rc));
 		ret = mdb_to_errno(rc);
 		goto err_close_env;
 	}
@@ -619,7 +620,8 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 			rc = mdb_txn_commit(txn);
 	}
 	if (rc) {
-		daemon_log(DLOG_ERR, "cannot open the chunk index (LMDB): %s", mdb_strerror(rc));
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open the chunk index (LMDB): %s",
+			   mdb_strerror(rc));
 		ret = mdb_to_errno(rc);
 		goto err_close_env;
 	}
@@ -682,7 +684,7 @@ int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **
 	}
 	ret = io_uring_queue_init(RING_ENTRIES, &io->ring, 0);
 	if (ret) {
-		daemon_log(DLOG_ERR, "io_uring_queue_init: %s", strerror(-ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "io_uring_queue_init: %s", strerror(-ret));
 		goto err_free;
 	}
 	if (pool) {
@@ -694,7 +696,7 @@ int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **
 		if (ret == 0)
 			io->fixed = true;
 		else
-			daemon_log(DLOG_WARN,
+			rdmafs_log(RDMAFS_LOG_WARN,
 				   "io_uring_register_buffers: %s (raise the memlock limit);"
 				   " using unregistered buffers",
 				   strerror(-ret));
@@ -730,11 +732,11 @@ static void meta_grow_zeros(struct chunk_meta *m, uint32_t new_len)
 	if (old_len % BS) {
 		uint32_t upto = min_u32((b + 1) * BS, new_len);
 
-		m->crc[b] = daemon_crc32c_extend(m->crc[b], zero_block, upto - old_len);
+		m->crc[b] = rdmafs_crc32c_extend(m->crc[b], zero_block, upto - old_len);
 		b++;
 	}
 	for (; b * BS < new_len; b++)
-		m->crc[b] = daemon_crc32c(zero_block, min_u32(BS, new_len - b * BS));
+		m->crc[b] = rdmafs_crc32c(zero_block, min_u32(BS, new_len - b * BS));
 	m->length = new_len;
 	m->block_count = div_up(new_len, BS);
 }
@@ -778,7 +780,7 @@ static int resolve_pending(struct store_io *io, int fd, struct chunk_meta *m)
 			return ret;
 		if (got < BS)
 			memset(io->aux + got, 0, BS - got);
-		crc = daemon_crc32c(io->aux, extent);
+		crc = rdmafs_crc32c(io->aux, extent);
 		if (crc == m->crc[m->block_count + b - first])
 			m->crc[b] = crc;
 	}
@@ -801,7 +803,7 @@ static void punch_zero_blocks(int fd, const uint8_t *payload, uint32_t offset, u
 		return;
 	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, first, last - first) &&
 	    errno != EOPNOTSUPP)
-		daemon_log(DLOG_WARN, "punching a hole in a chunk file: %s", strerror(errno));
+		rdmafs_log(RDMAFS_LOG_WARN, "punching a hole in a chunk file: %s", strerror(errno));
 }
 
 int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, uint32_t len,
@@ -868,7 +870,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 		m->pending_count = last - b0;
 		for (uint32_t b = b0; b < last; b++)
 			m->crc[m->block_count + b - b0] =
-				daemon_crc32c(buf + (b - b0) * BS, min_u32(BS, old_len - b * BS));
+				rdmafs_crc32c(buf + (b - b0) * BS, min_u32(BS, old_len - b * BS));
 		ret = meta_put(st, id, m);
 		if (ret)
 			goto out_close;
@@ -880,14 +882,14 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 		int err = ret;
 
 		if (ftruncate(fd, old_len))
-			daemon_log(DLOG_WARN, "ftruncate after a failed write: %s",
+			rdmafs_log(RDMAFS_LOG_WARN, "ftruncate after a failed write: %s",
 				   strerror(errno));
 		if (m->pending_count && resolve_pending(io, fd, m) == 0) {
 			m->version++;
 			meta_put(st, id, m);
 		}
 		if (err != -ENOSPC && err != -EDQUOT)
-			daemon_log(DLOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " write: %s",
+			rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " write: %s",
 				   id.inode, id.index, strerror(-err));
 		ret = err == -EDQUOT ? -ENOSPC : err;
 		goto out_close;
@@ -902,7 +904,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (wstart > old_len)
 		meta_grow_zeros(m, wstart);
 	for (uint32_t b = b0; b < b1; b++)
-		m->crc[b] = daemon_crc32c(buf + (b - b0) * BS, min_u32(BS, new_len - b * BS));
+		m->crc[b] = rdmafs_crc32c(buf + (b - b0) * BS, min_u32(BS, new_len - b * BS));
 	m->length = new_len;
 	m->block_count = div_up(new_len, BS);
 	m->version++;
@@ -956,7 +958,7 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 		ret = ring_rw(io, false, fd, buf, (b1 - b0) * BS, (uint64_t)b0 * BS, &got);
 		close(fd);
 		if (ret) {
-			daemon_log(DLOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " read: %s",
+			rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " read: %s",
 				   id.inode, id.index, strerror(-ret));
 			goto out_unlock;
 		}
@@ -966,8 +968,8 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 	for (uint32_t b = b0; b < b1; b++) {
 		uint32_t extent = min_u32(BS, m->length - b * BS);
 
-		if (!block_ok(m, b, daemon_crc32c(buf + (b - b0) * BS, extent))) {
-			daemon_log(DLOG_ERR,
+		if (!block_ok(m, b, rdmafs_crc32c(buf + (b - b0) * BS, extent))) {
+			rdmafs_log(RDMAFS_LOG_ERR,
 				   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data"
 				   " fails its checksum",
 				   id.inode, id.index, b);
@@ -1009,8 +1011,9 @@ int store_verify(struct store_io *io, struct store_chunk_id id, uint8_t *buf, ui
 		ret = ring_rw(io, false, fd, buf, blocks * BS, 0, &got);
 		close(fd);
 		if (ret) {
-			daemon_log(DLOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " scrub read: %s",
-				   id.inode, id.index, strerror(-ret));
+			rdmafs_log(RDMAFS_LOG_ERR,
+				   "chunk %016" PRIx64 "/%016" PRIx64 " scrub read: %s", id.inode,
+				   id.index, strerror(-ret));
 			ret = -EIO;
 			goto out_unlock;
 		}
@@ -1020,8 +1023,8 @@ int store_verify(struct store_io *io, struct store_chunk_id id, uint8_t *buf, ui
 	for (uint32_t b = 0; b < blocks; b++) {
 		if (!block_ok(
 			    m, b,
-			    daemon_crc32c(buf + (size_t)b * BS, min_u32(BS, m->length - b * BS)))) {
-			daemon_log(DLOG_ERR,
+			    rdmafs_crc32c(buf + (size_t)b * BS, min_u32(BS, m->length - b * BS)))) {
+			rdmafs_log(RDMAFS_LOG_ERR,
 				   "chunk %016" PRIx64 "/%016" PRIx64 " block %u: stored data"
 				   " fails its checksum (scrub)",
 				   id.inode, id.index, b);
@@ -1066,7 +1069,7 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 			ret = block_read_verified(io, fd, id, lb, m, io->aux);
 			if (ret)
 				goto out_close;
-			m->crc[lb] = daemon_crc32c(io->aux, length % BS);
+			m->crc[lb] = rdmafs_crc32c(io->aux, length % BS);
 		}
 		m->length = length;
 		m->block_count = div_up(length, BS);
@@ -1190,8 +1193,9 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 		ret = ring_fsync(io, fd, true);
 		close(fd);
 		if (ret) {
-			daemon_log(DLOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " fdatasync: %s",
-				   id.inode, id.index, strerror(-ret));
+			rdmafs_log(RDMAFS_LOG_ERR,
+				   "chunk %016" PRIx64 "/%016" PRIx64 " fdatasync: %s", id.inode,
+				   id.index, strerror(-ret));
 			return ret;
 		}
 	}

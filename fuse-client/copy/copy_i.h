@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "rdmafs_common.h"
 #include "rdmafs_fs.h"
 
 #define CP_NAME_MAX 255

@@ -506,7 +506,7 @@ int main(int argc, char *argv[])
 	}
 	if (!secret_file)
 		secret_file = DEFAULT_SECRET;
-	ret = rfs_read_secret(secret_file, &secret, &secret_len);
+	ret = rdmafs_read_secret(secret_file, &secret, &secret_len);
 	if (ret) {
 		fprintf(stderr, "%s: cannot read the secret file %s: %s\n", prog, secret_file,
 			ret == -EINVAL ? "must hold 1 to 4095 bytes" : strerror(-ret));

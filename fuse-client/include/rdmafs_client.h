@@ -132,9 +132,6 @@ int rfc_daemon_stats(struct rfc_client *client, struct rfc_daemon_stats *out);
 int rfc_call_raw(struct rfc_client *client, uint32_t method, const void *req, size_t req_len,
 		 void *resp, size_t resp_cap, size_t *resp_len);
 
-/* The CRC-32C the protocol uses (Castagnoli; "123456789" -> 0xe3069283). */
-uint32_t rfc_crc32c(const void *data, size_t len);
-
 #ifdef __cplusplus
 }
 #endif

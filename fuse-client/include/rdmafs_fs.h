@@ -13,7 +13,7 @@
  *    transport is forced). A daemon that cannot be reached is retried with
  *    exponential backoff; meanwhile calls to it fail at once.
  *  - Striped chunk I/O: a byte range is cut at chunk boundaries, each chunk is
- *    placed with meta_place_chunk() over the file's layout, and the chunk RPCs
+ *    placed with rdmafs_place_chunk() over the file's layout, and the chunk RPCs
  *    go to all daemons at once from buffers of a registered pool, which the
  *    daemons RDMA READ (writes) or RDMA WRITE (reads).
  *
@@ -78,9 +78,6 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out);
 
 /* Closes every connection and frees everything. No call may be running. NULL is a no-op. */
 void rfs_destroy(struct rfs *fs);
-
-/* Reads a cluster secret file (trailing newlines dropped) into malloc()ed *@out. */
-int rfs_read_secret(const char *path, uint8_t **out, size_t *len);
 
 /* ---- metadata ---------------------------------------------------------------- */
 

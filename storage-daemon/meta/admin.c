@@ -98,10 +98,10 @@ static int check_uuid_list(const ProtobufCBinaryData *list, size_t n)
 	if (n > META_MAX_STRIPE)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++) {
-		if (list[i].len != META_UUID_LEN || !list[i].data)
+		if (list[i].len != RDMAFS_UUID_LEN || !list[i].data)
 			return -EINVAL;
 		for (size_t j = 0; j < i; j++)
-			if (memcmp(list[i].data, list[j].data, META_UUID_LEN) == 0)
+			if (memcmp(list[i].data, list[j].data, RDMAFS_UUID_LEN) == 0)
 				return -EINVAL;
 	}
 	return 0;
@@ -132,14 +132,14 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 	if (req->n_expected_daemons != in->r.stripe_width)
 		return -ESTALE;
 	for (uint32_t i = 0; i < in->r.stripe_width; i++)
-		if (memcmp(req->expected_daemons[i].data, in->daemons[i], META_UUID_LEN) != 0)
+		if (memcmp(req->expected_daemons[i].data, in->daemons[i], RDMAFS_UUID_LEN) != 0)
 			return -ESTALE;
 	for (size_t i = 0; i < req->n_daemons; i++) {
 		bool kept = false;
 
 		for (size_t j = 0; j < req->n_expected_daemons && !kept; j++)
 			kept = memcmp(req->daemons[i].data, req->expected_daemons[j].data,
-				      META_UUID_LEN) == 0;
+				      RDMAFS_UUID_LEN) == 0;
 		ret = meta_daemon_state(t, req->daemons[i].data, &state);
 		if (ret == -ENOENT)
 			return -EINVAL;
@@ -154,7 +154,7 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 		return -EOVERFLOW; /* 4 billion drains of one file: never in practice */
 	in->r.stripe_width = (uint32_t)req->n_daemons;
 	for (size_t i = 0; i < req->n_daemons; i++)
-		memcpy(in->daemons[i], req->daemons[i].data, META_UUID_LEN);
+		memcpy(in->daemons[i], req->daemons[i].data, RDMAFS_UUID_LEN);
 	/* daemons fence requests that carry an older generation (CHUNK_FENCE) */
 	in->r.layout_generation++;
 	ret = meta_store_inode_put(t, in);

@@ -34,7 +34,7 @@ static const char *uuid_text(const uint8_t *uuid, char *buf, size_t len)
 	static const char hex[] = "0123456789abcdef";
 	size_t o = 0;
 
-	for (int i = 0; i < META_UUID_LEN && o + 3 < len; i++) {
+	for (int i = 0; i < RDMAFS_UUID_LEN && o + 3 < len; i++) {
 		if (i == 4 || i == 6 || i == 8 || i == 10)
 			buf[o++] = '-';
 		buf[o++] = hex[uuid[i] >> 4];
@@ -54,7 +54,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	char text[40];
 	int ret;
 
-	if (req->uuid.len != META_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES)
+	if (req->uuid.len != RDMAFS_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES)
 		return -EINVAL;
 	for (size_t i = 0; i < req->n_addresses; i++) {
 		size_t len = strlen(req->addresses[i]);
@@ -72,7 +72,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	if (ret && ret != -ENOENT)
 		return ret;
 	known = ret == 0;
-	memcpy(d->uuid, req->uuid.data, META_UUID_LEN);
+	memcpy(d->uuid, req->uuid.data, RDMAFS_UUID_LEN);
 	if (known)
 		d->r = old->r;
 	d->r.address_count = (uint32_t)req->n_addresses;
@@ -122,7 +122,7 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	char text[40];
 	int ret;
 
-	if (req->uuid.len != META_UUID_LEN)
+	if (req->uuid.len != RDMAFS_UUID_LEN)
 		return -EINVAL;
 	d = meta_alloc(t, sizeof(*d));
 	out = meta_alloc(t, sizeof(*out));
@@ -169,8 +169,8 @@ static int cluster_map_add(struct meta_txn *t, struct daemon *d, void *arg)
 	if (!info)
 		return -ENOMEM;
 	rdmafs__daemon_info__init(info);
-	info->uuid.data = meta_dup(t, d->uuid, META_UUID_LEN);
-	info->uuid.len = META_UUID_LEN;
+	info->uuid.data = meta_dup(t, d->uuid, RDMAFS_UUID_LEN);
+	info->uuid.len = RDMAFS_UUID_LEN;
 	info->capacity_bytes = d->r.capacity_bytes;
 	info->used_bytes = d->r.used_bytes;
 	info->state = d->r.state;
@@ -228,7 +228,7 @@ static int layout_count_one(struct meta_txn *t, const struct inode *in, void *ar
 	struct layout_count_walk *w = arg;
 
 	for (uint32_t i = 0; i < in->r.stripe_width; i++) {
-		if (memcmp(in->daemons[i], w->uuid, META_UUID_LEN) == 0) {
+		if (memcmp(in->daemons[i], w->uuid, RDMAFS_UUID_LEN) == 0) {
 			w->count++;
 			return w->first_only ? 1 : 0;
 		}
@@ -280,7 +280,7 @@ int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *msg, Protob
 	uint64_t remaining;
 	int ret;
 
-	if (req->uuid.len != META_UUID_LEN)
+	if (req->uuid.len != RDMAFS_UUID_LEN)
 		return -EINVAL;
 	d = meta_alloc(t, sizeof(*d));
 	out = meta_alloc(t, sizeof(*out));
@@ -318,7 +318,7 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 	char text[40];
 	int ret;
 
-	if (req->uuid.len != META_UUID_LEN)
+	if (req->uuid.len != RDMAFS_UUID_LEN)
 		return -EINVAL;
 	switch (req->state) {
 	case RDMAFS__DAEMON_STATE__DAEMON_STATE_UP:
@@ -418,7 +418,7 @@ static uint64_t splitmix64(uint64_t x)
 
 struct candidate {
 	uint64_t score;
-	uint8_t uuid[META_UUID_LEN];
+	uint8_t uuid[RDMAFS_UUID_LEN];
 };
 
 static int candidate_cmp(const void *a, const void *b)
@@ -427,7 +427,7 @@ static int candidate_cmp(const void *a, const void *b)
 
 	if (x->score != y->score)
 		return x->score < y->score ? 1 : -1;
-	return memcmp(x->uuid, y->uuid, META_UUID_LEN);
+	return memcmp(x->uuid, y->uuid, RDMAFS_UUID_LEN);
 }
 
 struct layout_walk {
@@ -444,9 +444,9 @@ static int layout_candidate(struct meta_txn *t, struct daemon *d, void *arg)
 		return 1;
 	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 		return 0;
-	memcpy(w->cand[w->n].uuid, d->uuid, META_UUID_LEN);
+	memcpy(w->cand[w->n].uuid, d->uuid, RDMAFS_UUID_LEN);
 	w->cand[w->n].score =
-		meta_rendezvous_score(w->in->r.placement_seed, w->in->ino, LAYOUT_INDEX, d->uuid);
+		rdmafs_rendezvous_score(w->in->r.placement_seed, w->in->ino, LAYOUT_INDEX, d->uuid);
 	w->n++;
 	return 0;
 }
@@ -477,7 +477,7 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 		w.n < t->m->opts.stripe_width ? (uint32_t)w.n : t->m->opts.stripe_width;
 	in->r.placement = RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1;
 	for (uint32_t i = 0; i < in->r.stripe_width; i++)
-		memcpy(in->daemons[i], w.cand[i].uuid, META_UUID_LEN);
+		memcpy(in->daemons[i], w.cand[i].uuid, RDMAFS_UUID_LEN);
 	return 0;
 }
 

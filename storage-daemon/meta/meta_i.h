@@ -28,7 +28,7 @@
 #include "rdmafs.pb-c.h"
 #include "meta.h"
 #include "meta_store_i.h"
-#include "placement.h"
+#include "rdmafs_common.h"
 
 #define META_FORMAT_VERSION 1
 #define META_ROOT_INO	    1
@@ -55,7 +55,7 @@ int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state);
 
 /*
  * Chooses the daemons of a new file's layout: min(stripe width, UP daemons),
- * the top scores of meta_rendezvous_score(seed, ino, 0, uuid), so files spread
+ * the top scores of rdmafs_rendezvous_score(seed, ino, 0, uuid), so files spread
  * over all daemons. -ENOSPC when no daemon is UP.
  */
 int meta_choose_layout(struct meta_txn *t, struct inode *in);

@@ -41,7 +41,7 @@
 #include <time.h>
 
 #include "meta.h"
-#include "placement.h"
+#include "rdmafs_common.h"
 
 /* Limits of the records. */
 #define META_NAME_MAX	     255
@@ -98,7 +98,7 @@ struct inode_rec {
 struct inode {
 	uint64_t ino;
 	struct inode_rec r;
-	uint8_t daemons[META_MAX_STRIPE][META_UUID_LEN];
+	uint8_t daemons[META_MAX_STRIPE][RDMAFS_UUID_LEN];
 };
 
 struct dirent_val {
@@ -132,7 +132,7 @@ struct daemon_rec {
 
 /* A daemons record decoded. */
 struct daemon {
-	uint8_t uuid[META_UUID_LEN];
+	uint8_t uuid[RDMAFS_UUID_LEN];
 	struct daemon_rec r;
 	uint16_t address_len[META_MAX_ADDRESSES];
 	char address[META_MAX_ADDRESSES][META_MAX_ADDRESS_LEN + 1];
@@ -330,7 +330,7 @@ int meta_store_alloc_known(struct meta_txn *t, uint64_t ino);
 /* Sets that mark on inode @ino. */
 int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino);
 
-/* Reads the cluster map's daemon @uuid (META_UUID_LEN bytes) into @out. */
+/* Reads the cluster map's daemon @uuid (RDMAFS_UUID_LEN bytes) into @out. */
 int meta_store_daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *out);
 /* Writes daemon @d (d->uuid), creating or replacing it. */
 int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d);

@@ -182,10 +182,10 @@ int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout *
 	if (!l->daemons)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < in->r.stripe_width; i++) {
-		l->daemons[i].data = meta_dup(t, in->daemons[i], META_UUID_LEN);
+		l->daemons[i].data = meta_dup(t, in->daemons[i], RDMAFS_UUID_LEN);
 		if (!l->daemons[i].data)
 			return -ENOMEM;
-		l->daemons[i].len = META_UUID_LEN;
+		l->daemons[i].len = RDMAFS_UUID_LEN;
 	}
 	l->n_daemons = in->r.stripe_width;
 	*out = l;
@@ -1611,10 +1611,10 @@ static int update_allocations(struct meta_txn *t, const Rdmafs__UpdateSizeReq *r
 		const Rdmafs__DaemonAllocation *a = req->allocations[i];
 		uint32_t d;
 
-		if (!a || a->uuid.len != META_UUID_LEN)
+		if (!a || a->uuid.len != RDMAFS_UUID_LEN)
 			return -EINVAL;
 		for (d = 0; d < in->r.stripe_width; d++)
-			if (memcmp(in->daemons[d], a->uuid.data, META_UUID_LEN) == 0)
+			if (memcmp(in->daemons[d], a->uuid.data, RDMAFS_UUID_LEN) == 0)
 				break;
 		if (d == in->r.stripe_width)
 			continue;

@@ -158,10 +158,10 @@ static int inode_decode(struct meta *m, uint64_t ino, const MDB_val *v, struct i
 	out->ino = ino;
 	memcpy(&out->r, v->mv_data, sizeof(out->r));
 	if (out->r.stripe_width > META_MAX_STRIPE ||
-	    v->mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * META_UUID_LEN)
+	    v->mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * RDMAFS_UUID_LEN)
 		goto corrupt;
 	memcpy(out->daemons, (const uint8_t *)v->mv_data + sizeof(out->r),
-	       (size_t)out->r.stripe_width * META_UUID_LEN);
+	       (size_t)out->r.stripe_width * RDMAFS_UUID_LEN);
 	return 0;
 corrupt:
 	meta_log(m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
@@ -185,7 +185,7 @@ int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 {
 	uint8_t key[8];
-	size_t layout = (size_t)in->r.stripe_width * META_UUID_LEN;
+	size_t layout = (size_t)in->r.stripe_width * RDMAFS_UUID_LEN;
 	MDB_val k = {sizeof(key), key}, v = {sizeof(in->r) + layout, NULL};
 	int rc;
 
@@ -326,11 +326,11 @@ int meta_store_handle_delete(struct meta_txn *t, uint64_t handle)
 
 int meta_store_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes)
 {
-	uint8_t key[8 + META_UUID_LEN];
+	uint8_t key[8 + RDMAFS_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v = {sizeof(bytes), &bytes};
 
 	put_be64(key, ino);
-	memcpy(key + 8, uuid, META_UUID_LEN);
+	memcpy(key + 8, uuid, RDMAFS_UUID_LEN);
 	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_allocs, &k, &v, 0));
 }
 
@@ -359,7 +359,7 @@ int meta_store_alloc_known(struct meta_txn *t, uint64_t ino)
 
 int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 {
-	uint8_t key[8 + META_UUID_LEN];
+	uint8_t key[8 + RDMAFS_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v;
 	uint64_t b;
 	int rc;
@@ -368,7 +368,7 @@ int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *b
 	put_be64(key, in->ino);
 	/* a point lookup per layout daemon: records of daemons a drain took away do not count */
 	for (uint32_t d = 0; d < in->r.stripe_width; d++) {
-		memcpy(key + 8, in->daemons[d], META_UUID_LEN);
+		memcpy(key + 8, in->daemons[d], RDMAFS_UUID_LEN);
 		k.mv_size = sizeof(key);
 		k.mv_data = key;
 		rc = mdb_get(txn_of(t), store_of(t)->db_allocs, &k, &v);
@@ -663,9 +663,9 @@ static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, str
 	const uint8_t *p = (const uint8_t *)v->mv_data + sizeof(d->r);
 	const uint8_t *end = (const uint8_t *)v->mv_data + v->mv_size;
 
-	if (k->mv_size != META_UUID_LEN || v->mv_size < sizeof(d->r))
+	if (k->mv_size != RDMAFS_UUID_LEN || v->mv_size < sizeof(d->r))
 		goto corrupt;
-	memcpy(d->uuid, k->mv_data, META_UUID_LEN);
+	memcpy(d->uuid, k->mv_data, RDMAFS_UUID_LEN);
 	memcpy(&d->r, v->mv_data, sizeof(d->r));
 	if (d->r.address_count > META_MAX_ADDRESSES)
 		goto corrupt;
@@ -693,7 +693,7 @@ corrupt:
 
 int meta_store_daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *out)
 {
-	MDB_val k = {META_UUID_LEN, (void *)uuid}, v;
+	MDB_val k = {RDMAFS_UUID_LEN, (void *)uuid}, v;
 	int rc = mdb_get(txn_of(t), store_of(t)->db_daemons, &k, &v);
 
 	if (rc)
@@ -703,7 +703,7 @@ int meta_store_daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon
 
 int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
 {
-	MDB_val k = {META_UUID_LEN, (void *)d->uuid}, v;
+	MDB_val k = {RDMAFS_UUID_LEN, (void *)d->uuid}, v;
 	size_t size = sizeof(d->r);
 	uint8_t *p;
 	int rc;

@@ -23,6 +23,7 @@
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
+#include "rdmafs_common.h"
 #include "harness.h"
 
 #define MiB	  (1u << 20)
@@ -574,10 +575,11 @@ static int test_corrupt(void)
 	/* A payload whose checksum does not match is refused on the wire. */
 	raw_open(&r, &d);
 	fill_pattern(xprt_buf_data(r.buf), 8192, 9);
-	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rfc_crc32c(xprt_buf_data(r.buf), 8192) ^ 1, 8192,
-			0);
+	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rdmafs_crc32c(xprt_buf_data(r.buf), 8192) ^ 1,
+			8192, 0);
 	CHECK(ret == -EIO, "write with a bad crc: %d, want -EIO", ret);
-	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rfc_crc32c(xprt_buf_data(r.buf), 8192), 8192, 0);
+	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rdmafs_crc32c(xprt_buf_data(r.buf), 8192), 8192,
+			0);
 	CHECK(ret == 0, "write with the right crc: %d", ret);
 	raw_close(&r);
 
@@ -1057,7 +1059,8 @@ static int test_malformed(void)
 	checks += 2;
 
 	/* A descriptor with a wrong key: refused by the target, fatal to that connection. */
-	ret = raw_write(&r, 1, MiB, 0, 4096, rfc_crc32c(xprt_buf_data(r.buf), 4096), 4096, 0x5a5a);
+	ret = raw_write(&r, 1, MiB, 0, 4096, rdmafs_crc32c(xprt_buf_data(r.buf), 4096), 4096,
+			0x5a5a);
 	CHECK(ret < 0, "write from a bad descriptor: %d", ret);
 	printf("  bad descriptor: %s\n", xprt_strerror(ret));
 	raw_reconnect(&r, &d);

@@ -25,7 +25,7 @@ verdict() {
 }
 echo "--- fault-drain over $kind"
 "${cluster[@]}" --mounts 2 -- "$here/drain.sh" %MOUNT% %MOUNT2% \
-	"$build/tests/fault/fault-writer" "$build/storage-daemon/ctl/rdmafsctl"
+	"$build/tests/fault/fault-writer" "$build/fuse-client/ctl/rdmafsctl"
 rc=$?
 echo "--- fault-drain over $kind: exit $rc"
 verdict $rc

@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 
 #include "fscheck.h"
+#include "rdmafs_common.h"
 #include "rdmafs_fs.h"
 
 #define KIB 1024ll
@@ -156,7 +157,7 @@ static struct rfs *core_get(void)
 		return core;
 	if (!secret)
 		error_exit("RDMAFS_CLUSTER_META without RDMAFS_CLUSTER_SECRET");
-	ret = rfs_read_secret(secret, &key, &key_len);
+	ret = rdmafs_read_secret(secret, &key, &key_len);
 	if (ret)
 		error_exit("reading the secret %s: %s", secret, strerror(-ret));
 	rfs_options_init(&o);

@@ -449,7 +449,7 @@ static void setup_once(void)
 	struct datadir dd;
 
 	trace = getenv("FUZZ_TRACE") != NULL;
-	daemon_log_set_level(trace ? DLOG_DEBUG : DLOG_ERR);
+	rdmafs_log_set_level(trace ? RDMAFS_LOG_DEBUG : RDMAFS_LOG_ERR);
 	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
 	xprt_options_init(&o);
 	o.secret = "fuzz";
@@ -534,7 +534,7 @@ static size_t fix_crc(const uint8_t *body, size_t len, uint8_t *out, size_t cap)
 
 		for (uint32_t i = 0; i < m->length; i++)
 			bytes[i] = fake_byte(m->buf->addr + i);
-		m->crc32c = daemon_crc32c(bytes, m->length);
+		m->crc32c = rdmafs_crc32c(bytes, m->length);
 		if (rdmafs__chunk_write_req__get_packed_size(m) <= cap)
 			n = rdmafs__chunk_write_req__pack(m, out);
 	}

@@ -30,7 +30,7 @@
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
-#include "placement.h"
+#include "rdmafs_common.h"
 #include "harness.h"
 #include "json.h"
 
@@ -278,7 +278,7 @@ static struct cluster_daemon *placed(const struct file *f, uint64_t index)
 
 	for (size_t i = 0; i < f->width; i++)
 		list[i] = f->layout[i];
-	slot = meta_place_chunk(list, f->width, f->layout_seed, f->ino, index);
+	slot = rdmafs_place_chunk(list, f->width, f->layout_seed, f->ino, index);
 	CHECK(slot >= 0, "placement");
 	return daemon_by_uuid(list[slot]);
 }

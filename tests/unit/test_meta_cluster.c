@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "placement.h"
+#include "rdmafs_common.h"
 #include "test_meta_util.h"
 
 #define ROOT	 1

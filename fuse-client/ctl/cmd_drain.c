@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #include "xprt.h"
-#include "placement.h"
+#include "rdmafs_common.h"
 #include "ctl_i.h"
 
 #define MAX_PASSES 5
@@ -70,7 +70,7 @@ static int drain_status(struct ctl *c, const struct ctl_daemon *d, Rdmafs__Drain
 	Rdmafs__DrainStatusReq req = RDMAFS__DRAIN_STATUS_REQ__INIT;
 
 	req.uuid.data = (uint8_t *)d->uuid;
-	req.uuid.len = CTL_UUID_LEN;
+	req.uuid.len = RDMAFS_UUID_LEN;
 	return ctl_meta_call(c, RDMAFS__METHOD__METHOD_DRAIN_STATUS, &req.base,
 			     &rdmafs__drain_status_resp__descriptor, (ProtobufCMessage **)out);
 }
@@ -83,7 +83,7 @@ static int set_state(struct ctl *c, const struct ctl_daemon *d, Rdmafs__DaemonSt
 	int ret;
 
 	req.uuid.data = (uint8_t *)d->uuid;
-	req.uuid.len = CTL_UUID_LEN;
+	req.uuid.len = RDMAFS_UUID_LEN;
 	req.state = state;
 	req.force = force;
 	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_SET_DAEMON_STATE, &req.base,
@@ -99,7 +99,7 @@ static int set_state(struct ctl *c, const struct ctl_daemon *d, Rdmafs__DaemonSt
 static bool layout_names(const Rdmafs__Layout *l, const uint8_t *uuid)
 {
 	for (size_t i = 0; l && i < l->n_daemons; i++)
-		if (memcmp(l->daemons[i].data, uuid, CTL_UUID_LEN) == 0)
+		if (memcmp(l->daemons[i].data, uuid, RDMAFS_UUID_LEN) == 0)
 			return true;
 	return false;
 }
@@ -116,7 +116,7 @@ static const uint8_t *replacement(struct drain *dr, uint64_t seed, uint64_t ino)
 
 		if (d == dr->src || d->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 			continue;
-		s = meta_rendezvous_score(seed, ino, LAYOUT_INDEX, d->uuid);
+		s = rdmafs_rendezvous_score(seed, ino, LAYOUT_INDEX, d->uuid);
 		if (!best || s > best_score) {
 			best = d->uuid;
 			best_score = s;
@@ -159,8 +159,8 @@ static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 			}
 			after_ino = e->chunk->inode;
 			after_index = e->chunk->index;
-			slot = meta_place_chunk(daemons, n, l->placement_seed, ino,
-						e->chunk->index);
+			slot = rdmafs_place_chunk(daemons, n, l->placement_seed, ino,
+						  e->chunk->index);
 			dst = slot >= 0 ? ctl_map_find(c, daemons[slot]) : NULL;
 			if (!dst) {
 				ret = -EINVAL;
@@ -211,13 +211,13 @@ static int set_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *old,
 		      const uint8_t *const *daemons, size_t n)
 {
 	Rdmafs__SetLayoutReq req = RDMAFS__SET_LAYOUT_REQ__INIT;
-	ProtobufCBinaryData list[CTL_MAX_STRIPE];
+	ProtobufCBinaryData list[RDMAFS_MAX_STRIPE];
 	ProtobufCMessage *resp;
 	int ret;
 
 	for (size_t i = 0; i < n; i++) {
 		list[i].data = (uint8_t *)daemons[i];
-		list[i].len = CTL_UUID_LEN;
+		list[i].len = RDMAFS_UUID_LEN;
 	}
 	req.ino = ino;
 	req.expected_daemons = old->daemons;
@@ -293,14 +293,14 @@ static void remove_gone(struct drain *dr, uint64_t ino, const uint8_t *const *da
 static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 {
 	const Rdmafs__Layout *l = e->layout;
-	const uint8_t *daemons[CTL_MAX_STRIPE];
-	bool used[CTL_MAX_STRIPE] = {false};
+	const uint8_t *daemons[RDMAFS_MAX_STRIPE];
+	bool used[RDMAFS_MAX_STRIPE] = {false};
 	uint64_t fence = l->generation + 1;
 	size_t n = 0;
 	int ret;
 
 	for (size_t i = 0; i < l->n_daemons; i++)
-		if (memcmp(l->daemons[i].data, dr->src->uuid, CTL_UUID_LEN) != 0)
+		if (memcmp(l->daemons[i].data, dr->src->uuid, RDMAFS_UUID_LEN) != 0)
 			daemons[n++] = l->daemons[i].data;
 	if (n == 0) {
 		daemons[0] = replacement(dr, l->placement_seed, e->ino);
@@ -416,7 +416,7 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 	struct drain dr = {.c = c, .progress = (ctl_flags & CTL_FLAG_WAIT) != 0};
 	Rdmafs__DrainStatusResp *s = NULL;
 	bool removable = false, has_target = false;
-	uint8_t uuid[CTL_UUID_LEN];
+	uint8_t uuid[RDMAFS_UUID_LEN];
 	char uuid_text[37];
 	uint64_t touched;
 	int ret, status;

@@ -12,9 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <isa-l/crc.h>
-
 #include "xprt.h"
+#include "rdmafs_common.h"
 #include "ctl_i.h"
 
 /* The largest piece of a chunk moved at once. */
@@ -74,7 +73,7 @@ void ctl_uuid_format(const uint8_t *uuid, char out[37])
 	static const char hex[] = "0123456789abcdef";
 	size_t o = 0;
 
-	for (int i = 0; i < CTL_UUID_LEN; i++) {
+	for (int i = 0; i < RDMAFS_UUID_LEN; i++) {
 		if (i == 4 || i == 6 || i == 8 || i == 10)
 			out[o++] = '-';
 		out[o++] = hex[uuid[i] >> 4];
@@ -230,9 +229,9 @@ int ctl_meta_call(struct ctl *c, uint32_t method, const ProtobufCMessage *req,
 static int daemon_from(const Rdmafs__DaemonInfo *info, struct ctl_daemon *d)
 {
 	memset(d, 0, sizeof(*d));
-	if (!info || info->uuid.len != CTL_UUID_LEN || info->n_addresses > CTL_MAX_ADDRESSES)
+	if (!info || info->uuid.len != RDMAFS_UUID_LEN || info->n_addresses > CTL_MAX_ADDRESSES)
 		return -EBADMSG;
-	memcpy(d->uuid, info->uuid.data, CTL_UUID_LEN);
+	memcpy(d->uuid, info->uuid.data, RDMAFS_UUID_LEN);
 	ctl_uuid_format(d->uuid, d->uuid_text);
 	for (size_t i = 0; i < info->n_addresses; i++) {
 		if (!info->addresses[i] || !info->addresses[i][0] ||
@@ -306,7 +305,7 @@ out_free:
 struct ctl_daemon *ctl_map_find(struct ctl *c, const uint8_t *uuid)
 {
 	for (size_t i = 0; i < c->map.count; i++)
-		if (memcmp(c->map.daemons[i].uuid, uuid, CTL_UUID_LEN) == 0)
+		if (memcmp(c->map.daemons[i].uuid, uuid, RDMAFS_UUID_LEN) == 0)
 			return &c->map.daemons[i];
 	return NULL;
 }
@@ -348,7 +347,7 @@ int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out)
 	for (size_t i = 0; is_hex && i < c->map.count; i++) {
 		struct ctl_daemon *d = &c->map.daemons[i];
 
-		for (int b = 0; b < CTL_UUID_LEN; b++)
+		for (int b = 0; b < RDMAFS_UUID_LEN; b++)
 			snprintf(hex + 2 * b, 3, "%02x", d->uuid[b]);
 		if (strncmp(hex, key, strlen(key)) == 0) {
 			found = d;
@@ -409,11 +408,6 @@ int ctl_daemon_conn(struct ctl *c, struct ctl_daemon *d, struct xprt_conn **out)
 
 /* ---- chunk copies ---- */
 
-static uint32_t crc32c(const void *data, size_t len)
-{
-	return ~crc32_iscsi((unsigned char *)data, (int)len, 0xffffffffu);
-}
-
 static int pool_ready(struct ctl *c)
 {
 	int ret;
@@ -462,7 +456,7 @@ static int piece_read(struct ctl *c, struct xprt_conn *conn, struct xprt_buf *bu
 		return ret;
 	if (resp->bytes > len)
 		ret = -EPROTO;
-	else if (crc32c(xprt_buf_data(buf), resp->bytes) != resp->crc32c)
+	else if (rdmafs_crc32c(xprt_buf_data(buf), resp->bytes) != resp->crc32c)
 		ret = -EIO;
 	else
 		*got = resp->bytes;
@@ -492,7 +486,7 @@ static int piece_write(struct ctl *c, struct xprt_conn *conn, struct xprt_buf *b
 	req.chunk = &id;
 	req.offset = offset;
 	req.length = len;
-	req.crc32c = crc32c(xprt_buf_data(buf), len);
+	req.crc32c = rdmafs_crc32c(xprt_buf_data(buf), len);
 	req.buf = &bd;
 	req.chunk_size = chunk_size;
 	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
@@ -673,10 +667,9 @@ int ctl_inode_list(struct ctl *c, uint64_t after, Rdmafs__InodeListResp **out)
 		bool ok = e && e->ino > after;
 
 		if (ok && l) {
-			ok = l->chunk_size > 0 && l->n_daemons >= 1 &&
-			     l->n_daemons <= CTL_MAX_STRIPE && l->stripe_width == l->n_daemons;
+			ok = rdmafs_layout_check(l->chunk_size, l->n_daemons, l->stripe_width) == 0;
 			for (size_t d = 0; ok && d < l->n_daemons; d++)
-				ok = l->daemons[d].len == CTL_UUID_LEN;
+				ok = l->daemons[d].len == RDMAFS_UUID_LEN;
 		}
 		if (!ok) {
 			ctl_err("the metadata service at %s sent a malformed inode list",

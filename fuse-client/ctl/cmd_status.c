@@ -26,7 +26,7 @@ static int drained(struct ctl *c, const struct ctl_daemon *d, bool *removable, u
 	int ret;
 
 	req.uuid.data = (uint8_t *)d->uuid;
-	req.uuid.len = CTL_UUID_LEN;
+	req.uuid.len = RDMAFS_UUID_LEN;
 	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_DRAIN_STATUS, &req.base,
 			    &rdmafs__drain_status_resp__descriptor, (ProtobufCMessage **)&resp);
 	if (ret)

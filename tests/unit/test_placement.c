@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Rendezvous chunk placement (storage-daemon/meta/placement.c): fixed
+ * Rendezvous chunk placement (common/placement.c): fixed
  * results, even spread, and minimal movement when the daemon set changes.
  */
 #include <errno.h>
@@ -12,17 +12,17 @@
 
 #include <cmocka.h>
 
-#include "placement.h"
+#include "rdmafs_common.h"
 
 #define DAEMONS 8
 
-static uint8_t uuid_store[DAEMONS + 1][META_UUID_LEN];
+static uint8_t uuid_store[DAEMONS + 1][RDMAFS_UUID_LEN];
 static const uint8_t *uuids[DAEMONS + 1];
 
 static void make_uuids(void)
 {
 	for (int i = 0; i <= DAEMONS; i++) {
-		for (int b = 0; b < META_UUID_LEN; b++)
+		for (int b = 0; b < RDMAFS_UUID_LEN; b++)
 			uuid_store[i][b] = (uint8_t)(i * 37 + b * 11 + 1);
 		uuids[i] = uuid_store[i];
 	}
@@ -30,15 +30,15 @@ static void make_uuids(void)
 
 /*
  * The algorithm is part of the wire format: these values must never change.
- * They were computed independently from the formula in placement.h.
+ * They were computed independently from the formula in rdmafs_common.h.
  */
 static void test_frozen_values(void **state)
 {
-	uint8_t u[META_UUID_LEN] = {0};
+	uint8_t u[RDMAFS_UUID_LEN] = {0};
 
-	assert_int_equal(meta_rendezvous_score(0, 0, 0, u), 0x2b875fe90b264f7cULL);
+	assert_int_equal(rdmafs_rendezvous_score(0, 0, 0, u), 0x2b875fe90b264f7cULL);
 	u[0] = 1;
-	assert_int_equal(meta_rendezvous_score(1, 2, 3, u), 0x19b10d3feeb9857cULL);
+	assert_int_equal(rdmafs_rendezvous_score(1, 2, 3, u), 0x19b10d3feeb9857cULL);
 }
 
 static void test_deterministic(void **state)
@@ -49,18 +49,18 @@ static void test_deterministic(void **state)
 	for (int i = 0; i < DAEMONS; i++)
 		reversed[i] = uuids[DAEMONS - 1 - i];
 	for (uint64_t c = 0; c < 2000; c++) {
-		int a = meta_place_chunk(uuids, DAEMONS, 99, 1234, c);
-		int b = meta_place_chunk(uuids, DAEMONS, 99, 1234, c);
-		int r = meta_place_chunk(reversed, DAEMONS, 99, 1234, c);
+		int a = rdmafs_place_chunk(uuids, DAEMONS, 99, 1234, c);
+		int b = rdmafs_place_chunk(uuids, DAEMONS, 99, 1234, c);
+		int r = rdmafs_place_chunk(reversed, DAEMONS, 99, 1234, c);
 
 		assert_true(a >= 0 && a < DAEMONS);
 		assert_int_equal(a, b);
 		/* the answer is a daemon, not a position in the list */
 		assert_ptr_equal(uuids[a], reversed[r]);
 	}
-	assert_int_equal(meta_place_chunk(uuids, 0, 1, 1, 1), -EINVAL);
-	assert_int_equal(meta_place_chunk(NULL, 3, 1, 1, 1), -EINVAL);
-	assert_int_equal(meta_place_chunk(uuids, 1, 1, 1, 1), 0);
+	assert_int_equal(rdmafs_place_chunk(uuids, 0, 1, 1, 1), -EINVAL);
+	assert_int_equal(rdmafs_place_chunk(NULL, 3, 1, 1, 1), -EINVAL);
+	assert_int_equal(rdmafs_place_chunk(uuids, 1, 1, 1, 1), 0);
 }
 
 static void test_spread(void **state)
@@ -70,14 +70,14 @@ static void test_spread(void **state)
 
 	make_uuids();
 	for (uint64_t c = 0; c < CHUNKS; c++)
-		count[meta_place_chunk(uuids, DAEMONS, 7, 42, c)]++;
+		count[rdmafs_place_chunk(uuids, DAEMONS, 7, 42, c)]++;
 	for (int i = 0; i < DAEMONS; i++)
 		assert_true(count[i] > CHUNKS / DAEMONS * 9 / 10 &&
 			    count[i] < CHUNKS / DAEMONS * 11 / 10);
 	/* other inodes and seeds give other placements */
 	for (uint64_t c = 0; c < 1000; c++)
-		seeds_differ += meta_place_chunk(uuids, DAEMONS, 7, 42, c) !=
-				meta_place_chunk(uuids, DAEMONS, 8, 42, c);
+		seeds_differ += rdmafs_place_chunk(uuids, DAEMONS, 7, 42, c) !=
+				rdmafs_place_chunk(uuids, DAEMONS, 8, 42, c);
 	assert_true(seeds_differ > 700);
 }
 
@@ -93,16 +93,16 @@ static void test_minimal_movement(void **state)
 		if (i != 3)
 			fewer[j++] = uuids[i];
 	for (uint64_t c = 0; c < CHUNKS; c++) {
-		int before = meta_place_chunk(uuids, DAEMONS, 5, 77, c);
-		int after = meta_place_chunk(fewer, DAEMONS - 1, 5, 77, c);
+		int before = rdmafs_place_chunk(uuids, DAEMONS, 5, 77, c);
+		int after = rdmafs_place_chunk(fewer, DAEMONS - 1, 5, 77, c);
 
 		if (before != 3)
 			assert_ptr_equal(uuids[before], fewer[after]);
 	}
 	/* add a ninth: chunks move only onto it, about 1/9 of them */
 	for (uint64_t c = 0; c < CHUNKS; c++) {
-		int before = meta_place_chunk(uuids, DAEMONS, 5, 77, c);
-		int after = meta_place_chunk(uuids, DAEMONS + 1, 5, 77, c);
+		int before = rdmafs_place_chunk(uuids, DAEMONS, 5, 77, c);
+		int after = rdmafs_place_chunk(uuids, DAEMONS + 1, 5, 77, c);
 
 		if (after != before) {
 			assert_int_equal(after, DAEMONS);

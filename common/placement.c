@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Rendezvous (highest random weight) chunk placement; see placement.h. */
+/* Rendezvous (highest random weight) chunk placement; see rdmafs_common.h. */
 #include <errno.h>
 #include <string.h>
 
-#include "placement.h"
+#include "rdmafs_common.h"
 
 static uint64_t mix(uint64_t x)
 {
@@ -24,8 +24,8 @@ static uint64_t load_le64(const uint8_t *p)
 	return v;
 }
 
-uint64_t meta_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_index,
-			       const uint8_t *uuid)
+uint64_t rdmafs_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_index,
+				 const uint8_t *uuid)
 {
 	uint64_t h = mix(seed ^ 0x9e3779b97f4a7c15ULL);
 
@@ -35,8 +35,8 @@ uint64_t meta_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_index
 	return mix(h ^ load_le64(uuid + 8));
 }
 
-int meta_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
-		     uint64_t chunk_index)
+int rdmafs_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
+		       uint64_t chunk_index)
 {
 	uint64_t best_score = 0;
 	size_t best = 0;
@@ -44,10 +44,10 @@ int meta_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed, u
 	if (!uuids || count == 0 || count > (size_t)INT32_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < count; i++) {
-		uint64_t s = meta_rendezvous_score(seed, ino, chunk_index, uuids[i]);
+		uint64_t s = rdmafs_rendezvous_score(seed, ino, chunk_index, uuids[i]);
 
 		if (i == 0 || s > best_score ||
-		    (s == best_score && memcmp(uuids[i], uuids[best], META_UUID_LEN) < 0)) {
+		    (s == best_score && memcmp(uuids[i], uuids[best], RDMAFS_UUID_LEN) < 0)) {
 			best_score = s;
 			best = i;
 		}

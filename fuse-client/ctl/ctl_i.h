@@ -14,6 +14,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "rdmafs.pb-c.h"
+#include "rdmafs_common.h"
 
 struct xprt_ctx;
 struct xprt_conn;
@@ -40,13 +41,11 @@ enum ctl_flag {
 /* The command line's enum ctl_flag bits. */
 extern unsigned ctl_flags;
 
-#define CTL_UUID_LEN	  16
 #define CTL_MAX_ADDRESSES 16
-#define CTL_MAX_STRIPE	  64
 
 /* One storage daemon of the cluster map, and our connection to it. */
 struct ctl_daemon {
-	uint8_t uuid[CTL_UUID_LEN];
+	uint8_t uuid[RDMAFS_UUID_LEN];
 	char uuid_text[37];
 	char *addresses[CTL_MAX_ADDRESSES];
 	size_t address_count;

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "xprt.h"
-#include "placement.h"
+#include "rdmafs_common.h"
 #include "ctl_i.h"
 
 #define POLL_US	       250000
@@ -273,7 +273,7 @@ struct fsck_inode {
 	uint32_t chunk_size; /* 0: no layout */
 	uint64_t seed;
 	size_t width;
-	uint8_t (*daemons)[CTL_UUID_LEN];
+	uint8_t (*daemons)[RDMAFS_UUID_LEN];
 	bool in_drain; /* its layout names a draining daemon */
 	uint64_t chunks_ok;
 };
@@ -308,7 +308,7 @@ struct orphan {
 
 struct lost {
 	uint64_t ino;
-	uint8_t uuid[CTL_UUID_LEN];
+	uint8_t uuid[RDMAFS_UUID_LEN];
 	uint32_t state; /* UINT32_MAX: not in the map */
 };
 
@@ -453,7 +453,7 @@ static int fsck_list_inodes(struct fsck *f)
 			f->files++;
 			if (!l)
 				continue;
-			in->daemons = calloc(l->n_daemons, CTL_UUID_LEN);
+			in->daemons = calloc(l->n_daemons, RDMAFS_UUID_LEN);
 			if (!in->daemons) {
 				rdmafs__inode_list_resp__free_unpacked(page, NULL);
 				return -ENOMEM;
@@ -465,7 +465,7 @@ static int fsck_list_inodes(struct fsck *f)
 				const struct ctl_daemon *cd;
 				struct lost *lo;
 
-				memcpy(in->daemons[d], l->daemons[d].data, CTL_UUID_LEN);
+				memcpy(in->daemons[d], l->daemons[d].data, RDMAFS_UUID_LEN);
 				in->in_drain |= is_draining(c, in->daemons[d]);
 				cd = ctl_map_find(c, in->daemons[d]);
 				if (cd && cd->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED)
@@ -477,7 +477,7 @@ static int fsck_list_inodes(struct fsck *f)
 				}
 				f->lost = lo;
 				lo[f->lost_count].ino = e->ino;
-				memcpy(lo[f->lost_count].uuid, in->daemons[d], CTL_UUID_LEN);
+				memcpy(lo[f->lost_count].uuid, in->daemons[d], RDMAFS_UUID_LEN);
 				lo[f->lost_count].state = cd ? cd->state : UINT32_MAX;
 				f->lost_count++;
 			}
@@ -528,7 +528,7 @@ static int fsck_classify(struct fsck *f)
 		const struct fsck_chunk *ch = &f->chunks[k];
 		const struct ctl_daemon *d = &c->map.daemons[ch->daemon];
 		struct fsck_inode *in = find_inode(f, ch->ino);
-		const uint8_t *list[CTL_MAX_STRIPE];
+		const uint8_t *list[RDMAFS_MAX_STRIPE];
 		bool named = false;
 		int slot;
 
@@ -546,10 +546,10 @@ static int fsck_classify(struct fsck *f)
 		}
 		for (size_t i = 0; i < in->width; i++) {
 			list[i] = in->daemons[i];
-			named |= memcmp(in->daemons[i], d->uuid, CTL_UUID_LEN) == 0;
+			named |= memcmp(in->daemons[i], d->uuid, RDMAFS_UUID_LEN) == 0;
 		}
-		slot = meta_place_chunk(list, in->width, in->seed, in->ino, ch->index);
-		if (!named || slot < 0 || memcmp(list[slot], d->uuid, CTL_UUID_LEN) != 0) {
+		slot = rdmafs_place_chunk(list, in->width, in->seed, in->ino, ch->index);
+		if (!named || slot < 0 || memcmp(list[slot], d->uuid, RDMAFS_UUID_LEN) != 0) {
 			if (in->in_drain) {
 				f->skipped_in_drain++;
 				continue;

@@ -36,7 +36,6 @@
 #define DEFAULT_SECRET	    CTL_SYSCONFDIR "/rdmafs/secret"
 #define DEFAULT_CONFIG	    CTL_SYSCONFDIR "/rdmafs/rdmafsctl.conf"
 #define DEFAULT_TIMEOUT_SEC 10
-#define SECRET_MAX	    4096
 
 /* Settings gathered from every source; strings are owned. */
 struct settings {
@@ -176,41 +175,18 @@ static int load_config(struct settings *s)
 	return 0;
 }
 
-/* Reads the cluster secret; trailing newlines are not part of it (as in the daemon). */
+/* Reads the cluster secret into @c; says why when it cannot. */
 static int read_secret(const char *path, struct ctl *c)
 {
-	uint8_t *buf = malloc(SECRET_MAX);
-	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
-	ssize_t n;
+	int ret = rdmafs_read_secret(path, &c->secret, &c->secret_len);
 
-	if (!buf || fd < 0) {
-		err = buf ? errno : ENOMEM;
+	if (ret == -EINVAL)
+		ctl_err("the secret file %s must hold 1 to %d bytes", path, RDMAFS_SECRET_MAX);
+	else if (ret)
 		ctl_err("cannot read the secret file %s: %s (give it with -s FILE or "
 			"RDMAFS_SECRET_FILE)",
-			path, strerror(err));
-		free(buf);
-		if (fd >= 0)
-			close(fd);
-		return -err;
-	}
-	n = read(fd, buf, SECRET_MAX);
-	err = errno;
-	close(fd);
-	if (n < 0) {
-		ctl_err("cannot read the secret file %s: %s", path, strerror(err));
-		free(buf);
-		return -err;
-	}
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	if (n == 0 || n == SECRET_MAX) {
-		ctl_err("the secret file %s must hold 1 to %d bytes", path, SECRET_MAX - 1);
-		free(buf);
-		return -EINVAL;
-	}
-	c->secret = buf;
-	c->secret_len = (size_t)n;
-	return 0;
+			path, strerror(-ret));
+	return ret;
 }
 
 int main(int argc, char **argv)

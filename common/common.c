@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* Layout limits, crc32c, errno mapping and small helpers; see rdmafs_common.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <isa-l/crc.h>
+
+#include "rdmafs_common.h"
+
+int rdmafs_layout_check(uint64_t chunk_size, size_t n_daemons, uint64_t stripe_width)
+{
+	if (chunk_size < RDMAFS_CHUNK_SIZE_MIN || chunk_size > RDMAFS_CHUNK_SIZE_MAX)
+		return -EPROTO;
+	if (n_daemons == 0 || n_daemons > RDMAFS_MAX_STRIPE || stripe_width != n_daemons)
+		return -EPROTO;
+	return 0;
+}
+
+/* ISA-L's crc32_iscsi() leaves out the initial and final inversion of the standard CRC. */
+uint32_t rdmafs_crc32c(const void *data, size_t len)
+{
+	return ~crc32_iscsi((unsigned char *)data, (int)len, 0xffffffffu);
+}
+
+uint32_t rdmafs_crc32c_extend(uint32_t crc, const void *data, size_t len)
+{
+	return ~crc32_iscsi((unsigned char *)data, (int)len, ~crc);
+}
+
+int rdmafs_status_from_peer(int status)
+{
+	return status > 0 || status < -4095 ? -EPROTO : status;
+}
+
+int rdmafs_status_for_caller(int status)
+{
+	return status == -ECONNRESET || status == -ENOTCONN || status == -EPIPE ? -EIO : status;
+}
+
+uint64_t rdmafs_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len)
+{
+	/* one byte more than allowed, to tell a secret that is too long */
+	const size_t room = RDMAFS_SECRET_MAX + 1;
+	uint8_t *buf;
+	ssize_t n;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(room);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto err_close;
+	}
+	n = read(fd, buf, room);
+	if (n < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	if (n == 0 || (size_t)n == room) {
+		ret = -EINVAL;
+		goto err_free;
+	}
+	close(fd);
+	*out = buf;
+	*len = (size_t)n;
+	return 0;
+
+err_free:
+	free(buf);
+err_close:
+	close(fd);
+	return ret;
+}

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * librdmafs_common: what every program of rdmafs must agree on, written once.
+ *
+ *  - placement: which daemon of a file's layout holds chunk i (clients place
+ *    chunks without asking anyone, so this formula is fixed forever);
+ *  - layout arithmetic: the limits of a layout and chunk counts;
+ *  - crc32c: the checksum every chunk carries on the wire and on disk;
+ *  - errno mapping: what a transport failure is to the caller of a client;
+ *  - logging: one helper for daemons, clients and tools;
+ *  - small helpers every program needs: the monotonic clock, the secret file.
+ *
+ * Linked by rdmafs-daemon (and its metadata service), the client library,
+ * rdmafs-fuse, rdmafs-copy, rdmafsctl and the tests. It depends on the
+ * transport (for its log hook and its error names) and on ISA-L, nothing else.
+ *
+ * Threads: every function may be called from any thread.
+ * Errors: 0 or a negative errno.
+ */
+#ifndef RDMAFS_COMMON_H
+#define RDMAFS_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- placement ------------------------------------------------------------------ */
+
+/* Bytes of a daemon's UUID. */
+#define RDMAFS_UUID_LEN 16
+
+/*
+ * PLACEMENT_RENDEZVOUS_V1, fixed forever (a change gets a new Placement value):
+ *
+ *   mix(x)  = the MurmurHash3 64-bit finalizer:
+ *             x ^= x >> 33; x *= 0xff51afd7ed558ccd; x ^= x >> 33;
+ *             x *= 0xc4ceb9fe1a85ec53; x ^= x >> 33
+ *   u0, u1  = the 16 UUID bytes read as two little-endian 64-bit words
+ *   score   = mix(mix(mix(mix(mix(seed ^ 0x9e3779b97f4a7c15) ^ ino) ^ index) ^ u0) ^ u1)
+ *
+ * Chunk @index of inode @ino goes to the daemon of the layout with the highest
+ * score; equal scores (never seen in practice) go to the smaller UUID by
+ * memcmp, so the answer does not depend on the order of the list. Removing a
+ * daemon from the list moves only the chunks it held.
+ */
+
+/* The rendezvous score of @uuid (RDMAFS_UUID_LEN bytes) for one chunk. */
+uint64_t rdmafs_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_index,
+				 const uint8_t *uuid);
+
+/*
+ * Places chunk @chunk_index of inode @ino among the @count daemons whose
+ * UUIDs are @uuids[0..count-1] (each RDMAFS_UUID_LEN bytes, e.g. the
+ * Layout.daemons of the file), with the layout's @seed.
+ *
+ * Returns the index into @uuids of the chosen daemon, or -EINVAL when @count
+ * is 0 or @uuids is NULL.
+ */
+int rdmafs_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
+		       uint64_t chunk_index);
+
+/* ---- layout arithmetic ---------------------------------------------------------- */
+
+/* A layout's chunk size is any size in [MIN, MAX]. */
+#define RDMAFS_CHUNK_SIZE_MIN 4096u
+#define RDMAFS_CHUNK_SIZE_MAX (64u << 20)
+/* Most daemons one layout may name. */
+#define RDMAFS_MAX_STRIPE 64
+
+/*
+ * Checks the shape of a layout as it comes off the wire: a chunk size in
+ * [RDMAFS_CHUNK_SIZE_MIN, RDMAFS_CHUNK_SIZE_MAX] (0 allowed with
+ * @zero_chunk_ok, for a service that leaves it to the daemon), 1 to
+ * RDMAFS_MAX_STRIPE daemons, a stripe width equal to the daemon count.
+ * Returns 0 or -EPROTO.
+ */
+int rdmafs_layout_check(uint64_t chunk_size, size_t n_daemons, uint64_t stripe_width);
+
+/* How many chunks hold the first @size bytes of a file: ceil(size / chunk_size). */
+static inline uint64_t rdmafs_chunk_count(uint64_t size, uint32_t chunk_size)
+{
+	return size / chunk_size + (size % chunk_size != 0);
+}
+
+/* ---- crc32c --------------------------------------------------------------------- */
+
+/*
+ * Standard CRC-32C (Castagnoli, the iSCSI one: "123456789" -> 0xe3069283),
+ * computed by ISA-L.
+ */
+uint32_t rdmafs_crc32c(const void *data, size_t len);
+
+/* The CRC-32C of the bytes behind @crc followed by @len more bytes. */
+uint32_t rdmafs_crc32c_extend(uint32_t crc, const void *data, size_t len);
+
+/* ---- errno mapping -------------------------------------------------------------- */
+
+/*
+ * A status as a peer sent it: 0 or a negative errno in [-4095, -1]. Anything
+ * else (a positive number, a larger magnitude) is -EPROTO.
+ */
+int rdmafs_status_from_peer(int status);
+
+/*
+ * What the caller of a client call sees for a transport failure: a connection
+ * that broke (-ECONNRESET, -ENOTCONN, -EPIPE) is -EIO, as a disk that went
+ * away is; every other status is unchanged.
+ */
+int rdmafs_status_for_caller(int status);
+
+/* ---- logging -------------------------------------------------------------------- */
+
+enum rdmafs_log_level {
+	RDMAFS_LOG_ERR = 0,
+	RDMAFS_LOG_WARN,
+	RDMAFS_LOG_INFO,
+	RDMAFS_LOG_DEBUG,
+};
+
+/*
+ * Names the program in every line ("rdmafs-daemon: error: ...") and sets the
+ * most verbose level written (RDMAFS_LOG_INFO until called). @program must
+ * outlive the process's logging (a string literal or argv[0]). Under journald
+ * (JOURNAL_STREAM set) lines carry a syslog priority prefix ("<3>") instead,
+ * so the journal keeps the levels.
+ */
+void rdmafs_log_init(const char *program, enum rdmafs_log_level max_level);
+
+/* Changes the most verbose level written. */
+void rdmafs_log_set_level(enum rdmafs_log_level max_level);
+
+/* Parses "err", "warn", "info", "debug" into *@out. -EINVAL otherwise. */
+int rdmafs_log_parse_level(const char *text, enum rdmafs_log_level *out);
+
+/* Writes one line to stderr, whole even when threads log at once. */
+void rdmafs_log(enum rdmafs_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void rdmafs_vlog(enum rdmafs_log_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+/* Routes libxprt's messages through rdmafs_log() ("xprt: ..."), at the current level. */
+void rdmafs_log_hook_xprt(void);
+
+/* ---- small helpers -------------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t rdmafs_now_ms(void);
+
+/* Longest cluster secret, in bytes. */
+#define RDMAFS_SECRET_MAX 4095
+
+/*
+ * Reads a cluster secret file into malloc()ed *@out (the caller frees it),
+ * trailing newlines dropped. Returns -ENOENT, -EACCES and the like from
+ * opening or reading it, -EINVAL for a secret that is empty or longer than
+ * RDMAFS_SECRET_MAX bytes, -ENOMEM.
+ */
+int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RDMAFS_COMMON_H */
