@@ -13,9 +13,10 @@
  *   store.c     the LMDB store (meta_store_i.h): environment, transactions,
  *               record formats, walks; the log and the reply memory
  *
- * Dependency order: store <- cluster <- ops <- admin <- dispatch. store.c
- * includes only meta_store_i.h and is the only file that calls LMDB:
- * `grep -n 'mdb_\|MDB_' ops.c cluster.c dispatch.c admin.c` prints nothing.
+ * Dependency order: store <- cluster <- ops <- admin <- dispatch; no file
+ * calls one above it. store.c includes only the store's headers, so it
+ * cannot, and it is the only file that calls LMDB: grep the other four for
+ * LMDB's mdb prefix and nothing turns up.
  */
 #ifndef RDMAFS_META_I_H
 #define RDMAFS_META_I_H
