@@ -58,6 +58,7 @@
 
 #include "xprt.h"
 #include "daemon_i.h"
+#include "lmdb_errno.h"
 
 #define BS	     STORE_BLOCK_SIZE
 #define META_MAGIC   0x314d4352u /* "RCM1" */
@@ -161,20 +162,6 @@ static pthread_rwlock_t *chunk_lock(struct store *st, struct store_chunk_id id)
 	return &st->locks[(h >> 40) % LOCK_STRIPES];
 }
 
-static int mdb_to_errno(int rc)
-{
-	switch (rc) {
-	case MDB_SUCCESS:
-		return 0;
-	case MDB_MAP_FULL:
-		return -ENOSPC;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	default:
-		return rc > 0 && rc < 1000 ? -rc : -EIO;
-	}
-}
-
 /* ---- metadata ---- */
 
 /* Loads @id's metadata into @m; *@exists false (and @m an empty chunk) if none. */
@@ -194,12 +181,12 @@ static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_me
 	key_encode(id, key);
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_get(txn, st->dbi, &k, &v);
 	if (rc == MDB_NOTFOUND)
 		goto out_abort;
 	if (rc) {
-		ret = mdb_to_errno(rc);
+		ret = lmdb_errno(rc);
 		goto out_abort;
 	}
 	/* LMDB values are not aligned: read the header through a copy. */
@@ -238,13 +225,13 @@ static int meta_put(struct store *st, struct store_chunk_id id, const struct chu
 	key_encode(id, key);
 	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc)
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_put(txn, st->dbi, &k, &v, 0);
 	if (rc) {
 		mdb_txn_abort(txn);
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	}
-	return mdb_to_errno(mdb_txn_commit(txn));
+	return lmdb_errno(mdb_txn_commit(txn));
 }
 
 static int meta_delete(struct store *st, struct store_chunk_id id)
@@ -257,13 +244,13 @@ static int meta_delete(struct store *st, struct store_chunk_id id)
 	key_encode(id, key);
 	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc)
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_del(txn, st->dbi, &k, NULL);
 	if (rc && rc != MDB_NOTFOUND) {
 		mdb_txn_abort(txn);
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	}
-	return mdb_to_errno(mdb_txn_commit(txn));
+	return lmdb_errno(mdb_txn_commit(txn));
 }
 
 /* ---- files ---- */
@@ -475,7 +462,7 @@ err:
 	rdmafs_log(RDMAFS_LOG_ERR, "cannot open the fence table (LMDB meta/fences.mdb): %s",
 		   mdb_strerror(rc));
 	pthread_rwlock_destroy(&st->fence_lock);
-	return mdb_to_errno(rc);
+	return lmdb_errno(rc);
 }
 
 /* The fence of @inode (0: none). Called with fence_lock held. */
@@ -492,14 +479,14 @@ static int fence_get(struct store *st, uint64_t inode, uint64_t *fence)
 	fence_key(inode, key);
 	rc = mdb_txn_begin(st->fence_env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_get(txn, st->fence_dbi, &k, &v);
 	if (rc == 0 && v.mv_size == sizeof(*fence))
 		memcpy(fence, v.mv_data, sizeof(*fence));
 	else if (rc == 0)
 		rc = MDB_CORRUPTED;
 	mdb_txn_abort(txn);
-	return rc == MDB_NOTFOUND ? 0 : mdb_to_errno(rc);
+	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
 int store_fence_enter(struct store *st, uint64_t inode, uint64_t generation)
@@ -547,11 +534,11 @@ int store_fence_set(struct store *st, uint64_t inode, uint64_t generation, bool 
 	if (rc) {
 		if (txn)
 			mdb_txn_abort(txn);
-		ret = mdb_to_errno(rc);
+		ret = lmdb_errno(rc);
 		goto out_unlock;
 	}
 	/* the environment syncs on commit: the fence is on disk before the reply */
-	ret = mdb_to_errno(mdb_txn_commit(txn));
+	ret = lmdb_errno(mdb_txn_commit(txn));
 	if (ret)
 		goto out_unlock;
 	if (lift) {
@@ -602,7 +589,7 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	snprintf(path, sizeof(path), "/proc/self/fd/%d/meta", dir_fd);
 	rc = mdb_env_create(&st->env);
 	if (rc) {
-		ret = mdb_to_errno(rc);
+		ret = lmdb_errno(rc);
 		goto err_close_chunks;
 	}
 	rc = mdb_env_set_mapsize(st->env, map_size);
@@ -613,7 +600,7 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	if (rc) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot open the chunk index (LMDB): %s",
 			   mdb_strerror(rc));
-		ret = mdb_to_errno(rc);
+		ret = lmdb_errno(rc);
 		goto err_close_env;
 	}
 	/* Reader slots of a daemon killed with -9 would pin old pages forever. */
@@ -629,7 +616,7 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	if (rc) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot open the chunk index (LMDB): %s",
 			   mdb_strerror(rc));
-		ret = mdb_to_errno(rc);
+		ret = lmdb_errno(rc);
 		goto err_close_env;
 	}
 	ret = fence_open(st, dir_fd);
@@ -924,7 +911,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (ret)
 		goto out_close;
 	if (sync)
-		ret = mdb_to_errno(mdb_env_sync(st->env, 1));
+		ret = lmdb_errno(mdb_env_sync(st->env, 1));
 	info_from_meta(m, true, info);
 out_close:
 	close(fd);
@@ -1150,11 +1137,11 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 	key_encode(*id, key);
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_cursor_open(txn, st->dbi, &cur);
 	if (rc) {
 		mdb_txn_abort(txn);
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	}
 	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
 	if (rc == 0 && k.mv_size == 16)
@@ -1164,7 +1151,7 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 	if (rc == MDB_NOTFOUND || (rc == 0 && id->inode != sel->inode))
 		return 0;
 	if (rc)
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	*pos = id->index == UINT64_MAX ? UINT64_MAX : id->index + 1;
 	return 1;
 }
@@ -1214,7 +1201,7 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	if (!ret)
 		ret = dir_fsync(io, st->chunks_fd, ".");
 	if (!ret)
-		ret = mdb_to_errno(mdb_env_sync(st->env, 1));
+		ret = lmdb_errno(mdb_env_sync(st->env, 1));
 	return ret;
 }
 
@@ -1239,7 +1226,7 @@ int store_allocated(struct store *st, uint64_t inode, uint64_t *bytes)
 	key_encode(id, key);
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_cursor_open(txn, st->dbi, &cur);
 	if (rc)
 		goto out_abort;
@@ -1263,7 +1250,7 @@ int store_allocated(struct store *st, uint64_t inode, uint64_t *bytes)
 out_abort:
 	mdb_txn_abort(txn);
 	if (rc && rc != MDB_NOTFOUND && !ret)
-		ret = mdb_to_errno(rc);
+		ret = lmdb_errno(rc);
 	return ret;
 }
 
@@ -1323,11 +1310,11 @@ int store_list(struct store *st, const struct store_chunk_id *after, struct stor
 	*done = false;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_cursor_open(txn, st->dbi, &cur);
 	if (rc) {
 		mdb_txn_abort(txn);
-		return mdb_to_errno(rc);
+		return lmdb_errno(rc);
 	}
 	if (after) {
 		key_encode(*after, key);
@@ -1358,7 +1345,7 @@ int store_list(struct store *st, const struct store_chunk_id *after, struct stor
 	}
 	mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
-	return mdb_to_errno(rc);
+	return lmdb_errno(rc);
 }
 
 uint64_t store_chunk_count(struct store *st)

@@ -27,79 +27,68 @@ static size_t field_size(size_t len)
 	return n + len;
 }
 
+struct inode_list_walk {
+	Rdmafs__InodeListResp *out;
+	size_t max, used, room;
+};
+
+static int inode_list_add(struct meta_txn *t, const struct inode *in, void *arg)
+{
+	struct inode_list_walk *w = arg;
+	Rdmafs__InodeListEntry *e;
+	size_t size;
+	int ret;
+
+	if (w->out->n_inodes == w->max)
+		return 1;
+	e = meta_alloc(t, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	rdmafs__inode_list_entry__init(e);
+	e->ino = in->ino;
+	e->mode = in->r.mode;
+	e->size = in->r.size;
+	e->nlink = in->r.nlink;
+	e->open_count = in->r.open_count;
+	ret = meta_layout_out(t, in, &e->layout);
+	if (ret)
+		return ret;
+	size = field_size(protobuf_c_message_get_packed_size(&e->base));
+	if (w->used + size > w->room)
+		return w->out->n_inodes == 0 ? -EMSGSIZE : 1;
+	w->used += size;
+	w->out->inodes[w->out->n_inodes++] = e;
+	return 0;
+}
+
 int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__InodeListReq *req = (const void *)msg;
-	Rdmafs__InodeListResp *out = meta_alloc(t, sizeof(*out));
-	struct inode *in = meta_alloc(t, sizeof(*in));
-	size_t max = INODE_LIST_MAX, used = 0, room;
-	uint8_t key[8];
-	MDB_cursor *c;
-	MDB_val k = {sizeof(key), key}, v;
-	int rc, ret = 0;
+	struct inode_list_walk w = {.max = INODE_LIST_MAX};
+	int ret;
 
-	if (!out || !in)
+	w.out = meta_alloc(t, sizeof(*w.out));
+	if (!w.out)
 		return -ENOMEM;
 	if (t->resp_cap <= INODE_LIST_SLACK)
 		return -EMSGSIZE;
-	room = t->resp_cap - INODE_LIST_SLACK;
-	if (req->limit && req->limit < max)
-		max = req->limit;
-	rdmafs__inode_list_resp__init(out);
-	out->inodes = meta_alloc(t, max * sizeof(*out->inodes));
-	if (!out->inodes)
+	w.room = t->resp_cap - INODE_LIST_SLACK;
+	if (req->limit && req->limit < w.max)
+		w.max = req->limit;
+	rdmafs__inode_list_resp__init(w.out);
+	w.out->inodes = meta_alloc(t, w.max * sizeof(*w.out->inodes));
+	if (!w.out->inodes)
 		return -ENOMEM;
-	*resp = &out->base;
+	*resp = &w.out->base;
 	if (req->start_after == UINT64_MAX) {
-		out->done = true;
+		w.out->done = true;
 		return 0;
 	}
-	meta_put_be64(key, req->start_after + 1);
-	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		Rdmafs__InodeListEntry *e;
-		size_t size;
-
-		if (k.mv_size != sizeof(key))
-			continue;
-		if (out->n_inodes == max)
-			break;
-		ret = meta_inode_get(t, meta_get_be64(k.mv_data), in);
-		if (ret)
-			break;
-		e = meta_alloc(t, sizeof(*e));
-		if (!e) {
-			ret = -ENOMEM;
-			break;
-		}
-		rdmafs__inode_list_entry__init(e);
-		e->ino = in->ino;
-		e->mode = in->r.mode;
-		e->size = in->r.size;
-		e->nlink = in->r.nlink;
-		e->open_count = in->r.open_count;
-		ret = meta_layout_out(t, in, &e->layout);
-		if (ret)
-			break;
-		size = field_size(protobuf_c_message_get_packed_size(&e->base));
-		if (used + size > room) {
-			if (out->n_inodes == 0)
-				ret = -EMSGSIZE;
-			break;
-		}
-		used += size;
-		out->inodes[out->n_inodes++] = e;
-	}
-	mdb_cursor_close(c);
-	if (ret)
+	ret = meta_store_inodes_from(t, req->start_after + 1, inode_list_add, &w);
+	if (ret < 0)
 		return ret;
-	if (rc == MDB_NOTFOUND)
-		out->done = true;
-	else if (rc)
-		return meta_lmdb_errno(rc);
+	/* 0: the inodes ran out; 1: the reply is full */
+	w.out->done = ret == 0;
 	return 0;
 }
 
@@ -133,7 +122,7 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 	out = meta_alloc(t, sizeof(*out));
 	if (!in || !out)
 		return -ENOMEM;
-	ret = meta_inode_get(t, req->ino, in);
+	ret = meta_store_inode_get(t, req->ino, in);
 	if (ret)
 		return ret;
 	if (S_ISDIR(in->r.mode))
@@ -168,7 +157,7 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 		memcpy(in->daemons[i], req->daemons[i].data, RDMAFS_UUID_LEN);
 	/* daemons fence requests that carry an older generation (CHUNK_FENCE) */
 	in->r.layout_generation++;
-	ret = meta_inode_put(t, in);
+	ret = meta_store_inode_put(t, in);
 	if (ret)
 		return ret;
 	meta_log(t->m, META_LOG_INFO, "inode %llu: layout generation %u has %u daemons",

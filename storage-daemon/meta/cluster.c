@@ -17,83 +17,9 @@
 /* Scores daemons for a layout; no chunk has this index. */
 #define LAYOUT_INDEX UINT64_MAX
 
-struct daemon {
-	uint8_t uuid[RDMAFS_UUID_LEN];
-	struct daemon_rec r;
-	uint16_t address_len[META_MAX_ADDRESSES];
-	char address[META_MAX_ADDRESSES][META_MAX_ADDRESS_LEN + 1];
-};
-
-static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, struct daemon *d)
-{
-	const uint8_t *p = (const uint8_t *)v->mv_data + sizeof(d->r);
-	const uint8_t *end = (const uint8_t *)v->mv_data + v->mv_size;
-
-	if (k->mv_size != RDMAFS_UUID_LEN || v->mv_size < sizeof(d->r))
-		goto corrupt;
-	memcpy(d->uuid, k->mv_data, RDMAFS_UUID_LEN);
-	memcpy(&d->r, v->mv_data, sizeof(d->r));
-	if (d->r.address_count > META_MAX_ADDRESSES)
-		goto corrupt;
-	for (uint32_t i = 0; i < d->r.address_count; i++) {
-		uint16_t len;
-
-		if (end - p < 2)
-			goto corrupt;
-		memcpy(&len, p, 2);
-		p += 2;
-		if (len > META_MAX_ADDRESS_LEN || end - p < len)
-			goto corrupt;
-		memcpy(d->address[i], p, len);
-		d->address[i][len] = '\0';
-		d->address_len[i] = len;
-		p += len;
-	}
-	if (p != end)
-		goto corrupt;
-	return 0;
-corrupt:
-	meta_log(m, META_LOG_ERR, "cluster map: corrupt daemon record");
-	return -EIO;
-}
-
-static int daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *d)
-{
-	MDB_val k = {RDMAFS_UUID_LEN, (void *)uuid}, v;
-	int rc = mdb_get(t->txn, t->m->db_daemons, &k, &v);
-
-	if (rc)
-		return meta_lmdb_errno(rc);
-	return daemon_decode(t->m, &k, &v, d);
-}
-
-static int daemon_put(struct meta_txn *t, const struct daemon *d)
-{
-	MDB_val k = {RDMAFS_UUID_LEN, (void *)d->uuid}, v;
-	size_t size = sizeof(d->r);
-	uint8_t *p;
-	int rc;
-
-	for (uint32_t i = 0; i < d->r.address_count; i++)
-		size += 2 + d->address_len[i];
-	v.mv_size = size;
-	rc = mdb_put(t->txn, t->m->db_daemons, &k, &v, MDB_RESERVE);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	p = v.mv_data;
-	memcpy(p, &d->r, sizeof(d->r));
-	p += sizeof(d->r);
-	for (uint32_t i = 0; i < d->r.address_count; i++) {
-		memcpy(p, &d->address_len[i], 2);
-		memcpy(p + 2, d->address[i], d->address_len[i]);
-		p += 2 + d->address_len[i];
-	}
-	return 0;
-}
-
 static int bump_epoch(struct meta_txn *t)
 {
-	return meta_counter_add(t, "epoch", 1);
+	return meta_store_counter_add(t, "epoch", 1);
 }
 
 static void stamp_heartbeat(struct meta_txn *t, struct daemon *d)
@@ -142,7 +68,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	if (!d || !old || !out)
 		return -ENOMEM;
 
-	ret = daemon_get(t, req->uuid.data, old);
+	ret = meta_store_daemon_get(t, req->uuid.data, old);
 	if (ret && ret != -ENOENT)
 		return ret;
 	known = ret == 0;
@@ -168,7 +94,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 		changed = d->address_len[i] != old->address_len[i] ||
 			  memcmp(d->address[i], old->address[i], d->address_len[i]) != 0;
 
-	ret = daemon_put(t, d);
+	ret = meta_store_daemon_put(t, d);
 	if (!ret && changed)
 		ret = bump_epoch(t);
 	if (ret)
@@ -181,7 +107,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 			 (unsigned long long)d->r.capacity_bytes);
 
 	rdmafs__register_daemon_resp__init(out);
-	ret = meta_counter_get(t, "epoch", &out->epoch);
+	ret = meta_store_counter_get(t, "epoch", &out->epoch);
 	out->heartbeat_interval_ms = t->m->opts.heartbeat_interval_ms;
 	out->state = d->r.state;
 	*resp = &out->base;
@@ -203,7 +129,7 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	if (!d || !out)
 		return -ENOMEM;
 	/* -ENOENT tells an unknown daemon to register */
-	ret = daemon_get(t, req->uuid.data, d);
+	ret = meta_store_daemon_get(t, req->uuid.data, d);
 	if (ret)
 		return ret;
 	d->r.capacity_bytes = req->capacity_bytes;
@@ -217,84 +143,97 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 		meta_log(t->m, META_LOG_INFO, "daemon %s is back up",
 			 uuid_text(d->uuid, text, sizeof(text)));
 	}
-	ret = daemon_put(t, d);
+	ret = meta_store_daemon_put(t, d);
 	if (ret)
 		return ret;
 	rdmafs__heartbeat_resp__init(out);
-	ret = meta_counter_get(t, "epoch", &out->epoch);
+	ret = meta_store_counter_get(t, "epoch", &out->epoch);
 	out->state = d->r.state;
 	*resp = &out->base;
 	return ret;
+}
+
+struct cluster_map_walk {
+	Rdmafs__GetClusterMapResp *out;
+	size_t max; /* room in out->daemons */
+};
+
+static int cluster_map_add(struct meta_txn *t, struct daemon *d, void *arg)
+{
+	struct cluster_map_walk *w = arg;
+	Rdmafs__DaemonInfo *info;
+
+	if (w->out->n_daemons == w->max)
+		return 1;
+	info = meta_alloc(t, sizeof(*info));
+	if (!info)
+		return -ENOMEM;
+	rdmafs__daemon_info__init(info);
+	info->uuid.data = meta_dup(t, d->uuid, RDMAFS_UUID_LEN);
+	info->uuid.len = RDMAFS_UUID_LEN;
+	info->capacity_bytes = d->r.capacity_bytes;
+	info->used_bytes = d->r.used_bytes;
+	info->state = d->r.state;
+	info->last_heartbeat_unix_ms = d->r.hb_unix_ms;
+	info->addresses = meta_alloc(t, (d->r.address_count + 1) * sizeof(char *));
+	if (!info->uuid.data || !info->addresses)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < d->r.address_count; i++) {
+		info->addresses[i] = meta_dup(t, d->address[i], d->address_len[i] + 1u);
+		if (!info->addresses[i])
+			return -ENOMEM;
+		info->n_addresses++;
+	}
+	w->out->daemons[w->out->n_daemons++] = info;
+	return 0;
 }
 
 int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 			    ProtobufCMessage **resp)
 {
 	const Rdmafs__GetClusterMapReq *req = (const void *)msg;
-	Rdmafs__GetClusterMapResp *out;
-	struct daemon *d;
-	MDB_cursor *c;
-	MDB_stat st;
-	MDB_val k, v;
-	int rc, ret;
+	struct cluster_map_walk w;
+	int ret;
 
-	out = meta_alloc(t, sizeof(*out));
-	d = meta_alloc(t, sizeof(*d));
-	if (!out || !d)
+	w.out = meta_alloc(t, sizeof(*w.out));
+	if (!w.out)
 		return -ENOMEM;
-	rdmafs__get_cluster_map_resp__init(out);
-	ret = meta_counter_get(t, "epoch", &out->epoch);
+	rdmafs__get_cluster_map_resp__init(w.out);
+	ret = meta_store_counter_get(t, "epoch", &w.out->epoch);
 	if (ret)
 		return ret;
-	*resp = &out->base;
-	if (req->known_epoch && req->known_epoch == out->epoch) {
-		out->unchanged = true;
+	*resp = &w.out->base;
+	if (req->known_epoch && req->known_epoch == w.out->epoch) {
+		w.out->unchanged = true;
 		return 0;
 	}
-	rc = mdb_stat(t->txn, t->m->db_daemons, &st);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	out->daemons = meta_alloc(t, (st.ms_entries + 1) * sizeof(*out->daemons));
-	if (!out->daemons)
-		return -ENOMEM;
-	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && out->n_daemons < st.ms_entries;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		Rdmafs__DaemonInfo *info = meta_alloc(t, sizeof(*info));
-
-		ret = info ? daemon_decode(t->m, &k, &v, d) : -ENOMEM;
-		if (ret)
-			break;
-		rdmafs__daemon_info__init(info);
-		info->uuid.data = meta_dup(t, d->uuid, RDMAFS_UUID_LEN);
-		info->uuid.len = RDMAFS_UUID_LEN;
-		info->capacity_bytes = d->r.capacity_bytes;
-		info->used_bytes = d->r.used_bytes;
-		info->state = d->r.state;
-		info->last_heartbeat_unix_ms = d->r.hb_unix_ms;
-		info->addresses = meta_alloc(t, (d->r.address_count + 1) * sizeof(char *));
-		if (!info->uuid.data || !info->addresses) {
-			ret = -ENOMEM;
-			break;
-		}
-		for (uint32_t i = 0; i < d->r.address_count; i++) {
-			info->addresses[i] = meta_dup(t, d->address[i], d->address_len[i] + 1u);
-			if (!info->addresses[i]) {
-				ret = -ENOMEM;
-				break;
-			}
-			info->n_addresses++;
-		}
-		if (ret)
-			break;
-		out->daemons[out->n_daemons++] = info;
-	}
-	mdb_cursor_close(c);
+	ret = meta_store_daemon_count(t, &w.max);
 	if (ret)
 		return ret;
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+	w.out->daemons = meta_alloc(t, (w.max + 1) * sizeof(*w.out->daemons));
+	if (!w.out->daemons)
+		return -ENOMEM;
+	ret = meta_store_daemons_each(t, cluster_map_add, &w);
+	return ret < 0 ? ret : 0;
+}
+
+struct layout_count_walk {
+	const uint8_t *uuid;
+	bool first_only;
+	uint64_t count;
+};
+
+static int layout_count_one(struct meta_txn *t, const struct inode *in, void *arg)
+{
+	struct layout_count_walk *w = arg;
+
+	for (uint32_t i = 0; i < in->r.stripe_width; i++) {
+		if (memcmp(in->daemons[i], w->uuid, RDMAFS_UUID_LEN) == 0) {
+			w->count++;
+			return w->first_only ? 1 : 0;
+		}
+	}
+	return 0;
 }
 
 /*
@@ -304,35 +243,11 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 static int daemon_layout_count(struct meta_txn *t, const uint8_t *uuid, bool first_only,
 			       uint64_t *count)
 {
-	struct inode *in = meta_alloc(t, sizeof(*in));
-	MDB_cursor *c;
-	MDB_val k, v;
-	int rc;
+	struct layout_count_walk w = {.uuid = uuid, .first_only = first_only};
+	int ret = meta_store_inodes_from(t, 0, layout_count_one, &w);
 
-	*count = 0;
-	if (!in)
-		return -ENOMEM;
-	rc = mdb_cursor_open(t->txn, t->m->db_inodes, &c);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && !(first_only && *count);
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		const uint8_t *p = (const uint8_t *)v.mv_data + sizeof(in->r);
-		bool found = false;
-
-		if (v.mv_size < sizeof(in->r))
-			continue;
-		memcpy(&in->r, v.mv_data, sizeof(in->r));
-		for (uint32_t i = 0; i < in->r.stripe_width && !found; i++)
-			if (sizeof(in->r) + (i + 1) * (size_t)RDMAFS_UUID_LEN <= v.mv_size)
-				found = memcmp(p + i * RDMAFS_UUID_LEN, uuid, RDMAFS_UUID_LEN) == 0;
-		if (found)
-			(*count)++;
-	}
-	mdb_cursor_close(c);
-	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
-	return 0;
+	*count = w.count;
+	return ret < 0 ? ret : 0;
 }
 
 /* 1 if some inode's layout still names @uuid, 0 if none, or a negative errno. */
@@ -351,7 +266,7 @@ int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state)
 
 	if (!d)
 		return -ENOMEM;
-	ret = daemon_get(t, uuid, d);
+	ret = meta_store_daemon_get(t, uuid, d);
 	if (!ret)
 		*state = d->r.state;
 	return ret;
@@ -371,7 +286,7 @@ int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *msg, Protob
 	out = meta_alloc(t, sizeof(*out));
 	if (!d || !out)
 		return -ENOMEM;
-	ret = daemon_get(t, req->uuid.data, d);
+	ret = meta_store_daemon_get(t, req->uuid.data, d);
 	if (!ret)
 		ret = daemon_layout_count(t, d->uuid, false, &remaining);
 	if (ret)
@@ -418,7 +333,7 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 	out = meta_alloc(t, sizeof(*out));
 	if (!d || !out)
 		return -ENOMEM;
-	ret = daemon_get(t, req->uuid.data, d);
+	ret = meta_store_daemon_get(t, req->uuid.data, d);
 	if (ret)
 		return ret;
 	if (req->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED && !req->force &&
@@ -437,56 +352,53 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 			 uuid_text(d->uuid, text, sizeof(text)), (int)d->r.state, (int)req->state,
 			 req->force ? " (forced)" : "");
 		d->r.state = req->state;
-		ret = daemon_put(t, d);
+		ret = meta_store_daemon_put(t, d);
 		if (!ret)
 			ret = bump_epoch(t);
 		if (ret)
 			return ret;
 	}
 	rdmafs__set_daemon_state_resp__init(out);
-	ret = meta_counter_get(t, "epoch", &out->epoch);
+	ret = meta_store_counter_get(t, "epoch", &out->epoch);
 	*resp = &out->base;
 	return ret;
+}
+
+struct statfs_walk {
+	uint64_t capacity, free_bytes;
+};
+
+static int statfs_add(struct meta_txn *t, struct daemon *d, void *arg)
+{
+	struct statfs_walk *w = arg;
+
+	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+		return 0;
+	w->capacity += d->r.capacity_bytes;
+	if (d->r.used_bytes < d->r.capacity_bytes)
+		w->free_bytes += d->r.capacity_bytes - d->r.used_bytes;
+	return 0;
 }
 
 int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	Rdmafs__StatfsResp *out = meta_alloc(t, sizeof(*out));
-	struct daemon *d = meta_alloc(t, sizeof(*d));
-	uint64_t capacity = 0, free_bytes = 0, inodes;
-	MDB_cursor *c;
-	MDB_val k, v;
-	int rc, ret = 0;
+	struct statfs_walk w = {0};
+	uint64_t inodes;
+	int ret;
 
-	if (!out || !d)
+	if (!out)
 		return -ENOMEM;
-	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		ret = daemon_decode(t->m, &k, &v, d);
-		if (ret)
-			break;
-		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
-			continue;
-		capacity += d->r.capacity_bytes;
-		if (d->r.used_bytes < d->r.capacity_bytes)
-			free_bytes += d->r.capacity_bytes - d->r.used_bytes;
-	}
-	mdb_cursor_close(c);
-	if (ret)
-		return ret;
-	if (rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
-	ret = meta_counter_get(t, "inodes", &inodes);
+	ret = meta_store_daemons_each(t, statfs_add, &w);
+	if (!ret)
+		ret = meta_store_counter_get(t, "inodes", &inodes);
 	if (ret)
 		return ret;
 	rdmafs__statfs_resp__init(out);
 	out->bsize = STATFS_BSIZE;
 	out->frsize = STATFS_BSIZE;
-	out->blocks = capacity / STATFS_BSIZE;
-	out->bfree = free_bytes / STATFS_BSIZE;
+	out->blocks = w.capacity / STATFS_BSIZE;
+	out->bfree = w.free_bytes / STATFS_BSIZE;
 	out->bavail = out->bfree;
 	/* statvfs wants totals: files in use + ffree, an arbitrary large budget */
 	out->ffree = STATFS_FFREE;
@@ -518,108 +430,100 @@ static int candidate_cmp(const void *a, const void *b)
 	return memcmp(x->uuid, y->uuid, RDMAFS_UUID_LEN);
 }
 
+struct layout_walk {
+	const struct inode *in;
+	struct candidate *cand;
+	size_t n, max;
+};
+
+static int layout_candidate(struct meta_txn *t, struct daemon *d, void *arg)
+{
+	struct layout_walk *w = arg;
+
+	if (w->n == w->max)
+		return 1;
+	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+		return 0;
+	memcpy(w->cand[w->n].uuid, d->uuid, RDMAFS_UUID_LEN);
+	w->cand[w->n].score =
+		rdmafs_rendezvous_score(w->in->r.placement_seed, w->in->ino, LAYOUT_INDEX, d->uuid);
+	w->n++;
+	return 0;
+}
+
 int meta_choose_layout(struct meta_txn *t, struct inode *in)
 {
-	struct candidate *cand;
-	struct daemon *d;
-	MDB_cursor *c;
-	MDB_stat st;
-	MDB_val k, v;
-	size_t n = 0;
-	int rc, ret = 0;
+	struct layout_walk w = {.in = in};
+	int ret;
 
-	rc = mdb_stat(t->txn, t->m->db_daemons, &st);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	cand = meta_alloc(t, (st.ms_entries + 1) * sizeof(*cand));
-	d = meta_alloc(t, sizeof(*d));
-	if (!cand || !d)
-		return -ENOMEM;
-	in->r.placement_seed = splitmix64(t->m->salt ^ in->ino);
-	rc = mdb_cursor_open(t->txn, t->m->db_daemons, &c);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && n < st.ms_entries;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		ret = daemon_decode(t->m, &k, &v, d);
-		if (ret)
-			break;
-		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
-			continue;
-		memcpy(cand[n].uuid, d->uuid, RDMAFS_UUID_LEN);
-		cand[n].score = rdmafs_rendezvous_score(in->r.placement_seed, in->ino, LAYOUT_INDEX,
-							d->uuid);
-		n++;
-	}
-	mdb_cursor_close(c);
+	ret = meta_store_daemon_count(t, &w.max);
 	if (ret)
 		return ret;
-	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
-	if (n == 0) {
+	w.cand = meta_alloc(t, (w.max + 1) * sizeof(*w.cand));
+	if (!w.cand)
+		return -ENOMEM;
+	in->r.placement_seed = splitmix64(t->m->salt ^ in->ino);
+	ret = meta_store_daemons_each(t, layout_candidate, &w);
+	if (ret < 0)
+		return ret;
+	if (w.n == 0) {
 		meta_log(t->m, META_LOG_WARN,
 			 "no storage daemon is UP: cannot place a new file (ENOSPC)");
 		return -ENOSPC;
 	}
-	qsort(cand, n, sizeof(*cand), candidate_cmp);
+	qsort(w.cand, w.n, sizeof(*w.cand), candidate_cmp);
 	in->r.chunk_size = t->m->opts.chunk_size;
-	in->r.stripe_width = n < t->m->opts.stripe_width ? (uint32_t)n : t->m->opts.stripe_width;
+	in->r.stripe_width =
+		w.n < t->m->opts.stripe_width ? (uint32_t)w.n : t->m->opts.stripe_width;
 	in->r.placement = RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1;
 	for (uint32_t i = 0; i < in->r.stripe_width; i++)
-		memcpy(in->daemons[i], cand[i].uuid, RDMAFS_UUID_LEN);
+		memcpy(in->daemons[i], w.cand[i].uuid, RDMAFS_UUID_LEN);
 	return 0;
+}
+
+struct silent_walk {
+	uint64_t now, first_tick;
+	bool apply;
+	int count;
+};
+
+static int silent_check(struct meta_txn *t, struct daemon *d, void *arg)
+{
+	struct silent_walk *w = arg;
+	struct meta *m = t->m;
+	uint64_t first = w->first_tick, last;
+	char text[40];
+
+	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+		return 0;
+	/* stamps of an earlier run are on another clock: count from the first tick */
+	last = first;
+	if (d->r.hb_run == m->run_id && d->r.hb_sec > first)
+		last = d->r.hb_sec;
+	if (w->now <= last || w->now - last <= m->opts.heartbeat_timeout_sec)
+		return 0;
+	w->count++;
+	if (!w->apply)
+		return 0;
+	meta_log(m, META_LOG_WARN, "daemon %s: no heartbeat for %llu s, marking it DOWN",
+		 uuid_text(d->uuid, text, sizeof(text)), (unsigned long long)(w->now - last));
+	d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN;
+	return meta_store_daemon_put(t, d);
 }
 
 /* Finds UP daemons silent for too long; marks them DOWN when @apply. */
 static int scan_silent(struct meta_txn *t, uint64_t now, bool apply)
 {
-	struct meta *m = t->m;
-	uint64_t first = __atomic_load_n(&m->first_tick, __ATOMIC_RELAXED);
-	struct daemon *d = meta_alloc(t, sizeof(*d));
-	MDB_cursor *c;
-	MDB_val k, v;
-	int rc, ret = 0, count = 0;
+	struct silent_walk w = {
+		.now = now,
+		.first_tick = __atomic_load_n(&t->m->first_tick, __ATOMIC_RELAXED),
+		.apply = apply,
+	};
+	int ret = meta_store_daemons_each(t, silent_check, &w);
 
-	if (!d)
-		return -ENOMEM;
-	rc = mdb_cursor_open(t->txn, m->db_daemons, &c);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		uint64_t last;
-		char text[40];
-
-		ret = daemon_decode(m, &k, &v, d);
-		if (ret)
-			break;
-		if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
-			continue;
-		/* stamps of an earlier run are on another clock: count from the first tick */
-		last = first;
-		if (d->r.hb_run == m->run_id && d->r.hb_sec > first)
-			last = d->r.hb_sec;
-		if (now <= last || now - last <= m->opts.heartbeat_timeout_sec)
-			continue;
-		count++;
-		if (!apply)
-			continue;
-		meta_log(m, META_LOG_WARN, "daemon %s: no heartbeat for %llu s, marking it DOWN",
-			 uuid_text(d->uuid, text, sizeof(text)), (unsigned long long)(now - last));
-		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN;
-		/* LMDB cursors stay valid across a put of the current key */
-		ret = daemon_put(t, d);
-		if (ret)
-			break;
-	}
-	mdb_cursor_close(c);
-	if (ret)
-		return ret;
-	if (rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
-	if (apply && count)
+	if (!ret && apply && w.count)
 		ret = bump_epoch(t);
-	return ret ? ret : count;
+	return ret ? ret : w.count;
 }
 
 int meta_tick(struct meta *m, uint64_t now_sec)
@@ -634,27 +538,25 @@ int meta_tick(struct meta *m, uint64_t now_sec)
 	clock_gettime(CLOCK_REALTIME, &t.now);
 
 	/* a read transaction first: most ticks find nothing and write nothing */
-	rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &t.txn);
-	if (rc)
-		return meta_lmdb_errno(rc);
+	ret = meta_store_txn_begin(&t, false);
+	if (ret)
+		return ret;
 	ret = scan_silent(&t, now_sec, false);
-	mdb_txn_abort(t.txn);
+	meta_store_txn_abort(&t);
 	if (ret <= 0)
 		goto out_free;
 
-	rc = mdb_txn_begin(m->env, NULL, 0, &t.txn);
-	if (rc) {
-		ret = meta_lmdb_errno(rc);
+	ret = meta_store_txn_begin(&t, true);
+	if (ret)
 		goto out_free;
-	}
 	ret = scan_silent(&t, now_sec, true);
 	if (ret < 0) {
-		mdb_txn_abort(t.txn);
+		meta_store_txn_abort(&t);
 		goto out_free;
 	}
-	rc = mdb_txn_commit(t.txn);
+	rc = meta_store_txn_commit(&t);
 	if (rc)
-		ret = meta_lmdb_errno(rc);
+		ret = rc;
 out_free:
 	meta_arena_free(t.arena);
 	return ret;

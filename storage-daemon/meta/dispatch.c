@@ -1,13 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * meta_handle(): unpack the request, run its operation in one LMDB
- * transaction, pack the reply, and commit only when the reply fits, so a
- * caller that gets an error knows nothing changed.
+ * The service's entry points, the top of its layers (meta_i.h): meta_open()
+ * checks the store's format and makes a new store's counters and root
+ * directory; meta_handle() unpacks a request, runs its operation in one
+ * store transaction, packs the reply, and commits only when the reply fits,
+ * so a caller that gets an error knows nothing changed.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "meta_i.h"
+
+#define META_DEFAULT_MAP_SIZE	    (4ULL << 30)
+#define META_DEFAULT_CHUNK_SIZE	    (1U << 20)
+#define META_DEFAULT_STRIPE_WIDTH   4
+#define META_DEFAULT_HB_TIMEOUT	    10
+#define META_DEFAULT_HB_INTERVAL_MS 2000
 
 struct meta_method {
 	uint32_t id;
@@ -93,7 +103,7 @@ int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len
 	struct meta_txn t = {.m = m, .resp_cap = resp_cap};
 	ProtobufCMessage *msg, *resp = NULL;
 	size_t size;
-	int rc, ret;
+	int ret;
 
 	*resp_len = 0;
 	if (!mm)
@@ -106,12 +116,9 @@ int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len
 	read_cred(mm->request, msg, &t.cred);
 	clock_gettime(CLOCK_REALTIME, &t.now);
 
-	rc = mdb_txn_begin(m->env, NULL, mm->write ? 0 : MDB_RDONLY, &t.txn);
-	if (rc) {
-		meta_log(m, META_LOG_ERR, "cannot begin a transaction: %s", mdb_strerror(rc));
-		ret = meta_lmdb_errno(rc);
+	ret = meta_store_txn_begin(&t, mm->write);
+	if (ret)
 		goto out_free_msg;
-	}
 	ret = mm->fn(&t, msg, &resp);
 	if (ret)
 		goto out_abort;
@@ -126,20 +133,138 @@ int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len
 	}
 	*resp_len = protobuf_c_message_pack(resp, resp_buf);
 	if (mm->write) {
-		rc = mdb_txn_commit(t.txn);
-		if (rc) {
-			meta_log(m, META_LOG_ERR, "cannot commit: %s", mdb_strerror(rc));
+		ret = meta_store_txn_commit(&t);
+		if (ret)
 			*resp_len = 0;
-			ret = meta_lmdb_errno(rc);
-		}
 		goto out_free_arena;
 	}
 out_abort:
 	/* also the normal end of a read-only transaction */
-	mdb_txn_abort(t.txn);
+	meta_store_txn_abort(&t);
 out_free_arena:
 	meta_arena_free(t.arena);
 out_free_msg:
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return ret;
+}
+
+/* ---- open and close ---- */
+
+/* A new store: counters and the root directory. */
+static int format_store(struct meta_txn *t)
+{
+	uint64_t salt;
+	int ret;
+
+	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
+		salt = (uint64_t)t->now.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)t->now.tv_sec;
+	ret = meta_store_counter_put(t, "format", META_FORMAT_VERSION);
+	if (!ret)
+		ret = meta_store_counter_put(t, "next_ino", META_ROOT_INO + 1);
+	if (!ret)
+		ret = meta_store_counter_put(t, "next_handle", 1);
+	if (!ret)
+		ret = meta_store_counter_put(t, "generation", 1);
+	if (!ret)
+		ret = meta_store_counter_put(t, "epoch", 1);
+	if (!ret)
+		ret = meta_store_counter_put(t, "inodes", 0);
+	if (!ret)
+		ret = meta_store_counter_put(t, "runs", 0);
+	if (!ret)
+		ret = meta_store_counter_put(t, "salt", salt);
+	if (!ret)
+		ret = meta_make_root(t);
+	return ret;
+}
+
+static int check_format(struct meta *m, struct meta_txn *t)
+{
+	uint64_t version;
+	int ret = meta_store_counter_get(t, "format", &version);
+
+	if (ret == -ENOENT) {
+		meta_log(m, META_LOG_INFO, "new metadata store (format %d)", META_FORMAT_VERSION);
+		ret = format_store(t);
+		if (ret)
+			return ret;
+		version = META_FORMAT_VERSION;
+	}
+	if (ret)
+		return ret;
+	if (version > META_FORMAT_VERSION) {
+		meta_log(m, META_LOG_ERR,
+			 "metadata store has format %llu, newer than the %d this build knows: "
+			 "refusing to use it",
+			 (unsigned long long)version, META_FORMAT_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	ret = meta_store_counter_next(t, "runs", &m->run_id);
+	if (!ret)
+		ret = meta_store_counter_get(t, "salt", &m->salt);
+	m->run_id++;
+	return ret;
+}
+
+int meta_open(const char *dir, const struct meta_options *opts, struct meta **out)
+{
+	struct meta_txn t = {0};
+	struct meta *m;
+	int ret;
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	if (opts)
+		m->opts = *opts;
+	if (!m->opts.map_size)
+		m->opts.map_size = META_DEFAULT_MAP_SIZE;
+	if (!m->opts.chunk_size)
+		m->opts.chunk_size = META_DEFAULT_CHUNK_SIZE;
+	if (!m->opts.stripe_width)
+		m->opts.stripe_width = META_DEFAULT_STRIPE_WIDTH;
+	if (m->opts.stripe_width > META_MAX_STRIPE)
+		m->opts.stripe_width = META_MAX_STRIPE;
+	if (!m->opts.heartbeat_timeout_sec)
+		m->opts.heartbeat_timeout_sec = META_DEFAULT_HB_TIMEOUT;
+	if (!m->opts.heartbeat_interval_ms)
+		m->opts.heartbeat_interval_ms = META_DEFAULT_HB_INTERVAL_MS;
+
+	ret = meta_store_open(m, dir);
+	if (ret)
+		goto err_free;
+	/* one transaction: a store of a newer format is left as it was found */
+	t.m = m;
+	clock_gettime(CLOCK_REALTIME, &t.now);
+	ret = meta_store_txn_begin(&t, true);
+	if (ret)
+		goto err_close_store;
+	ret = meta_store_open_databases(&t);
+	if (!ret)
+		ret = check_format(m, &t);
+	if (ret)
+		goto err_abort;
+	ret = meta_store_txn_commit(&t);
+	meta_arena_free(t.arena);
+	if (ret)
+		goto err_close_store;
+	*out = m;
+	return 0;
+
+err_abort:
+	meta_store_txn_abort(&t);
+	meta_arena_free(t.arena);
+err_close_store:
+	meta_store_close(m);
+err_free:
+	free(m);
+	return ret;
+}
+
+void meta_close(struct meta *m)
+{
+	if (!m)
+		return;
+	meta_store_close(m);
+	free(m);
 }

@@ -1,229 +1,65 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Internals of the metadata service. store.c owns the LMDB environment and
- * the record formats, ops.c the filesystem operations, cluster.c the cluster
- * map, dispatch.c the unpack -> transaction -> pack path.
+ * Internals of the metadata service, in layers. Each file calls only the
+ * layers below it, so each can be read without the ones above:
  *
- * Named databases and their records (integers in keys are big-endian so that
- * LMDB's byte order is numeric order; values use the host byte order, as the
- * LMDB file itself does):
+ *   dispatch.c  meta_open() (the format check, a new store's counters),
+ *               meta_close(), meta_handle(): unpack -> transaction -> pack,
+ *               through the method table
+ *   admin.c     rdmafsctl's methods: INODE_LIST, SET_LAYOUT
+ *   ops.c       the filesystem operations and their permission checks
+ *   cluster.c   the cluster map: daemons, epoch, STATFS, the daemons of a
+ *               new file's layout, meta_tick()
+ *   store.c     the LMDB store (meta_store_i.h): environment, transactions,
+ *               record formats, walks; the log and the reply memory
  *
- *   counters  "format", "next_ino", ... (string key) -> uint64
- *   inodes    ino -> struct inode_rec, then stripe_width daemon UUIDs
- *   dirents   (parent, name bytes) -> struct dirent_val
- *   dirpos    (parent, entry id) -> struct dirpos_val, then the name bytes
- *   symlinks  ino -> target bytes
- *   xattrs    (ino, name bytes) -> value bytes
- *   handles   handle -> struct handle_rec
- *   allocs    (ino, daemon uuid) -> uint64 bytes that daemon allocated to the file;
- *             (ino) alone -> uint64 0, the mark that st_blocks comes from the
- *             reports: set on files created since allocs exists, and on older
- *             files once a report covers every daemon of their layout
- *   daemons   uuid (16 bytes) -> struct daemon_rec, then the addresses
- *
- * Readdir cookies: each directory hands out increasing entry ids (its
- * next_dirent_id, starting at META_DIRENT_FIRST_ID so a client can give "."
- * and ".." the offsets 1 and 2); a dirent keeps its id for life and dirpos
- * indexes the directory by id. READDIR returns entries in id order and a
- * cookie is the entry's id, so resuming after a cookie is a range scan that
- * is exact however many entries were added or removed meanwhile: an entry
- * present for the whole listing is returned exactly once, new entries (with
- * larger ids) may or may not be, removed ones are not returned after removal.
+ * Dependency order: store <- cluster <- ops <- admin <- dispatch; no file
+ * calls one above it. store.c includes only the store's headers, so it
+ * cannot, and it is the only file that calls LMDB: grep the other four for
+ * LMDB's mdb prefix and nothing turns up.
  */
 #ifndef RDMAFS_META_I_H
 #define RDMAFS_META_I_H
 
-#include <lmdb.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 #include <protobuf-c/protobuf-c.h>
 
 #include "rdmafs.pb-c.h"
 #include "meta.h"
+#include "meta_store_i.h"
 #include "rdmafs_common.h"
 
-#define META_FORMAT_VERSION  1
-#define META_ROOT_INO	     1
-#define META_NAME_MAX	     255
-#define META_SYMLINK_MAX     4095 /* PATH_MAX - 1 */
-#define META_XATTR_NAME_MAX  255
-#define META_XATTR_SIZE_MAX  65536
-#define META_LINK_MAX	     65000 /* hard links of one file, as ext4 */
-#define META_MAX_STRIPE	     64
-#define META_MAX_ADDRESSES   16
-#define META_MAX_ADDRESS_LEN 255
-#define META_DIRENT_FIRST_ID 3
-
-struct meta {
-	MDB_env *env;
-	MDB_dbi db_counters;
-	MDB_dbi db_inodes;
-	MDB_dbi db_dirents;
-	MDB_dbi db_dirpos;
-	MDB_dbi db_symlinks;
-	MDB_dbi db_xattrs;
-	MDB_dbi db_handles;
-	MDB_dbi db_daemons;
-	MDB_dbi db_allocs;
-	struct meta_options opts;
-	uint64_t run_id;     /* "runs" counter at open: tells stale heartbeat stamps */
-	uint64_t salt;	     /* per-filesystem, mixed into placement seeds */
-	uint64_t now_sec;    /* meta_tick() clock, read and written atomically */
-	uint64_t first_tick; /* now_sec of the first tick of this run, 0 before */
-};
-
-struct inode_rec {
-	uint32_t mode;
-	uint32_t nlink;
-	uint32_t uid;
-	uint32_t gid;
-	uint64_t size;
-	uint64_t rdev;
-	uint64_t generation;
-	uint64_t parent;	 /* directories: for the rename loop check and ".." */
-	uint64_t next_dirent_id; /* directories */
-	int64_t atime_sec;
-	int64_t mtime_sec;
-	int64_t ctime_sec;
-	uint32_t atime_nsec;
-	uint32_t mtime_nsec;
-	uint32_t ctime_nsec;
-	uint32_t open_count; /* handles; nlink 0 and open_count > 0 is an orphan */
-	uint32_t chunk_size; /* layout of regular files, stripe_width UUIDs follow */
-	uint32_t stripe_width;
-	uint32_t placement;
-	/*
-	 * Layout.generation: bumped by SET_LAYOUT. It took the place of a field
-	 * that was always 0, so inodes written before it read as generation 0
-	 * and the record's size did not change.
-	 */
-	uint32_t layout_generation;
-	uint64_t placement_seed;
-};
-
-struct inode {
-	uint64_t ino;
-	struct inode_rec r;
-	uint8_t daemons[META_MAX_STRIPE][RDMAFS_UUID_LEN];
-};
-
-struct dirent_val {
-	uint64_t ino;
-	uint64_t id;
-	uint32_t type; /* S_IFMT bits of the inode */
-	uint32_t reserved;
-};
-
-struct dirpos_val {
-	uint64_t ino;
-	uint32_t type;
-	uint32_t name_len;
-};
-
-struct handle_rec {
-	uint64_t ino;
-	uint32_t flags;
-	uint32_t reserved;
-};
-
-struct daemon_rec {
-	uint32_t state;		/* Rdmafs__DaemonState */
-	uint32_t address_count; /* each follows as a uint16 length and the bytes */
-	uint64_t capacity_bytes;
-	uint64_t used_bytes;
-	uint64_t hb_run; /* struct meta.run_id when hb_sec was stamped */
-	uint64_t hb_sec;
-	uint64_t hb_unix_ms;
-};
-
-/* The caller of one request. */
-struct meta_cred {
-	uint32_t uid;
-	uint32_t gid;
-	size_t group_count;
-	const uint32_t *groups;
-};
-
-struct meta_arena;
-
-/* One request: its transaction, caller, clock and reply memory. */
-struct meta_txn {
-	struct meta *m;
-	MDB_txn *txn;
-	struct meta_cred cred;
-	struct timespec now;	  /* CLOCK_REALTIME at the start */
-	struct meta_arena *arena; /* reply memory, freed after packing */
-	size_t resp_cap;	  /* room for the packed reply */
-};
+#define META_FORMAT_VERSION 1
+#define META_ROOT_INO	    1
+#define META_SYMLINK_MAX    4095 /* PATH_MAX - 1 */
+#define META_XATTR_SIZE_MAX 65536
+#define META_LINK_MAX	    65000 /* hard links of one file, as ext4 */
 
 typedef int (*meta_op_fn)(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 
-/* ---- store.c ---- */
+/* ---- cluster.c ---- */
 
-__attribute__((format(printf, 3, 4))) void meta_log(struct meta *m, enum meta_log_level level,
-						    const char *fmt, ...);
-int meta_lmdb_errno(int rc);
+int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *req,
+			    ProtobufCMessage **resp);
+int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *req,
+			    ProtobufCMessage **resp);
+int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *req,
+			     ProtobufCMessage **resp);
+int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 
-/* Zeroed memory that lives until the reply is packed; NULL when out of memory. */
-void *meta_alloc(struct meta_txn *t, size_t size);
-void *meta_dup(struct meta_txn *t, const void *data, size_t len);
-void meta_arena_free(struct meta_arena *a);
+/* The state of daemon @uuid in the cluster map (a DaemonState); -ENOENT if unknown. */
+int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state);
 
-int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value);
-int meta_counter_put(struct meta_txn *t, const char *name, uint64_t value);
-/* Returns the counter in *value and stores value + 1. */
-int meta_counter_next(struct meta_txn *t, const char *name, uint64_t *value);
-int meta_counter_add(struct meta_txn *t, const char *name, int64_t delta);
-
-int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out);
-int meta_inode_put(struct meta_txn *t, const struct inode *in);
-/* Deletes the inode with its symlink target and xattrs. */
-int meta_inode_delete(struct meta_txn *t, uint64_t ino);
-
-int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
-		    struct dirent_val *out);
-/* Adds the entry with the next id of @dir (the caller then writes @dir). */
-int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
-		    uint64_t ino, uint32_t type);
-/* Points an existing entry at another inode, keeping its id (RENAME_EXCHANGE). */
-int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
-			uint64_t ino, uint32_t type);
-int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len);
-/* 1 if directory @ino has no entries, 0 if it has, or a negative errno. */
-int meta_dir_empty(struct meta_txn *t, uint64_t ino);
-
-int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target);
-int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len);
-
-/* Bytes the daemons of @in's layout reported holding for it (allocs). */
-int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes);
-/* Records that daemon @uuid holds @bytes of inode @ino. */
-int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes);
-/* 1 if inode @ino's st_blocks comes from the reports (its mark), 0 if not, or -errno. */
-int meta_alloc_known(struct meta_txn *t, uint64_t ino);
-/* Sets that mark. */
-int meta_alloc_mark(struct meta_txn *t, uint64_t ino);
-
-int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len);
-
-static inline void meta_put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-static inline uint64_t meta_get_be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
+/*
+ * Chooses the daemons of a new file's layout: min(stripe width, UP daemons),
+ * the top scores of rdmafs_rendezvous_score(seed, ino, 0, uuid), so files spread
+ * over all daemons. -ENOSPC when no daemon is UP.
+ */
+int meta_choose_layout(struct meta_txn *t, struct inode *in);
 
 /* ---- ops.c ---- */
 
@@ -258,27 +94,5 @@ int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout *
 
 int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
-
-/* ---- cluster.c ---- */
-
-int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
-int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *req,
-			    ProtobufCMessage **resp);
-int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
-int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *req,
-			    ProtobufCMessage **resp);
-int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *req,
-			     ProtobufCMessage **resp);
-int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
-
-/* The state of daemon @uuid in the cluster map (a DaemonState); -ENOENT if unknown. */
-int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state);
-
-/*
- * Chooses the daemons of a new file's layout: min(stripe width, UP daemons),
- * the top scores of rdmafs_rendezvous_score(seed, ino, 0, uuid), so files spread
- * over all daemons. -ENOSPC when no daemon is UP.
- */
-int meta_choose_layout(struct meta_txn *t, struct inode *in);
 
 #endif

@@ -82,7 +82,7 @@ static int check_sticky(const struct meta_txn *t, const struct inode *dir,
 
 static int get_dir(struct meta_txn *t, uint64_t ino, struct inode *dir)
 {
-	int ret = meta_inode_get(t, ino, dir);
+	int ret = meta_store_inode_get(t, ino, dir);
 
 	if (ret)
 		return ret;
@@ -121,16 +121,16 @@ static Rdmafs__Timespec *ts_out(struct meta_txn *t, int64_t sec, uint32_t nsec)
 
 /*
  * st_blocks in 512-byte units: for regular files what the daemons reported
- * at the clients' commits (meta_alloc_sum()), so a sparse file shows what it
+ * at the clients' commits (meta_store_alloc_sum()), so a sparse file shows what it
  * holds and stat costs no daemon round trip. Files from before the reports
  * existed, until one report covers them, and a failed read: the size.
  */
 static uint64_t attr_blocks(struct meta_txn *t, const struct inode *in)
 {
 	uint64_t bytes;
-	int known = S_ISREG(in->r.mode) ? meta_alloc_known(t, in->ino) : 0;
+	int known = S_ISREG(in->r.mode) ? meta_store_alloc_known(t, in->ino) : 0;
 
-	if (known == 1 && meta_alloc_sum(t, in, &bytes) == 0)
+	if (known == 1 && meta_store_alloc_sum(t, in, &bytes) == 0)
 		return bytes / 512 + (bytes % 512 != 0);
 	if (known != 0)
 		meta_log(t->m, META_LOG_WARN, "inode %llu: allocation records unreadable",
@@ -241,11 +241,11 @@ static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *d
 	int ret;
 
 	memset(in, 0, sizeof(*in));
-	ret = meta_counter_next(t, "next_ino", &in->ino);
+	ret = meta_store_counter_next(t, "next_ino", &in->ino);
 	if (!ret)
-		ret = meta_counter_next(t, "generation", &in->r.generation);
+		ret = meta_store_counter_next(t, "generation", &in->r.generation);
 	if (!ret)
-		ret = meta_counter_add(t, "inodes", 1);
+		ret = meta_store_counter_add(t, "inodes", 1);
 	if (ret)
 		return ret;
 	if (dir && (dir->r.mode & S_ISGID)) {
@@ -258,7 +258,7 @@ static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *d
 	in->r.gid = gid;
 	in->r.nlink = S_ISDIR(mode) ? 2 : 1;
 	if (S_ISREG(mode)) {
-		ret = meta_alloc_mark(t, in->ino); /* nothing allocated yet, and known */
+		ret = meta_store_alloc_mark(t, in->ino); /* nothing allocated yet, and known */
 		if (ret)
 			return ret;
 	}
@@ -277,16 +277,16 @@ int meta_make_root(struct meta_txn *t)
 
 	/* the counter starts at 2: give the root its fixed number by hand */
 	memset(&root, 0, sizeof(root));
-	ret = meta_counter_get(t, "next_ino", &ino);
+	ret = meta_store_counter_get(t, "next_ino", &ino);
 	if (ret)
 		return ret;
-	ret = meta_counter_put(t, "next_ino", META_ROOT_INO);
+	ret = meta_store_counter_put(t, "next_ino", META_ROOT_INO);
 	if (!ret)
 		ret = new_inode(t, &root, NULL, S_IFDIR | 0755, 0, 0);
 	if (!ret)
-		ret = meta_counter_put(t, "next_ino", ino);
+		ret = meta_store_counter_put(t, "next_ino", ino);
 	if (!ret)
-		ret = meta_inode_put(t, &root);
+		ret = meta_store_inode_put(t, &root);
 	return ret;
 }
 
@@ -308,7 +308,7 @@ static int free_inode(struct meta_txn *t, const struct inode *in, Rdmafs__FreedI
 			return ret;
 		*freed = f;
 	}
-	return meta_inode_delete(t, in->ino);
+	return meta_store_inode_delete(t, in->ino);
 }
 
 /* Drops one link of a non-directory: stores it, or frees it if nothing holds it. */
@@ -319,7 +319,7 @@ static int drop_link(struct meta_txn *t, struct inode *in, Rdmafs__FreedInode **
 	touch_ctime(t, in);
 	if (in->r.nlink == 0 && in->r.open_count == 0)
 		return free_inode(t, in, freed);
-	return meta_inode_put(t, in);
+	return meta_store_inode_put(t, in);
 }
 
 static int open_access(uint32_t flags)
@@ -347,9 +347,6 @@ static int open_access(uint32_t flags)
 /* Checks @flags against @in and records a handle (the caller stores @in). */
 static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uint64_t *handle)
 {
-	struct handle_rec h = {.ino = in->ino, .flags = flags};
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
 	int mask = open_access(flags), ret;
 
 	if (mask < 0)
@@ -361,11 +358,7 @@ static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uin
 	ret = may(t, in, (unsigned)mask);
 	if (ret)
 		return ret;
-	ret = meta_counter_next(t, "next_handle", handle);
-	if (ret)
-		return ret;
-	meta_put_be64(key, *handle);
-	ret = meta_lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, MDB_NOOVERWRITE));
+	ret = meta_store_handle_new(t, in->ino, flags, handle);
 	if (ret)
 		return ret;
 	in->r.open_count++;
@@ -391,7 +384,7 @@ static int prepare_create(struct meta_txn *t, uint64_t parent, const ProtobufCBi
 		return ret;
 	if (dir->r.nlink == 0)
 		return -ENOENT; /* removed while someone had it open */
-	ret = meta_dirent_get(t, parent, name->data, name->len, &dv);
+	ret = meta_store_dirent_get(t, parent, name->data, name->len, &dv);
 	if (ret == 0)
 		return -EEXIST;
 	return ret == -ENOENT ? 0 : ret;
@@ -401,16 +394,17 @@ static int prepare_create(struct meta_txn *t, uint64_t parent, const ProtobufCBi
 static int link_new(struct meta_txn *t, struct inode *dir, const ProtobufCBinaryData *name,
 		    struct inode *in)
 {
-	int ret = meta_dirent_add(t, dir, name->data, name->len, in->ino, in->r.mode & S_IFMT);
+	int ret =
+		meta_store_dirent_add(t, dir, name->data, name->len, in->ino, in->r.mode & S_IFMT);
 
 	if (ret)
 		return ret;
 	if (S_ISDIR(in->r.mode))
 		dir->r.nlink++;
 	touch_dir(t, dir);
-	ret = meta_inode_put(t, dir);
+	ret = meta_store_inode_put(t, dir);
 	if (!ret)
-		ret = meta_inode_put(t, in);
+		ret = meta_store_inode_put(t, in);
 	return ret;
 }
 
@@ -446,12 +440,12 @@ int meta_op_lookup(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	} else if (req->name.len == 2 && req->name.data[0] == '.' && req->name.data[1] == '.') {
 		ino = dir.r.parent;
 	} else {
-		ret = meta_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
+		ret = meta_store_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
 		if (ret)
 			return ret;
 		ino = dv.ino;
 	}
-	ret = meta_inode_get(t, ino, &in);
+	ret = meta_store_inode_get(t, ino, &in);
 	if (ret)
 		return ret == -ENOENT ? -EIO : ret; /* an entry without its inode */
 	return entry_resp(t, &in, resp);
@@ -462,7 +456,7 @@ int meta_op_getattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	const Rdmafs__GetattrReq *req = (const void *)msg;
 	Rdmafs__AttrResp *out;
 	struct inode in;
-	int ret = meta_inode_get(t, req->ino, &in);
+	int ret = meta_store_inode_get(t, req->ino, &in);
 
 	if (ret)
 		return ret;
@@ -511,21 +505,13 @@ static int setattr_check_times(struct meta_txn *t, const Rdmafs__SetattrReq *req
 static int handle_writable(struct meta_txn *t, const struct inode *in, uint64_t handle)
 {
 	struct handle_rec h;
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
-	int rc;
+	int ret;
 
 	if (!handle)
 		return -EBADF;
-	meta_put_be64(key, handle);
-	rc = mdb_get(t->txn, t->m->db_handles, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return -EBADF;
-	if (rc)
-		return meta_lmdb_errno(rc);
-	if (v.mv_size != sizeof(h))
-		return -EIO;
-	memcpy(&h, v.mv_data, sizeof(h));
+	ret = meta_store_handle_get(t, handle, &h);
+	if (ret)
+		return ret == -ENOENT ? -EBADF : ret;
 	if (h.ino != in->ino || (h.flags & O_ACCMODE) == O_RDONLY)
 		return -EBADF;
 	return 0;
@@ -582,7 +568,7 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 
 	if (v & ~(uint32_t)SETATTR_KNOWN)
 		return -EINVAL;
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 
@@ -681,7 +667,7 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		changed = true;
 	}
 	if (changed) {
-		ret = meta_inode_put(t, &in);
+		ret = meta_store_inode_put(t, &in);
 		if (ret)
 			return ret;
 	}
@@ -707,9 +693,9 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	ret = prepare_create(t, req->parent, &req->name, &dir);
 	if (ret == -EEXIST && !req->exclusive) {
 		/* open(O_CREAT) of an existing file opens it */
-		ret = meta_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
+		ret = meta_store_dirent_get(t, req->parent, req->name.data, req->name.len, &dv);
 		if (!ret)
-			ret = meta_inode_get(t, dv.ino, &in);
+			ret = meta_store_inode_get(t, dv.ino, &in);
 		if (ret)
 			return ret;
 		if (S_ISDIR(in.r.mode))
@@ -717,7 +703,7 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		ret = open_handle(t, &in, req->open_flags, &out->handle);
 		if (ret)
 			return ret;
-		ret = meta_inode_put(t, &in);
+		ret = meta_store_inode_put(t, &in);
 	} else if (ret) {
 		return ret;
 	} else {
@@ -729,16 +715,8 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		if (ret)
 			return ret;
 		/* the creator may open what it just made, whatever the mode says */
-		ret = meta_counter_next(t, "next_handle", &out->handle);
-		if (!ret) {
-			struct handle_rec h = {.ino = in.ino, .flags = req->open_flags};
-			uint8_t key[8];
-			MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
-
-			meta_put_be64(key, out->handle);
-			ret = meta_lmdb_errno(mdb_put(t->txn, t->m->db_handles, &k, &v, 0));
-			in.r.open_count = 1;
-		}
+		ret = meta_store_handle_new(t, in.ino, req->open_flags, &out->handle);
+		in.r.open_count = 1;
 		if (!ret)
 			ret = link_new(t, &dir, &req->name, &in);
 		out->created = true;
@@ -830,7 +808,7 @@ int meta_op_symlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	if (ret)
 		return ret;
 	in.r.size = req->target.len;
-	ret = meta_symlink_put(t, in.ino, req->target.data, req->target.len);
+	ret = meta_store_symlink_put(t, in.ino, req->target.data, req->target.len);
 	if (!ret)
 		ret = link_new(t, &dir, &req->name, &in);
 	if (ret)
@@ -851,9 +829,9 @@ static int prepare_remove(struct meta_txn *t, uint64_t parent, const ProtobufCBi
 	if (!ret)
 		ret = may(t, dir, MAY_WRITE | MAY_EXEC);
 	if (!ret)
-		ret = meta_dirent_get(t, parent, name->data, name->len, dv);
+		ret = meta_store_dirent_get(t, parent, name->data, name->len, dv);
 	if (!ret)
-		ret = meta_inode_get(t, dv->ino, in);
+		ret = meta_store_inode_get(t, dv->ino, in);
 	if (!ret)
 		ret = check_sticky(t, dir, in);
 	return ret;
@@ -878,13 +856,13 @@ int meta_op_unlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if (!out)
 		return -ENOMEM;
 	rdmafs__unlink_resp__init(out);
-	ret = meta_dirent_delete(t, dir.ino, req->name.data, req->name.len);
+	ret = meta_store_dirent_delete(t, dir.ino, req->name.data, req->name.len);
 	if (!ret)
 		ret = drop_link(t, &in, &out->freed);
 	if (ret)
 		return ret;
 	touch_dir(t, &dir);
-	ret = meta_inode_put(t, &dir);
+	ret = meta_store_inode_put(t, &dir);
 	*resp = &out->base;
 	return ret;
 }
@@ -906,19 +884,19 @@ int meta_op_rmdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMess
 		return ret;
 	if (!S_ISDIR(in.r.mode))
 		return -ENOTDIR;
-	ret = meta_dir_empty(t, in.ino);
+	ret = meta_store_dir_empty(t, in.ino);
 	if (ret < 0)
 		return ret;
 	if (ret == 0)
 		return -ENOTEMPTY;
-	ret = meta_dirent_delete(t, dir.ino, req->name.data, req->name.len);
+	ret = meta_store_dirent_delete(t, dir.ino, req->name.data, req->name.len);
 	if (!ret)
-		ret = meta_inode_delete(t, in.ino);
+		ret = meta_store_inode_delete(t, in.ino);
 	if (ret)
 		return ret;
 	dir.r.nlink--;
 	touch_dir(t, &dir);
-	ret = meta_inode_put(t, &dir);
+	ret = meta_store_inode_put(t, &dir);
 	if (ret)
 		return ret;
 	return empty_resp(t, resp);
@@ -935,7 +913,7 @@ static int check_not_below(struct meta_txn *t, uint64_t ino, uint64_t ancestor)
 			return -EINVAL;
 		if (ino == META_ROOT_INO)
 			return 0;
-		ret = meta_inode_get(t, ino, &cur);
+		ret = meta_store_inode_get(t, ino, &cur);
 		if (ret)
 			return ret == -ENOENT ? -EIO : ret;
 		ino = cur.r.parent;
@@ -973,11 +951,12 @@ static int rename_exchange(struct meta_txn *t, const Rdmafs__RenameReq *req, str
 		if (ret)
 			return ret;
 	}
-	ret = meta_dirent_repoint(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
-				  s->dst.ino, s->dst.r.mode & S_IFMT);
+	ret = meta_store_dirent_repoint(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
+					s->dst.ino, s->dst.r.mode & S_IFMT);
 	if (!ret)
-		ret = meta_dirent_repoint(t, s->new_dir->ino, req->new_name.data, req->new_name.len,
-					  s->src.ino, s->src.r.mode & S_IFMT);
+		ret = meta_store_dirent_repoint(t, s->new_dir->ino, req->new_name.data,
+						req->new_name.len, s->src.ino,
+						s->src.r.mode & S_IFMT);
 	if (ret)
 		return ret;
 	if (moved && src_dir) {
@@ -992,9 +971,9 @@ static int rename_exchange(struct meta_txn *t, const Rdmafs__RenameReq *req, str
 	}
 	touch_ctime(t, &s->src);
 	touch_ctime(t, &s->dst);
-	ret = meta_inode_put(t, &s->src);
+	ret = meta_store_inode_put(t, &s->src);
 	if (!ret)
-		ret = meta_inode_put(t, &s->dst);
+		ret = meta_store_inode_put(t, &s->dst);
 	return ret;
 }
 
@@ -1018,7 +997,7 @@ static int rename_move(struct meta_txn *t, const Rdmafs__RenameReq *req, struct 
 		if (!src_dir && dst_dir)
 			return -EISDIR;
 		if (dst_dir) {
-			ret = meta_dir_empty(t, s->dst.ino);
+			ret = meta_store_dir_empty(t, s->dst.ino);
 			if (ret < 0)
 				return ret;
 			if (ret == 0)
@@ -1026,24 +1005,25 @@ static int rename_move(struct meta_txn *t, const Rdmafs__RenameReq *req, struct 
 		}
 	}
 
-	ret = meta_dirent_delete(t, s->old_dir.ino, req->old_name.data, req->old_name.len);
+	ret = meta_store_dirent_delete(t, s->old_dir.ino, req->old_name.data, req->old_name.len);
 	if (ret)
 		return ret;
 	if (s->dst_exists) {
-		ret = meta_dirent_delete(t, s->new_dir->ino, req->new_name.data, req->new_name.len);
+		ret = meta_store_dirent_delete(t, s->new_dir->ino, req->new_name.data,
+					       req->new_name.len);
 		if (ret)
 			return ret;
 		if (S_ISDIR(s->dst.r.mode)) {
 			s->new_dir->r.nlink--;
-			ret = meta_inode_delete(t, s->dst.ino);
+			ret = meta_store_inode_delete(t, s->dst.ino);
 		} else {
 			ret = drop_link(t, &s->dst, freed);
 		}
 		if (ret)
 			return ret;
 	}
-	ret = meta_dirent_add(t, s->new_dir, req->new_name.data, req->new_name.len, s->src.ino,
-			      s->src.r.mode & S_IFMT);
+	ret = meta_store_dirent_add(t, s->new_dir, req->new_name.data, req->new_name.len,
+				    s->src.ino, s->src.r.mode & S_IFMT);
 	if (ret)
 		return ret;
 	if (moved && src_dir) {
@@ -1052,7 +1032,7 @@ static int rename_move(struct meta_txn *t, const Rdmafs__RenameReq *req, struct 
 		s->new_dir->r.nlink++;
 	}
 	touch_ctime(t, &s->src);
-	return meta_inode_put(t, &s->src);
+	return meta_store_inode_put(t, &s->src);
 }
 
 int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
@@ -1091,16 +1071,16 @@ int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if (!ret)
 		ret = may(t, s->new_dir, MAY_WRITE | MAY_EXEC);
 	if (!ret)
-		ret = meta_dirent_get(t, s->old_dir.ino, req->old_name.data, req->old_name.len,
-				      &s->src_dv);
+		ret = meta_store_dirent_get(t, s->old_dir.ino, req->old_name.data,
+					    req->old_name.len, &s->src_dv);
 	if (!ret)
-		ret = meta_inode_get(t, s->src_dv.ino, &s->src);
+		ret = meta_store_inode_get(t, s->src_dv.ino, &s->src);
 	if (ret)
 		return ret;
 	if (s->new_dir->r.nlink == 0)
 		return -ENOENT;
-	ret = meta_dirent_get(t, s->new_dir->ino, req->new_name.data, req->new_name.len,
-			      &s->dst_dv);
+	ret = meta_store_dirent_get(t, s->new_dir->ino, req->new_name.data, req->new_name.len,
+				    &s->dst_dv);
 	if (ret && ret != -ENOENT)
 		return ret;
 	s->dst_exists = ret == 0;
@@ -1109,7 +1089,7 @@ int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if ((req->flags & RDMAFS__RENAME_FLAG__RENAME_FLAG_NOREPLACE) && s->dst_exists)
 		return -EEXIST;
 	if (s->dst_exists) {
-		ret = meta_inode_get(t, s->dst_dv.ino, &s->dst);
+		ret = meta_store_inode_get(t, s->dst_dv.ino, &s->dst);
 		if (ret)
 			return ret;
 	}
@@ -1135,10 +1115,10 @@ int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if (ret)
 		return ret;
 	touch_dir(t, &s->old_dir);
-	ret = meta_inode_put(t, &s->old_dir);
+	ret = meta_store_inode_put(t, &s->old_dir);
 	if (!ret && s->new_dir != &s->old_dir) {
 		touch_dir(t, s->new_dir);
-		ret = meta_inode_put(t, s->new_dir);
+		ret = meta_store_inode_put(t, s->new_dir);
 	}
 	return ret;
 }
@@ -1149,7 +1129,7 @@ int meta_op_link(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 	struct inode dir, in;
 	int ret;
 
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	if (S_ISDIR(in.r.mode))
@@ -1174,23 +1154,24 @@ int meta_op_readlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 	const Rdmafs__ReadlinkReq *req = (const void *)msg;
 	Rdmafs__ReadlinkResp *out;
 	struct inode in;
-	MDB_val target;
+	const void *target;
+	size_t len;
 	int ret;
 
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	if (!S_ISLNK(in.r.mode))
 		return -EINVAL;
-	ret = meta_symlink_get(t, req->ino, &target);
+	ret = meta_store_symlink_get(t, req->ino, &target, &len);
 	if (ret)
 		return ret == -ENOENT ? -EIO : ret;
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
 	rdmafs__readlink_resp__init(out);
-	out->target.data = meta_dup(t, target.mv_data, target.mv_size);
-	out->target.len = target.mv_size;
+	out->target.data = meta_dup(t, target, len);
+	out->target.len = len;
 	*resp = &out->base;
 	return out->target.data ? 0 : -ENOMEM;
 }
@@ -1205,106 +1186,84 @@ static size_t field_size(size_t len)
 	return n + len;
 }
 
+struct readdir_walk {
+	const Rdmafs__ReaddirReq *req;
+	Rdmafs__ReaddirResp *out;
+	size_t max, used, room;
+};
+
+static int readdir_add(struct meta_txn *t, const struct meta_store_dirent *d, void *arg)
+{
+	struct readdir_walk *w = arg;
+	Rdmafs__DirEntry *e;
+	struct inode in;
+	size_t size;
+	int ret;
+
+	if (w->out->n_entries == w->max)
+		return 1;
+	e = meta_alloc(t, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	rdmafs__dir_entry__init(e);
+	e->name.data = meta_dup(t, d->name, d->name_len);
+	e->name.len = d->name_len;
+	e->ino = d->ino;
+	e->mode = d->type;
+	e->cookie = d->id;
+	if (!e->name.data)
+		return -ENOMEM;
+	if (w->req->with_attrs) {
+		ret = meta_store_inode_get(t, d->ino, &in);
+		if (ret)
+			return ret;
+		e->attr = attr_out(t, &in);
+		if (!e->attr)
+			return -ENOMEM;
+	}
+	size = field_size(rdmafs__dir_entry__get_packed_size(e));
+	if (w->used + size > w->room)
+		return 1;
+	w->used += size;
+	w->out->entries[w->out->n_entries++] = e;
+	return 0;
+}
+
 int meta_op_readdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__ReaddirReq *req = (const void *)msg;
-	Rdmafs__ReaddirResp *out;
-	struct inode dir, in;
-	size_t room, max, used = 0;
-	uint8_t key[16];
-	MDB_cursor *c;
-	MDB_val k = {sizeof(key), key}, v;
-	int rc, ret;
+	struct readdir_walk w = {.req = req};
+	struct inode dir;
+	int ret;
 
 	ret = get_dir(t, req->ino, &dir);
 	if (!ret)
 		ret = may(t, &dir, MAY_READ);
 	if (ret)
 		return ret;
-	out = meta_alloc(t, sizeof(*out));
-	if (!out)
+	w.out = meta_alloc(t, sizeof(*w.out));
+	if (!w.out)
 		return -ENOMEM;
-	rdmafs__readdir_resp__init(out);
-	*resp = &out->base;
+	rdmafs__readdir_resp__init(w.out);
+	*resp = &w.out->base;
 	if (req->cookie == UINT64_MAX) {
-		out->eof = true;
+		w.out->eof = true;
 		return 0;
 	}
 	/* room for eof; an entry is at least 6 bytes, which bounds the array */
-	room = t->resp_cap > 2 ? t->resp_cap - 2 : 0;
-	max = room / 6 + 1;
-	if (req->max_entries && req->max_entries < max)
-		max = req->max_entries;
-	out->entries = meta_alloc(t, max * sizeof(*out->entries));
-	if (!out->entries)
+	w.room = t->resp_cap > 2 ? t->resp_cap - 2 : 0;
+	w.max = w.room / 6 + 1;
+	if (req->max_entries && req->max_entries < w.max)
+		w.max = req->max_entries;
+	w.out->entries = meta_alloc(t, w.max * sizeof(*w.out->entries));
+	if (!w.out->entries)
 		return -ENOMEM;
-
-	meta_put_be64(key, req->ino);
-	meta_put_be64(key + 8, req->cookie + 1);
-	rc = mdb_cursor_open(t->txn, t->m->db_dirpos, &c);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	out->eof = true;
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		Rdmafs__DirEntry *e;
-		struct dirpos_val pv;
-		size_t size;
-
-		if (k.mv_size != 16 || meta_get_be64(k.mv_data) != req->ino)
-			break;
-		if (v.mv_size < sizeof(pv)) {
-			ret = -EIO;
-			break;
-		}
-		memcpy(&pv, v.mv_data, sizeof(pv));
-		if (v.mv_size != sizeof(pv) + pv.name_len) {
-			ret = -EIO;
-			break;
-		}
-		if (out->n_entries == max) {
-			out->eof = false;
-			break;
-		}
-		e = meta_alloc(t, sizeof(*e));
-		if (!e) {
-			ret = -ENOMEM;
-			break;
-		}
-		rdmafs__dir_entry__init(e);
-		e->name.data = meta_dup(t, (uint8_t *)v.mv_data + sizeof(pv), pv.name_len);
-		e->name.len = pv.name_len;
-		e->ino = pv.ino;
-		e->mode = pv.type;
-		e->cookie = meta_get_be64((uint8_t *)k.mv_data + 8);
-		if (!e->name.data) {
-			ret = -ENOMEM;
-			break;
-		}
-		if (req->with_attrs) {
-			ret = meta_inode_get(t, pv.ino, &in);
-			if (!ret) {
-				e->attr = attr_out(t, &in);
-				if (!e->attr)
-					ret = -ENOMEM;
-			}
-			if (ret)
-				break;
-		}
-		size = field_size(rdmafs__dir_entry__get_packed_size(e));
-		if (used + size > room) {
-			out->eof = false;
-			break;
-		}
-		used += size;
-		out->entries[out->n_entries++] = e;
-	}
-	mdb_cursor_close(c);
-	if (ret)
+	ret = meta_store_dirents_from(t, req->ino, req->cookie, readdir_add, &w);
+	if (ret < 0)
 		return ret;
-	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
-	if (out->n_entries == 0 && !out->eof)
+	/* 0: the entries ran out; 1: the reply is full */
+	w.out->eof = ret == 0;
+	if (w.out->n_entries == 0 && !w.out->eof)
 		return -EMSGSIZE;
 	return 0;
 }
@@ -1316,7 +1275,7 @@ int meta_op_open(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 	struct inode in;
 	int ret;
 
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	out = meta_alloc(t, sizeof(*out));
@@ -1325,7 +1284,7 @@ int meta_op_open(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 	rdmafs__open_resp__init(out);
 	ret = open_handle(t, &in, req->flags, &out->handle);
 	if (!ret)
-		ret = meta_inode_put(t, &in);
+		ret = meta_store_inode_put(t, &in);
 	if (ret)
 		return ret;
 	out->attr = attr_out(t, &in);
@@ -1341,31 +1300,23 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	Rdmafs__ReleaseResp *out;
 	struct handle_rec h;
 	struct inode in;
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
-	int rc, ret;
+	int ret;
 
-	meta_put_be64(key, req->handle);
-	rc = mdb_get(t->txn, t->m->db_handles, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return -EBADF;
-	if (rc)
-		return meta_lmdb_errno(rc);
-	if (v.mv_size != sizeof(h))
-		return -EIO;
-	memcpy(&h, v.mv_data, sizeof(h));
+	ret = meta_store_handle_get(t, req->handle, &h);
+	if (ret)
+		return ret == -ENOENT ? -EBADF : ret;
 	if (req->ino && req->ino != h.ino)
 		return -EINVAL;
-	rc = mdb_del(t->txn, t->m->db_handles, &k, NULL);
-	if (rc)
-		return meta_lmdb_errno(rc);
+	ret = meta_store_handle_delete(t, req->handle);
+	if (ret)
+		return ret;
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
 	rdmafs__release_resp__init(out);
 	*resp = &out->base;
 
-	ret = meta_inode_get(t, h.ino, &in);
+	ret = meta_store_inode_get(t, h.ino, &in);
 	if (ret == -ENOENT)
 		return 0; /* a directory removed while open */
 	if (ret)
@@ -1374,7 +1325,7 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		in.r.open_count--;
 	if (in.r.nlink == 0 && in.r.open_count == 0)
 		return free_inode(t, &in, &out->freed);
-	return meta_inode_put(t, &in);
+	return meta_store_inode_put(t, &in);
 }
 
 /* ---- xattrs ---- */
@@ -1496,10 +1447,10 @@ static int acl_to_mode(const ProtobufCBinaryData *v, uint32_t *mode)
 int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__SetxattrReq *req = (const void *)msg;
-	uint8_t key[8 + META_XATTR_NAME_MAX];
-	MDB_val k, v = {req->value.len, req->value.data}, old;
+	const void *old;
+	size_t old_len;
 	struct inode in;
-	int rc, ret;
+	int ret;
 
 	if ((req->flags & ~(uint32_t)XATTR_KNOWN) || req->flags == XATTR_KNOWN)
 		return -EINVAL;
@@ -1508,19 +1459,17 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		return ret;
 	if (req->value.len > META_XATTR_SIZE_MAX)
 		return -E2BIG;
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (!ret)
 		ret = xattr_may(t, &in, &req->name, true);
 	if (ret)
 		return ret;
-	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
-	k.mv_data = key;
-	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &old);
-	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
-	if (rc == 0 && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE))
+	ret = meta_store_xattr_get(t, req->ino, req->name.data, req->name.len, &old, &old_len);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (ret == 0 && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_CREATE))
 		return -EEXIST;
-	if (rc == MDB_NOTFOUND && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE))
+	if (ret == -ENOENT && (req->flags & RDMAFS__XATTR_FLAG__XATTR_FLAG_REPLACE))
 		return -ENODATA;
 	if (is_access_acl(&req->name)) {
 		ret = acl_to_mode(&req->value, &in.r.mode);
@@ -1528,20 +1477,19 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 			return ret;
 		/* An ACL the mode says in full is not kept, as on Linux filesystems. */
 		if (ret == 1) {
-			rc = mdb_del(t->txn, t->m->db_xattrs, &k, NULL);
-			if (rc && rc != MDB_NOTFOUND)
-				return meta_lmdb_errno(rc);
+			ret = meta_store_xattr_delete(t, req->ino, req->name.data, req->name.len);
+			if (ret && ret != -ENOENT)
+				return ret;
 			goto out_touch;
 		}
 	}
-	if (v.mv_data == NULL)
-		v.mv_data = key; /* an empty value still needs a pointer */
-	rc = mdb_put(t->txn, t->m->db_xattrs, &k, &v, 0);
-	if (rc)
-		return meta_lmdb_errno(rc);
+	ret = meta_store_xattr_put(t, req->ino, req->name.data, req->name.len, req->value.data,
+				   req->value.len);
+	if (ret)
+		return ret;
 out_touch:
 	touch_ctime(t, &in);
-	ret = meta_inode_put(t, &in);
+	ret = meta_store_inode_put(t, &in);
 	if (ret)
 		return ret;
 	return empty_resp(t, resp);
@@ -1550,117 +1498,98 @@ out_touch:
 int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__GetxattrReq *req = (const void *)msg;
-	uint8_t key[8 + META_XATTR_NAME_MAX];
 	Rdmafs__GetxattrResp *out;
-	MDB_val k, v;
+	const void *value;
+	size_t len;
 	struct inode in;
-	int rc, ret;
+	int ret;
 
 	ret = check_xattr_name(&req->name);
 	if (!ret)
-		ret = meta_inode_get(t, req->ino, &in);
+		ret = meta_store_inode_get(t, req->ino, &in);
 	if (!ret)
 		ret = xattr_may(t, &in, &req->name, false);
 	if (ret)
 		return ret;
-	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
-	k.mv_data = key;
-	rc = mdb_get(t->txn, t->m->db_xattrs, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return -ENODATA;
-	if (rc)
-		return meta_lmdb_errno(rc);
+	ret = meta_store_xattr_get(t, req->ino, req->name.data, req->name.len, &value, &len);
+	if (ret)
+		return ret == -ENOENT ? -ENODATA : ret;
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
 	rdmafs__getxattr_resp__init(out);
-	out->value.data = meta_dup(t, v.mv_data, v.mv_size);
-	out->value.len = v.mv_size;
+	out->value.data = meta_dup(t, value, len);
+	out->value.len = len;
 	*resp = &out->base;
 	return out->value.data ? 0 : -ENOMEM;
+}
+
+struct listxattr_walk {
+	Rdmafs__ListxattrResp *out;
+	size_t max;
+};
+
+static int listxattr_add(struct meta_txn *t, const uint8_t *data, size_t len, void *arg)
+{
+	struct listxattr_walk *w = arg;
+	ProtobufCBinaryData name = {.len = len, .data = (uint8_t *)data};
+	ProtobufCBinaryData *slot;
+
+	/* listxattr(2) hides trusted.* from the unprivileged */
+	if (has_prefix(&name, "trusted.") && t->cred.uid != 0)
+		return 0;
+	if (w->out->n_names == w->max)
+		return -EMSGSIZE;
+	slot = &w->out->names[w->out->n_names];
+	slot->data = meta_dup(t, data, len);
+	slot->len = len;
+	if (!slot->data)
+		return -ENOMEM;
+	w->out->n_names++;
+	return 0;
 }
 
 int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__ListxattrReq *req = (const void *)msg;
-	Rdmafs__ListxattrResp *out;
-	uint8_t prefix[8];
-	MDB_cursor *c;
-	MDB_val k = {sizeof(prefix), prefix}, v;
+	struct listxattr_walk w;
 	struct inode in;
-	size_t max;
-	int rc, ret;
+	int ret;
 
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
-	out = meta_alloc(t, sizeof(*out));
+	w.out = meta_alloc(t, sizeof(*w.out));
 	/* each name costs at least 3 bytes of the reply */
-	max = t->resp_cap / 3 + 1;
-	if (!out)
+	w.max = t->resp_cap / 3 + 1;
+	if (!w.out)
 		return -ENOMEM;
-	rdmafs__listxattr_resp__init(out);
-	out->names = meta_alloc(t, max * sizeof(*out->names));
-	if (!out->names)
+	rdmafs__listxattr_resp__init(w.out);
+	w.out->names = meta_alloc(t, w.max * sizeof(*w.out->names));
+	if (!w.out->names)
 		return -ENOMEM;
-	*resp = &out->base;
-	meta_put_be64(prefix, req->ino);
-	rc = mdb_cursor_open(t->txn, t->m->db_xattrs, &c);
-	if (rc)
-		return meta_lmdb_errno(rc);
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		ProtobufCBinaryData name;
-
-		if (k.mv_size <= 8 || memcmp(k.mv_data, prefix, 8) != 0)
-			break;
-		name.data = (uint8_t *)k.mv_data + 8;
-		name.len = k.mv_size - 8;
-		/* listxattr(2) hides trusted.* from the unprivileged */
-		if (has_prefix(&name, "trusted.") && t->cred.uid != 0)
-			continue;
-		if (out->n_names == max) {
-			ret = -EMSGSIZE;
-			break;
-		}
-		out->names[out->n_names].data = meta_dup(t, name.data, name.len);
-		out->names[out->n_names].len = name.len;
-		if (!out->names[out->n_names].data) {
-			ret = -ENOMEM;
-			break;
-		}
-		out->n_names++;
-	}
-	mdb_cursor_close(c);
-	if (ret)
-		return ret;
-	return rc == 0 || rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+	*resp = &w.out->base;
+	return meta_store_xattrs_each(t, req->ino, listxattr_add, &w);
 }
 
 int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__RemovexattrReq *req = (const void *)msg;
-	uint8_t key[8 + META_XATTR_NAME_MAX];
 	struct inode in;
-	MDB_val k;
-	int rc, ret;
+	int ret;
 
 	ret = check_xattr_name(&req->name);
 	if (!ret)
-		ret = meta_inode_get(t, req->ino, &in);
+		ret = meta_store_inode_get(t, req->ino, &in);
 	if (!ret)
 		ret = xattr_may(t, &in, &req->name, true);
 	if (ret)
 		return ret;
-	k.mv_size = (size_t)meta_xattr_key(key, req->ino, req->name.data, req->name.len);
-	k.mv_data = key;
-	rc = mdb_del(t->txn, t->m->db_xattrs, &k, NULL);
-	if (rc == MDB_NOTFOUND)
-		return -ENODATA;
-	if (rc)
-		return meta_lmdb_errno(rc);
+	ret = meta_store_xattr_delete(t, req->ino, req->name.data, req->name.len);
+	if (ret)
+		return ret == -ENOENT ? -ENODATA : ret;
 	touch_ctime(t, &in);
-	ret = meta_inode_put(t, &in);
+	ret = meta_store_inode_put(t, &in);
 	if (ret)
 		return ret;
 	return empty_resp(t, resp);
@@ -1689,7 +1618,7 @@ static int update_allocations(struct meta_txn *t, const Rdmafs__UpdateSizeReq *r
 				break;
 		if (d == in->r.stripe_width)
 			continue;
-		ret = meta_alloc_put(t, in->ino, a->uuid.data, a->bytes);
+		ret = meta_store_alloc_put(t, in->ino, a->uuid.data, a->bytes);
 		if (ret)
 			return ret;
 		seen |= 1ull << d;
@@ -1697,7 +1626,7 @@ static int update_allocations(struct meta_txn *t, const Rdmafs__UpdateSizeReq *r
 	/* setting the mark again is harmless: no need to read it first */
 	if (in->r.stripe_width &&
 	    seen == (in->r.stripe_width == 64 ? UINT64_MAX : (1ull << in->r.stripe_width) - 1))
-		return meta_alloc_mark(t, in->ino);
+		return meta_store_alloc_mark(t, in->ino);
 	return 0;
 }
 
@@ -1710,7 +1639,7 @@ int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 
 	if (check_timespec(req->mtime))
 		return -EINVAL;
-	ret = meta_inode_get(t, req->ino, &in);
+	ret = meta_store_inode_get(t, req->ino, &in);
 	if (ret)
 		return ret;
 	if (S_ISDIR(in.r.mode))
@@ -1732,7 +1661,7 @@ int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 		changed = true;
 	}
 	if (changed) {
-		ret = meta_inode_put(t, &in);
+		ret = meta_store_inode_put(t, &in);
 		if (ret)
 			return ret;
 	}

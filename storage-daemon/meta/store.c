@@ -1,23 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The LMDB side of the metadata service: the environment, its named
- * databases, the format record and the record helpers of meta_i.h.
+ * The bottom layer of the metadata service (meta_store_i.h): the LMDB
+ * environment, its transactions and named databases, the layout of every
+ * key and record; the only code of the service that calls LMDB. Above it
+ * only typed records and walks are seen. Also the log and reply memory.
  */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 
-#include "meta_i.h"
-
-#define META_DEFAULT_MAP_SIZE	    (4ULL << 30)
-#define META_DEFAULT_CHUNK_SIZE	    (1U << 20)
-#define META_DEFAULT_STRIPE_WIDTH   4
-#define META_DEFAULT_HB_TIMEOUT	    10
-#define META_DEFAULT_HB_INTERVAL_MS 2000
+#include "lmdb_errno.h"
+#include "meta_store_lmdb_i.h"
 
 struct meta_arena {
 	struct meta_arena *next;
@@ -40,32 +35,6 @@ void meta_log(struct meta *m, enum meta_log_level level, const char *fmt, ...)
 		fprintf(stderr, "rdmafs-meta: %s: %s\n", level_names[level], line);
 	}
 	va_end(ap);
-}
-
-int meta_lmdb_errno(int rc)
-{
-	switch (rc) {
-	case 0:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_MAP_FULL:
-	case MDB_TXN_FULL:
-	case MDB_PAGE_FULL:
-		return -ENOSPC;
-	case MDB_READERS_FULL:
-		return -EAGAIN;
-	case MDB_BAD_VALSIZE:
-		return -EINVAL;
-	case MDB_VERSION_MISMATCH:
-	case MDB_INVALID:
-		return -EPROTONOSUPPORT;
-	default:
-		/* LMDB passes system errors through as positive errnos */
-		if (rc > 0 && rc < 4096)
-			return -rc;
-		return -EIO;
-	}
 }
 
 /* ---- reply memory ---- */
@@ -103,86 +72,127 @@ void meta_arena_free(struct meta_arena *a)
 	}
 }
 
+/* ---- keys and handles ---- */
+
+/* Integers in keys are big-endian, so that LMDB's byte order is numeric order. */
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/*
+ * The LMDB transaction of request @t. struct meta_store_txn is never
+ * defined: outside this file it stands for an MDB_txn.
+ */
+static MDB_txn *txn_of(const struct meta_txn *t)
+{
+	return (MDB_txn *)t->txn;
+}
+
+/* The environment and databases of request @t. */
+static struct meta_store *store_of(const struct meta_txn *t)
+{
+	return t->m->store;
+}
+
 /* ---- counters ---- */
 
-int meta_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
+int meta_store_counter_get(struct meta_txn *t, const char *name, uint64_t *value)
 {
 	MDB_val k = {strlen(name), (void *)name}, v;
-	int rc = mdb_get(t->txn, t->m->db_counters, &k, &v);
+	int rc = mdb_get(txn_of(t), store_of(t)->db_counters, &k, &v);
 
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(*value))
 		return -EIO;
 	memcpy(value, v.mv_data, sizeof(*value));
 	return 0;
 }
 
-int meta_counter_put(struct meta_txn *t, const char *name, uint64_t value)
+int meta_store_counter_put(struct meta_txn *t, const char *name, uint64_t value)
 {
 	MDB_val k = {strlen(name), (void *)name}, v = {sizeof(value), &value};
 
-	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_counters, &k, &v, 0));
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_counters, &k, &v, 0));
 }
 
-int meta_counter_next(struct meta_txn *t, const char *name, uint64_t *value)
+int meta_store_counter_next(struct meta_txn *t, const char *name, uint64_t *value)
 {
-	int ret = meta_counter_get(t, name, value);
+	int ret = meta_store_counter_get(t, name, value);
 
 	if (ret)
 		return ret;
-	return meta_counter_put(t, name, *value + 1);
+	return meta_store_counter_put(t, name, *value + 1);
 }
 
-int meta_counter_add(struct meta_txn *t, const char *name, int64_t delta)
+int meta_store_counter_add(struct meta_txn *t, const char *name, int64_t delta)
 {
 	uint64_t v;
-	int ret = meta_counter_get(t, name, &v);
+	int ret = meta_store_counter_get(t, name, &v);
 
 	if (ret)
 		return ret;
-	return meta_counter_put(t, name, v + (uint64_t)delta);
+	return meta_store_counter_put(t, name, v + (uint64_t)delta);
 }
 
 /* ---- inodes ---- */
 
-int meta_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
+/* Decodes the inodes record @v of inode @ino into @out; -EIO (logged) when corrupt. */
+static int inode_decode(struct meta *m, uint64_t ino, const MDB_val *v, struct inode *out)
+{
+	if (v->mv_size < sizeof(out->r))
+		goto corrupt;
+	out->ino = ino;
+	memcpy(&out->r, v->mv_data, sizeof(out->r));
+	if (out->r.stripe_width > META_MAX_STRIPE ||
+	    v->mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * RDMAFS_UUID_LEN)
+		goto corrupt;
+	memcpy(out->daemons, (const uint8_t *)v->mv_data + sizeof(out->r),
+	       (size_t)out->r.stripe_width * RDMAFS_UUID_LEN);
+	return 0;
+corrupt:
+	meta_log(m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
+		 (unsigned long long)ino, v->mv_size);
+	return -EIO;
+}
+
+int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v;
 	int rc;
 
-	meta_put_be64(key, ino);
-	rc = mdb_get(t->txn, t->m->db_inodes, &k, &v);
+	put_be64(key, ino);
+	rc = mdb_get(txn_of(t), store_of(t)->db_inodes, &k, &v);
 	if (rc)
-		return meta_lmdb_errno(rc);
-	if (v.mv_size < sizeof(out->r))
-		goto corrupt;
-	out->ino = ino;
-	memcpy(&out->r, v.mv_data, sizeof(out->r));
-	if (out->r.stripe_width > META_MAX_STRIPE ||
-	    v.mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * RDMAFS_UUID_LEN)
-		goto corrupt;
-	memcpy(out->daemons, (uint8_t *)v.mv_data + sizeof(out->r),
-	       (size_t)out->r.stripe_width * RDMAFS_UUID_LEN);
-	return 0;
-corrupt:
-	meta_log(t->m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
-		 (unsigned long long)ino, v.mv_size);
-	return -EIO;
+		return lmdb_errno(rc);
+	return inode_decode(t->m, ino, &v, out);
 }
 
-int meta_inode_put(struct meta_txn *t, const struct inode *in)
+int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 {
 	uint8_t key[8];
 	size_t layout = (size_t)in->r.stripe_width * RDMAFS_UUID_LEN;
 	MDB_val k = {sizeof(key), key}, v = {sizeof(in->r) + layout, NULL};
 	int rc;
 
-	meta_put_be64(key, in->ino);
-	rc = mdb_put(t->txn, t->m->db_inodes, &k, &v, MDB_RESERVE);
+	put_be64(key, in->ino);
+	rc = mdb_put(txn_of(t), store_of(t)->db_inodes, &k, &v, MDB_RESERVE);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	memcpy(v.mv_data, &in->r, sizeof(in->r));
 	memcpy((uint8_t *)v.mv_data + sizeof(in->r), in->daemons, layout);
 	return 0;
@@ -196,10 +206,10 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc;
 
-	meta_put_be64(prefix, ino);
-	rc = mdb_cursor_open(t->txn, dbi, &c);
+	put_be64(prefix, ino);
+	rc = mdb_cursor_open(txn_of(t), dbi, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	while (rc == 0 && k.mv_size >= 8 && memcmp(k.mv_data, prefix, 8) == 0) {
 		rc = mdb_cursor_del(c, 0);
@@ -211,66 +221,143 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	}
 	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : meta_lmdb_errno(rc);
+	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
-int meta_inode_delete(struct meta_txn *t, uint64_t ino)
+int meta_store_inode_delete(struct meta_txn *t, uint64_t ino)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key};
 	int rc, ret;
 
-	meta_put_be64(key, ino);
-	rc = mdb_del(t->txn, t->m->db_inodes, &k, NULL);
+	put_be64(key, ino);
+	rc = mdb_del(txn_of(t), store_of(t)->db_inodes, &k, NULL);
 	if (rc)
-		return meta_lmdb_errno(rc);
-	rc = mdb_del(t->txn, t->m->db_symlinks, &k, NULL);
+		return lmdb_errno(rc);
+	rc = mdb_del(txn_of(t), store_of(t)->db_symlinks, &k, NULL);
 	if (rc && rc != MDB_NOTFOUND)
-		return meta_lmdb_errno(rc);
-	ret = delete_prefix(t, t->m->db_xattrs, ino);
+		return lmdb_errno(rc);
+	ret = delete_prefix(t, store_of(t)->db_xattrs, ino);
 	if (!ret)
-		ret = delete_prefix(t, t->m->db_allocs, ino);
+		ret = delete_prefix(t, store_of(t)->db_allocs, ino);
 	if (ret)
 		return ret;
-	return meta_counter_add(t, "inodes", -1);
+	return meta_store_counter_add(t, "inodes", -1);
 }
 
-/* ---- allocation reports ---- */
-
-int meta_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes)
+int meta_store_inodes_from(struct meta_txn *t, uint64_t first, meta_store_inode_cb cb, void *arg)
 {
-	uint8_t key[8 + RDMAFS_UUID_LEN];
-	MDB_val k = {sizeof(key), key}, v = {sizeof(bytes), &bytes};
-
-	meta_put_be64(key, ino);
-	memcpy(key + 8, uuid, RDMAFS_UUID_LEN);
-	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
-}
-
-int meta_alloc_mark(struct meta_txn *t, uint64_t ino)
-{
+	struct inode *in = meta_alloc(t, sizeof(*in));
 	uint8_t key[8];
-	uint64_t zero = 0;
-	MDB_val k = {sizeof(key), key}, v = {sizeof(zero), &zero};
+	MDB_cursor *c;
+	MDB_val k = {sizeof(key), key}, v;
+	int rc, ret = 0;
 
-	meta_put_be64(key, ino);
-	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_allocs, &k, &v, 0));
+	if (!in)
+		return -ENOMEM;
+	put_be64(key, first);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_inodes, &c);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != sizeof(key))
+			continue;
+		ret = inode_decode(t->m, get_be64(k.mv_data), &v, in);
+		if (!ret)
+			ret = cb(t, in, arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
-int meta_alloc_known(struct meta_txn *t, uint64_t ino)
+/* ---- open handles ---- */
+
+int meta_store_handle_new(struct meta_txn *t, uint64_t ino, uint32_t flags, uint64_t *handle)
+{
+	struct handle_rec h = {.ino = ino, .flags = flags};
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
+	int ret, rc;
+
+	ret = meta_store_counter_next(t, "next_handle", handle);
+	if (ret)
+		return ret;
+	put_be64(key, *handle);
+	rc = mdb_put(txn_of(t), store_of(t)->db_handles, &k, &v, MDB_NOOVERWRITE);
+	if (rc == MDB_KEYEXIST) {
+		meta_log(t->m, META_LOG_ERR, "handle %llu already in use: next_handle went back",
+			 (unsigned long long)*handle);
+		return -EIO;
+	}
+	return lmdb_errno(rc);
+}
+
+int meta_store_handle_get(struct meta_txn *t, uint64_t handle, struct handle_rec *out)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v;
 	int rc;
 
-	meta_put_be64(key, ino);
-	rc = mdb_get(t->txn, t->m->db_allocs, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	return rc ? meta_lmdb_errno(rc) : 1;
+	put_be64(key, handle);
+	rc = mdb_get(txn_of(t), store_of(t)->db_handles, &k, &v);
+	if (rc)
+		return lmdb_errno(rc);
+	if (v.mv_size != sizeof(*out))
+		return -EIO;
+	memcpy(out, v.mv_data, sizeof(*out));
+	return 0;
 }
 
-int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
+int meta_store_handle_delete(struct meta_txn *t, uint64_t handle)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key};
+
+	put_be64(key, handle);
+	return lmdb_errno(mdb_del(txn_of(t), store_of(t)->db_handles, &k, NULL));
+}
+
+/* ---- allocation reports ---- */
+
+int meta_store_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, uint64_t bytes)
+{
+	uint8_t key[8 + RDMAFS_UUID_LEN];
+	MDB_val k = {sizeof(key), key}, v = {sizeof(bytes), &bytes};
+
+	put_be64(key, ino);
+	memcpy(key + 8, uuid, RDMAFS_UUID_LEN);
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_allocs, &k, &v, 0));
+}
+
+int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino)
+{
+	uint8_t key[8];
+	uint64_t zero = 0;
+	MDB_val k = {sizeof(key), key}, v = {sizeof(zero), &zero};
+
+	put_be64(key, ino);
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_allocs, &k, &v, 0));
+}
+
+int meta_store_alloc_known(struct meta_txn *t, uint64_t ino)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	int rc;
+
+	put_be64(key, ino);
+	rc = mdb_get(txn_of(t), store_of(t)->db_allocs, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	return rc ? lmdb_errno(rc) : 1;
+}
+
+int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 {
 	uint8_t key[8 + RDMAFS_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v;
@@ -278,17 +365,17 @@ int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 	int rc;
 
 	*bytes = 0;
-	meta_put_be64(key, in->ino);
+	put_be64(key, in->ino);
 	/* a point lookup per layout daemon: records of daemons a drain took away do not count */
 	for (uint32_t d = 0; d < in->r.stripe_width; d++) {
 		memcpy(key + 8, in->daemons[d], RDMAFS_UUID_LEN);
 		k.mv_size = sizeof(key);
 		k.mv_data = key;
-		rc = mdb_get(t->txn, t->m->db_allocs, &k, &v);
+		rc = mdb_get(txn_of(t), store_of(t)->db_allocs, &k, &v);
 		if (rc == MDB_NOTFOUND)
 			continue;
 		if (rc)
-			return meta_lmdb_errno(rc);
+			return lmdb_errno(rc);
 		if (v.mv_size != sizeof(b))
 			return -EIO;
 		memcpy(&b, v.mv_data, sizeof(b));
@@ -301,12 +388,12 @@ int meta_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *bytes)
 
 static void dirent_key(uint8_t *key, uint64_t parent, const uint8_t *name, size_t len)
 {
-	meta_put_be64(key, parent);
+	put_be64(key, parent);
 	memcpy(key + 8, name, len);
 }
 
-int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
-		    struct dirent_val *out)
+int meta_store_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+			  struct dirent_val *out)
 {
 	uint8_t key[8 + META_NAME_MAX];
 	MDB_val k = {8 + len, key}, v;
@@ -315,9 +402,9 @@ int meta_dirent_get(struct meta_txn *t, uint64_t parent, const uint8_t *name, si
 	if (len > META_NAME_MAX)
 		return -ENAMETOOLONG;
 	dirent_key(key, parent, name, len);
-	rc = mdb_get(t->txn, t->m->db_dirents, &k, &v);
+	rc = mdb_get(txn_of(t), store_of(t)->db_dirents, &k, &v);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(*out))
 		return -EIO;
 	memcpy(out, v.mv_data, sizeof(*out));
@@ -332,18 +419,18 @@ static int dirpos_put(struct meta_txn *t, uint64_t parent, uint64_t id, const ui
 	MDB_val k = {sizeof(key), key}, v = {sizeof(pv) + len, NULL};
 	int rc;
 
-	meta_put_be64(key, parent);
-	meta_put_be64(key + 8, id);
-	rc = mdb_put(t->txn, t->m->db_dirpos, &k, &v, MDB_RESERVE);
+	put_be64(key, parent);
+	put_be64(key + 8, id);
+	rc = mdb_put(txn_of(t), store_of(t)->db_dirpos, &k, &v, MDB_RESERVE);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	memcpy(v.mv_data, &pv, sizeof(pv));
 	memcpy((uint8_t *)v.mv_data + sizeof(pv), name, len);
 	return 0;
 }
 
-int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
-		    uint64_t ino, uint32_t type)
+int meta_store_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, size_t len,
+			  uint64_t ino, uint32_t type)
 {
 	uint8_t key[8 + META_NAME_MAX];
 	struct dirent_val dv = {.ino = ino, .type = type};
@@ -354,222 +441,345 @@ int meta_dirent_add(struct meta_txn *t, struct inode *dir, const uint8_t *name, 
 		dir->r.next_dirent_id = META_DIRENT_FIRST_ID;
 	dv.id = dir->r.next_dirent_id++;
 	dirent_key(key, dir->ino, name, len);
-	rc = mdb_put(t->txn, t->m->db_dirents, &k, &v, MDB_NOOVERWRITE);
+	rc = mdb_put(txn_of(t), store_of(t)->db_dirents, &k, &v, MDB_NOOVERWRITE);
 	if (rc == MDB_KEYEXIST)
 		return -EEXIST;
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return dirpos_put(t, dir->ino, dv.id, name, len, ino, type);
 }
 
-int meta_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
-			uint64_t ino, uint32_t type)
+int meta_store_dirent_repoint(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len,
+			      uint64_t ino, uint32_t type)
 {
 	uint8_t key[8 + META_NAME_MAX];
 	struct dirent_val dv;
 	MDB_val k = {8 + len, key}, v = {sizeof(dv), &dv};
 	int ret, rc;
 
-	ret = meta_dirent_get(t, parent, name, len, &dv);
+	ret = meta_store_dirent_get(t, parent, name, len, &dv);
 	if (ret)
 		return ret;
 	dv.ino = ino;
 	dv.type = type;
 	dirent_key(key, parent, name, len);
-	rc = mdb_put(t->txn, t->m->db_dirents, &k, &v, 0);
+	rc = mdb_put(txn_of(t), store_of(t)->db_dirents, &k, &v, 0);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return dirpos_put(t, parent, dv.id, name, len, ino, type);
 }
 
-int meta_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len)
+int meta_store_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t *name, size_t len)
 {
 	uint8_t key[8 + META_NAME_MAX], pos[16];
 	struct dirent_val dv;
 	MDB_val k = {8 + len, key}, pk = {sizeof(pos), pos};
 	int ret, rc;
 
-	ret = meta_dirent_get(t, parent, name, len, &dv);
+	ret = meta_store_dirent_get(t, parent, name, len, &dv);
 	if (ret)
 		return ret;
 	dirent_key(key, parent, name, len);
-	rc = mdb_del(t->txn, t->m->db_dirents, &k, NULL);
+	rc = mdb_del(txn_of(t), store_of(t)->db_dirents, &k, NULL);
 	if (rc)
-		return meta_lmdb_errno(rc);
-	meta_put_be64(pos, parent);
-	meta_put_be64(pos + 8, dv.id);
-	return meta_lmdb_errno(mdb_del(t->txn, t->m->db_dirpos, &pk, NULL));
+		return lmdb_errno(rc);
+	put_be64(pos, parent);
+	put_be64(pos + 8, dv.id);
+	return lmdb_errno(mdb_del(txn_of(t), store_of(t)->db_dirpos, &pk, NULL));
 }
 
-int meta_dir_empty(struct meta_txn *t, uint64_t ino)
+int meta_store_dir_empty(struct meta_txn *t, uint64_t ino)
 {
 	uint8_t prefix[8];
 	MDB_cursor *c;
 	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc;
 
-	meta_put_be64(prefix, ino);
-	rc = mdb_cursor_open(t->txn, t->m->db_dirents, &c);
+	put_be64(prefix, ino);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_dirents, &c);
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	mdb_cursor_close(c);
 	if (rc == MDB_NOTFOUND)
 		return 1;
 	if (rc)
-		return meta_lmdb_errno(rc);
+		return lmdb_errno(rc);
 	return !(k.mv_size >= 8 && memcmp(k.mv_data, prefix, 8) == 0);
+}
+
+int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_id,
+			    meta_store_dirent_cb cb, void *arg)
+{
+	uint8_t key[16];
+	MDB_cursor *c;
+	MDB_val k = {sizeof(key), key}, v;
+	int rc, ret = 0;
+
+	if (after_id == UINT64_MAX)
+		return 0;
+	put_be64(key, parent);
+	put_be64(key + 8, after_id + 1);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_dirpos, &c);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct meta_store_dirent e;
+		struct dirpos_val pv;
+
+		if (k.mv_size != sizeof(key) || get_be64(k.mv_data) != parent)
+			break;
+		if (v.mv_size < sizeof(pv)) {
+			ret = -EIO;
+			break;
+		}
+		memcpy(&pv, v.mv_data, sizeof(pv));
+		if (v.mv_size != sizeof(pv) + pv.name_len) {
+			ret = -EIO;
+			break;
+		}
+		e.id = get_be64((const uint8_t *)k.mv_data + 8);
+		e.ino = pv.ino;
+		e.type = pv.type;
+		e.name = (const uint8_t *)v.mv_data + sizeof(pv);
+		e.name_len = pv.name_len;
+		ret = cb(t, &e, arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
 /* ---- symlinks and xattrs ---- */
 
-int meta_symlink_get(struct meta_txn *t, uint64_t ino, MDB_val *target)
+int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, const void **target, size_t *len)
 {
 	uint8_t key[8];
-	MDB_val k = {sizeof(key), key};
+	MDB_val k = {sizeof(key), key}, v;
+	int rc;
 
-	meta_put_be64(key, ino);
-	return meta_lmdb_errno(mdb_get(t->txn, t->m->db_symlinks, &k, target));
+	put_be64(key, ino);
+	rc = mdb_get(txn_of(t), store_of(t)->db_symlinks, &k, &v);
+	if (rc)
+		return lmdb_errno(rc);
+	*target = v.mv_data;
+	*len = v.mv_size;
+	return 0;
 }
 
-int meta_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len)
+int meta_store_symlink_put(struct meta_txn *t, uint64_t ino, const void *target, size_t len)
 {
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v = {len, (void *)target};
 
-	meta_put_be64(key, ino);
-	return meta_lmdb_errno(mdb_put(t->txn, t->m->db_symlinks, &k, &v, 0));
+	put_be64(key, ino);
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_symlinks, &k, &v, 0));
 }
 
-int meta_xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
+/* The xattrs key of @name (@len bytes, at most META_XATTR_NAME_MAX) of @ino; its size. */
+static size_t xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
 {
-	meta_put_be64(key, ino);
+	put_be64(key, ino);
 	memcpy(key + 8, name, len);
-	return (int)(8 + len);
+	return 8 + len;
 }
 
-/* ---- open and close ---- */
-
-static int open_dbs(struct meta *m, MDB_txn *txn)
+int meta_store_xattr_get(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len,
+			 const void **value, size_t *value_len)
 {
-	static const struct {
-		const char *name;
-		size_t offset;
-	} dbs[] = {
-		{"counters", offsetof(struct meta, db_counters)},
-		{"inodes", offsetof(struct meta, db_inodes)},
-		{"dirents", offsetof(struct meta, db_dirents)},
-		{"dirpos", offsetof(struct meta, db_dirpos)},
-		{"symlinks", offsetof(struct meta, db_symlinks)},
-		{"xattrs", offsetof(struct meta, db_xattrs)},
-		{"handles", offsetof(struct meta, db_handles)},
-		{"daemons", offsetof(struct meta, db_daemons)},
-		{"allocs", offsetof(struct meta, db_allocs)},
-	};
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	MDB_val k = {0, key}, v;
+	int rc;
 
-	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
-		MDB_dbi *dbi = (MDB_dbi *)((char *)m + dbs[i].offset);
-		int rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbi);
+	if (len > META_XATTR_NAME_MAX)
+		return -ERANGE;
+	k.mv_size = xattr_key(key, ino, name, len);
+	rc = mdb_get(txn_of(t), store_of(t)->db_xattrs, &k, &v);
+	if (rc)
+		return lmdb_errno(rc);
+	*value = v.mv_data;
+	*value_len = v.mv_size;
+	return 0;
+}
 
-		if (rc) {
-			meta_log(m, META_LOG_ERR, "cannot open database %s: %s", dbs[i].name,
-				 mdb_strerror(rc));
-			return meta_lmdb_errno(rc);
-		}
+int meta_store_xattr_put(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len,
+			 const void *value, size_t value_len)
+{
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	MDB_val k = {0, key}, v = {value_len, (void *)value};
+
+	if (len > META_XATTR_NAME_MAX)
+		return -ERANGE;
+	k.mv_size = xattr_key(key, ino, name, len);
+	if (!v.mv_data)
+		v.mv_data = key; /* an empty value still needs a pointer */
+	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_xattrs, &k, &v, 0));
+}
+
+int meta_store_xattr_delete(struct meta_txn *t, uint64_t ino, const uint8_t *name, size_t len)
+{
+	uint8_t key[8 + META_XATTR_NAME_MAX];
+	MDB_val k = {0, key};
+
+	if (len > META_XATTR_NAME_MAX)
+		return -ERANGE;
+	k.mv_size = xattr_key(key, ino, name, len);
+	return lmdb_errno(mdb_del(txn_of(t), store_of(t)->db_xattrs, &k, NULL));
+}
+
+int meta_store_xattrs_each(struct meta_txn *t, uint64_t ino, meta_store_xattr_cb cb, void *arg)
+{
+	uint8_t prefix[8];
+	MDB_cursor *c;
+	MDB_val k = {sizeof(prefix), prefix}, v;
+	int rc, ret = 0;
+
+	put_be64(prefix, ino);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_xattrs, &c);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size <= 8 || memcmp(k.mv_data, prefix, 8) != 0)
+			break;
+		ret = cb(t, (const uint8_t *)k.mv_data + 8, k.mv_size - 8, arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
+}
+
+/* ---- the cluster map's daemons ---- */
+
+static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, struct daemon *d)
+{
+	const uint8_t *p = (const uint8_t *)v->mv_data + sizeof(d->r);
+	const uint8_t *end = (const uint8_t *)v->mv_data + v->mv_size;
+
+	if (k->mv_size != RDMAFS_UUID_LEN || v->mv_size < sizeof(d->r))
+		goto corrupt;
+	memcpy(d->uuid, k->mv_data, RDMAFS_UUID_LEN);
+	memcpy(&d->r, v->mv_data, sizeof(d->r));
+	if (d->r.address_count > META_MAX_ADDRESSES)
+		goto corrupt;
+	for (uint32_t i = 0; i < d->r.address_count; i++) {
+		uint16_t len;
+
+		if (end - p < 2)
+			goto corrupt;
+		memcpy(&len, p, 2);
+		p += 2;
+		if (len > META_MAX_ADDRESS_LEN || end - p < len)
+			goto corrupt;
+		memcpy(d->address[i], p, len);
+		d->address[i][len] = '\0';
+		d->address_len[i] = len;
+		p += len;
+	}
+	if (p != end)
+		goto corrupt;
+	return 0;
+corrupt:
+	meta_log(m, META_LOG_ERR, "cluster map: corrupt daemon record");
+	return -EIO;
+}
+
+int meta_store_daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon *out)
+{
+	MDB_val k = {RDMAFS_UUID_LEN, (void *)uuid}, v;
+	int rc = mdb_get(txn_of(t), store_of(t)->db_daemons, &k, &v);
+
+	if (rc)
+		return lmdb_errno(rc);
+	return daemon_decode(t->m, &k, &v, out);
+}
+
+int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
+{
+	MDB_val k = {RDMAFS_UUID_LEN, (void *)d->uuid}, v;
+	size_t size = sizeof(d->r);
+	uint8_t *p;
+	int rc;
+
+	for (uint32_t i = 0; i < d->r.address_count; i++)
+		size += 2 + d->address_len[i];
+	v.mv_size = size;
+	rc = mdb_put(txn_of(t), store_of(t)->db_daemons, &k, &v, MDB_RESERVE);
+	if (rc)
+		return lmdb_errno(rc);
+	p = v.mv_data;
+	memcpy(p, &d->r, sizeof(d->r));
+	p += sizeof(d->r);
+	for (uint32_t i = 0; i < d->r.address_count; i++) {
+		memcpy(p, &d->address_len[i], 2);
+		memcpy(p + 2, d->address[i], d->address_len[i]);
+		p += 2 + d->address_len[i];
 	}
 	return 0;
 }
 
-/* A new store: counters and the root directory. */
-static int format_store(struct meta_txn *t)
+int meta_store_daemon_count(struct meta_txn *t, size_t *count)
 {
-	uint64_t salt;
-	int ret;
+	MDB_stat st;
+	int rc = mdb_stat(txn_of(t), store_of(t)->db_daemons, &st);
 
-	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
-		salt = (uint64_t)t->now.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)t->now.tv_sec;
-	ret = meta_counter_put(t, "format", META_FORMAT_VERSION);
-	if (!ret)
-		ret = meta_counter_put(t, "next_ino", META_ROOT_INO + 1);
-	if (!ret)
-		ret = meta_counter_put(t, "next_handle", 1);
-	if (!ret)
-		ret = meta_counter_put(t, "generation", 1);
-	if (!ret)
-		ret = meta_counter_put(t, "epoch", 1);
-	if (!ret)
-		ret = meta_counter_put(t, "inodes", 0);
-	if (!ret)
-		ret = meta_counter_put(t, "runs", 0);
-	if (!ret)
-		ret = meta_counter_put(t, "salt", salt);
-	if (!ret)
-		ret = meta_make_root(t);
-	return ret;
+	if (rc)
+		return lmdb_errno(rc);
+	*count = st.ms_entries;
+	return 0;
 }
 
-static int check_format(struct meta *m, struct meta_txn *t)
+int meta_store_daemons_each(struct meta_txn *t, meta_store_daemon_cb cb, void *arg)
 {
-	uint64_t version;
-	int ret = meta_counter_get(t, "format", &version);
+	struct daemon *d = meta_alloc(t, sizeof(*d));
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc, ret = 0;
 
-	if (ret == -ENOENT) {
-		meta_log(m, META_LOG_INFO, "new metadata store (format %d)", META_FORMAT_VERSION);
-		ret = format_store(t);
+	if (!d)
+		return -ENOMEM;
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_daemons, &c);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		ret = daemon_decode(t->m, &k, &v, d);
+		if (!ret)
+			ret = cb(t, d, arg);
 		if (ret)
-			return ret;
-		version = META_FORMAT_VERSION;
+			break;
 	}
+	mdb_cursor_close(c);
 	if (ret)
 		return ret;
-	if (version > META_FORMAT_VERSION) {
-		meta_log(m, META_LOG_ERR,
-			 "metadata store has format %llu, newer than the %d this build knows: "
-			 "refusing to use it",
-			 (unsigned long long)version, META_FORMAT_VERSION);
-		return -EPROTONOSUPPORT;
-	}
-	ret = meta_counter_next(t, "runs", &m->run_id);
-	if (!ret)
-		ret = meta_counter_get(t, "salt", &m->salt);
-	m->run_id++;
-	return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
-int meta_open(const char *dir, const struct meta_options *opts, struct meta **out)
+/* ---- the environment and its transactions ---- */
+
+int meta_store_open(struct meta *m, const char *dir)
 {
-	struct meta_txn t = {0};
-	struct meta *m;
-	int rc, ret;
+	struct meta_store *st;
+	int rc;
 
-	m = calloc(1, sizeof(*m));
-	if (!m)
+	st = calloc(1, sizeof(*st));
+	if (!st)
 		return -ENOMEM;
-	if (opts)
-		m->opts = *opts;
-	if (!m->opts.map_size)
-		m->opts.map_size = META_DEFAULT_MAP_SIZE;
-	if (!m->opts.chunk_size)
-		m->opts.chunk_size = META_DEFAULT_CHUNK_SIZE;
-	if (!m->opts.stripe_width)
-		m->opts.stripe_width = META_DEFAULT_STRIPE_WIDTH;
-	if (m->opts.stripe_width > META_MAX_STRIPE)
-		m->opts.stripe_width = META_MAX_STRIPE;
-	if (!m->opts.heartbeat_timeout_sec)
-		m->opts.heartbeat_timeout_sec = META_DEFAULT_HB_TIMEOUT;
-	if (!m->opts.heartbeat_interval_ms)
-		m->opts.heartbeat_interval_ms = META_DEFAULT_HB_INTERVAL_MS;
-
-	rc = mdb_env_create(&m->env);
-	if (rc) {
-		ret = meta_lmdb_errno(rc);
+	rc = mdb_env_create(&st->env);
+	if (rc)
 		goto err_free;
-	}
-	rc = mdb_env_set_maxdbs(m->env, 16);
+	rc = mdb_env_set_maxdbs(st->env, 16);
 	if (!rc)
-		rc = mdb_env_set_mapsize(m->env, m->opts.map_size);
+		rc = mdb_env_set_mapsize(st->env, m->opts.map_size);
 	if (!rc)
-		rc = mdb_env_set_maxreaders(m->env, 512);
+		rc = mdb_env_set_maxreaders(st->env, 512);
 	/*
 	 * MDB_NOTLS: a read transaction is not tied to the thread that began it.
 	 * MDB_NOMETASYNC: every commit flushes its data pages but not the meta
@@ -579,49 +789,87 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	 * (unlike MDB_NOSYNC).
 	 */
 	if (!rc)
-		rc = mdb_env_open(m->env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0600);
+		rc = mdb_env_open(st->env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0600);
 	if (rc) {
 		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
 			 mdb_strerror(rc));
-		ret = meta_lmdb_errno(rc);
 		goto err_close_env;
 	}
-
-	t.m = m;
-	clock_gettime(CLOCK_REALTIME, &t.now);
-	rc = mdb_txn_begin(m->env, NULL, 0, &t.txn);
-	if (rc) {
-		ret = meta_lmdb_errno(rc);
-		goto err_close_env;
-	}
-	ret = open_dbs(m, t.txn);
-	if (!ret)
-		ret = check_format(m, &t);
-	if (ret)
-		goto err_abort;
-	rc = mdb_txn_commit(t.txn);
-	meta_arena_free(t.arena);
-	if (rc) {
-		ret = meta_lmdb_errno(rc);
-		goto err_close_env;
-	}
-	*out = m;
+	m->store = st;
 	return 0;
 
-err_abort:
-	mdb_txn_abort(t.txn);
-	meta_arena_free(t.arena);
 err_close_env:
-	mdb_env_close(m->env);
+	mdb_env_close(st->env);
 err_free:
-	free(m);
-	return ret;
+	free(st);
+	return lmdb_errno(rc);
 }
 
-void meta_close(struct meta *m)
+void meta_store_close(struct meta *m)
 {
-	if (!m)
+	if (!m || !m->store)
 		return;
-	mdb_env_close(m->env);
-	free(m);
+	mdb_env_close(m->store->env);
+	free(m->store);
+	m->store = NULL;
+}
+
+int meta_store_open_databases(struct meta_txn *t)
+{
+	static const struct {
+		const char *name;
+		size_t offset;
+	} dbs[] = {
+		{"counters", offsetof(struct meta_store, db_counters)},
+		{"inodes", offsetof(struct meta_store, db_inodes)},
+		{"dirents", offsetof(struct meta_store, db_dirents)},
+		{"dirpos", offsetof(struct meta_store, db_dirpos)},
+		{"symlinks", offsetof(struct meta_store, db_symlinks)},
+		{"xattrs", offsetof(struct meta_store, db_xattrs)},
+		{"handles", offsetof(struct meta_store, db_handles)},
+		{"daemons", offsetof(struct meta_store, db_daemons)},
+		{"allocs", offsetof(struct meta_store, db_allocs)},
+	};
+
+	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
+		MDB_dbi *dbi = (MDB_dbi *)((char *)store_of(t) + dbs[i].offset);
+		int rc = mdb_dbi_open(txn_of(t), dbs[i].name, MDB_CREATE, dbi);
+
+		if (rc) {
+			meta_log(t->m, META_LOG_ERR, "cannot open database %s: %s", dbs[i].name,
+				 mdb_strerror(rc));
+			return lmdb_errno(rc);
+		}
+	}
+	return 0;
+}
+
+int meta_store_txn_begin(struct meta_txn *t, bool write)
+{
+	MDB_txn *txn = NULL;
+	int rc = mdb_txn_begin(t->m->store->env, NULL, write ? 0 : MDB_RDONLY, &txn);
+
+	if (rc)
+		meta_log(t->m, META_LOG_ERR, "cannot begin a transaction: %s", mdb_strerror(rc));
+	t->txn = (struct meta_store_txn *)txn;
+	return lmdb_errno(rc);
+}
+
+int meta_store_txn_commit(struct meta_txn *t)
+{
+	int rc = mdb_txn_commit(txn_of(t));
+
+	/* LMDB frees the transaction whether or not the commit succeeded */
+	t->txn = NULL;
+	if (rc)
+		meta_log(t->m, META_LOG_ERR, "cannot commit: %s", mdb_strerror(rc));
+	return lmdb_errno(rc);
+}
+
+void meta_store_txn_abort(struct meta_txn *t)
+{
+	if (!t->txn)
+		return;
+	mdb_txn_abort(txn_of(t));
+	t->txn = NULL;
 }

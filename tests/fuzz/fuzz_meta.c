@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "meta_i.h"
+#include "meta_store_lmdb_i.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -85,14 +86,14 @@ static MDB_dbi *dbis(size_t *n)
 {
 	static MDB_dbi list[8];
 
-	list[0] = meta->db_counters;
-	list[1] = meta->db_inodes;
-	list[2] = meta->db_dirents;
-	list[3] = meta->db_dirpos;
-	list[4] = meta->db_symlinks;
-	list[5] = meta->db_xattrs;
-	list[6] = meta->db_handles;
-	list[7] = meta->db_daemons;
+	list[0] = meta->store->db_counters;
+	list[1] = meta->store->db_inodes;
+	list[2] = meta->store->db_dirents;
+	list[3] = meta->store->db_dirpos;
+	list[4] = meta->store->db_symlinks;
+	list[5] = meta->store->db_xattrs;
+	list[6] = meta->store->db_handles;
+	list[7] = meta->store->db_daemons;
 	*n = 8;
 	return list;
 }
@@ -154,7 +155,7 @@ static void snapshot(void)
 	MDB_dbi *list = dbis(&n);
 	MDB_txn *txn;
 
-	if (mdb_txn_begin(meta->env, NULL, MDB_RDONLY, &txn))
+	if (mdb_txn_begin(meta->store->env, NULL, MDB_RDONLY, &txn))
 		abort();
 	for (size_t i = 0; i < n; i++) {
 		MDB_cursor *cur;
@@ -194,7 +195,7 @@ static void restore(void)
 	MDB_dbi *list = dbis(&n);
 	MDB_txn *txn;
 
-	if (mdb_txn_begin(meta->env, NULL, 0, &txn))
+	if (mdb_txn_begin(meta->store->env, NULL, 0, &txn))
 		abort();
 	for (size_t i = 0; i < n; i++)
 		if (mdb_drop(txn, list[i], 0))
