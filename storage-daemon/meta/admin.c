@@ -95,7 +95,7 @@ int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 /* Checks a list of daemon UUIDs off the wire: 16 bytes each, no repeats. */
 static int check_uuid_list(const ProtobufCBinaryData *list, size_t n)
 {
-	if (n > META_MAX_STRIPE)
+	if (n > RDMAFS_MAX_STRIPE)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++) {
 		if (list[i].len != RDMAFS_UUID_LEN || !list[i].data)

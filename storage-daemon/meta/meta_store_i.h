@@ -46,7 +46,6 @@
 /* Limits of the records. */
 #define META_NAME_MAX	     255
 #define META_XATTR_NAME_MAX  255
-#define META_MAX_STRIPE	     64
 #define META_MAX_ADDRESSES   16
 #define META_MAX_ADDRESS_LEN 255
 #define META_DIRENT_FIRST_ID 3
@@ -98,7 +97,7 @@ struct inode_rec {
 struct inode {
 	uint64_t ino;
 	struct inode_rec r;
-	uint8_t daemons[META_MAX_STRIPE][RDMAFS_UUID_LEN];
+	uint8_t daemons[RDMAFS_MAX_STRIPE][RDMAFS_UUID_LEN];
 };
 
 struct dirent_val {

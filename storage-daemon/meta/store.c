@@ -157,7 +157,7 @@ static int inode_decode(struct meta *m, uint64_t ino, const MDB_val *v, struct i
 		goto corrupt;
 	out->ino = ino;
 	memcpy(&out->r, v->mv_data, sizeof(out->r));
-	if (out->r.stripe_width > META_MAX_STRIPE ||
+	if (out->r.stripe_width > RDMAFS_MAX_STRIPE ||
 	    v->mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * RDMAFS_UUID_LEN)
 		goto corrupt;
 	memcpy(out->daemons, (const uint8_t *)v->mv_data + sizeof(out->r),
