@@ -13,6 +13,7 @@
 #include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
 #include "rdmafs_common.h"
+#include "chunk_msg_i.h"
 
 #define RESP_MAX 4096u
 
@@ -137,15 +138,22 @@ static int call_msg(struct rfc_client *c, struct xprt_conn *conn, uint32_t metho
 int rfc_chunk_write(struct rfc_client *c, struct rfc_chunk id, uint32_t chunk_size, uint32_t offset,
 		    const void *data, uint32_t len, bool commit, struct rfc_chunk_state *state)
 {
-	Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
-	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
-	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
-	Rdmafs__ChunkWriteResp *resp;
+	struct chunk_io io = {
+		.ino = id.inode,
+		.index = id.index,
+		.generation = id.generation,
+		.offset = offset,
+		.len = len,
+		.chunk_size = chunk_size,
+		.commit = commit,
+	};
 	uint8_t reply[RESP_MAX];
 	struct xprt_conn *conn;
-	struct xprt_desc desc;
+	struct chunk_msg m;
 	struct xprt_buf *buf;
 	size_t reply_len = 0;
+	uint32_t length = 0;
+	uint64_t version = 0;
 	int ret;
 
 	if (len == 0 || len > c->buf_size)
@@ -157,38 +165,18 @@ int rfc_chunk_write(struct rfc_client *c, struct rfc_chunk id, uint32_t chunk_si
 	if (ret)
 		goto out_put_conn;
 	memcpy(xprt_buf_data(buf), data, len);
-	ret = xprt_mr_desc(conn, xprt_buf_mr(buf), xprt_buf_data(buf), len, &desc);
-	if (ret)
-		goto out_put_buf;
-	cid.inode = id.inode;
-	cid.index = id.index;
-	bd.addr = desc.addr;
-	bd.len = desc.len;
-	bd.rkey = desc.rkey;
-	req.chunk = &cid;
-	req.offset = offset;
-	req.length = len;
-	req.crc32c = rdmafs_crc32c(data, len);
-	req.buf = &bd;
-	req.chunk_size = chunk_size;
-	req.commit = commit;
-	req.layout_generation = id.generation;
-	ret = call_msg(c, conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base, reply, &reply_len);
-	if (ret)
-		goto out_put_buf;
-	resp = rdmafs__chunk_write_resp__unpack(NULL, reply_len, reply);
-	if (!resp) {
-		ret = -EBADMSG;
-		goto out_put_buf;
-	}
-	if (state) {
+	ret = chunk_msg_write(&m, conn, buf, &io);
+	if (!ret)
+		ret = call_msg(c, conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base, reply,
+			       &reply_len);
+	if (!ret)
+		ret = chunk_write_reply(reply, reply_len, &length, &version);
+	if (!ret && state) {
 		memset(state, 0, sizeof(*state));
 		state->exists = true;
-		state->length = resp->chunk_length;
-		state->version = resp->version;
+		state->length = length;
+		state->version = version;
 	}
-	rdmafs__chunk_write_resp__free_unpacked(resp, NULL);
-out_put_buf:
 	xprt_pool_put(buf);
 out_put_conn:
 	xprt_conn_put(conn);
@@ -198,13 +186,16 @@ out_put_conn:
 int rfc_chunk_read(struct rfc_client *c, struct rfc_chunk id, uint32_t offset, void *data,
 		   uint32_t len, uint32_t *bytes, uint32_t *chunk_length)
 {
-	Rdmafs__ChunkReadReq req = RDMAFS__CHUNK_READ_REQ__INIT;
-	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
-	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
-	Rdmafs__ChunkReadResp *resp;
+	struct chunk_io io = {
+		.ino = id.inode,
+		.index = id.index,
+		.generation = id.generation,
+		.offset = offset,
+		.len = len,
+	};
 	uint8_t reply[RESP_MAX];
 	struct xprt_conn *conn;
-	struct xprt_desc desc;
+	struct chunk_msg m;
 	struct xprt_buf *buf;
 	size_t reply_len = 0;
 	int ret;
@@ -218,43 +209,14 @@ int rfc_chunk_read(struct rfc_client *c, struct rfc_chunk id, uint32_t offset, v
 	ret = xprt_pool_get(c->pool, c->timeout_ms, &buf);
 	if (ret)
 		goto out_put_conn;
-	ret = xprt_mr_desc(conn, xprt_buf_mr(buf), xprt_buf_data(buf), len ? len : 1, &desc);
-	if (ret)
-		goto out_put_buf;
-	cid.inode = id.inode;
-	cid.index = id.index;
-	bd.addr = desc.addr;
-	bd.len = len;
-	bd.rkey = desc.rkey;
-	req.chunk = &cid;
-	req.offset = offset;
-	req.length = len;
-	req.buf = &bd;
-	req.layout_generation = id.generation;
-	ret = call_msg(c, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base, reply, &reply_len);
-	if (ret)
-		goto out_put_buf;
-	resp = rdmafs__chunk_read_resp__unpack(NULL, reply_len, reply);
-	if (!resp) {
-		ret = -EBADMSG;
-		goto out_put_buf;
-	}
-	if (resp->bytes > len) {
-		ret = -EPROTO;
-	} else if (rdmafs_crc32c(xprt_buf_data(buf), resp->bytes) != resp->crc32c) {
-		rdmafs_log(RDMAFS_LOG_WARN,
-			   "chunk %llx/%llx: read data fails its checksum (%u bytes at %u)",
-			   (unsigned long long)id.inode, (unsigned long long)id.index, resp->bytes,
-			   offset);
-		ret = -EIO;
-	} else {
-		memcpy(data, xprt_buf_data(buf), resp->bytes);
-		*bytes = resp->bytes;
-		if (chunk_length)
-			*chunk_length = resp->chunk_length;
-	}
-	rdmafs__chunk_read_resp__free_unpacked(resp, NULL);
-out_put_buf:
+	ret = chunk_msg_read(&m, conn, buf, &io);
+	if (!ret)
+		ret = call_msg(c, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base, reply,
+			       &reply_len);
+	if (!ret)
+		ret = chunk_read_reply(reply, reply_len, buf, &io, bytes, chunk_length);
+	if (!ret)
+		memcpy(data, xprt_buf_data(buf), *bytes);
 	xprt_pool_put(buf);
 out_put_conn:
 	xprt_conn_put(conn);

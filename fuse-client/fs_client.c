@@ -20,6 +20,7 @@
 #include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
 #include "fs_client_i.h"
+#include "chunk_msg_i.h"
 
 #define SLOT_REQ_MAX	   512u /* every chunk request but removal lists fits */
 #define SLOT_REPLY_MAX	   256u /* chunk replies are a few varints */
@@ -972,79 +973,48 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		       uint64_t ino, struct piece *p, bool write, const uint8_t *src,
 		       unsigned flags)
 {
-	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
-	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
-	struct xprt_desc desc;
-	void *data = xprt_buf_data(p->buf);
+	struct chunk_io io = {
+		.ino = ino,
+		.index = p->index,
+		.generation = layout->generation,
+		.offset = p->off,
+		.len = p->len,
+		.chunk_size = layout->chunk_size,
+		.commit = (flags & WRITE_SYNC) != 0,
+		.zeros_as_hole = (flags & WRITE_HOLE) != 0,
+	};
+	struct chunk_msg m;
 	int ret;
 
-	ret = xprt_mr_desc(p->s.conn, xprt_buf_mr(p->buf), data, p->len, &desc);
-	if (ret) {
-		p->s.status = ret;
-		return;
-	}
-	cid.inode = ino;
-	cid.index = p->index;
-	bd.addr = desc.addr;
-	bd.len = desc.len;
-	bd.rkey = desc.rkey;
 	if (write) {
-		Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
-
-		memcpy(data, src + p->pos, p->len);
-		req.chunk = &cid;
-		req.offset = p->off;
-		req.length = p->len;
-		req.crc32c = rdmafs_crc32c(data, p->len);
-		req.buf = &bd;
-		req.chunk_size = layout->chunk_size;
-		req.commit = (flags & WRITE_SYNC) != 0;
-		req.zeros_as_hole = (flags & WRITE_HOLE) != 0;
-		req.layout_generation = layout->generation;
-		slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base);
+		memcpy(xprt_buf_data(p->buf), src + p->pos, p->len);
+		ret = chunk_msg_write(&m, p->s.conn, p->buf, &io);
+		if (!ret)
+			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base);
 	} else {
-		Rdmafs__ChunkReadReq req = RDMAFS__CHUNK_READ_REQ__INIT;
-
-		req.chunk = &cid;
-		req.offset = p->off;
-		req.length = p->len;
-		req.buf = &bd;
-		req.layout_generation = layout->generation;
-		slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base);
+		ret = chunk_msg_read(&m, p->s.conn, p->buf, &io);
+		if (!ret)
+			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base);
 	}
+	if (ret)
+		p->s.status = ret;
 }
 
 /* Checks the reply of a finished piece; a read's data goes to @dst. */
 static int piece_finish(struct piece *p, uint64_t ino, bool write, uint8_t *dst)
 {
-	Rdmafs__ChunkReadResp *rr;
-	Rdmafs__ChunkWriteResp *wr;
-	int ret = 0;
+	struct chunk_io io = {.ino = ino, .index = p->index, .offset = p->off, .len = p->len};
+	uint32_t bytes = 0;
+	int ret;
 
-	if (write) {
-		wr = rdmafs__chunk_write_resp__unpack(NULL, p->s.reply_len, p->s.reply);
-		if (!wr)
-			return -EBADMSG;
-		rdmafs__chunk_write_resp__free_unpacked(wr, NULL);
-		return 0;
-	}
-	rr = rdmafs__chunk_read_resp__unpack(NULL, p->s.reply_len, p->s.reply);
-	if (!rr)
-		return -EBADMSG;
-	if (rr->bytes > p->len) {
-		ret = -EPROTO;
-	} else if (rdmafs_crc32c(xprt_buf_data(p->buf), rr->bytes) != rr->crc32c) {
-		rdmafs_log(RDMAFS_LOG_WARN,
-			   "inode %llu chunk %llu: read data fails its checksum (%u bytes at %u)",
-			   (unsigned long long)ino, (unsigned long long)p->index, rr->bytes,
-			   p->off);
-		ret = -EIO;
-	} else {
-		memcpy(dst + p->pos, xprt_buf_data(p->buf), rr->bytes);
-		memset(dst + p->pos + rr->bytes, 0, p->len - rr->bytes);
-	}
-	rdmafs__chunk_read_resp__free_unpacked(rr, NULL);
-	return ret;
+	if (write)
+		return chunk_write_reply(p->s.reply, p->s.reply_len, NULL, NULL);
+	ret = chunk_read_reply(p->s.reply, p->s.reply_len, p->buf, &io, &bytes, NULL);
+	if (ret)
+		return ret;
+	memcpy(dst + p->pos, xprt_buf_data(p->buf), bytes);
+	memset(dst + p->pos + bytes, 0, p->len - bytes);
+	return 0;
 }
 
 /*

@@ -405,6 +405,7 @@ int main(int argc, char *argv[])
 	bool progress_on = false;
 	double t0;
 
+	rdmafs_log_init("rdmafs-copy", RDMAFS_LOG_INFO);
 	/* a peer that went away must be an error of one call, not the end of the process */
 	signal(SIGPIPE, SIG_IGN);
 	rfs_options_init(&ro);

@@ -215,6 +215,8 @@ int main(int argc, char **argv)
 	const char *env;
 	int opt, nargs, status = CTL_EXIT_USAGE;
 
+	/* what the client code it shares says (a chunk that fails its checksum, ...) */
+	rdmafs_log_init("rdmafsctl", RDMAFS_LOG_WARN);
 	while ((opt = getopt_long(argc, argv, "m:s:c:vhV", options, NULL)) != -1) {
 		switch (opt) {
 		case 'm':

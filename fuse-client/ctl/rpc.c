@@ -14,6 +14,7 @@
 
 #include "xprt.h"
 #include "rdmafs_common.h"
+#include "chunk_msg_i.h"
 #include "ctl_i.h"
 
 /* The largest piece of a chunk moved at once. */
@@ -158,22 +159,34 @@ static int reply_room(struct ctl *c, struct xprt_conn *conn)
 	return 0;
 }
 
-int ctl_call(struct ctl *c, struct xprt_conn *conn, uint32_t method, const ProtobufCMessage *req,
-	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
+/* Sends @req as @method on @conn; the reply's body is left in c->reply (@reply_len bytes). */
+static int call_packed(struct ctl *c, struct xprt_conn *conn, uint32_t method,
+		       const ProtobufCMessage *req, size_t *reply_len)
 {
-	size_t len = protobuf_c_message_get_packed_size(req), reply_len = 0;
+	size_t len = protobuf_c_message_get_packed_size(req);
 	uint8_t *buf = malloc(len ? len : 1);
 	int ret;
 
-	*resp = NULL;
+	*reply_len = 0;
 	if (!buf)
 		return -ENOMEM;
 	protobuf_c_message_pack(req, buf);
 	ret = reply_room(c, conn);
 	if (!ret)
-		ret = xprt_call(conn, method, buf, len, c->reply, c->reply_cap, &reply_len,
+		ret = xprt_call(conn, method, buf, len, c->reply, c->reply_cap, reply_len,
 				(int)c->timeout_ms);
 	free(buf);
+	return ret;
+}
+
+int ctl_call(struct ctl *c, struct xprt_conn *conn, uint32_t method, const ProtobufCMessage *req,
+	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
+{
+	size_t reply_len;
+	int ret;
+
+	*resp = NULL;
+	ret = call_packed(c, conn, method, req, &reply_len);
 	if (ret)
 		return ret;
 	*resp = protobuf_c_message_unpack(resp_desc, NULL, reply_len, c->reply);
@@ -430,37 +443,23 @@ static int pool_ready(struct ctl *c)
 static int piece_read(struct ctl *c, struct xprt_conn *conn, struct xprt_buf *buf, uint64_t ino,
 		      uint64_t index, uint32_t offset, uint32_t len, uint32_t *got)
 {
-	Rdmafs__ChunkReadReq req = RDMAFS__CHUNK_READ_REQ__INIT;
-	Rdmafs__ChunkId id = RDMAFS__CHUNK_ID__INIT;
-	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
-	Rdmafs__ChunkReadResp *resp;
-	struct xprt_desc desc;
+	struct chunk_io io = {
+		.ino = ino,
+		.index = index,
+		.generation = CTL_LAYOUT_GENERATION_ADMIN,
+		.offset = offset,
+		.len = len,
+	};
+	struct chunk_msg m;
+	size_t reply_len;
 	int ret;
 
-	ret = xprt_mr_desc(conn, xprt_buf_mr(buf), xprt_buf_data(buf), len, &desc);
-	if (ret)
-		return ret;
-	id.inode = ino;
-	id.index = index;
-	bd.addr = desc.addr;
-	bd.len = desc.len;
-	bd.rkey = desc.rkey;
-	req.chunk = &id;
-	req.offset = offset;
-	req.length = len;
-	req.buf = &bd;
-	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
-	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base,
-		       &rdmafs__chunk_read_resp__descriptor, (ProtobufCMessage **)&resp);
-	if (ret)
-		return ret;
-	if (resp->bytes > len)
-		ret = -EPROTO;
-	else if (rdmafs_crc32c(xprt_buf_data(buf), resp->bytes) != resp->crc32c)
-		ret = -EIO;
-	else
-		*got = resp->bytes;
-	rdmafs__chunk_read_resp__free_unpacked(resp, NULL);
+	ret = chunk_msg_read(&m, conn, buf, &io);
+	if (!ret)
+		ret = call_packed(c, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base,
+				  &reply_len);
+	if (!ret)
+		ret = chunk_read_reply(c->reply, reply_len, buf, &io, got, NULL);
 	return ret;
 }
 
@@ -468,35 +467,25 @@ static int piece_write(struct ctl *c, struct xprt_conn *conn, struct xprt_buf *b
 		       uint64_t index, uint32_t offset, uint32_t len, uint32_t chunk_size,
 		       uint32_t *chunk_length)
 {
-	Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
-	Rdmafs__ChunkId id = RDMAFS__CHUNK_ID__INIT;
-	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
-	Rdmafs__ChunkWriteResp *resp;
-	struct xprt_desc desc;
+	struct chunk_io io = {
+		.ino = ino,
+		.index = index,
+		.generation = CTL_LAYOUT_GENERATION_ADMIN,
+		.offset = offset,
+		.len = len,
+		.chunk_size = chunk_size,
+	};
+	struct chunk_msg m;
+	size_t reply_len;
 	int ret;
 
-	ret = xprt_mr_desc(conn, xprt_buf_mr(buf), xprt_buf_data(buf), len, &desc);
-	if (ret)
-		return ret;
-	id.inode = ino;
-	id.index = index;
-	bd.addr = desc.addr;
-	bd.len = desc.len;
-	bd.rkey = desc.rkey;
-	req.chunk = &id;
-	req.offset = offset;
-	req.length = len;
-	req.crc32c = rdmafs_crc32c(xprt_buf_data(buf), len);
-	req.buf = &bd;
-	req.chunk_size = chunk_size;
-	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
-	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base,
-		       &rdmafs__chunk_write_resp__descriptor, (ProtobufCMessage **)&resp);
-	if (ret)
-		return ret;
-	*chunk_length = resp->chunk_length;
-	rdmafs__chunk_write_resp__free_unpacked(resp, NULL);
-	return 0;
+	ret = chunk_msg_write(&m, conn, buf, &io);
+	if (!ret)
+		ret = call_packed(c, conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base,
+				  &reply_len);
+	if (!ret)
+		ret = chunk_write_reply(c->reply, reply_len, chunk_length, NULL);
+	return ret;
 }
 
 static int chunk_truncate(struct ctl *c, struct xprt_conn *conn, uint64_t ino, uint64_t index,

@@ -169,6 +169,7 @@ int main(int argc, char *argv[])
 	const char *meta_uri = NULL;
 	int ret = 1, err;
 
+	rdmafs_log_init("rdmafs-fuse", RDMAFS_LOG_INFO);
 	rfs_options_init(&ro);
 	if (fuse_opt_parse(&args, &mo, mount_spec, opt_proc) == -1)
 		goto out_free_args;
