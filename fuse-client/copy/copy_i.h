@@ -58,12 +58,10 @@ struct cp_dir {
 
 /* An open file on either side. */
 struct cp_file {
-	int fd;		 /* local */
-	uint64_t ino;	 /* rdmafs */
-	uint64_t handle; /* rdmafs: the service's handle */
-	struct rfs_layout layout;
-	uint64_t dirty_mask; /* rdmafs: daemons that got writes (under the side's layout_lock) */
-	bool has_layout;
+	int fd;		       /* local */
+	uint64_t ino;	       /* rdmafs */
+	uint64_t handle;       /* rdmafs: the service's handle */
+	struct rfs_file *file; /* rdmafs: its layout, size and writes, kept by the client core */
 };
 
 struct cp_side;
@@ -122,8 +120,6 @@ struct cp_side {
 	struct rfs_cred cred; /* rdmafs side: our credentials */
 	bool is_rdmafs;
 	bool owner; /* files are created with the source's uid/gid (root) */
-	/* rdmafs side: guards cp_file.layout, which a data call replaces after a drain */
-	pthread_mutex_t layout_lock;
 };
 
 /* ---- sides (side_local.c, side_rdmafs.c) ---------------------------------------- */

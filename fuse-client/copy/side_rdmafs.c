@@ -164,6 +164,21 @@ static void release_handle(struct cp_side *s, uint64_t ino, uint64_t handle)
 	rfs_release(s->rfs, &s->cred, ino, handle, NULL);
 }
 
+/* The client core's file object for @f, which @e (from OPEN or CREATE) describes. */
+static int file_attach(struct cp_side *s, struct cp_file *f, const struct rfs_entry *e)
+{
+	struct stat st;
+	int ret;
+
+	if (!e->has_layout)
+		return -EPROTO;
+	ret = rfs_file_create(s->rfs, f->ino, &f->file);
+	if (ret)
+		return ret;
+	rfs_file_merge(f->file, e, &st, NULL, RFS_SEQ_NOW);
+	return 0;
+}
+
 static int rdmafs_open_read(struct cp_side *s, const struct cp_loc *loc, struct cp_file *f)
 {
 	struct rfs_entry e;
@@ -175,53 +190,22 @@ static int rdmafs_open_read(struct cp_side *s, const struct cp_loc *loc, struct 
 	if (ret)
 		return ret;
 	f->ino = loc->ino;
-	if (!e.has_layout) {
+	ret = file_attach(s, f, &e);
+	if (ret) {
 		release_handle(s, f->ino, f->handle);
-		return -EPROTO;
+		f->ino = 0;
 	}
-	f->layout = e.layout;
-	f->has_layout = true;
-	return 0;
-}
-
-/* A copy of @f's layout for one data call (several threads share a file). */
-static struct rfs_layout layout_get(struct cp_side *s, struct cp_file *f)
-{
-	struct rfs_layout l;
-
-	pthread_mutex_lock(&s->layout_lock);
-	l = f->layout;
-	pthread_mutex_unlock(&s->layout_lock);
-	return l;
-}
-
-/*
- * Keeps the layout a data call ended with (it refetched one a drain
- * installed) and records the daemons it wrote to. dirty_mask bits are
- * indexes into the layout: after a change of generation every daemon of the
- * new layout counts as written.
- */
-static void layout_put(struct cp_side *s, struct cp_file *f, const struct rfs_layout *l,
-		       uint64_t written)
-{
-	pthread_mutex_lock(&s->layout_lock);
-	if (l->generation > f->layout.generation) {
-		f->layout = *l;
-		if (f->dirty_mask)
-			f->dirty_mask = ~0ull;
-	}
-	if (written && l->generation != f->layout.generation)
-		written = ~0ull;
-	f->dirty_mask |= written;
-	pthread_mutex_unlock(&s->layout_lock);
+	return ret;
 }
 
 static int rdmafs_read(struct cp_side *s, struct cp_file *f, uint64_t off, size_t len, void *buf)
 {
-	struct rfs_layout l = layout_get(s, f);
-	int ret = rfs_read(s->rfs, f->ino, &l, off, len, buf);
+	size_t got = 0;
+	int ret = rfs_file_read(f->file, off, len, buf, &got);
 
-	layout_put(s, f, &l, 0);
+	/* past the end the file reads as zeros, as a hole does */
+	if (!ret && got < len)
+		memset((char *)buf + got, 0, len - got);
 	return ret;
 }
 
@@ -254,8 +238,12 @@ static int rdmafs_create(struct cp_side *s, const struct cp_loc *dir, const char
 	if (ret)
 		return ret;
 	f->ino = e.attr.st_ino;
-	f->layout = e.layout;
-	f->has_layout = true;
+	ret = file_attach(s, f, &e);
+	if (ret) {
+		release_handle(s, f->ino, f->handle);
+		f->ino = 0;
+		return ret;
+	}
 	*ino = f->ino;
 	return 0;
 }
@@ -263,42 +251,31 @@ static int rdmafs_create(struct cp_side *s, const struct cp_loc *dir, const char
 static int rdmafs_write(struct cp_side *s, struct cp_file *f, uint64_t off, size_t len,
 			const void *buf)
 {
-	struct rfs_layout l = layout_get(s, f);
-	uint64_t written = 0;
-	int ret = rfs_write(s->rfs, f->ino, &l, off, len, buf, false, &written);
+	bool size_due;
 
-	layout_put(s, f, &l, written);
-	return ret;
+	/* the size goes to the service once, at finish */
+	return rfs_file_write(f->file, off, len, buf, false, &size_due);
 }
 
 static int rdmafs_finish(struct cp_side *s, struct cp_file *f, uint64_t size)
 {
-	struct rfs_alloc_report report = {.known = 0};
-	struct rfs_layout l = layout_get(s, f);
-	struct rfs_entry e;
-	uint64_t mask;
-	int ret;
+	int ret = 0;
 
-	pthread_mutex_lock(&s->layout_lock);
-	mask = f->dirty_mask;
-	pthread_mutex_unlock(&s->layout_lock);
-	/* fuse's flush: commit the daemons written to, then tell the size and st_blocks */
-	if (mask) {
-		ret = rfs_commit_alloc(s->rfs, f->ino, &l, mask, 0, true, &report);
-		layout_put(s, f, &l, 0);
-		if (ret)
-			return ret;
-	}
-	if (!size && !report.known)
-		return 0;
-	/* the report indexes the layout the commit ended with */
-	return rfs_update_size(s->rfs, &s->cred, f->ino, size, NULL, &report, &l, &e);
+	/* a tail of zeros was skipped, not written: the size still covers it */
+	if (size)
+		ret = rfs_file_fallocate(f->file, &s->cred, f->handle, 0, 0, size);
+	/* fuse's flush: commit the daemons written to, then the size and st_blocks */
+	if (!ret)
+		ret = rfs_file_sync(f->file, &s->cred, true);
+	return ret;
 }
 
 static void rdmafs_close(struct cp_side *s, struct cp_file *f)
 {
 	if (f->ino)
 		release_handle(s, f->ino, f->handle);
+	rfs_file_destroy(f->file);
+	f->file = NULL;
 	f->handle = 0;
 	f->ino = 0;
 }
@@ -475,7 +452,6 @@ void cp_side_rdmafs_init(struct cp_side *s, struct rfs *fs)
 	s->ops = &rdmafs_ops;
 	s->rfs = fs;
 	s->is_rdmafs = true;
-	pthread_mutex_init(&s->layout_lock, NULL);
 	s->cred.uid = geteuid();
 	s->cred.gid = getegid();
 	/* root passes every check the groups could matter for */

@@ -315,6 +315,104 @@ ssize_t rfs_listxattr(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino,
 
 int rfs_removexattr(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, const char *name);
 
+/* ---- a file as one client sees it --------------------------------------------------- */
+
+/*
+ * What this client knows of one inode and has not yet told the metadata
+ * service: the layout its data calls use (a data call that finds the file
+ * moved by a drain keeps the new one), the size with this client's writes,
+ * the daemons holding writes not yet committed and whether st_blocks is
+ * stale. Keep one per inode in a process and share it between the inode's
+ * handles (a mount keeps one per inode the kernel holds; rdmafs-copy one per
+ * file it writes). Every call may run from any thread. Its data calls are
+ * those of "file data" below, with the size and commit bookkeeping done.
+ */
+struct rfs_file;
+
+/* A file object for @ino (no call is made). -ENOMEM. */
+int rfs_file_create(struct rfs *fs, uint64_t ino, struct rfs_file **out);
+
+/* Frees @f; what it did not sync is dropped (sync first). NULL is a no-op. */
+void rfs_file_destroy(struct rfs_file *f);
+
+/* rfs_file_merge()'s @seq for attributes that cannot predate our own size updates. */
+#define RFS_SEQ_NOW UINT64_MAX
+
+/*
+ * Merges attributes the service answered (@e, from a call made when
+ * rfs_file_seq() was @seq) into what @f knows, and gives in @st what the
+ * caller should see: the size includes our writes, and a reply that may
+ * predate our last size update cannot shrink it. *@changed (may be NULL):
+ * the service's size or mtime differ from its previous answer (another
+ * client changed the file: drop cached data). A layout in @e is kept unless
+ * older than the one @f has. @f may be NULL: @st is @e's attributes.
+ */
+void rfs_file_merge(struct rfs_file *f, const struct rfs_entry *e, struct stat *st, bool *changed,
+		    uint64_t seq);
+
+/* The size sequence now, for rfs_file_merge() of a reply to a call about to be made. */
+uint64_t rfs_file_seq(struct rfs_file *f);
+
+/*
+ * The file's layout, fetched (OPEN with @cred, then RELEASE) if @f never saw
+ * one. -EIO when the service gives none.
+ */
+int rfs_file_layout(struct rfs_file *f, const struct rfs_cred *cred, struct rfs_layout *out);
+
+/*
+ * GETATTR of @ino merged with @f (may be NULL). When @f's chunks changed
+ * since the service last heard, the daemons report what they hold first
+ * (nothing is synced), so st_blocks is current.
+ */
+int rfs_file_getattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *cred, uint64_t ino,
+		     struct stat *st);
+
+/*
+ * SETATTR of @ino with @f's bookkeeping (@f may be NULL for an inode no
+ * client file tracks): an explicit mtime drops the one our writes would
+ * stamp; a new size replaces ours; a shrink cuts the chunks past the new end
+ * and refreshes st_blocks. The resulting attributes go to @st.
+ */
+int rfs_file_setattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *cred, uint64_t ino,
+		     const struct rfs_setattr *set, struct stat *st);
+
+/*
+ * Reads up to @len bytes at @off, clamped to the size we know; *@got says how
+ * many (0 at or past the end). -EIO for a file without a layout.
+ */
+int rfs_file_read(struct rfs_file *f, uint64_t off, size_t len, void *dst, size_t *got);
+
+/*
+ * Writes @len bytes at @off (@sync: durable before returning, O_SYNC) and
+ * grows the size we know. *@size_due: the service should hear of the new
+ * size now (at most once a second for a growing file): call
+ * rfs_file_sync(f, cred, false), after answering the writer if you like.
+ * -EFBIG past the largest offset.
+ */
+int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src, bool sync,
+		   bool *size_due);
+
+/*
+ * Makes our writes durable and our size known: with @commit (close, fsync)
+ * a commit on the daemons that got writes and UPDATE_SIZE with the mtime our
+ * writes earned; without it only the size. What fails stays due for the next
+ * call. The commit's reports also give the service st_blocks.
+ */
+int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *cred, bool commit);
+
+/*
+ * fallocate(2) with Linux's @mode: 0 and FALLOC_FL_KEEP_SIZE (chunks are
+ * allocated when written: only the size moves), PUNCH_HOLE | KEEP_SIZE,
+ * ZERO_RANGE [| KEEP_SIZE], COLLAPSE_RANGE and INSERT_RANGE (see
+ * rfs_collapse_range()); the size change goes through the open @handle.
+ * -EOPNOTSUPP for other modes, -EINVAL for an empty range, -EFBIG.
+ */
+int rfs_file_fallocate(struct rfs_file *f, const struct rfs_cred *cred, uint64_t handle, int mode,
+		       uint64_t off, uint64_t len);
+
+/* SEEK_DATA / SEEK_HOLE from @off within the size we know (rfs_seek()). */
+int rfs_file_seek(struct rfs_file *f, uint64_t off, int whence, uint64_t *pos);
+
 /* ---- file data ------------------------------------------------------------------ */
 
 /*

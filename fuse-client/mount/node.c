@@ -37,8 +37,12 @@ struct node *node_ref(struct fs *fs, uint64_t ino, uint64_t lookups, uint32_t op
 		n = calloc(1, sizeof(*n));
 		if (!n)
 			goto out_unlock;
+		if (rfs_file_create(fs->rfs, ino, &n->file)) {
+			free(n);
+			n = NULL;
+			goto out_unlock;
+		}
 		n->ino = ino;
-		n->dirty_first = UINT64_MAX;
 		pthread_mutex_init(&n->lock, NULL);
 		n->next = *bucket(fs, ino);
 		*bucket(fs, ino) = n;
@@ -77,6 +81,7 @@ void node_unref(struct fs *fs, struct node *n, uint64_t lookups, uint32_t opens)
 			break;
 		}
 	}
+	rfs_file_destroy(n->file);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 out_unlock:

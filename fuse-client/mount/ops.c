@@ -95,7 +95,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, int ret, const struct rfs
 		ret = -ENOMEM;
 		goto out_error;
 	}
-	node_update(n, entry, &e.attr, NULL);
+	rfs_file_merge(n->file, entry, &e.attr, NULL, RFS_SEQ_NOW);
 	e.ino = entry->attr.st_ino;
 	e.generation = entry->generation;
 	e.attr_timeout = fs->attr_timeout;
@@ -183,20 +183,8 @@ static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static int do_getattr(struct fs *fs, const struct rfs_cred *c, uint64_t ino, struct stat *st)
 {
 	struct node *n = node_find(fs, ino);
-	uint64_t seq = node_size_seq(n);
-	struct rfs_entry e;
-	int ret;
 
-	/* on failure the plain GETATTR below still answers, with older blocks */
-	if (n && node_report(fs, n, c, st) == 0)
-		return 0;
-	ret = rfs_getattr(fs->rfs, c, ino, &e);
-	if (ret)
-		return ret;
-	/* the layout comes with OPEN; a GETATTR's must not replace one a data call found */
-	e.has_layout = false;
-	node_update_seq(n, &e, st, NULL, seq);
-	return 0;
+	return rfs_file_getattr(fs->rfs, n ? n->file : NULL, c, ino, st);
 }
 
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -226,10 +214,6 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct fs *fs = req_fs(req);
 	struct node *n = node_find(fs, ino);
 	struct rfs_setattr set = {.valid = (uint32_t)to_set & SETATTR_SENT};
-	struct rfs_layout layout;
-	uint64_t old_size = UINT64_MAX;
-	bool mtime_was_dirty = false;
-	struct rfs_entry e;
 	struct stat st;
 	struct rfs_cred c;
 	int ret;
@@ -243,71 +227,19 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	set.ctime = attr->st_ctim;
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		if (attr->st_size < 0) {
-			ret = -EINVAL;
-			goto out_reply;
+			reply_error(req, -EINVAL);
+			return;
 		}
 		set.size = (uint64_t)attr->st_size;
 		/* ftruncate: open(2) checked the permission, the service checks the handle */
 		if (fi && fi->fh)
 			set.handle = ((struct handle *)(uintptr_t)fi->fh)->server;
-		if (n) {
-			pthread_mutex_lock(&n->lock);
-			old_size = n->seen ? (n->size > n->seen_size ? n->size : n->seen_size)
-					   : UINT64_MAX;
-			pthread_mutex_unlock(&n->lock);
-		}
 	}
-	/*
-	 * An explicit mtime (tar, cp -a, rsync after writing) supersedes the one
-	 * our earlier writes would stamp at the next sync: drop that, or restore
-	 * it if the call fails.
-	 */
-	if (n && (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) {
-		pthread_mutex_lock(&n->lock);
-		mtime_was_dirty = n->mtime_dirty;
-		n->mtime_dirty = false;
-		pthread_mutex_unlock(&n->lock);
-	}
-	ret = rfs_setattr(fs->rfs, &c, ino, &set, &e);
-	if (ret && mtime_was_dirty) {
-		pthread_mutex_lock(&n->lock);
-		n->mtime_dirty = true;
-		pthread_mutex_unlock(&n->lock);
-	}
+	ret = rfs_file_setattr(fs->rfs, n ? n->file : NULL, &c, ino, &set, &st);
 	if (ret)
-		goto out_reply;
-	if ((to_set & FUSE_SET_ATTR_SIZE) && n) {
-		/* the size is now the service's: a pending larger one must not grow it back */
-		pthread_mutex_lock(&n->lock);
-		n->size = set.size;
-		n->size_dirty = false;
-		n->size_seq++;
-		pthread_mutex_unlock(&n->lock);
-	}
-	e.has_layout = false; /* as with GETATTR */
-	node_update(n, &e, &st, NULL);
-	/* a shrink: the bytes past the new end must read as zeros if the file grows again */
-	if ((to_set & FUSE_SET_ATTR_SIZE) && S_ISREG(st.st_mode) && set.size < old_size) {
-		if (n)
-			ret = node_layout(fs, n, &c, &layout);
-		else
-			ret = -EIO;
-		if (!ret) {
-			ret = rfs_truncate_data(fs->rfs, ino, &layout, set.size);
-			pthread_mutex_lock(&n->lock);
-			node_keep_layout_locked(n, &layout);
-			pthread_mutex_unlock(&n->lock);
-		}
-		if (!ret)
-			ret = node_chunks_changed(fs, n, &c, set.size / layout.chunk_size, &st);
-		if (ret)
-			goto out_reply;
-	}
-	fuse_reply_attr(req, &st, fs->attr_timeout);
-	return;
-
-out_reply:
-	reply_error(req, ret);
+		reply_error(req, ret);
+	else
+		fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
 static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -458,7 +390,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		ret = -ENOMEM;
 		goto err_release;
 	}
-	node_update(n, &e, &st, &changed);
+	rfs_file_merge(n->file, &e, &st, &changed, RFS_SEQ_NOW);
 	h = handle_new(fs, n, server, fi->flags);
 	if (!h) {
 		ret = -ENOMEM;
@@ -510,7 +442,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		ret = -ENOMEM;
 		goto err_release;
 	}
-	node_update(n, &entry, &e.attr, NULL);
+	rfs_file_merge(n->file, &entry, &e.attr, NULL, RFS_SEQ_NOW);
 	h = handle_new(fs, n, server, fi->flags);
 	if (!h) {
 		ret = -ENOMEM;
@@ -541,11 +473,8 @@ out_reply:
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
-	struct node *n = h->node;
-	struct rfs_layout layout;
-	uint64_t file_size;
+	size_t got;
 	char *buf;
 	int ret;
 
@@ -553,87 +482,44 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_error(req, -EINVAL);
 		return;
 	}
-	ret = node_io_state(n, &layout, &file_size);
-	if (ret) {
-		reply_error(req, ret);
-		return;
-	}
-	if ((uint64_t)off >= file_size) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (size > file_size - (uint64_t)off)
-		size = (size_t)(file_size - (uint64_t)off);
-	buf = malloc(size);
+	buf = malloc(size ? size : 1);
 	if (!buf) {
 		reply_error(req, -ENOMEM);
 		return;
 	}
-	ret = rfs_read(fs->rfs, ino, &layout, (uint64_t)off, size, buf);
-	pthread_mutex_lock(&n->lock);
-	node_keep_layout_locked(n, &layout);
-	pthread_mutex_unlock(&n->lock);
+	ret = rfs_file_read(h->node->file, (uint64_t)off, size, buf, &got);
 	if (ret)
 		reply_error(req, ret);
 	else
-		fuse_reply_buf(req, buf, size);
+		fuse_reply_buf(req, buf, got);
 	free(buf);
 }
 
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
-	struct node *n = h->node;
-	struct rfs_layout layout;
-	uint64_t written = 0, end, file_size;
-	bool send_size = false;
+	struct rfs_file *f = h->node->file;
+	bool size_due = false;
 	struct rfs_cred c;
 	int ret;
 
-	if (off < 0 || (uint64_t)off > UINT64_MAX - size) {
+	if (off < 0) {
 		reply_error(req, -EFBIG);
 		return;
 	}
-	end = (uint64_t)off + size;
-	ret = node_io_state(n, &layout, &file_size);
-	if (ret) {
-		reply_error(req, ret);
-		return;
-	}
-	ret = rfs_write(fs->rfs, ino, &layout, (uint64_t)off, size, buf,
-			(h->flags & (O_SYNC | O_DSYNC)) != 0, &written);
-	pthread_mutex_lock(&n->lock);
-	node_note_written_locked(n, &layout, written);
-	if (written)
-		n->alloc_seq++;
-	if (written && (uint64_t)off / layout.chunk_size < n->dirty_first)
-		n->dirty_first = (uint64_t)off / layout.chunk_size;
-	if (!ret) {
-		n->mtime_dirty = true;
-		if (end > n->size) {
-			n->size = end;
-			n->size_dirty = true;
-			n->size_seq++;
-		}
-		/* batched: a growing file tells the service at most once a second */
-		send_size =
-			n->size_dirty && rdmafs_now_ms() - n->size_sent_ms >= SIZE_UPDATE_GAP_MS;
-		if (send_size)
-			n->size_sent_ms = rdmafs_now_ms();
-	}
-	pthread_mutex_unlock(&n->lock);
+	ret = rfs_file_write(f, (uint64_t)off, size, buf, (h->flags & (O_SYNC | O_DSYNC)) != 0,
+			     &size_due);
 	if (ret) {
 		reply_error(req, ret);
 		return;
 	}
 	/* req is gone once replied to: take the caller's credentials first */
-	if (send_size)
+	if (size_due)
 		cred_fill(req, &c);
 	fuse_reply_write(req, size);
-	if (send_size)
-		node_sync(fs, n, &c, false);
+	if (size_due)
+		rfs_file_sync(f, &c, false);
 }
 
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -642,7 +528,7 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct rfs_cred c;
 
 	cred_fill(req, &c);
-	reply_error(req, node_sync(req_fs(req), h->node, &c, true));
+	reply_error(req, rfs_file_sync(h->node->file, &c, true));
 }
 
 static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -651,7 +537,7 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	struct rfs_cred c;
 
 	cred_fill(req, &c);
-	reply_error(req, node_sync(req_fs(req), h->node, &c, true));
+	reply_error(req, rfs_file_sync(h->node->file, &c, true));
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -663,7 +549,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 	cred_fill(req, &c);
 	/* normally flush did it; writes through a still-mapped file may remain */
-	ret = node_sync(fs, h->node, &c, true);
+	ret = rfs_file_sync(h->node->file, &c, true);
 	if (ret)
 		rdmafs_log(RDMAFS_LOG_WARN, "inode %" PRIu64 ": size or commit lost at release: %s",
 			   (uint64_t)ino, strerror(fs_errno(ret)));
@@ -752,7 +638,7 @@ static int dir_fill_one(void *arg, const struct rfs_dirent *d)
 		/* only an entry that made it into the reply counts a lookup */
 		n = node_ref(f->fs, d->ino, 1, 0);
 		if (n)
-			node_update(n, &entry, &e.attr, NULL);
+			rfs_file_merge(n->file, &entry, &e.attr, NULL, RFS_SEQ_NOW);
 		e.ino = d->ino;
 		e.generation = d->generation;
 		e.attr_timeout = f->fs->attr_timeout;
@@ -1009,112 +895,30 @@ out_reply:
 static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
-	struct node *n = h->node;
-	struct rfs_layout layout;
-	uint64_t size, end, first;
 	struct rfs_cred c;
-	int ret = 0;
 
-	if (off < 0 || len <= 0 || (uint64_t)off > UINT64_MAX - (uint64_t)len) {
+	if (off < 0 || len <= 0) {
 		reply_error(req, -EINVAL);
 		return;
 	}
-	end = (uint64_t)off + (uint64_t)len;
 	cred_fill(req, &c);
-	ret = node_io_state(n, &layout, &size);
-	if (ret) {
-		reply_error(req, ret);
-		return;
-	}
-	if (end > RFS_MAX_FILE_SIZE && !(mode & FALLOC_FL_KEEP_SIZE)) {
-		reply_error(req, -EFBIG);
-		return;
-	}
-	first = (uint64_t)off / layout.chunk_size;
-	switch (mode) {
-	case 0:
-		if (end > size)
-			ret = node_extend(fs, n, &c, end);
-		break;
-	case FALLOC_FL_KEEP_SIZE:
-		break;
-	case FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE:
-	case FALLOC_FL_ZERO_RANGE:
-	case FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE:
-		/* a hole reads as zeros: zeroing is punching, plus the size unless KEEP_SIZE */
-		ret = rfs_punch_hole(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
-		pthread_mutex_lock(&n->lock);
-		node_keep_layout_locked(n, &layout);
-		n->mtime_dirty = true;
-		pthread_mutex_unlock(&n->lock);
-		if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && end > size)
-			ret = node_extend(fs, n, &c, end);
-		/* chunks went away on daemons we may never have written to: report them all */
-		if (!ret)
-			ret = node_chunks_changed(fs, n, &c, first, NULL);
-		break;
-	case FALLOC_FL_COLLAPSE_RANGE:
-		ret = rfs_collapse_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
-		if (!ret)
-			ret = node_shrink(fs, n, &c, h, size - (uint64_t)len);
-		if (!ret)
-			ret = rfs_truncate_data(fs->rfs, ino, &layout, size - (uint64_t)len);
-		pthread_mutex_lock(&n->lock);
-		node_keep_layout_locked(n, &layout);
-		n->mtime_dirty = true;
-		pthread_mutex_unlock(&n->lock);
-		if (!ret)
-			ret = node_chunks_changed(fs, n, &c, first, NULL);
-		break;
-	case FALLOC_FL_INSERT_RANGE:
-		ret = rfs_insert_range(fs->rfs, ino, &layout, size, (uint64_t)off, (uint64_t)len);
-		pthread_mutex_lock(&n->lock);
-		node_keep_layout_locked(n, &layout);
-		n->mtime_dirty = true;
-		if (!ret && size + (uint64_t)len > n->size) {
-			n->size = size + (uint64_t)len;
-			n->size_dirty = true;
-			n->size_seq++;
-		}
-		pthread_mutex_unlock(&n->lock);
-		if (!ret)
-			ret = node_chunks_changed(fs, n, &c, first, NULL);
-		break;
-	default:
-		ret = -EOPNOTSUPP;
-	}
-	reply_error(req, ret);
+	reply_error(req, rfs_file_fallocate(h->node->file, &c, h->server, mode, (uint64_t)off,
+					    (uint64_t)len));
 }
 
 static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		     struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
-	struct node *n = h->node;
-	struct rfs_layout layout;
-	uint64_t size, pos;
+	uint64_t pos;
 	int ret;
 
 	if (off < 0) {
 		reply_error(req, -ENXIO);
 		return;
 	}
-	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
-		reply_error(req, -EINVAL);
-		return;
-	}
-	ret = node_io_state(n, &layout, &size);
-	if (ret) {
-		reply_error(req, ret);
-		return;
-	}
-	ret = rfs_seek(fs->rfs, ino, &layout, size, (uint64_t)off, whence, &pos);
-	pthread_mutex_lock(&n->lock);
-	node_keep_layout_locked(n, &layout);
-	pthread_mutex_unlock(&n->lock);
+	ret = rfs_file_seek(h->node->file, (uint64_t)off, whence, &pos);
 	if (ret)
 		reply_error(req, ret);
 	else

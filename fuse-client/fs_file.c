@@ -1,0 +1,604 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * A file as one client sees it (rdmafs_fs.h, struct rfs_file): the layout its
+ * data calls use, the size including this client's writes, which daemons
+ * hold writes not yet committed, and what the metadata service was last
+ * told. This is where the client's size reconciliation lives: a growing file
+ * tells the service its size at most once a second and at every sync; a
+ * reply that may predate our own size update cannot shrink the size; an
+ * explicit mtime wins over the one our writes would stamp; st_blocks follows
+ * what the daemons report at each commit.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmafs_common.h"
+#include "rdmafs_fs.h"
+
+/* A growing file tells the service its size at most this often. */
+#define SIZE_UPDATE_GAP_MS 1000u
+
+struct rfs_file {
+	struct rfs *fs;
+	uint64_t ino;
+	pthread_mutex_t lock; /* guards everything below */
+	bool has_layout;
+	struct rfs_layout layout;
+	uint64_t size;	      /* the size as we know it, our writes included */
+	bool size_dirty;      /* size is larger than what the service has from us */
+	bool mtime_dirty;     /* written since the last UPDATE_SIZE */
+	uint64_t size_seq;    /* bumped whenever we change the size the service will have */
+	uint64_t dirty_mask;  /* layout daemons holding uncommitted writes */
+	uint64_t dirty_first; /* lowest chunk index written since the last commit */
+	uint64_t alloc_seq;   /* bumped whenever our calls change chunks */
+	uint64_t alloc_told;  /* the alloc_seq the service has allocations for */
+	uint64_t size_sent_ms;
+	bool seen; /* seen_* hold the service's last attributes */
+	uint64_t seen_size;
+	int64_t seen_mtime_sec;
+	uint32_t seen_mtime_nsec;
+};
+
+int rfs_file_create(struct rfs *fs, uint64_t ino, struct rfs_file **out)
+{
+	struct rfs_file *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->fs = fs;
+	f->ino = ino;
+	f->dirty_first = UINT64_MAX;
+	pthread_mutex_init(&f->lock, NULL);
+	*out = f;
+	return 0;
+}
+
+void rfs_file_destroy(struct rfs_file *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+/*
+ * Takes a layout from the service or from a data call that refetched it (a
+ * drain moved the file: rdmafs_fs.h). f->lock is held. dirty_mask bits are
+ * indexes into the layout's daemons, so after a change of generation they
+ * mean other daemons: every daemon of the new layout is then dirty.
+ */
+static void keep_layout_locked(struct rfs_file *f, const struct rfs_layout *l)
+{
+	if (f->has_layout && l->generation < f->layout.generation)
+		return; /* an older reply than what a data call found */
+	if (f->has_layout && l->generation != f->layout.generation && f->dirty_mask)
+		f->dirty_mask = ~0ull;
+	f->layout = *l;
+	f->has_layout = true;
+}
+
+/*
+ * Records that daemons @written of @l (the layout a data call ended with)
+ * hold uncommitted writes. f->lock is held.
+ */
+static void note_written_locked(struct rfs_file *f, const struct rfs_layout *l, uint64_t written)
+{
+	keep_layout_locked(f, l);
+	/* another call moved the file to a newer layout: our bits meant the old one */
+	if (written && l->generation != f->layout.generation)
+		written = ~0ull;
+	f->dirty_mask |= written;
+}
+
+void rfs_file_merge(struct rfs_file *f, const struct rfs_entry *e, struct stat *st, bool *changed,
+		    uint64_t seq)
+{
+	uint64_t size = (uint64_t)e->attr.st_size;
+	bool stale;
+
+	*st = e->attr;
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	if (e->has_layout)
+		keep_layout_locked(f, &e->layout);
+	if (changed)
+		*changed = f->seen &&
+			   (f->seen_size != size || f->seen_mtime_sec != e->attr.st_mtim.tv_sec ||
+			    f->seen_mtime_nsec != (uint32_t)e->attr.st_mtim.tv_nsec);
+	f->seen = true;
+	f->seen_size = size;
+	f->seen_mtime_sec = e->attr.st_mtim.tv_sec;
+	f->seen_mtime_nsec = (uint32_t)e->attr.st_mtim.tv_nsec;
+	stale = seq != RFS_SEQ_NOW && seq != f->size_seq && size < f->size;
+	if ((!f->size_dirty && !stale) || size > f->size)
+		f->size = size;
+	if ((f->size_dirty || stale) && S_ISREG(e->attr.st_mode))
+		st->st_size = (off_t)f->size;
+	pthread_mutex_unlock(&f->lock);
+}
+
+uint64_t rfs_file_seq(struct rfs_file *f)
+{
+	uint64_t seq;
+
+	if (!f)
+		return RFS_SEQ_NOW;
+	pthread_mutex_lock(&f->lock);
+	seq = f->size_seq;
+	pthread_mutex_unlock(&f->lock);
+	return seq;
+}
+
+int rfs_file_layout(struct rfs_file *f, const struct rfs_cred *c, struct rfs_layout *out)
+{
+	struct rfs_entry e;
+	uint64_t handle;
+	struct stat st;
+	int ret;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->has_layout) {
+		*out = f->layout;
+		pthread_mutex_unlock(&f->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&f->lock);
+	ret = rfs_open(f->fs, c, f->ino, O_WRONLY, &handle, &e);
+	if (ret)
+		return ret;
+	rfs_file_merge(f, &e, &st, NULL, RFS_SEQ_NOW);
+	rfs_release(f->fs, c, f->ino, handle, NULL);
+	pthread_mutex_lock(&f->lock);
+	ret = f->has_layout ? 0 : -EIO;
+	if (!ret)
+		*out = f->layout;
+	pthread_mutex_unlock(&f->lock);
+	return ret;
+}
+
+/*
+ * Whether @report answers for every daemon that a commit of @mask asked: all
+ * of the layout's when the commit found it newer than @generation (a drain
+ * moved the file, and the commit then asks every daemon). Only then does the
+ * service have all of the file's allocations.
+ */
+static bool report_complete(const struct rfs_alloc_report *report, const struct rfs_layout *l,
+			    uint64_t generation, uint64_t mask)
+{
+	uint64_t all = l->stripe_width >= 64 ? UINT64_MAX : (1ull << l->stripe_width) - 1;
+
+	if (l->generation != generation)
+		mask = UINT64_MAX;
+	return (report->known & all) == (mask & all);
+}
+
+/* The service has the allocations of every chunk change up to @alloc_seq. */
+static void alloc_told(struct rfs_file *f, uint64_t alloc_seq)
+{
+	pthread_mutex_lock(&f->lock);
+	if (alloc_seq > f->alloc_told)
+		f->alloc_told = alloc_seq;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * GETATTR of a file whose chunks changed since the last commit (writes,
+ * truncate, punch): the daemons concerned report what they now hold, without
+ * syncing anything (the commit stays due for fsync and close), and
+ * UPDATE_SIZE stores it and answers the attributes, so st_blocks follows at
+ * once, as on a local filesystem. -EAGAIN when there is nothing to report.
+ */
+static int file_report(struct rfs_file *f, const struct rfs_cred *c, struct stat *st)
+{
+	struct rfs_alloc_report report;
+	uint64_t mask, seq, alloc_seq, generation, size;
+	struct rfs_layout layout;
+	struct rfs_entry e;
+	int ret;
+
+	pthread_mutex_lock(&f->lock);
+	/* a stat after a stat asks the daemons again only if chunks changed since */
+	mask = f->has_layout && f->alloc_seq != f->alloc_told ? f->dirty_mask : 0;
+	alloc_seq = f->alloc_seq;
+	layout = f->layout;
+	seq = f->size_seq;
+	size = f->size_dirty ? f->size : 0;
+	pthread_mutex_unlock(&f->lock);
+	if (!mask)
+		return -EAGAIN;
+	generation = layout.generation;
+	ret = rfs_commit_alloc(f->fs, f->ino, &layout, mask, 0, false, &report);
+	pthread_mutex_lock(&f->lock);
+	keep_layout_locked(f, &layout);
+	pthread_mutex_unlock(&f->lock);
+	if (ret)
+		return ret;
+	ret = rfs_update_size(f->fs, c, f->ino, size, NULL, &report, &layout, &e);
+	if (ret)
+		return ret;
+	e.has_layout = false; /* as with GETATTR */
+	rfs_file_merge(f, &e, st, NULL, seq);
+	if (report_complete(&report, &layout, generation, mask))
+		alloc_told(f, alloc_seq);
+	return 0;
+}
+
+int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
+{
+	struct rfs_alloc_report report = {.known = 0};
+	struct rfs_layout layout;
+	uint64_t mask = 0, first = UINT64_MAX, size, alloc_seq, generation = 0;
+	bool size_dirty, mtime_dirty;
+	struct timespec now;
+	struct rfs_entry e;
+	struct stat st;
+	int ret = 0;
+
+	pthread_mutex_lock(&f->lock);
+	alloc_seq = f->alloc_seq;
+	if (commit && f->dirty_mask && f->has_layout) {
+		mask = f->dirty_mask;
+		first = f->dirty_first;
+		layout = f->layout;
+		generation = layout.generation;
+		f->dirty_mask = 0;
+		f->dirty_first = UINT64_MAX;
+	}
+	size = f->size;
+	size_dirty = f->size_dirty;
+	/*
+	 * The mtime our writes earned goes with flush, fsync and release only.
+	 * The batched size update of a growing file runs after the write was
+	 * answered, so it could land after the caller's own utimensat and undo it.
+	 */
+	mtime_dirty = commit && f->mtime_dirty;
+	if (commit)
+		f->mtime_dirty = false;
+	pthread_mutex_unlock(&f->lock);
+
+	if (mask) {
+		ret = rfs_commit_alloc(f->fs, f->ino, &layout, mask, first, true, &report);
+		pthread_mutex_lock(&f->lock);
+		keep_layout_locked(f, &layout);
+		pthread_mutex_unlock(&f->lock);
+		if (ret)
+			goto err_redirty;
+	}
+	if (!size_dirty && !mtime_dirty && !report.known)
+		return 0;
+	if (mtime_dirty)
+		clock_gettime(CLOCK_REALTIME, &now);
+	/* the report indexes the layout the commit ended with (set whenever it is known) */
+	ret = rfs_update_size(f->fs, c, f->ino, size, mtime_dirty ? &now : NULL,
+			      report.known ? &report : NULL, report.known ? &layout : NULL, &e);
+	if (ret)
+		goto err_redirty;
+	pthread_mutex_lock(&f->lock);
+	if (f->size == size)
+		f->size_dirty = false;
+	f->size_seq++;
+	f->size_sent_ms = rdmafs_now_ms();
+	pthread_mutex_unlock(&f->lock);
+	e.has_layout = false; /* as with GETATTR */
+	rfs_file_merge(f, &e, &st, NULL, RFS_SEQ_NOW);
+	if (mask && report_complete(&report, &layout, generation, mask))
+		alloc_told(f, alloc_seq);
+	return 0;
+
+err_redirty:
+	pthread_mutex_lock(&f->lock);
+	if (mask) /* layout is set only with a mask */
+		note_written_locked(f, &layout, mask);
+	if (first < f->dirty_first)
+		f->dirty_first = first;
+	f->mtime_dirty |= mtime_dirty;
+	pthread_mutex_unlock(&f->lock);
+	return ret;
+}
+
+/*
+ * After a truncate, punch or range shift, which change chunks on daemons we
+ * may not have written to: every daemon of @f's layout is due a commit from
+ * chunk @first on (at fsync or close) and reports what it holds now, so
+ * st_blocks follows at once. The attributes go to @st (may be NULL).
+ */
+static int chunks_changed(struct rfs_file *f, const struct rfs_cred *c, uint64_t first,
+			  struct stat *st)
+{
+	struct stat ignored;
+	int ret;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->has_layout) {
+		f->dirty_mask |= f->layout.stripe_width >= 64
+					 ? UINT64_MAX
+					 : (1ull << f->layout.stripe_width) - 1;
+		if (first < f->dirty_first)
+			f->dirty_first = first;
+		f->alloc_seq++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	ret = file_report(f, c, st ? st : &ignored);
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+/* The layout and size of an open regular file; -EIO if the service gave none. */
+static int io_state(struct rfs_file *f, struct rfs_layout *layout, uint64_t *size)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->has_layout && f->layout.chunk_size) {
+		*layout = f->layout;
+		*size = f->size;
+	} else {
+		ret = -EIO;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return ret;
+}
+
+/* Grows what we know of @f's size to @end and tells the service. */
+static int extend(struct rfs_file *f, const struct rfs_cred *c, uint64_t end)
+{
+	pthread_mutex_lock(&f->lock);
+	if (end > f->size) {
+		f->size = end;
+		f->size_dirty = true;
+		f->size_seq++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rfs_file_sync(f, c, false);
+}
+
+/* Sets @f's size to @size at the service (a shrink), through the open handle @h. */
+static int shrink(struct rfs_file *f, const struct rfs_cred *c, uint64_t handle, uint64_t size)
+{
+	struct rfs_setattr set = {.valid = RFS_SET_SIZE, .size = size, .handle = handle};
+	struct rfs_entry e;
+	struct stat st;
+	int ret;
+
+	ret = rfs_setattr(f->fs, c, f->ino, &set, &e);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&f->lock);
+	f->size = size;
+	f->size_dirty = false;
+	f->size_seq++;
+	pthread_mutex_unlock(&f->lock);
+	e.has_layout = false; /* as with GETATTR */
+	rfs_file_merge(f, &e, &st, NULL, RFS_SEQ_NOW);
+	return 0;
+}
+
+int rfs_file_getattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *c, uint64_t ino,
+		     struct stat *st)
+{
+	uint64_t seq = rfs_file_seq(f);
+	struct rfs_entry e;
+	int ret;
+
+	/* on failure the plain GETATTR below still answers, with older blocks */
+	if (f && file_report(f, c, st) == 0)
+		return 0;
+	ret = rfs_getattr(fs, c, ino, &e);
+	if (ret)
+		return ret;
+	/* the layout comes with OPEN; a GETATTR's must not replace one a data call found */
+	e.has_layout = false;
+	rfs_file_merge(f, &e, st, NULL, seq);
+	return 0;
+}
+
+int rfs_file_setattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *c, uint64_t ino,
+		     const struct rfs_setattr *set, struct stat *st)
+{
+	uint64_t old_size = UINT64_MAX;
+	struct rfs_layout layout;
+	bool mtime_was_dirty = false;
+	struct rfs_entry e;
+	int ret;
+
+	if (f && (set->valid & RFS_SET_SIZE)) {
+		pthread_mutex_lock(&f->lock);
+		old_size = f->seen ? (f->size > f->seen_size ? f->size : f->seen_size) : UINT64_MAX;
+		pthread_mutex_unlock(&f->lock);
+	}
+	/*
+	 * An explicit mtime (tar, cp -a, rsync after writing) supersedes the one
+	 * our earlier writes would stamp at the next sync: drop that, or restore
+	 * it if the call fails.
+	 */
+	if (f && (set->valid & (RFS_SET_MTIME | RFS_SET_MTIME_NOW))) {
+		pthread_mutex_lock(&f->lock);
+		mtime_was_dirty = f->mtime_dirty;
+		f->mtime_dirty = false;
+		pthread_mutex_unlock(&f->lock);
+	}
+	ret = rfs_setattr(fs, c, ino, set, &e);
+	if (ret) {
+		if (mtime_was_dirty) {
+			pthread_mutex_lock(&f->lock);
+			f->mtime_dirty = true;
+			pthread_mutex_unlock(&f->lock);
+		}
+		return ret;
+	}
+	if (f && (set->valid & RFS_SET_SIZE)) {
+		/* the size is now the service's: a pending larger one must not grow it back */
+		pthread_mutex_lock(&f->lock);
+		f->size = set->size;
+		f->size_dirty = false;
+		f->size_seq++;
+		pthread_mutex_unlock(&f->lock);
+	}
+	e.has_layout = false; /* as with GETATTR */
+	rfs_file_merge(f, &e, st, NULL, RFS_SEQ_NOW);
+	/* a shrink: the bytes past the new end must read as zeros if the file grows again */
+	if (!(set->valid & RFS_SET_SIZE) || !S_ISREG(st->st_mode) || set->size >= old_size)
+		return 0;
+	if (!f)
+		return -EIO;
+	ret = rfs_file_layout(f, c, &layout);
+	if (ret)
+		return ret;
+	ret = rfs_truncate_data(fs, ino, &layout, set->size);
+	pthread_mutex_lock(&f->lock);
+	keep_layout_locked(f, &layout);
+	pthread_mutex_unlock(&f->lock);
+	if (ret)
+		return ret;
+	return chunks_changed(f, c, set->size / layout.chunk_size, st);
+}
+
+int rfs_file_read(struct rfs_file *f, uint64_t off, size_t len, void *dst, size_t *got)
+{
+	struct rfs_layout layout;
+	uint64_t size;
+	int ret;
+
+	*got = 0;
+	ret = io_state(f, &layout, &size);
+	if (ret || off >= size)
+		return ret;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	ret = rfs_read(f->fs, f->ino, &layout, off, len, dst);
+	pthread_mutex_lock(&f->lock);
+	keep_layout_locked(f, &layout);
+	pthread_mutex_unlock(&f->lock);
+	if (!ret)
+		*got = len;
+	return ret;
+}
+
+int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src, bool sync,
+		   bool *size_due)
+{
+	struct rfs_layout layout;
+	uint64_t written = 0, end, size;
+	int ret;
+
+	*size_due = false;
+	if (off > UINT64_MAX - len)
+		return -EFBIG;
+	end = off + len;
+	ret = io_state(f, &layout, &size);
+	if (ret)
+		return ret;
+	ret = rfs_write(f->fs, f->ino, &layout, off, len, src, sync, &written);
+	pthread_mutex_lock(&f->lock);
+	note_written_locked(f, &layout, written);
+	if (written)
+		f->alloc_seq++;
+	if (written && off / layout.chunk_size < f->dirty_first)
+		f->dirty_first = off / layout.chunk_size;
+	if (!ret) {
+		f->mtime_dirty = true;
+		if (end > f->size) {
+			f->size = end;
+			f->size_dirty = true;
+			f->size_seq++;
+		}
+		/* batched: a growing file tells the service at most once a second */
+		*size_due =
+			f->size_dirty && rdmafs_now_ms() - f->size_sent_ms >= SIZE_UPDATE_GAP_MS;
+		if (*size_due)
+			f->size_sent_ms = rdmafs_now_ms();
+	}
+	pthread_mutex_unlock(&f->lock);
+	return ret;
+}
+
+/* After a data call that may have changed the layout: keep it, and stamp the mtime. */
+static void data_changed(struct rfs_file *f, const struct rfs_layout *layout)
+{
+	pthread_mutex_lock(&f->lock);
+	keep_layout_locked(f, layout);
+	f->mtime_dirty = true;
+	pthread_mutex_unlock(&f->lock);
+}
+
+int rfs_file_fallocate(struct rfs_file *f, const struct rfs_cred *c, uint64_t handle, int mode,
+		       uint64_t off, uint64_t len)
+{
+	struct rfs_layout layout;
+	uint64_t size, end, first;
+	int ret;
+
+	if (len == 0 || off > UINT64_MAX - len)
+		return -EINVAL;
+	end = off + len;
+	ret = io_state(f, &layout, &size);
+	if (ret)
+		return ret;
+	if (end > RFS_MAX_FILE_SIZE && !(mode & FALLOC_FL_KEEP_SIZE))
+		return -EFBIG;
+	first = off / layout.chunk_size;
+	switch (mode) {
+	case 0:
+		return end > size ? extend(f, c, end) : 0;
+	case FALLOC_FL_KEEP_SIZE:
+		return 0;
+	case FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE:
+	case FALLOC_FL_ZERO_RANGE:
+	case FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE:
+		/* a hole reads as zeros: zeroing is punching, plus the size unless KEEP_SIZE */
+		ret = rfs_punch_hole(f->fs, f->ino, &layout, size, off, len);
+		data_changed(f, &layout);
+		if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && end > size)
+			ret = extend(f, c, end);
+		break;
+	case FALLOC_FL_COLLAPSE_RANGE:
+		ret = rfs_collapse_range(f->fs, f->ino, &layout, size, off, len);
+		if (!ret)
+			ret = shrink(f, c, handle, size - len);
+		if (!ret)
+			ret = rfs_truncate_data(f->fs, f->ino, &layout, size - len);
+		data_changed(f, &layout);
+		break;
+	case FALLOC_FL_INSERT_RANGE:
+		ret = rfs_insert_range(f->fs, f->ino, &layout, size, off, len);
+		data_changed(f, &layout);
+		if (!ret) {
+			pthread_mutex_lock(&f->lock);
+			if (size + len > f->size) {
+				f->size = size + len;
+				f->size_dirty = true;
+				f->size_seq++;
+			}
+			pthread_mutex_unlock(&f->lock);
+		}
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	/* chunks went away on daemons we may never have written to: report them all */
+	return ret ? ret : chunks_changed(f, c, first, NULL);
+}
+
+int rfs_file_seek(struct rfs_file *f, uint64_t off, int whence, uint64_t *pos)
+{
+	struct rfs_layout layout;
+	uint64_t size;
+	int ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	ret = io_state(f, &layout, &size);
+	if (ret)
+		return ret;
+	ret = rfs_seek(f->fs, f->ino, &layout, size, off, whence, pos);
+	pthread_mutex_lock(&f->lock);
+	keep_layout_locked(f, &layout);
+	pthread_mutex_unlock(&f->lock);
+	return ret;
+}
