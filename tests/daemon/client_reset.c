@@ -92,7 +92,7 @@ static uint64_t create_file(struct rfs *fs, const char *name, struct rfs_layout 
 		if (ret != -ENOSPC && ret != -EAGAIN && ret != -EIO)
 			break;
 	}
-	CHECK(ret == 0, "CREATE %s: %s", name, strerror(-ret));
+	REQUIRE(ret == 0, "CREATE %s: %s", name, strerror(-ret));
 	*layout = e.layout;
 	return (uint64_t)e.attr.st_ino;
 }
@@ -104,19 +104,19 @@ static void write_read_check(struct rfs *fs, uint64_t ino, struct rfs_layout *la
 	uint8_t *src = malloc(FILE_LEN), *dst = malloc(FILE_LEN);
 	int ret;
 
-	CHECK(src && dst, "out of memory");
+	REQUIRE(src && dst, "out of memory");
 	fill_pattern(src, FILE_LEN, seed);
 	arm(n);
 	ret = rfs_write(fs, ino, layout, 0, FILE_LEN, src, true, NULL);
-	CHECK(ret == 0, "%s: write: %s", what, strerror(-ret));
-	CHECK(resets == (unsigned)n, "%s: write: expected %d resets, saw %u", what, n, resets);
+	REQUIRE(ret == 0, "%s: write: %s", what, strerror(-ret));
+	REQUIRE(resets == (unsigned)n, "%s: write: expected %d resets, saw %u", what, n, resets);
 	memset(dst, 0xee, FILE_LEN);
 	arm(n);
 	ret = rfs_read(fs, ino, layout, 0, FILE_LEN, dst);
-	CHECK(ret == 0, "%s: read: %s", what, strerror(-ret));
-	CHECK(resets == (unsigned)n, "%s: read: expected %d resets, saw %u", what, n, resets);
-	CHECK(memcmp(src, dst, FILE_LEN) == 0,
-	      "%s: the data read back differs from what was written", what);
+	REQUIRE(ret == 0, "%s: read: %s", what, strerror(-ret));
+	REQUIRE(resets == (unsigned)n, "%s: read: expected %d resets, saw %u", what, n, resets);
+	REQUIRE(memcmp(src, dst, FILE_LEN) == 0,
+		"%s: the data read back differs from what was written", what);
 	free(src);
 	free(dst);
 }
@@ -132,10 +132,8 @@ int main(int argc, char **argv)
 	uint64_t ino;
 	int ret;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: client-reset DAEMON_BINARY tcp|rdma\n");
-		return 1;
-	}
+	if (argc != 3)
+		check_error("usage: client-reset DAEMON_BINARY tcp|rdma");
 	harness_daemon_path = argv[1];
 	harness_kind = argv[2];
 	signal(SIGPIPE, SIG_IGN);
@@ -145,7 +143,7 @@ int main(int argc, char **argv)
 	alarm(HANG_SECS);
 
 	snprintf(data_dir, sizeof(data_dir), "%s/data", harness_dir());
-	CHECK(daemon_start(&d, data_dir, NULL) == 0, "the daemon did not start");
+	REQUIRE(daemon_start(&d, data_dir, NULL) == 0, "the daemon did not start");
 	rfs_options_init(&opts);
 	opts.meta_uri = d.uri;
 	opts.secret = SECRET;
@@ -153,11 +151,11 @@ int main(int argc, char **argv)
 	opts.transport = strcmp(harness_kind, "rdma") == 0 ? RFS_TRANSPORT_RDMA : RFS_TRANSPORT_TCP;
 	opts.call_timeout_ms = 3000;
 	ret = rfs_create(&opts, &fs);
-	CHECK(ret == 0, "rfs_create: %s", strerror(-ret));
+	REQUIRE(ret == 0, "rfs_create: %s", strerror(-ret));
 	ino = create_file(fs, "f", &layout);
 
 	write_read_check(fs, ino, &layout, 1, 0, "no reset");
-	CHECK(sends >= CHUNKS, "the wrapper saw %u chunk calls: the test tests nothing", sends);
+	REQUIRE(sends >= CHUNKS, "the wrapper saw %u chunk calls: the test tests nothing", sends);
 
 	/* One chunk call's connection dies: that call is retried on a fresh one. */
 	write_read_check(fs, ino, &layout, 2, 1, "one reset per write and per read");
@@ -168,30 +166,30 @@ int main(int argc, char **argv)
 	/* Every send finds a dead connection: an error, never a hang. */
 	arm(-1);
 	buf = calloc(1, FILE_LEN);
-	CHECK(buf, "out of memory");
+	REQUIRE(buf, "out of memory");
 	ret = rfs_write(fs, ino, &layout, 0, FILE_LEN, buf, true, NULL);
-	CHECK(ret == -EIO, "a write whose every send found a dead connection: %s, not EIO",
-	      strerror(-ret));
+	REQUIRE(ret == -EIO, "a write whose every send found a dead connection: %s, not EIO",
+		strerror(-ret));
 	printf("reset before every send: write failed with %s after %u sends\n", strerror(-ret),
 	       sends);
 	ret = rfs_read(fs, ino, &layout, 0, FILE_LEN, buf);
-	CHECK(ret == -EIO, "a read whose every send found a dead connection: %s, not EIO",
-	      strerror(-ret));
+	REQUIRE(ret == -EIO, "a read whose every send found a dead connection: %s, not EIO",
+		strerror(-ret));
 	printf("reset before every send: read failed with %s\n", strerror(-ret));
 
 	/* Nothing was lost: the last good write is still there. */
 	arm(0);
 	want = malloc(FILE_LEN);
-	CHECK(want, "out of memory");
+	REQUIRE(want, "out of memory");
 	fill_pattern(want, FILE_LEN, 3);
 	ret = rfs_read(fs, ino, &layout, 0, FILE_LEN, buf);
-	CHECK(ret == 0, "read after the resets: %s", strerror(-ret));
-	CHECK(memcmp(want, buf, FILE_LEN) == 0, "the data changed after writes that failed");
+	REQUIRE(ret == 0, "read after the resets: %s", strerror(-ret));
+	REQUIRE(memcmp(want, buf, FILE_LEN) == 0, "the data changed after writes that failed");
 	free(want);
 	free(buf);
 	rfs_destroy(fs);
 	daemon_stop(&d, SIGTERM);
 	harness_cleanup();
 	printf("PASS\n");
-	return 0;
+	return check_exit_status();
 }

@@ -6,7 +6,8 @@
  *
  * TRANSPORT is "tcp" or "rdma" (exits 77 without an RDMA device); the same
  * tests run over both. TEST is one of: roundtrip, clients, crash, corrupt,
- * enospc, config, malformed, fence. Exit 0 pass, 1 fail, 77 skip.
+ * enospc, config, malformed, fence. Exit 0 pass, 1 fail, 77 skip, 99 the
+ * test could not run (tests/lib/check.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,11 +67,11 @@ static void model_check(struct rfc_client *c, struct model_chunk *m, uint8_t *bu
 	uint32_t bytes = 0, clen = 0;
 	int ret = rfc_chunk_read(c, m->id, 0, buf, m->chunk_size, &bytes, &clen);
 
-	CHECK(ret == 0, "read chunk %llu: %s", (unsigned long long)m->id.index, strerror(-ret));
-	CHECK(bytes == m->length && clen == m->length, "length %u/%u, want %u", bytes, clen,
-	      m->length);
-	CHECK(memcmp(buf, m->data, m->length) == 0, "chunk %llu content differs",
-	      (unsigned long long)m->id.index);
+	REQUIRE(ret == 0, "read chunk %llu: %s", (unsigned long long)m->id.index, strerror(-ret));
+	REQUIRE(bytes == m->length && clen == m->length, "length %u/%u, want %u", bytes, clen,
+		m->length);
+	REQUIRE(memcmp(buf, m->data, m->length) == 0, "chunk %llu content differs",
+		(unsigned long long)m->id.index);
 }
 
 static int test_roundtrip(void)
@@ -90,17 +91,17 @@ static int test_roundtrip(void)
 	uint32_t bytes, clen;
 	int ret;
 
-	CHECK(buf && pat, "malloc");
-	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	REQUIRE(buf && pat, "malloc");
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 	c = client_of(&d, MiB);
 	for (unsigned i = 0; i < 3; i++)
 		chunks[i].data = calloc(1, CHUNK);
 
 	/* A chunk never written reads as a hole. */
 	ret = rfc_chunk_read(c, (struct rfc_chunk){99, 99}, 0, buf, 4096, &bytes, &clen);
-	CHECK(ret == 0 && bytes == 0 && clen == 0, "hole read: %d %u %u", ret, bytes, clen);
+	REQUIRE(ret == 0 && bytes == 0 && clen == 0, "hole read: %d %u %u", ret, bytes, clen);
 	ret = rfc_chunk_stat(c, (struct rfc_chunk){99, 99}, &st);
-	CHECK(ret == 0 && !st.exists, "stat of a missing chunk: %d", ret);
+	REQUIRE(ret == 0 && !st.exists, "stat of a missing chunk: %d", ret);
 
 	for (unsigned r = 0; r < rounds; r++) {
 		struct model_chunk *m = &chunks[rnd(&seed) % 3];
@@ -131,33 +132,33 @@ static int test_roundtrip(void)
 			fill_pattern(pat, len, r);
 			ret = rfc_chunk_write(c, m->id, m->chunk_size, off, pat, len,
 					      rnd(&seed) % 8 == 0, &st);
-			CHECK(ret == 0, "write %u@%u: %s", len, off, strerror(-ret));
+			REQUIRE(ret == 0, "write %u@%u: %s", len, off, strerror(-ret));
 			memcpy(m->data + off, pat, len);
 			if (off + len > m->length)
 				m->length = off + len;
-			CHECK(st.length == m->length, "write reply length %u, want %u", st.length,
-			      m->length);
+			REQUIRE(st.length == m->length, "write reply length %u, want %u", st.length,
+				m->length);
 		} else if (op < 9) {
 			off = (uint32_t)(rnd(&seed) % (m->chunk_size + 1));
 			len = (uint32_t)(rnd(&seed) % (m->chunk_size - off + 1));
 			ret = rfc_chunk_read(c, m->id, off, buf, len, &bytes, &clen);
-			CHECK(ret == 0, "read %u@%u: %s", len, off, strerror(-ret));
+			REQUIRE(ret == 0, "read %u@%u: %s", len, off, strerror(-ret));
 			{
 				uint32_t want =
 					off >= m->length
 						? 0
 						: (len < m->length - off ? len : m->length - off);
 
-				CHECK(bytes == want, "read %u@%u gave %u bytes, want %u", len, off,
-				      bytes, want);
-				CHECK(memcmp(buf, m->data + off, bytes) == 0,
-				      "read %u@%u: content differs", len, off);
+				REQUIRE(bytes == want, "read %u@%u gave %u bytes, want %u", len,
+					off, bytes, want);
+				REQUIRE(memcmp(buf, m->data + off, bytes) == 0,
+					"read %u@%u: content differs", len, off);
 			}
 		} else {
 			uint32_t nl = (uint32_t)(rnd(&seed) % (m->chunk_size + 1));
 
 			ret = rfc_chunk_truncate(c, m->id, nl, &st);
-			CHECK(ret == 0 && st.length == nl, "truncate to %u: %d", nl, ret);
+			REQUIRE(ret == 0 && st.length == nl, "truncate to %u: %d", nl, ret);
 			if (nl < m->length)
 				memset(m->data + nl, 0, m->length - nl);
 			m->length = nl;
@@ -166,49 +167,49 @@ static int test_roundtrip(void)
 	for (unsigned i = 0; i < 3; i++) {
 		model_check(c, &chunks[i], buf);
 		ret = rfc_chunk_stat(c, chunks[i].id, &st);
-		CHECK(ret == 0 && st.exists && st.length == chunks[i].length &&
-			      st.block_count == (st.length + 4095) / 4096,
-		      "stat: %d len %u blocks %u", ret, st.length, st.block_count);
+		REQUIRE(ret == 0 && st.exists && st.length == chunks[i].length &&
+				st.block_count == (st.length + 4095) / 4096,
+			"stat: %d len %u blocks %u", ret, st.length, st.block_count);
 	}
-	CHECK(rfc_chunk_commit_range(c, 7, 0) == 0, "commit range");
+	REQUIRE(rfc_chunk_commit_range(c, 7, 0) == 0, "commit range");
 	{
 		uint64_t idx = 5;
 
-		CHECK(rfc_chunk_commit(c, 8, &idx, 1) == 0, "commit list");
+		REQUIRE(rfc_chunk_commit(c, 8, &idx, 1) == 0, "commit list");
 	}
 	ret = rfc_daemon_stats(c, &ds);
-	CHECK(ret == 0 && ds.bytes_written > 0 && ds.ops_total >= rounds && ds.chunks == 3 &&
-		      ds.capacity_bytes > 0 && ds.errors == 0,
-	      "stats: %d written %llu ops %llu chunks %llu errors %llu", ret,
-	      (unsigned long long)ds.bytes_written, (unsigned long long)ds.ops_total,
-	      (unsigned long long)ds.chunks, (unsigned long long)ds.errors);
+	REQUIRE(ret == 0 && ds.bytes_written > 0 && ds.ops_total >= rounds && ds.chunks == 3 &&
+			ds.capacity_bytes > 0 && ds.errors == 0,
+		"stats: %d written %llu ops %llu chunks %llu errors %llu", ret,
+		(unsigned long long)ds.bytes_written, (unsigned long long)ds.ops_total,
+		(unsigned long long)ds.chunks, (unsigned long long)ds.errors);
 	rfc_client_destroy(c);
 
 	/* A clean stop exits 0 and everything is there after the restart. */
 	ret = daemon_stop(&d, SIGTERM);
-	CHECK(WIFEXITED(ret) && WEXITSTATUS(ret) == 0, "SIGTERM exit status %d", ret);
-	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon restart");
+	REQUIRE(WIFEXITED(ret) && WEXITSTATUS(ret) == 0, "SIGTERM exit status %d", ret);
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon restart");
 	c = client_of(&d, MiB);
 	for (unsigned i = 0; i < 3; i++)
 		model_check(c, &chunks[i], buf);
 
 	ret = rfc_chunk_remove_range(c, 7, 0, &removed, &freed);
-	CHECK(ret == 0 && removed == 2 && freed == (uint64_t)chunks[0].length + chunks[1].length,
-	      "remove range: %d removed %llu", ret, (unsigned long long)removed);
+	REQUIRE(ret == 0 && removed == 2 && freed == (uint64_t)chunks[0].length + chunks[1].length,
+		"remove range: %d removed %llu", ret, (unsigned long long)removed);
 	{
 		uint64_t idx[2] = {5, 6};
 
 		ret = rfc_chunk_remove(c, 8, idx, 2, &removed, &freed);
-		CHECK(ret == 0 && removed == 1, "remove list: %d removed %llu", ret,
-		      (unsigned long long)removed);
+		REQUIRE(ret == 0 && removed == 1, "remove list: %d removed %llu", ret,
+			(unsigned long long)removed);
 	}
 	ret = rfc_chunk_stat(c, chunks[0].id, &st);
-	CHECK(ret == 0 && !st.exists, "chunk still exists after remove");
+	REQUIRE(ret == 0 && !st.exists, "chunk still exists after remove");
 	ret = rfc_chunk_read(c, chunks[2].id, 0, buf, 4096, &bytes, &clen);
-	CHECK(ret == 0 && bytes == 0, "removed chunk reads as a hole");
+	REQUIRE(ret == 0 && bytes == 0, "removed chunk reads as a hole");
 	rfc_client_destroy(c);
 	ret = daemon_stop(&d, SIGTERM);
-	CHECK(WIFEXITED(ret) && WEXITSTATUS(ret) == 0, "SIGTERM exit status %d", ret);
+	REQUIRE(WIFEXITED(ret) && WEXITSTATUS(ret) == 0, "SIGTERM exit status %d", ret);
 	for (unsigned i = 0; i < 3; i++)
 		free(chunks[i].data);
 	free(buf);
@@ -293,16 +294,16 @@ static int test_clients(void)
 	const char *extra[] = {"--workers", "4", NULL};
 	unsigned ops = env_scale("RDMAFS_TEST_ROUNDS", 200);
 
-	CHECK(daemon_start(&d, data_path("data"), extra) == 0, "daemon start");
+	REQUIRE(daemon_start(&d, data_path("data"), extra) == 0, "daemon start");
 	for (unsigned i = 0; i < CLIENTS; i++) {
 		jobs[i] = (struct client_job){.d = &d, .id = i, .ops = ops};
-		CHECK(pthread_create(&threads[i], NULL, client_thread, &jobs[i]) == 0, "thread");
+		REQUIRE(pthread_create(&threads[i], NULL, client_thread, &jobs[i]) == 0, "thread");
 	}
 	for (unsigned i = 0; i < CLIENTS; i++) {
 		pthread_join(threads[i], NULL);
-		CHECK(!jobs[i].error[0], "client %u: %s", i, jobs[i].error);
+		REQUIRE(!jobs[i].error[0], "client %u: %s", i, jobs[i].error);
 	}
-	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	printf("clients: %u clients x %u write/read rounds, private and shared chunks\n", CLIENTS,
 	       ops);
 	return 0;
@@ -381,14 +382,14 @@ static void verify_stream(struct rfc_client *c, const struct writer *w, uint64_t
 		int ret = rfc_chunk_read(c, (struct rfc_chunk){500 + w->id, pos / CRASH_CHUNK}, 0,
 					 buf, want, &bytes, &clen);
 
-		CHECK(ret == 0, "writer %u %s bytes at %llu: %s", w->id, what,
-		      (unsigned long long)pos, strerror(-ret));
-		CHECK(bytes == want, "writer %u %s chunk at %llu: %u bytes, want %u", w->id, what,
-		      (unsigned long long)pos, bytes, want);
+		REQUIRE(ret == 0, "writer %u %s bytes at %llu: %s", w->id, what,
+			(unsigned long long)pos, strerror(-ret));
+		REQUIRE(bytes == want, "writer %u %s chunk at %llu: %u bytes, want %u", w->id, what,
+			(unsigned long long)pos, bytes, want);
 		for (uint32_t i = 0; i < want; i++)
-			CHECK(buf[i] == stream_byte(w->id, pos + i),
-			      "writer %u %s byte %llu differs", w->id, what,
-			      (unsigned long long)(pos + i));
+			REQUIRE(buf[i] == stream_byte(w->id, pos + i),
+				"writer %u %s byte %llu differs", w->id, what,
+				(unsigned long long)(pos + i));
 	}
 	free(buf);
 }
@@ -405,7 +406,7 @@ static int test_crash(void)
 
 	memset(writers, 0, sizeof(writers));
 	for (unsigned cycle = 0; cycle < cycles; cycle++) {
-		CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+		REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 		/* Everything from before the last crash must still be there. */
 		if (cycle) {
 			c = client_of(&d, CRASH_CHUNK);
@@ -419,8 +420,8 @@ static int test_crash(void)
 			writers[i].id = i;
 			writers[i].stop = false;
 			writers[i].acked = writers[i].committed;
-			CHECK(pthread_create(&threads[i], NULL, writer_thread, &writers[i]) == 0,
-			      "thread");
+			REQUIRE(pthread_create(&threads[i], NULL, writer_thread, &writers[i]) == 0,
+				"thread");
 		}
 		usleep(700000 + 300000 * cycle);
 		daemon_stop(&d, SIGKILL);
@@ -429,19 +430,19 @@ static int test_crash(void)
 			pthread_join(threads[i], NULL);
 		}
 	}
-	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 	c = client_of(&d, CRASH_CHUNK);
 	for (unsigned i = 0; i < WRITERS; i++) {
 		/* kill -9 keeps the page cache: acknowledged writes survive too. */
 		verify_stream(c, &writers[i], writers[i].committed, "committed");
 		verify_stream(c, &writers[i], writers[i].acked, "acknowledged");
 		total_committed += writers[i].committed;
-		CHECK(writers[i].committed > 0, "writer %u never committed", i);
+		REQUIRE(writers[i].committed > 0, "writer %u never committed", i);
 	}
-	CHECK(rfc_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0,
-	      "checksum errors after the crashes: %llu", (unsigned long long)ds.checksum_errors);
+	REQUIRE(rfc_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0,
+		"checksum errors after the crashes: %llu", (unsigned long long)ds.checksum_errors);
 	rfc_client_destroy(c);
-	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	printf("crash: %u kill -9 cycles, %llu committed bytes intact and verified\n", cycles,
 	       (unsigned long long)total_committed);
 	return 0;
@@ -466,13 +467,13 @@ static void raw_open(struct raw *r, const struct daemon_proc *d)
 	o.secret = SECRET;
 	o.secret_len = strlen(SECRET);
 	o.name = "daemon-test-raw";
-	CHECK(xprt_ctx_create(&o, &r->ctx) == 0, "ctx");
-	CHECK(xprt_pool_create(r->ctx, MiB, 1, XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE,
-			       &r->pool) == 0,
-	      "pool");
-	CHECK(xprt_pool_get(r->pool, 0, &r->buf) == 0, "buf");
+	REQUIRE(xprt_ctx_create(&o, &r->ctx) == 0, "ctx");
+	REQUIRE(xprt_pool_create(r->ctx, MiB, 1, XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE,
+				 &r->pool) == 0,
+		"pool");
+	REQUIRE(xprt_pool_get(r->pool, 0, &r->buf) == 0, "buf");
 	ret = xprt_connect(r->ctx, d->uri, &r->conn);
-	CHECK(ret == 0, "connect: %s", xprt_strerror(ret));
+	REQUIRE(ret == 0, "connect: %s", xprt_strerror(ret));
 }
 
 static void raw_reconnect(struct raw *r, const struct daemon_proc *d)
@@ -481,7 +482,7 @@ static void raw_reconnect(struct raw *r, const struct daemon_proc *d)
 
 	xprt_conn_close(r->conn);
 	ret = xprt_connect(r->ctx, d->uri, &r->conn);
-	CHECK(ret == 0, "reconnect: %s", xprt_strerror(ret));
+	REQUIRE(ret == 0, "reconnect: %s", xprt_strerror(ret));
 }
 
 static void raw_close(struct raw *r)
@@ -508,8 +509,8 @@ static int raw_write(struct raw *r, uint64_t inode, uint32_t chunk_size, uint32_
 	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
 	struct xprt_desc desc;
 
-	CHECK(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), xprt_buf_data(r->buf), MiB, &desc) == 0,
-	      "desc");
+	REQUIRE(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), xprt_buf_data(r->buf), MiB, &desc) == 0,
+		"desc");
 	cid.inode = inode;
 	bd.addr = desc.addr;
 	bd.len = desc_len;
@@ -536,57 +537,57 @@ static int test_corrupt(void)
 	uint8_t byte;
 	int fd, ret;
 
-	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 	c = client_of(&d, MiB);
 	fill_pattern(pat, 200000, 5);
-	CHECK(rfc_chunk_write(c, id, MiB, 0, pat, 200000, true, NULL) == 0, "write");
+	REQUIRE(rfc_chunk_write(c, id, MiB, 0, pat, 200000, true, NULL) == 0, "write");
 
 	/* Flip one byte in block 10 of the chunk file, behind the daemon's back. */
 	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", d.data_dir,
 		 (unsigned long long)id.inode, (unsigned long long)id.index);
 	fd = open(path, O_RDWR);
-	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
-	CHECK(pread(fd, &byte, 1, 10 * 4096 + 17) == 1, "pread");
+	REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
+	REQUIRE(pread(fd, &byte, 1, 10 * 4096 + 17) == 1, "pread");
 	byte ^= 0x40;
-	CHECK(pwrite(fd, &byte, 1, 10 * 4096 + 17) == 1, "pwrite");
+	REQUIRE(pwrite(fd, &byte, 1, 10 * 4096 + 17) == 1, "pwrite");
 	fsync(fd);
 	close(fd);
 
 	ret = rfc_chunk_read(c, id, 0, buf, 200000, &bytes, &clen);
-	CHECK(ret == -EIO, "read over the damaged block: %d, want -EIO", ret);
+	REQUIRE(ret == -EIO, "read over the damaged block: %d, want -EIO", ret);
 	ret = rfc_chunk_read(c, id, 10 * 4096 + 100, buf, 10, &bytes, &clen);
-	CHECK(ret == -EIO, "small read inside the damaged block: %d, want -EIO", ret);
+	REQUIRE(ret == -EIO, "small read inside the damaged block: %d, want -EIO", ret);
 	/* The rest of the chunk still reads. */
 	ret = rfc_chunk_read(c, id, 0, buf, 10 * 4096, &bytes, &clen);
-	CHECK(ret == 0 && bytes == 10 * 4096 && !memcmp(buf, pat, bytes), "read before: %d", ret);
+	REQUIRE(ret == 0 && bytes == 10 * 4096 && !memcmp(buf, pat, bytes), "read before: %d", ret);
 	ret = rfc_chunk_read(c, id, 11 * 4096, buf, 4096, &bytes, &clen);
-	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat + 11 * 4096, 4096), "read after: %d",
-	      ret);
+	REQUIRE(ret == 0 && bytes == 4096 && !memcmp(buf, pat + 11 * 4096, 4096), "read after: %d",
+		ret);
 	/* A write that merges the bad block refuses to launder it. */
 	ret = rfc_chunk_write(c, id, MiB, 10 * 4096 + 1, pat, 5, false, NULL);
-	CHECK(ret == -EIO, "partial write over the damaged block: %d, want -EIO", ret);
+	REQUIRE(ret == -EIO, "partial write over the damaged block: %d, want -EIO", ret);
 	/* Rewriting the whole block repairs it. */
 	ret = rfc_chunk_write(c, id, MiB, 10 * 4096, pat + 10 * 4096, 4096, false, NULL);
-	CHECK(ret == 0, "rewrite of the damaged block: %d", ret);
+	REQUIRE(ret == 0, "rewrite of the damaged block: %d", ret);
 	ret = rfc_chunk_read(c, id, 0, buf, 200000, &bytes, &clen);
-	CHECK(ret == 0 && bytes == 200000 && !memcmp(buf, pat, bytes), "read after repair: %d",
-	      ret);
+	REQUIRE(ret == 0 && bytes == 200000 && !memcmp(buf, pat, bytes), "read after repair: %d",
+		ret);
 
 	/* A payload whose checksum does not match is refused on the wire. */
 	raw_open(&r, &d);
 	fill_pattern(xprt_buf_data(r.buf), 8192, 9);
 	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rdmafs_crc32c(xprt_buf_data(r.buf), 8192) ^ 1,
 			8192, 0);
-	CHECK(ret == -EIO, "write with a bad crc: %d, want -EIO", ret);
+	REQUIRE(ret == -EIO, "write with a bad crc: %d, want -EIO", ret);
 	ret = raw_write(&r, 0xabd, MiB, 0, 8192, rdmafs_crc32c(xprt_buf_data(r.buf), 8192), 8192,
 			0);
-	CHECK(ret == 0, "write with the right crc: %d", ret);
+	REQUIRE(ret == 0, "write with the right crc: %d", ret);
 	raw_close(&r);
 
-	CHECK(rfc_daemon_stats(c, &ds) == 0 && ds.checksum_errors >= 4,
-	      "checksum errors counted: %llu", (unsigned long long)ds.checksum_errors);
+	REQUIRE(rfc_daemon_stats(c, &ds) == 0 && ds.checksum_errors >= 4,
+		"checksum errors counted: %llu", (unsigned long long)ds.checksum_errors);
 	rfc_client_destroy(c);
-	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	free(pat);
 	free(buf);
 	printf("corrupt: damaged disk block and bad wire crc both gave EIO, counted %llu\n",
@@ -613,7 +614,7 @@ static int raw_fence(struct raw *r, uint64_t inode, uint64_t generation, bool li
 	if (ret)
 		return ret;
 	resp = rdmafs__chunk_fence_resp__unpack(NULL, got, out);
-	CHECK(resp, "fence reply does not unpack");
+	REQUIRE(resp, "fence reply does not unpack");
 	if (now)
 		*now = resp->fence;
 	rdmafs__chunk_fence_resp__free_unpacked(resp, NULL);
@@ -685,68 +686,70 @@ static int test_fence(void)
 	uint64_t now;
 	struct raw r;
 
-	CHECK(data && buf, "out of memory");
-	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	REQUIRE(data && buf, "out of memory");
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 	c = client_of(&d, MiB);
 	raw_open(&r, &d);
 	fill_pattern(data, 8192, 3);
-	CHECK(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 0}, MiB, 0, data, 8192, true, NULL) ==
-		      0,
-	      "write before any fence");
-	CHECK(rfc_chunk_write(c, (struct rfc_chunk){other, 0, 0}, MiB, 0, data, 8192, true, NULL) ==
-		      0,
-	      "write of another inode");
+	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 0}, MiB, 0, data, 8192, true, NULL) ==
+			0,
+		"write before any fence");
+	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){other, 0, 0}, MiB, 0, data, 8192, true,
+				NULL) == 0,
+		"write of another inode");
 
-	CHECK(raw_fence(&r, 0, 1, false, NULL) == -EINVAL, "fence of inode 0");
-	CHECK(raw_fence(&r, ino, 0, false, NULL) == -EINVAL, "fence at generation 0");
-	CHECK(raw_fence(&r, ino, 2, false, &now) == 0 && now == 2, "fence at 2: now %llu",
-	      (unsigned long long)now);
+	REQUIRE(raw_fence(&r, 0, 1, false, NULL) == -EINVAL, "fence of inode 0");
+	REQUIRE(raw_fence(&r, ino, 0, false, NULL) == -EINVAL, "fence at generation 0");
+	REQUIRE(raw_fence(&r, ino, 2, false, &now) == 0 && now == 2, "fence at 2: now %llu",
+		(unsigned long long)now);
 	/* a fence only rises */
-	CHECK(raw_fence(&r, ino, 1, false, &now) == 0 && now == 2, "fence at 1 after 2: %llu",
-	      (unsigned long long)now);
+	REQUIRE(raw_fence(&r, ino, 1, false, &now) == 0 && now == 2, "fence at 1 after 2: %llu",
+		(unsigned long long)now);
 
 	/* below the fence: every request that reads or changes data is refused */
-	CHECK(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 1}, MiB, 0, data, 4096, false, NULL) ==
-		      -ESTALE,
-	      "write at generation 1");
-	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 1}, 0, buf, 8192, &bytes, &clen) ==
-		      -ESTALE,
-	      "read at generation 1");
-	CHECK(rfc_chunk_truncate(c, (struct rfc_chunk){ino, 0, 0}, 10, NULL) == -ESTALE,
-	      "truncate at generation 0");
-	CHECK(raw_whole_inode(&r, false, ino, 1) == -ESTALE, "commit at generation 1");
-	CHECK(raw_whole_inode(&r, true, ino, 1) == -ESTALE, "remove at generation 1");
+	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 1}, MiB, 0, data, 4096, false,
+				NULL) == -ESTALE,
+		"write at generation 1");
+	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 1}, 0, buf, 8192, &bytes, &clen) ==
+			-ESTALE,
+		"read at generation 1");
+	REQUIRE(rfc_chunk_truncate(c, (struct rfc_chunk){ino, 0, 0}, 10, NULL) == -ESTALE,
+		"truncate at generation 0");
+	REQUIRE(raw_whole_inode(&r, false, ino, 1) == -ESTALE, "commit at generation 1");
+	REQUIRE(raw_whole_inode(&r, true, ino, 1) == -ESTALE, "remove at generation 1");
 	/* stat and list are not fenced; neither is another inode */
-	CHECK(rfc_chunk_stat(c, (struct rfc_chunk){ino, 0, 0}, &st) == 0 && st.exists &&
-		      st.length == 8192,
-	      "stat of a fenced chunk");
-	CHECK(rfc_chunk_read(c, (struct rfc_chunk){other, 0, 0}, 0, buf, 8192, &bytes, &clen) ==
-			      0 &&
-		      bytes == 8192,
-	      "read of an unfenced inode");
+	REQUIRE(rfc_chunk_stat(c, (struct rfc_chunk){ino, 0, 0}, &st) == 0 && st.exists &&
+			st.length == 8192,
+		"stat of a fenced chunk");
+	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){other, 0, 0}, 0, buf, 8192, &bytes, &clen) ==
+				0 &&
+			bytes == 8192,
+		"read of an unfenced inode");
 	/* at or above it (and the admin generation) everything works, data unchanged */
-	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 2}, 0, buf, 8192, &bytes, &clen) == 0 &&
-		      bytes == 8192 && !memcmp(buf, data, 8192),
-	      "read at generation 2");
-	CHECK(raw_whole_inode(&r, false, ino, UINT64_MAX) == 0, "commit at the admin generation");
+	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 2}, 0, buf, 8192, &bytes, &clen) ==
+				0 &&
+			bytes == 8192 && !memcmp(buf, data, 8192),
+		"read at generation 2");
+	REQUIRE(raw_whole_inode(&r, false, ino, UINT64_MAX) == 0, "commit at the admin generation");
 
 	/* the fence is on disk: it survives kill -9 */
 	raw_close(&r);
 	rfc_client_destroy(c);
 	daemon_stop(&d, SIGKILL);
-	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon restart");
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon restart");
 	c = client_of(&d, MiB);
 	raw_open(&r, &d);
-	CHECK(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 1}, MiB, 0, data, 4096, false, NULL) ==
-		      -ESTALE,
-	      "write at generation 1 after a restart");
+	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 1}, MiB, 0, data, 4096, false,
+				NULL) == -ESTALE,
+		"write at generation 1 after a restart");
 
 	/* lift: only the exact generation, then the old layout is served again */
-	CHECK(raw_fence(&r, ino, 3, true, &now) == 0 && now == 2, "lift of a fence not set");
-	CHECK(raw_fence(&r, ino, 2, true, &now) == 0 && now == 0, "lift");
-	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 0}, 0, buf, 8192, &bytes, &clen) == 0 &&
-		      bytes == 8192 && !memcmp(buf, data, 8192),
-	      "read at generation 0 after the lift");
+	REQUIRE(raw_fence(&r, ino, 3, true, &now) == 0 && now == 2, "lift of a fence not set");
+	REQUIRE(raw_fence(&r, ino, 2, true, &now) == 0 && now == 0, "lift");
+	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 0}, 0, buf, 8192, &bytes, &clen) ==
+				0 &&
+			bytes == 8192 && !memcmp(buf, data, 8192),
+		"read at generation 0 after the lift");
 
 	/*
 	 * A fence waits for the requests already past their check: once it
@@ -755,25 +758,25 @@ static int test_fence(void)
 	 */
 	fw.c = client_of(&d, MiB);
 	fw.inode = ino;
-	CHECK(pthread_create(&thread, NULL, fence_writer_main, &fw) == 0, "thread");
+	REQUIRE(pthread_create(&thread, NULL, fence_writer_main, &fw) == 0, "thread");
 	while (fw.last_ok < 50 && !fw.refused)
 		usleep(1000);
-	CHECK(raw_fence(&r, ino, 1, false, &now) == 0 && now == 1, "fence under a writer");
+	REQUIRE(raw_fence(&r, ino, 1, false, &now) == 0 && now == 1, "fence under a writer");
 	fw.fenced = true;
 	pthread_join(thread, NULL);
-	CHECK(fw.refused == -ESTALE, "the writer ended with %d, want -ESTALE", fw.refused);
-	CHECK(fw.after_fence == 0, "%u writes accepted after the fence", fw.after_fence);
-	CHECK(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, UINT64_MAX}, 0, &seen, sizeof(seen),
-			     &bytes, &clen) == 0 &&
-		      bytes == sizeof(seen),
-	      "read after the fence");
-	CHECK(seen == fw.last_ok, "the chunk holds write %u, the last acknowledged was %u", seen,
-	      fw.last_ok);
+	REQUIRE(fw.refused == -ESTALE, "the writer ended with %d, want -ESTALE", fw.refused);
+	REQUIRE(fw.after_fence == 0, "%u writes accepted after the fence", fw.after_fence);
+	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, UINT64_MAX}, 0, &seen, sizeof(seen),
+			       &bytes, &clen) == 0 &&
+			bytes == sizeof(seen),
+		"read after the fence");
+	REQUIRE(seen == fw.last_ok, "the chunk holds write %u, the last acknowledged was %u", seen,
+		fw.last_ok);
 	rfc_client_destroy(fw.c);
 
 	raw_close(&r);
 	rfc_client_destroy(c);
-	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	free(data);
 	free(buf);
 	printf("fence: old generations refused, fence durable, lifted, and waits out writers over "
@@ -798,15 +801,12 @@ static int test_enospc(void)
 	int ret = 0, status;
 
 	mkdir(mnt, 0755);
-	if (mount("tmpfs", mnt, "tmpfs", 0, "size=8m")) {
-		printf("SKIP: cannot mount a size-limited tmpfs (%s); needs root\n",
-		       strerror(errno));
-		return EXIT_SKIP;
-	}
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=8m"))
+		check_skip("cannot mount a size-limited tmpfs (%s); needs root", strerror(errno));
 	snprintf(dir, sizeof(dir), "%s/data", mnt);
 	if (daemon_start(&d, dir, extra)) {
 		umount2(mnt, MNT_DETACH);
-		CHECK(0, "daemon start on tmpfs");
+		REQUIRE(false, "daemon start on tmpfs");
 	}
 	c = client_of(&d, MiB);
 	for (unsigned i = 0; i < 64; i++) {
@@ -820,32 +820,32 @@ static int test_enospc(void)
 		rfc_client_destroy(c);
 		daemon_stop(&d, SIGKILL);
 		umount2(mnt, MNT_DETACH);
-		CHECK(0, "filling an 8 MiB file system: %s after %u chunks, want ENOSPC",
-		      strerror(-ret), written);
+		REQUIRE(false, "filling an 8 MiB file system: %s after %u chunks, want ENOSPC",
+			strerror(-ret), written);
 	}
 	/* The daemon keeps serving: reads, stats, and writes once space is freed. */
 	for (unsigned i = 0; i < written; i++) {
 		fill_pattern(pat, MiB, i);
 		ret = rfc_chunk_read(c, (struct rfc_chunk){1, i}, 0, buf, MiB, &bytes, &clen);
-		CHECK(ret == 0 && bytes == MiB && !memcmp(buf, pat, MiB),
-		      "read chunk %u after ENOSPC: %d", i, ret);
+		REQUIRE(ret == 0 && bytes == MiB && !memcmp(buf, pat, MiB),
+			"read chunk %u after ENOSPC: %d", i, ret);
 	}
 	ret = rfc_chunk_stat(c, (struct rfc_chunk){1, written}, &(struct rfc_chunk_state){0});
-	CHECK(ret == 0, "stat after ENOSPC: %d", ret);
-	CHECK(rfc_daemon_stats(c, &ds) == 0 && ds.free_bytes < MiB, "stats: free %llu",
-	      (unsigned long long)ds.free_bytes);
+	REQUIRE(ret == 0, "stat after ENOSPC: %d", ret);
+	REQUIRE(rfc_daemon_stats(c, &ds) == 0 && ds.free_bytes < MiB, "stats: free %llu",
+		(unsigned long long)ds.free_bytes);
 	{
 		uint64_t idx[2] = {0, 1};
 
-		CHECK(rfc_chunk_remove(c, 1, idx, 2, NULL, NULL) == 0, "remove");
+		REQUIRE(rfc_chunk_remove(c, 1, idx, 2, NULL, NULL) == 0, "remove");
 	}
 	fill_pattern(pat, MiB, 1000);
 	ret = rfc_chunk_write(c, (struct rfc_chunk){2, 0}, MiB, 0, pat, MiB, false, NULL);
-	CHECK(ret == 0, "write after freeing space: %s", strerror(-ret));
+	REQUIRE(ret == 0, "write after freeing space: %s", strerror(-ret));
 	rfc_client_destroy(c);
 	status = daemon_stop(&d, SIGTERM);
 	umount2(mnt, MNT_DETACH);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
 	free(pat);
 	free(buf);
 	printf("enospc: ENOSPC after %u MiB on an 8 MiB tmpfs; reads and new writes served\n",
@@ -859,7 +859,7 @@ static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
 
-	CHECK(f != NULL, "create %s", path);
+	REQUIRE(f != NULL, "create %s", path);
 	fputs(text, f);
 	fclose(f);
 }
@@ -869,8 +869,8 @@ static void expect_refused(const char *what, const char *const *args, const char
 	char err[4096];
 	int code = daemon_run_capture(args, err, sizeof(err));
 
-	CHECK(code == 1, "%s: exit code %d, want 1; stderr:\n%s", what, code, err);
-	CHECK(strstr(err, needle) != NULL, "%s: stderr lacks \"%s\":\n%s", what, needle, err);
+	REQUIRE(code == 1, "%s: exit code %d, want 1; stderr:\n%s", what, code, err);
+	REQUIRE(strstr(err, needle) != NULL, "%s: stderr lacks \"%s\":\n%s", what, needle, err);
 	printf("  refused %-28s: %.*s\n", what, (int)strcspn(err, "\n"), err);
 }
 
@@ -933,9 +933,9 @@ static int test_config(void)
 		       (const char *[]){"--data-dir", dirty, "--listen", "tcp://127.0.0.1:0",
 					"--secret-file", secret, NULL},
 		       "not empty and has no rdmafs-format marker");
-	CHECK(!dir_has(dirty, "rdmafs-format") && !dir_has(dirty, "chunks") &&
-		      !dir_has(dirty, "meta"),
-	      "the refused directory was changed");
+	REQUIRE(!dir_has(dirty, "rdmafs-format") && !dir_has(dirty, "chunks") &&
+			!dir_has(dirty, "meta"),
+		"the refused directory was changed");
 
 	mkdir(foreign, 0755);
 	snprintf(text, sizeof(text), "%s/rdmafs-format", foreign);
@@ -944,8 +944,8 @@ static int test_config(void)
 		       (const char *[]){"--data-dir", foreign, "--listen", "tcp://127.0.0.1:0",
 					"--secret-file", secret, NULL},
 		       "is not an rdmafs format marker");
-	CHECK(!dir_has(foreign, "chunks") && !dir_has(foreign, "meta"),
-	      "the foreign directory was changed");
+	REQUIRE(!dir_has(foreign, "chunks") && !dir_has(foreign, "meta"),
+		"the foreign directory was changed");
 
 	mkdir(newer, 0755);
 	snprintf(text, sizeof(text), "%s/rdmafs-format", newer);
@@ -956,9 +956,9 @@ static int test_config(void)
 					"--secret-file", secret, NULL},
 		       "newer than this daemon's format");
 	f = fopen(text, "r");
-	CHECK(f && fgets(before, sizeof(before), f) && fgets(after, sizeof(after), f), "reread");
+	REQUIRE(f && fgets(before, sizeof(before), f) && fgets(after, sizeof(after), f), "reread");
 	fclose(f);
-	CHECK(strcmp(after, "format 7\n") == 0, "the newer marker was changed: %s", after);
+	REQUIRE(strcmp(after, "format 7\n") == 0, "the newer marker was changed: %s", after);
 
 	/* A good config file starts, and a second daemon on its directory is refused. */
 	snprintf(text, sizeof(text),
@@ -966,15 +966,15 @@ static int test_config(void)
 		 "secret_file = %s\nworkers = 2\nqueue_depth = 64\nlog_level = warn\n",
 		 good, secret);
 	write_file(conf, text);
-	CHECK(daemon_start(&d, good, (const char *[]){"--config", conf, NULL}) == 0,
-	      "daemon from a config file");
+	REQUIRE(daemon_start(&d, good, (const char *[]){"--config", conf, NULL}) == 0,
+		"daemon from a config file");
 	expect_refused("directory in use",
 		       (const char *[]){"--data-dir", good, "--listen", "tcp://127.0.0.1:0",
 					"--secret-file", secret, NULL},
 		       "in use by another rdmafs-daemon");
 	status = daemon_stop(&d, SIGTERM);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
-	CHECK(dir_has(good, "rdmafs-format") && dir_has(good, "chunks"), "initialised");
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
+	REQUIRE(dir_has(good, "rdmafs-format") && dir_has(good, "chunks"), "initialised");
 	printf("config: 13 bad configurations and data directories refused with clear messages\n");
 	return 0;
 }
@@ -1000,77 +1000,77 @@ static int test_malformed(void)
 	uint32_t bytes, clen;
 	int ret;
 
-	CHECK(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 	raw_open(&r, &d);
 	fill_pattern(xprt_buf_data(r.buf), 65536, 3);
 
 	/* Garbage protobuf for every chunk method. */
 	for (uint32_t m = 100; m <= 106; m++) {
 		ret = xprt_call(r.conn, m, garbage, sizeof(garbage), resp, sizeof(resp), &got, 0);
-		CHECK(ret == -EBADMSG, "garbage to method %u: %d, want -EBADMSG", m, ret);
+		REQUIRE(ret == -EBADMSG, "garbage to method %u: %d, want -EBADMSG", m, ret);
 		checks++;
 	}
 	ret = xprt_call(r.conn, 9999, NULL, 0, resp, sizeof(resp), &got, 0);
-	CHECK(ret == -EOPNOTSUPP, "unknown method: %d", ret);
+	REQUIRE(ret == -EOPNOTSUPP, "unknown method: %d", ret);
 	ret = xprt_call(r.conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, NULL, 0, resp, sizeof(resp),
 			&got, 0);
-	CHECK(ret == -EINVAL, "empty write request: %d", ret);
+	REQUIRE(ret == -EINVAL, "empty write request: %d", ret);
 	checks += 2;
 
 	/* Writes: lengths and offsets out of range. */
-	CHECK(raw_write(&r, 1, MiB, 0, 0, 0, 0, 0) == -EINVAL, "zero length");
-	CHECK(raw_write(&r, 1, MiB, MiB - 10, 100, 0, 100, 0) == -EINVAL, "past chunk_size");
-	CHECK(raw_write(&r, 1, 2 * MiB, MiB, 100, 0, 100, 0) == -EINVAL, "chunk_size too big");
-	CHECK(raw_write(&r, 1, 0, 0, 100, 0, 100, 0) == -EINVAL, "chunk_size 0");
-	CHECK(raw_write(&r, 1, MiB, 0xffffffffu, 100, 0, 100, 0) == -EINVAL, "absurd offset");
-	CHECK(raw_write(&r, 1, MiB, 100, 0xffffffffu, 0, 100, 0) == -EINVAL, "absurd length");
-	CHECK(raw_write(&r, 1, MiB, 0, 4096, 0, 100, 0) == -EINVAL, "descriptor too short");
+	REQUIRE(raw_write(&r, 1, MiB, 0, 0, 0, 0, 0) == -EINVAL, "zero length");
+	REQUIRE(raw_write(&r, 1, MiB, MiB - 10, 100, 0, 100, 0) == -EINVAL, "past chunk_size");
+	REQUIRE(raw_write(&r, 1, 2 * MiB, MiB, 100, 0, 100, 0) == -EINVAL, "chunk_size too big");
+	REQUIRE(raw_write(&r, 1, 0, 0, 100, 0, 100, 0) == -EINVAL, "chunk_size 0");
+	REQUIRE(raw_write(&r, 1, MiB, 0xffffffffu, 100, 0, 100, 0) == -EINVAL, "absurd offset");
+	REQUIRE(raw_write(&r, 1, MiB, 100, 0xffffffffu, 0, 100, 0) == -EINVAL, "absurd length");
+	REQUIRE(raw_write(&r, 1, MiB, 0, 4096, 0, 100, 0) == -EINVAL, "descriptor too short");
 	checks += 7;
 
 	/* Reads. */
 	cid.inode = 1;
 	rd.chunk = &cid;
 	rd.buf = &bd;
-	CHECK(xprt_mr_desc(r.conn, xprt_buf_mr(r.buf), xprt_buf_data(r.buf), MiB, &desc) == 0,
-	      "desc");
+	REQUIRE(xprt_mr_desc(r.conn, xprt_buf_mr(r.buf), xprt_buf_data(r.buf), MiB, &desc) == 0,
+		"desc");
 	bd.addr = desc.addr;
 	bd.rkey = desc.rkey;
 	bd.len = MiB;
 	rd.offset = MiB;
 	rd.length = 1;
-	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read past");
+	REQUIRE(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read past");
 	rd.offset = 0;
 	rd.length = 0xffffffffu;
-	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read huge");
+	REQUIRE(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read huge");
 	rd.length = 4096;
 	bd.len = 10;
-	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read desc");
+	REQUIRE(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "read desc");
 	rd.chunk = NULL;
 	bd.len = MiB;
-	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "no chunk");
+	REQUIRE(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_READ, &rd.base) == -EINVAL, "no chunk");
 	checks += 4;
 
 	tr.chunk = &cid;
 	tr.length = MiB + 1;
-	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &tr.base) == -EINVAL,
-	      "truncate past the max");
-	CHECK(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &cm.base) == -EINVAL,
-	      "commit without a selection");
+	REQUIRE(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &tr.base) == -EINVAL,
+		"truncate past the max");
+	REQUIRE(raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &cm.base) == -EINVAL,
+		"commit without a selection");
 	checks += 2;
 
 	/* A descriptor with a wrong key: refused by the target, fatal to that connection. */
 	ret = raw_write(&r, 1, MiB, 0, 4096, rdmafs_crc32c(xprt_buf_data(r.buf), 4096), 4096,
 			0x5a5a);
-	CHECK(ret < 0, "write from a bad descriptor: %d", ret);
+	REQUIRE(ret < 0, "write from a bad descriptor: %d", ret);
 	printf("  bad descriptor: %s\n", xprt_strerror(ret));
 	raw_reconnect(&r, &d);
 	/* A descriptor pointing past the registered memory. */
 	{
 		Rdmafs__ChunkWriteReq wr = RDMAFS__CHUNK_WRITE_REQ__INIT;
 
-		CHECK(xprt_mr_desc(r.conn, xprt_buf_mr(r.buf), xprt_buf_data(r.buf), MiB, &desc) ==
-			      0,
-		      "desc");
+		REQUIRE(xprt_mr_desc(r.conn, xprt_buf_mr(r.buf), xprt_buf_data(r.buf), MiB,
+				     &desc) == 0,
+			"desc");
 		bd.addr = desc.addr + MiB - 100;
 		bd.rkey = desc.rkey;
 		bd.len = 4096;
@@ -1079,23 +1079,23 @@ static int test_malformed(void)
 		wr.buf = &bd;
 		wr.chunk_size = MiB;
 		ret = raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &wr.base);
-		CHECK(ret < 0, "write from out-of-bounds memory: %d", ret);
+		REQUIRE(ret < 0, "write from out-of-bounds memory: %d", ret);
 		printf("  out-of-bounds descriptor: %s\n", xprt_strerror(ret));
 	}
 	checks += 2;
 	raw_close(&r);
 
 	/* The daemon is alive and serves a well-formed client. */
-	CHECK(kill(d.pid, 0) == 0, "daemon died");
+	REQUIRE(kill(d.pid, 0) == 0, "daemon died");
 	c = client_of(&d, MiB);
 	fill_pattern(data, sizeof(data), 1);
-	CHECK(rfc_chunk_write(c, (struct rfc_chunk){1, 0}, MiB, 5, data, 100, false, NULL) == 0,
-	      "good write");
-	CHECK(rfc_chunk_read(c, (struct rfc_chunk){1, 0}, 5, resp, 100, &bytes, &clen) == 0 &&
-		      bytes == 100 && !memcmp(resp, data, 100),
-	      "good read");
+	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){1, 0}, MiB, 5, data, 100, false, NULL) == 0,
+		"good write");
+	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){1, 0}, 5, resp, 100, &bytes, &clen) == 0 &&
+			bytes == 100 && !memcmp(resp, data, 100),
+		"good read");
 	rfc_client_destroy(c);
-	CHECK(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	printf("malformed: %u bad requests answered with errors, daemon kept serving\n", checks);
 	return 0;
 }
@@ -1111,22 +1111,23 @@ int main(int argc, char **argv)
 		{"malformed", test_malformed}, {"fence", test_fence},
 	};
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: daemon-test DAEMON_BINARY tcp|rdma TEST\n");
-		return 1;
-	}
+	if (argc != 4)
+		check_error("usage: daemon-test DAEMON_BINARY tcp|rdma TEST");
 	harness_daemon_path = argv[1];
 	harness_kind = argv[2];
 	signal(SIGPIPE, SIG_IGN);
-	if (access(harness_daemon_path, X_OK)) {
-		fprintf(stderr, "no daemon binary at %s\n", harness_daemon_path);
-		return 1;
-	}
+	if (access(harness_daemon_path, X_OK))
+		check_error("no daemon binary at %s", harness_daemon_path);
 	harness_require_kind();
 	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
-	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
-		if (strcmp(argv[3], tests[i].name) == 0)
-			return tests[i].fn();
-	fprintf(stderr, "unknown test %s\n", argv[3]);
-	return 1;
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		if (strcmp(argv[3], tests[i].name) == 0) {
+			int ret;
+
+			check_test_name = tests[i].name;
+			ret = tests[i].fn();
+			return ret ? ret : check_exit_status();
+		}
+	}
+	check_error("unknown test %s", argv[3]);
 }

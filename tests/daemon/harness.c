@@ -96,17 +96,13 @@ const char *harness_dir(void)
 	if (scratch[0])
 		return scratch;
 	snprintf(path, sizeof(path), "%s/rdmafs-daemon-test.XXXXXX", base ? base : "/tmp");
-	if (!mkdtemp(path)) {
-		perror("mkdtemp");
-		exit(1);
-	}
+	if (!mkdtemp(path))
+		check_error("mkdtemp %s: %s", path, strerror(errno));
 	snprintf(scratch, sizeof(scratch), "%s", path);
 	snprintf(secret_path, sizeof(secret_path), "%s/secret", scratch);
 	f = fopen(secret_path, "w");
-	if (!f) {
-		perror(secret_path);
-		exit(1);
-	}
+	if (!f)
+		check_error("cannot create %s: %s", secret_path, strerror(errno));
 	fputs(SECRET "\n", f);
 	fclose(f);
 	atexit(harness_cleanup);
@@ -121,22 +117,16 @@ void harness_require_kind(void)
 
 	if (strcmp(harness_kind, "tcp") == 0)
 		return;
-	if (strcmp(harness_kind, "rdma") != 0) {
-		fprintf(stderr, "unknown transport %s\n", harness_kind);
-		exit(1);
-	}
+	if (strcmp(harness_kind, "rdma") != 0)
+		check_error("unknown transport %s", harness_kind);
 	xprt_options_init(&o);
 	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
-	if (xprt_ctx_create(&o, &ctx)) {
-		fprintf(stderr, "cannot create a transport context\n");
-		exit(1);
-	}
+	if (xprt_ctx_create(&o, &ctx))
+		check_error("cannot create a transport context");
 	rdma = xprt_ctx_has_rdma(ctx);
 	xprt_ctx_destroy(ctx);
-	if (!rdma) {
-		printf("SKIP: no RDMA device (the rdma-vm suite runs this over soft-RoCE)\n");
-		exit(EXIT_SKIP);
-	}
+	if (!rdma)
+		check_skip("no RDMA device (the rdma-vm suite runs this over soft-RoCE)");
 }
 
 static void print_log(const char *path)
@@ -292,6 +282,6 @@ struct rfc_client *client_of(const struct daemon_proc *d, uint32_t buf_size)
 	o.buf_count = 4;
 	o.timeout_ms = 20000;
 	ret = rfc_client_create(&o, &c);
-	CHECK(ret == 0, "connect to %s: %s", d->uri, strerror(-ret));
+	REQUIRE(ret == 0, "connect to %s: %s", d->uri, strerror(-ret));
 	return c;
 }

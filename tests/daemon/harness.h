@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Test harness for the daemon suite: scratch directories, rdmafs-daemon
- * processes (posix_spawn, port handed back through --port-file), checks.
+ * processes (posix_spawn, port handed back through --port-file); verdicts
+ * come from tests/lib/check.h.
  */
 #ifndef RDMAFS_TEST_DAEMON_HARNESS_H
 #define RDMAFS_TEST_DAEMON_HARNESS_H
@@ -11,20 +12,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define EXIT_SKIP 77
-#define SECRET	  "daemon-test-secret"
+#include "check.h"
 
-/* Fails the test: prints where and why, exits 1. */
-#define CHECK(cond, ...)                                                                \
-	do {                                                                            \
-		if (!(cond)) {                                                          \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                   \
-			fprintf(stderr, "\n");                                          \
-			harness_cleanup();                                              \
-			exit(1);                                                        \
-		}                                                                       \
-	} while (0)
+#define SECRET "daemon-test-secret"
 
 struct daemon_proc {
 	pid_t pid;
@@ -63,7 +53,7 @@ uint8_t stream_byte(uint64_t seed, uint64_t pos);
 uint64_t rnd(uint64_t *state);
 
 struct rfc_client;
-/* A client of @d with @buf_size buffers; exits 1 on failure. */
+/* A client of @d with @buf_size buffers; a failure to connect fails the test (REQUIRE). */
 struct rfc_client *client_of(const struct daemon_proc *d, uint32_t buf_size);
 
 #endif

@@ -41,10 +41,10 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "check.h"
+
 #define REGION	    (6u << 20) /* spans six 1 MiB chunks: several daemons */
 #define MAX_WRITE   (512u << 10)
-#define EXIT_FAIL   1
-#define EXIT_ERROR  99
 #define SHOW_LOST   10
 #define LOG_LINE_SZ 128
 
@@ -101,7 +101,7 @@ static int do_write(const char *path, const char *log_path, uint64_t seed, const
 		fprintf(stderr, "ERROR: soak write: cannot open the log %s or no memory\n",
 			log_path);
 		free(buf);
-		return EXIT_ERROR;
+		return CHECK_EXIT_ERROR;
 	}
 	while (access(stop, F_OK) != 0 && now_ms() < deadline) {
 		unsigned batch = 1 + (unsigned)(rnd(&state) % 4);
@@ -218,7 +218,7 @@ static int do_verify(const char *path, const char *log_path, uint64_t seed)
 	uint64_t verified = 0, lost = 0, shown = 0, size;
 	struct stat st;
 	ssize_t n = 0;
-	int fd = -1, ret = EXIT_ERROR;
+	int fd = -1, ret = CHECK_EXIT_ERROR;
 
 	if (read_log(log_path, &l))
 		goto out;
@@ -232,7 +232,7 @@ static int do_verify(const char *path, const char *log_path, uint64_t seed)
 		if (l.ops[i].covered)
 			for (uint64_t p = l.ops[i].off; p < l.ops[i].off + l.ops[i].len; p++)
 				last[p] = (int64_t)i + 1;
-	ret = EXIT_FAIL;
+	ret = CHECK_EXIT_FAIL;
 	fd = open(path, O_RDONLY);
 	if (fd < 0 || fstat(fd, &st)) {
 		fprintf(stderr, "FAIL: %s: cannot open or stat after the restart: %s\n", path,
@@ -276,7 +276,7 @@ static int do_verify(const char *path, const char *log_path, uint64_t seed)
 	}
 	printf("%s: %" PRIu64 " writes, %" PRIu64 " bytes verified, %" PRIu64 " bytes lost\n", path,
 	       l.count, verified, lost);
-	ret = lost ? EXIT_FAIL : 0;
+	ret = lost ? CHECK_EXIT_FAIL : 0;
 out:
 	if (fd >= 0)
 		close(fd);
@@ -297,5 +297,5 @@ int main(int argc, char **argv)
 		return do_verify(argv[2], argv[3], seed);
 	fprintf(stderr, "usage: soak write FILE LOG SEED STOP_FILE MAX_MS\n"
 			"       soak verify FILE LOG SEED\n");
-	return EXIT_ERROR;
+	return CHECK_EXIT_ERROR;
 }

@@ -27,9 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXIT_FAIL     1
+#include "check.h"
+
 #define EXIT_WRITE    3
-#define EXIT_TROUBLE  99
 #define MAX_BYTES     (1ull << 30) /* bounds a writer nobody stops */
 #define VERIFY_BUF    (1u << 20)
 #define BLOCK_MAX     (16u << 20)
@@ -70,7 +70,7 @@ static int do_write(const char *path, const char *log_path, const char *stop, ui
 	uint8_t *buf = malloc(block);
 	FILE *log = fopen(log_path, "a");
 	uint64_t covered = 0;
-	int fd = -1, ret = EXIT_TROUBLE;
+	int fd = -1, ret = CHECK_EXIT_ERROR;
 
 	if (!buf || !log) {
 		fprintf(stderr, "ERROR: fault-writer: cannot allocate or open %s\n", log_path);
@@ -141,11 +141,11 @@ static int do_verify(const char *path, const char *log_path, uint64_t id)
 	uint8_t *buf = malloc(VERIFY_BUF);
 	uint64_t covered = 0, at = 0, bad = 0, first_bad = UINT64_MAX, ranges = 0;
 	bool in_bad = false;
-	int fd = -1, ret = EXIT_TROUBLE;
+	int fd = -1, ret = CHECK_EXIT_ERROR;
 
 	if (!buf) {
 		fprintf(stderr, "ERROR: out of memory\n");
-		return EXIT_TROUBLE;
+		return CHECK_EXIT_ERROR;
 	}
 	if (read_covered(log_path, &covered)) {
 		fprintf(stderr, "ERROR: cannot read %s: %s\n", log_path, strerror(errno));
@@ -170,7 +170,7 @@ static int do_verify(const char *path, const char *log_path, uint64_t id)
 			printf("FAIL: %s ends at %" PRIu64 " but %" PRIu64
 			       " bytes were fsynced (%s)\n",
 			       path, at, covered, log_path);
-			ret = EXIT_FAIL;
+			ret = CHECK_EXIT_FAIL;
 			goto out;
 		}
 		for (ssize_t i = 0; i < n; i++) {
@@ -193,7 +193,7 @@ static int do_verify(const char *path, const char *log_path, uint64_t id)
 		printf("FAIL: %s: %" PRIu64 " of %" PRIu64
 		       " fsynced bytes wrong, the first at %" PRIu64 "\n",
 		       path, bad, covered, first_bad);
-		ret = EXIT_FAIL;
+		ret = CHECK_EXIT_FAIL;
 		goto out;
 	}
 	printf("ok: %s: %" PRIu64 " fsynced bytes read back\n", path, covered);
@@ -213,14 +213,14 @@ int main(int argc, char **argv)
 		if (parse_u64(argv[5], BLOCK_MAX, &block) || block == 0 ||
 		    parse_u64(argv[6], 0xffff, &id)) {
 			fprintf(stderr, "ERROR: bad BLOCK or ID\n");
-			return EXIT_TROUBLE;
+			return CHECK_EXIT_ERROR;
 		}
 		return do_write(argv[2], argv[3], argv[4], block, id);
 	}
 	if (argc == 5 && strcmp(argv[1], "verify") == 0) {
 		if (parse_u64(argv[4], 0xffff, &id)) {
 			fprintf(stderr, "ERROR: bad ID\n");
-			return EXIT_TROUBLE;
+			return CHECK_EXIT_ERROR;
 		}
 		return do_verify(argv[2], argv[3], id);
 	}
@@ -228,5 +228,5 @@ int main(int argc, char **argv)
 		"usage: %s write FILE LOG STOPFILE BLOCK ID\n"
 		"       %s verify FILE LOG ID\n",
 		argv[0], argv[0]);
-	return EXIT_TROUBLE;
+	return CHECK_EXIT_ERROR;
 }

@@ -81,9 +81,10 @@ static void list_once(unsigned pass, bool quiet)
 	struct dirent *e;
 	DIR *d;
 
-	CHECK(keep_seen && churn_seen, "out of memory");
+	REQUIRE(keep_seen && churn_seen, "out of memory");
 	d = opendir("big");
-	CHECK(d, "opendir big: %s", fs_errno_name(errno));
+	if (!CHECK(d, "opendir big: %s", check_errno_name(errno)))
+		return;
 	errno = 0;
 	while ((e = readdir(d))) {
 		unsigned n;
@@ -94,9 +95,10 @@ static void list_once(unsigned pass, bool quiet)
 		if (!quiet && listed % 1000 == 0)
 			usleep(2000);
 		if (sscanf(e->d_name, "keep-%u%c", &n, &tail) == 1 && n < entries) {
-			if (++keep_seen[n] > 1) {
+			if (!CHECK(++keep_seen[n] == 1, "pass %u: %s listed twice", pass,
+				   e->d_name)) {
 				closedir(d);
-				FAIL("pass %u: %s listed twice", pass, e->d_name);
+				return;
 			}
 		} else if ((sscanf(e->d_name, "churn-%u%c", &n, &tail) == 1 ||
 			    sscanf(e->d_name, "moved-%u%c", &n, &tail) == 1) &&
@@ -107,41 +109,44 @@ static void list_once(unsigned pass, bool quiet)
 			uint8_t bit = e->d_name[0] == 'c' ? 1 : 2;
 
 			churn_listed++;
-			if (churn_seen[n] & bit) {
+			if (!CHECK(!(churn_seen[n] & bit), "pass %u: %s listed twice", pass,
+				   e->d_name) ||
+			    !CHECK(n < __atomic_load_n(&churn_next, __ATOMIC_ACQUIRE),
+				   "pass %u: %s listed before it was created", pass, e->d_name) ||
+			    !CHECK(!quiet || churn_state[n] == (e->d_name[0] == 'c' ? 1 : 2),
+				   "quiet listing: %s listed in state %u", e->d_name,
+				   churn_state[n])) {
 				closedir(d);
-				FAIL("pass %u: %s listed twice", pass, e->d_name);
+				return;
 			}
 			churn_seen[n] |= bit;
-			if (n >= __atomic_load_n(&churn_next, __ATOMIC_ACQUIRE)) {
-				closedir(d);
-				FAIL("pass %u: %s listed before it was created", pass, e->d_name);
-			}
-			if (quiet && churn_state[n] != (e->d_name[0] == 'c' ? 1 : 2)) {
-				closedir(d);
-				FAIL("quiet listing: %s listed in state %u", e->d_name,
-				     churn_state[n]);
-			}
-		} else if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+		} else if (!CHECK(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."),
+				  "pass %u: unknown name \"%s\" listed", pass, e->d_name)) {
 			closedir(d);
-			FAIL("pass %u: unknown name \"%s\" listed", pass, e->d_name);
+			return;
 		}
 		errno = 0;
 	}
-	CHECK(errno == 0, "pass %u: readdir: %s", pass, fs_errno_name(errno));
+	if (!CHECK(errno == 0, "pass %u: readdir: %s", pass, check_errno_name(errno)))
+		return;
 	closedir(d);
 	for (unsigned i = 0; i < entries; i++)
-		CHECK(keep_seen[i] == 1, "pass %u: keep-%05u listed %u times", pass, i,
-		      keep_seen[i]);
+		if (!CHECK(keep_seen[i] == 1, "pass %u: keep-%05u listed %u times", pass, i,
+			   keep_seen[i]))
+			return;
 	if (quiet) {
 		unsigned alive = 0, end = churn_next;
 
 		for (unsigned n = 0; n < end; n++)
 			if (churn_state[n] == 1 || churn_state[n] == 2) {
 				alive++;
-				CHECK(churn_seen[n], "quiet listing lacks live churn entry %u", n);
+				if (!CHECK(churn_seen[n], "quiet listing lacks live churn entry %u",
+					   n))
+					return;
 			}
-		CHECK(alive == churn_listed, "quiet listing: %u churn entries, %u alive",
-		      churn_listed, alive);
+		if (!CHECK(alive == churn_listed, "quiet listing: %u churn entries, %u alive",
+			   churn_listed, alive))
+			return;
 	}
 	printf("pass %u: %u names, %u churn ops during the listing\n", pass, listed,
 	       __atomic_load_n(&churn_ops, __ATOMIC_ACQUIRE) - ops_before);
@@ -156,31 +161,31 @@ static void test_bigdir(void)
 	uint64_t start;
 	unsigned before, raced = 0;
 
-	EXPECT_OK(mkdir("big", 0755));
+	REQUIRE_OK(mkdir("big", 0755));
 	for (unsigned i = 0; i < entries; i++) {
 		snprintf(name, sizeof(name), "big/keep-%05u", i);
 		/* a mix of files, directories and symlinks */
 		if (i % 10 == 3)
-			EXPECT_OK(mkdir(name, 0755));
+			REQUIRE_OK(mkdir(name, 0755));
 		else if (i % 10 == 7)
-			EXPECT_OK(symlink("target", name));
+			REQUIRE_OK(symlink("target", name));
 		else
-			EXPECT_OK(mknod(name, S_IFREG | 0644, 0));
+			REQUIRE_OK(mknod(name, S_IFREG | 0644, 0));
 	}
 	printf("created %u entries\n", entries);
 	list_once(0, true);
-	if (fs_failures)
+	if (check_failure_count())
 		return;
 
 	churn_state = calloc(MAX_CHURN, 1);
-	CHECK(churn_state, "out of memory");
-	CHECK(pthread_create(&thread, NULL, churn_main, NULL) == 0, "pthread_create");
+	REQUIRE(churn_state, "out of memory");
+	REQUIRE(pthread_create(&thread, NULL, churn_main, NULL) == 0, "pthread_create");
 	/* wait until the churn runs */
 	start = (uint64_t)time(NULL);
 	while (__atomic_load_n(&churn_ops, __ATOMIC_ACQUIRE) < 50 && !churn_error &&
 	       (uint64_t)time(NULL) < start + 60)
 		usleep(1000);
-	for (unsigned pass = 1; pass <= PASSES && !fs_failures && !churn_error; pass++) {
+	for (unsigned pass = 1; pass <= PASSES && !check_failure_count() && !churn_error; pass++) {
 		before = __atomic_load_n(&churn_ops, __ATOMIC_ACQUIRE);
 		list_once(pass, false);
 		if (__atomic_load_n(&churn_ops, __ATOMIC_ACQUIRE) != before)
@@ -188,8 +193,8 @@ static void test_bigdir(void)
 	}
 	__atomic_store_n(&churn_stop, true, __ATOMIC_RELEASE);
 	pthread_join(thread, NULL);
-	CHECK(!churn_error, "churn thread: %s", fs_errno_name(churn_error));
-	CHECK(raced > 0, "no listing overlapped a change: the test did not test anything");
+	REQUIRE(!churn_error, "churn thread: %s", check_errno_name(churn_error));
+	REQUIRE(raced > 0, "no listing overlapped a change: the test did not test anything");
 	list_once(PASSES + 1, true);
 	free(churn_state);
 }

@@ -1,40 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <fcntl.h>
 #include <ftw.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
 #include "fscheck.h"
 
-unsigned fs_failures;
-const char *fs_test_name = "setup";
-
 static char work_dir[4096];
-
-const char *fs_errno_name(int err)
-{
-	static __thread char text[24];
-	const char *name = err ? strerrorname_np(err) : "no error";
-
-	if (name)
-		return name;
-	snprintf(text, sizeof(text), "errno %d", err);
-	return text;
-}
-
-void fs_fail_at(const char *file, int line, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "FAIL [%s] %s:%d: ", fs_test_name, file, line);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	__atomic_add_fetch(&fs_failures, 1, __ATOMIC_RELAXED);
-}
 
 const char *fs_setup(int argc, char **argv, const char *prefix)
 {
@@ -81,24 +54,22 @@ int fs_run(const struct fs_test *tests)
 	unsigned failed_tests = 0, count = 0;
 
 	for (const struct fs_test *t = tests; t->name; t++) {
-		unsigned before = fs_failures;
+		bool passed;
 
-		fs_test_name = t->name;
+		check_test_name = t->name;
 		count++;
 		if (mkdir(t->name, 0755) || chdir(t->name)) {
-			fs_fail_at(__FILE__, __LINE__, "mkdir/chdir %s: %s", t->name,
-				   fs_errno_name(errno));
+			check_fail_at(__FILE__, __LINE__, NULL, "mkdir/chdir %s: %s", t->name,
+				      check_errno_name(errno));
 			failed_tests++;
 			continue;
 		}
-		t->run();
-		if (chdir(work_dir)) {
-			fprintf(stderr, "chdir %s: %s\n", work_dir, strerror(errno));
-			exit(1);
-		}
-		if (fs_failures != before)
+		passed = check_run_test(t->name, t->run);
+		if (chdir(work_dir))
+			check_error("chdir %s: %s", work_dir, strerror(errno));
+		if (!passed)
 			failed_tests++;
-		printf("%s %s\n", fs_failures != before ? "FAIL" : "ok  ", t->name);
+		printf("%s %s\n", passed ? "ok  " : "FAIL", t->name);
 		fflush(stdout);
 	}
 	if (chdir("/"))
@@ -112,7 +83,8 @@ int fs_run(const struct fs_test *tests)
 		int ret = fs_remove_tree(work_dir);
 
 		if (ret) {
-			fprintf(stderr, "FAIL: removing %s: %s\n", work_dir, fs_errno_name(-ret));
+			fprintf(stderr, "FAIL: removing %s: %s\n", work_dir,
+				check_errno_name(-ret));
 			return 1;
 		}
 	}

@@ -3,11 +3,13 @@
  * Helpers for the fs suite's check programs. Each program takes a DIRECTORY
  * (the rdmafs mount, or any local directory to validate the checks
  * themselves), works in a fresh subdirectory of it and exits 0 (pass),
- * 1 (fail) or 77 (skip, reason printed).
+ * 1 (fail), 77 (skip, reason printed) or 99 (the check could not run).
  *
- * A failed check prints the operation, the expected and the actual result
- * (errno by name), counts a failure and returns from the current test
- * function; the program goes on with the next test and exits 1 at the end.
+ * Verdicts come from tests/lib/check.h: CHECK records a failure and goes
+ * on, REQUIRE records it and ends the test function; fs_run() then goes on
+ * with the next test and the program exits 1 at the end. The REQUIRE_*
+ * forms below are REQUIREs for system calls that print the operation, the
+ * expected and the actual result (errno by name).
  */
 #ifndef RDMAFS_TEST_FS_FSCHECK_H
 #define RDMAFS_TEST_FS_FSCHECK_H
@@ -20,64 +22,53 @@
 #include <string.h>
 #include <sys/types.h>
 
-#define EXIT_SKIP 77
-
-extern unsigned fs_failures;
-extern const char *fs_test_name;
-
-void fs_fail_at(const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-/* The errno's name ("ENOENT"), or its number if it has none. */
-const char *fs_errno_name(int err);
-
-/* A failed check: message, count, leave the test function. */
-#define FAIL(...)                                            \
-	do {                                                 \
-		fs_fail_at(__FILE__, __LINE__, __VA_ARGS__); \
-		return;                                      \
-	} while (0)
-
-#define CHECK(cond, ...)                   \
-	do {                               \
-		if (!(cond))               \
-			FAIL(__VA_ARGS__); \
-	} while (0)
+#include "check.h"
 
 /* @call (a syscall returning -1 + errno on error) must succeed. */
-#define EXPECT_OK(call)                                                                       \
-	do {                                                                                  \
-		errno = 0;                                                                    \
-		if ((long)(call) == -1) {                                                     \
-			int err_ = errno;                                                     \
-			FAIL("%s: expected success, got %s (%s)", #call, fs_errno_name(err_), \
-			     strerror(err_));                                                 \
-		}                                                                             \
+#define REQUIRE_OK(call)                                                          \
+	do {                                                                      \
+		errno = 0;                                                        \
+		if ((long)(call) == -1) {                                         \
+			int err_ = errno;                                         \
+			check_fail_at(__FILE__, __LINE__, NULL,                   \
+				      "%s: expected success, got %s (%s)", #call, \
+				      check_errno_name(err_), strerror(err_));    \
+			check_end_test();                                         \
+		}                                                                 \
 	} while (0)
 
 /* @call must fail with errno @err. */
-#define EXPECT_ERR(call, err)                                                                 \
-	do {                                                                                  \
-		errno = 0;                                                                    \
-		long ret_ = (long)(call);                                                     \
-		int err_ = errno;                                                             \
-		if (ret_ != -1)                                                               \
-			FAIL("%s: expected %s, got success (%ld)", #call, fs_errno_name(err), \
-			     ret_);                                                           \
-		if (err_ != (err))                                                            \
-			FAIL("%s: expected %s, got %s (%s)", #call, fs_errno_name(err),       \
-			     fs_errno_name(err_), strerror(err_));                            \
+#define REQUIRE_ERR(call, err)                                                               \
+	do {                                                                                 \
+		errno = 0;                                                                   \
+		long ret_ = (long)(call);                                                    \
+		int err_ = errno;                                                            \
+		if (ret_ != -1 || err_ != (err)) {                                           \
+			if (ret_ != -1)                                                      \
+				check_fail_at(__FILE__, __LINE__, NULL,                      \
+					      "%s: expected %s, got success (%ld)", #call,   \
+					      check_errno_name(err), ret_);                  \
+			else                                                                 \
+				check_fail_at(__FILE__, __LINE__, NULL,                      \
+					      "%s: expected %s, got %s (%s)", #call,         \
+					      check_errno_name(err), check_errno_name(err_), \
+					      strerror(err_));                               \
+			check_end_test();                                                    \
+		}                                                                            \
 	} while (0)
 
-/* Like EXPECT_OK, for calls returning an fd or a count: stores it in @var. */
-#define EXPECT_FD(var, call)                                                                  \
-	do {                                                                                  \
-		errno = 0;                                                                    \
-		(var) = (call);                                                               \
-		if ((long)(var) == -1) {                                                      \
-			int err_ = errno;                                                     \
-			FAIL("%s: expected success, got %s (%s)", #call, fs_errno_name(err_), \
-			     strerror(err_));                                                 \
-		}                                                                             \
+/* Like REQUIRE_OK, for calls returning an fd or a count: stores it in @var. */
+#define REQUIRE_FD(var, call)                                                     \
+	do {                                                                      \
+		errno = 0;                                                        \
+		(var) = (call);                                                   \
+		if ((long)(var) == -1) {                                          \
+			int err_ = errno;                                         \
+			check_fail_at(__FILE__, __LINE__, NULL,                   \
+				      "%s: expected success, got %s (%s)", #call, \
+				      check_errno_name(err_), strerror(err_));    \
+			check_end_test();                                         \
+		}                                                                 \
 	} while (0)
 
 struct fs_test {
@@ -90,9 +81,9 @@ struct fs_test {
  * test then uses relative paths). Exits 1 when DIR is unusable.
  */
 const char *fs_setup(int argc, char **argv, const char *prefix);
-/* Runs @tests (NULL-terminated by name), prints a summary, removes the
- * work directory on success (kept on failure, or with RDMAFS_TEST_KEEP).
- * Returns the exit code. */
+/* Runs @tests (NULL-terminated by name) with check_run_test(), each in a
+ * directory of its own, prints a summary, removes the work directory on
+ * success (kept on failure, or with RDMAFS_TEST_KEEP). Returns the exit code. */
 int fs_run(const struct fs_test *tests);
 /* Removes @path recursively; returns 0 or -errno. */
 int fs_remove_tree(const char *path);

@@ -94,7 +94,7 @@ static void die(struct slot *s, const char *fmt, ...)
 	}
 	fprintf(stderr, "replay: fs-integrity DIR %llu %llu\n", (unsigned long long)(op_index + 1),
 		(unsigned long long)seed);
-	exit(1);
+	exit(CHECK_EXIT_FAIL);
 }
 
 static uint64_t below(uint64_t n)
@@ -135,7 +135,7 @@ static void check_size(struct slot *s, const char *when)
 	struct stat st;
 
 	if (fstat(s->fd, &st))
-		die(s, "fstat after %s: %s", when, fs_errno_name(errno));
+		die(s, "fstat after %s: %s", when, check_errno_name(errno));
 	if ((size_t)st.st_size != s->size)
 		die(s, "size after %s: %lld, model %zu", when, (long long)st.st_size, s->size);
 }
@@ -147,7 +147,7 @@ static void compare(struct slot *s, size_t off, size_t len, const char *what)
 	long diff;
 
 	if (n < 0)
-		die(s, "%s pread %zu@%zu: %s", what, len, off, fs_errno_name(errno));
+		die(s, "%s pread %zu@%zu: %s", what, len, off, check_errno_name(errno));
 	if ((size_t)n != expect)
 		die(s, "%s pread %zu@%zu: %zd bytes, model %zu", what, len, off, n, expect);
 	diff = fs_first_diff(io_buf, s->data + off, expect);
@@ -160,7 +160,7 @@ static void open_slot(struct slot *s, int flags)
 {
 	s->fd = open(s->name, O_RDWR | flags, 0644);
 	if (s->fd < 0)
-		die(s, "open %s: %s", s->name, fs_errno_name(errno));
+		die(s, "open %s: %s", s->name, check_errno_name(errno));
 }
 
 static void new_name(struct slot *s, unsigned index)
@@ -189,7 +189,7 @@ static void do_write(struct slot *s)
 	}
 	note(s, "write %zu@%zu", len, off);
 	if (fs_pwrite_all(s->fd, io_buf, len, (off_t)off) != (ssize_t)len)
-		die(s, "pwrite %zu@%zu: %s", len, off, fs_errno_name(errno));
+		die(s, "pwrite %zu@%zu: %s", len, off, check_errno_name(errno));
 	if (off > s->size)
 		memset(s->data + s->size, 0, off - s->size);
 	memcpy(s->data + off, io_buf, len);
@@ -213,7 +213,7 @@ static void do_truncate(struct slot *s)
 
 	note(s, "truncate %zu (%s)", size, by_path ? "path" : "fd");
 	if (by_path ? truncate(s->name, (off_t)size) : ftruncate(s->fd, (off_t)size))
-		die(s, "truncate %s to %zu: %s", s->name, size, fs_errno_name(errno));
+		die(s, "truncate %s to %zu: %s", s->name, size, check_errno_name(errno));
 	if (size > s->size)
 		memset(s->data + s->size, 0, size - s->size);
 	s->size = size;
@@ -232,7 +232,7 @@ static void do_fallocate(struct slot *s)
 		mode = 0;
 	note(s, "fallocate mode %d %zu@%zu", mode, len, off);
 	if (fallocate(s->fd, mode, (off_t)off, (off_t)len))
-		die(s, "fallocate mode %d %zu@%zu: %s", mode, len, off, fs_errno_name(errno));
+		die(s, "fallocate mode %d %zu@%zu: %s", mode, len, off, check_errno_name(errno));
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		if (off < s->size)
 			memset(s->data + off, 0, (off + len > s->size ? s->size : off + len) - off);
@@ -257,16 +257,16 @@ static void do_rename(unsigned a)
 		new_name(s, a);
 		note(s, "rename %s -> %s", old, s->name);
 		if (rename(old, s->name))
-			die(s, "rename %s -> %s: %s", old, s->name, fs_errno_name(errno));
+			die(s, "rename %s -> %s: %s", old, s->name, check_errno_name(errno));
 		return;
 	}
 	/* over another live file: slot b now holds a's inode (and open fd) */
 	note(s, "rename %s over %s", old, t->name);
 	note(t, "replaced by rename of %s", old);
 	if (close(t->fd))
-		die(t, "close: %s", fs_errno_name(errno));
+		die(t, "close: %s", check_errno_name(errno));
 	if (rename(old, t->name))
-		die(s, "rename %s -> %s: %s", old, t->name, fs_errno_name(errno));
+		die(s, "rename %s -> %s: %s", old, t->name, check_errno_name(errno));
 	data = t->data;
 	t->data = s->data;
 	t->size = s->size;
@@ -277,16 +277,16 @@ static void do_rename(unsigned a)
 	s->size = 0;
 	check_size(t, "rename over");
 	if (access(old, F_OK) == 0 || errno != ENOENT)
-		die(t, "after rename, %s still exists (%s)", old, fs_errno_name(errno));
+		die(t, "after rename, %s still exists (%s)", old, check_errno_name(errno));
 }
 
 static void do_unlink(struct slot *s)
 {
 	note(s, "unlink %s", s->name);
 	if (close(s->fd))
-		die(s, "close: %s", fs_errno_name(errno));
+		die(s, "close: %s", check_errno_name(errno));
 	if (unlink(s->name))
-		die(s, "unlink %s: %s", s->name, fs_errno_name(errno));
+		die(s, "unlink %s: %s", s->name, check_errno_name(errno));
 	s->exists = false;
 	s->fd = -1;
 	s->size = 0;
@@ -302,7 +302,7 @@ static void do_reopen(struct slot *s)
 {
 	note(s, "close + open %s", s->name);
 	if (close(s->fd))
-		die(s, "close: %s", fs_errno_name(errno));
+		die(s, "close: %s", check_errno_name(errno));
 	open_slot(s, 0);
 	check_size(s, "reopen");
 }
@@ -353,7 +353,7 @@ static void one_op(void)
 	case OP_FSYNC:
 		note(s, "fsync");
 		if (fsync(s->fd))
-			die(s, "fsync: %s", fs_errno_name(errno));
+			die(s, "fsync: %s", check_errno_name(errno));
 		break;
 	case OP_VERIFY:
 		note(s, "verify");
@@ -370,10 +370,10 @@ static bool probe_punch(void)
 	bool ok;
 
 	if (fd < 0 || ftruncate(fd, 8192))
-		die(NULL, "probe file: %s", fs_errno_name(errno));
+		die(NULL, "probe file: %s", check_errno_name(errno));
 	ok = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
 	if (!ok && errno != EOPNOTSUPP)
-		die(NULL, "fallocate PUNCH_HOLE probe: %s", fs_errno_name(errno));
+		die(NULL, "fallocate PUNCH_HOLE probe: %s", check_errno_name(errno));
 	close(fd);
 	unlink("probe");
 	return ok;
@@ -386,10 +386,8 @@ static uint64_t parse_u64(const char *text, const char *what)
 
 	errno = 0;
 	v = strtoull(text, &end, 10);
-	if (errno || end == text || *end) {
-		fprintf(stderr, "%s: not a number: \"%s\"\n", what, text);
-		exit(1);
-	}
+	if (errno || end == text || *end)
+		check_error("%s: not a number: \"%s\"", what, text);
 	return v;
 }
 
@@ -454,7 +452,7 @@ int main(int argc, char **argv)
 		do_reopen(s);
 		verify_all(s, "final verify after reopen");
 		if (close(s->fd))
-			die(s, "close: %s", fs_errno_name(errno));
+			die(s, "close: %s", check_errno_name(errno));
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -470,7 +468,7 @@ int main(int argc, char **argv)
 		int ret = fs_remove_tree(dir);
 
 		if (ret) {
-			fprintf(stderr, "FAIL: cleanup: %s\n", fs_errno_name(-ret));
+			fprintf(stderr, "FAIL: cleanup: %s\n", check_errno_name(-ret));
 			return 1;
 		}
 	}

@@ -33,7 +33,10 @@ static int put(const char *path, const char *text, mode_t mode, uid_t uid, gid_t
 	return ret;
 }
 
-/* Runs @fn in a child as USER_ID:GROUP_ID; a failure in it fails the test. */
+/*
+ * Runs @fn in a child as USER_ID:GROUP_ID; a failure in it fails the test
+ * (a REQUIRE there ends the child with exit 1, see tests/lib/check.h).
+ */
 static void as_user(void (*fn)(void))
 {
 	int status;
@@ -41,25 +44,24 @@ static void as_user(void (*fn)(void))
 
 	fflush(NULL);
 	pid = fork();
-	CHECK(pid >= 0, "fork: %s", fs_errno_name(errno));
+	REQUIRE(pid >= 0, "fork: %s", check_errno_name(errno));
 	if (pid == 0) {
+		unsigned before = check_failure_count();
+
 		if (setgroups(0, NULL) || setresgid(GROUP_ID, GROUP_ID, GROUP_ID) ||
 		    setresuid(USER_ID, USER_ID, USER_ID)) {
 			fprintf(stderr, "dropping to %d:%d: %s\n", USER_ID, GROUP_ID,
 				strerror(errno));
 			_exit(1);
 		}
-		fs_failures = 0;
 		fn();
 		fflush(NULL);
-		_exit(fs_failures ? 1 : 0);
+		_exit(check_failure_count() != before ? 1 : 0);
 	}
-	CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", fs_errno_name(errno));
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		/* the child printed what failed; count it here */
-		fs_fail_at(__FILE__, __LINE__, "checks as uid %d failed (status 0x%x)", USER_ID,
-			   status);
-	}
+	REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", check_errno_name(errno));
+	/* the child printed what failed; count it here */
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "checks as uid %d failed (status 0x%x)", USER_ID, status);
 }
 
 static void user_root_files(void)
@@ -68,42 +70,43 @@ static void user_root_files(void)
 	int fd;
 
 	/* 0644 root file in a 0755 root directory: read yes, write no */
-	EXPECT_FD(fd, open("dir/public", O_RDONLY));
-	CHECK(read(fd, buf, sizeof(buf)) == 6, "read of a 0644 file: %s", fs_errno_name(errno));
-	EXPECT_OK(close(fd));
-	EXPECT_ERR(open("dir/public", O_WRONLY), EACCES);
-	EXPECT_ERR(open("dir/public", O_RDWR | O_APPEND), EACCES);
-	EXPECT_ERR(truncate("dir/public", 0), EACCES);
-	EXPECT_ERR(open("dir/secret", O_RDONLY), EACCES);
-	EXPECT_ERR(open("dir/new", O_CREAT | O_WRONLY, 0644), EACCES);
-	EXPECT_ERR(mkdir("dir/newdir", 0755), EACCES);
-	EXPECT_ERR(symlink("x", "dir/newlink"), EACCES);
+	REQUIRE_FD(fd, open("dir/public", O_RDONLY));
+	REQUIRE(read(fd, buf, sizeof(buf)) == 6, "read of a 0644 file: %s",
+		check_errno_name(errno));
+	REQUIRE_OK(close(fd));
+	REQUIRE_ERR(open("dir/public", O_WRONLY), EACCES);
+	REQUIRE_ERR(open("dir/public", O_RDWR | O_APPEND), EACCES);
+	REQUIRE_ERR(truncate("dir/public", 0), EACCES);
+	REQUIRE_ERR(open("dir/secret", O_RDONLY), EACCES);
+	REQUIRE_ERR(open("dir/new", O_CREAT | O_WRONLY, 0644), EACCES);
+	REQUIRE_ERR(mkdir("dir/newdir", 0755), EACCES);
+	REQUIRE_ERR(symlink("x", "dir/newlink"), EACCES);
 	/* our own file: fs.protected_hardlinks would make root's EPERM */
-	EXPECT_ERR(link("dir/owned", "dir/newlink"), EACCES);
-	EXPECT_ERR(unlink("dir/public"), EACCES);
-	EXPECT_ERR(rename("dir/public", "dir/renamed"), EACCES);
-	EXPECT_ERR(mkfifo("dir/fifo", 0644), EACCES);
+	REQUIRE_ERR(link("dir/owned", "dir/newlink"), EACCES);
+	REQUIRE_ERR(unlink("dir/public"), EACCES);
+	REQUIRE_ERR(rename("dir/public", "dir/renamed"), EACCES);
+	REQUIRE_ERR(mkfifo("dir/fifo", 0644), EACCES);
 	/* metadata of someone else's file */
-	EXPECT_ERR(chmod("dir/public", 0666), EPERM);
-	EXPECT_ERR(chown("dir/public", USER_ID, GROUP_ID), EPERM);
+	REQUIRE_ERR(chmod("dir/public", 0666), EPERM);
+	REQUIRE_ERR(chown("dir/public", USER_ID, GROUP_ID), EPERM);
 	{
 		struct timespec t[2] = {{1, 0}, {2, 0}};
 
-		EXPECT_ERR(utimensat(AT_FDCWD, "dir/public", t, 0), EPERM);
+		REQUIRE_ERR(utimensat(AT_FDCWD, "dir/public", t, 0), EPERM);
 		/* "now" only needs write permission, which we lack */
-		EXPECT_ERR(utimensat(AT_FDCWD, "dir/public", NULL, 0), EACCES);
+		REQUIRE_ERR(utimensat(AT_FDCWD, "dir/public", NULL, 0), EACCES);
 	}
-	EXPECT_ERR(setxattr("dir/public", "user.x", "v", 1, 0), EACCES);
+	REQUIRE_ERR(setxattr("dir/public", "user.x", "v", 1, 0), EACCES);
 	/* group permission: root:65534 0640 is readable by the group */
-	EXPECT_FD(fd, open("dir/group", O_RDONLY));
-	EXPECT_OK(close(fd));
-	EXPECT_ERR(open("dir/group", O_WRONLY), EACCES);
+	REQUIRE_FD(fd, open("dir/group", O_RDONLY));
+	REQUIRE_OK(close(fd));
+	REQUIRE_ERR(open("dir/group", O_WRONLY), EACCES);
 	/* no search permission on a 0700 directory */
 	{
 		struct stat st;
 
-		EXPECT_ERR(stat("closed/inside", &st), EACCES);
-		EXPECT_ERR(open("closed/inside", O_RDONLY), EACCES);
+		REQUIRE_ERR(stat("closed/inside", &st), EACCES);
+		REQUIRE_ERR(open("closed/inside", O_RDONLY), EACCES);
 	}
 }
 
@@ -113,78 +116,76 @@ static void user_own_files(void)
 	int fd;
 
 	/* in a directory we may write: create, chmod, write our own files */
-	EXPECT_FD(fd, open("open/mine", O_CREAT | O_EXCL | O_WRONLY, 0644));
-	CHECK(write(fd, "mine", 4) == 4, "write own file: %s", fs_errno_name(errno));
-	EXPECT_OK(close(fd));
-	EXPECT_OK(stat("open/mine", &st));
-	CHECK(st.st_uid == USER_ID && st.st_gid == GROUP_ID,
-	      "new file owned by %u:%u, expected %d:%d", st.st_uid, st.st_gid, USER_ID, GROUP_ID);
-	EXPECT_OK(chmod("open/mine", 0600));
-	EXPECT_OK(stat("open/mine", &st));
-	CHECK((st.st_mode & 07777) == 0600, "owner chmod 0600: mode %o", st.st_mode & 07777);
+	REQUIRE_FD(fd, open("open/mine", O_CREAT | O_EXCL | O_WRONLY, 0644));
+	REQUIRE(write(fd, "mine", 4) == 4, "write own file: %s", check_errno_name(errno));
+	REQUIRE_OK(close(fd));
+	REQUIRE_OK(stat("open/mine", &st));
+	REQUIRE(st.st_uid == USER_ID && st.st_gid == GROUP_ID,
+		"new file owned by %u:%u, expected %d:%d", st.st_uid, st.st_gid, USER_ID, GROUP_ID);
+	REQUIRE_OK(chmod("open/mine", 0600));
+	REQUIRE_OK(stat("open/mine", &st));
+	REQUIRE((st.st_mode & 07777) == 0600, "owner chmod 0600: mode %o", st.st_mode & 07777);
 	{
 		struct timespec t[2] = {{1000, 0}, {2000, 0}};
 
-		EXPECT_OK(utimensat(AT_FDCWD, "open/mine", t, 0));
+		REQUIRE_OK(utimensat(AT_FDCWD, "open/mine", t, 0));
 	}
 	/* giving the file away is not allowed */
-	EXPECT_ERR(chown("open/mine", 0, GROUP_ID), EPERM);
+	REQUIRE_ERR(chown("open/mine", 0, GROUP_ID), EPERM);
 	/* a pre-made file of ours in root's directory */
-	EXPECT_OK(chmod("dir/owned", 0640));
-	EXPECT_OK(truncate("dir/owned", 2));
-	EXPECT_OK(setxattr("dir/owned", "user.mine", "v", 1, 0));
+	REQUIRE_OK(chmod("dir/owned", 0640));
+	REQUIRE_OK(truncate("dir/owned", 2));
+	REQUIRE_OK(setxattr("dir/owned", "user.mine", "v", 1, 0));
 	/* but even an owner cannot write a file without w */
-	EXPECT_OK(chmod("dir/owned", 0444));
-	EXPECT_ERR(open("dir/owned", O_WRONLY), EACCES);
-	EXPECT_OK(chmod("dir/owned", 0644));
-	EXPECT_FD(fd, open("dir/owned", O_WRONLY));
-	EXPECT_OK(close(fd));
+	REQUIRE_OK(chmod("dir/owned", 0444));
+	REQUIRE_ERR(open("dir/owned", O_WRONLY), EACCES);
+	REQUIRE_OK(chmod("dir/owned", 0644));
+	REQUIRE_FD(fd, open("dir/owned", O_WRONLY));
+	REQUIRE_OK(close(fd));
 	/* setgid for our own group stays; for a group we are not in it is dropped */
-	EXPECT_OK(chmod("open/mine", 02755));
-	EXPECT_OK(stat("open/mine", &st));
-	CHECK((st.st_mode & 07777) == 02755, "chmod 02755 (own group): mode %o",
-	      st.st_mode & 07777);
-	EXPECT_OK(chmod("dir/foreign_group", 02755));
-	EXPECT_OK(stat("dir/foreign_group", &st));
-	CHECK((st.st_mode & 07777) == 0755,
-	      "chmod 02755 by a non-member of the file's group: mode %o, expected 0755",
-	      st.st_mode & 07777);
+	REQUIRE_OK(chmod("open/mine", 02755));
+	REQUIRE_OK(stat("open/mine", &st));
+	REQUIRE((st.st_mode & 07777) == 02755, "chmod 02755 (own group): mode %o",
+		st.st_mode & 07777);
+	REQUIRE_OK(chmod("dir/foreign_group", 02755));
+	REQUIRE_OK(stat("dir/foreign_group", &st));
+	REQUIRE((st.st_mode & 07777) == 0755,
+		"chmod 02755 by a non-member of the file's group: mode %o, expected 0755",
+		st.st_mode & 07777);
 	/* a sticky directory: our files yes, root's no */
-	EXPECT_FD(fd, open("sticky/mine", O_CREAT | O_WRONLY, 0644));
-	EXPECT_OK(close(fd));
-	EXPECT_OK(rename("sticky/mine", "sticky/mine2"));
-	EXPECT_OK(unlink("sticky/mine2"));
-	EXPECT_ERR(unlink("sticky/roots"), EPERM);
-	EXPECT_ERR(rename("sticky/roots", "sticky/stolen"), EPERM);
+	REQUIRE_FD(fd, open("sticky/mine", O_CREAT | O_WRONLY, 0644));
+	REQUIRE_OK(close(fd));
+	REQUIRE_OK(rename("sticky/mine", "sticky/mine2"));
+	REQUIRE_OK(unlink("sticky/mine2"));
+	REQUIRE_ERR(unlink("sticky/roots"), EPERM);
+	REQUIRE_ERR(rename("sticky/roots", "sticky/stolen"), EPERM);
 	/* our own directory: rmdir ours, but not in root's dir */
-	EXPECT_OK(mkdir("open/mydir", 0700));
-	EXPECT_OK(rmdir("open/mydir"));
-	EXPECT_ERR(rmdir("dir/sub"), EACCES);
+	REQUIRE_OK(mkdir("open/mydir", 0700));
+	REQUIRE_OK(rmdir("open/mydir"));
+	REQUIRE_ERR(rmdir("dir/sub"), EACCES);
 }
 
 static void setup_tree(void)
 {
-	EXPECT_OK(mkdir("dir", 0755));
-	EXPECT_OK(mkdir("dir/sub", 0755));
-	EXPECT_OK(put("dir/public", "public", 0644, 0, 0));
-	EXPECT_OK(put("dir/secret", "secret", 0600, 0, 0));
-	EXPECT_OK(put("dir/group", "group", 0640, 0, GROUP_ID));
-	EXPECT_OK(put("dir/owned", "owned by the user", 0644, USER_ID, GROUP_ID));
-	EXPECT_OK(put("dir/foreign_group", "user's, root's group", 0644, USER_ID, 0));
-	EXPECT_OK(mkdir("closed", 0700));
-	EXPECT_OK(put("closed/inside", "x", 0644, 0, 0));
-	EXPECT_OK(mkdir("open", 0777));
-	EXPECT_OK(chmod("open", 0777));
-	EXPECT_OK(mkdir("sticky", 01777));
-	EXPECT_OK(chmod("sticky", 01777));
-	EXPECT_OK(put("sticky/roots", "root's", 0666, 0, 0));
+	REQUIRE_OK(mkdir("dir", 0755));
+	REQUIRE_OK(mkdir("dir/sub", 0755));
+	REQUIRE_OK(put("dir/public", "public", 0644, 0, 0));
+	REQUIRE_OK(put("dir/secret", "secret", 0600, 0, 0));
+	REQUIRE_OK(put("dir/group", "group", 0640, 0, GROUP_ID));
+	REQUIRE_OK(put("dir/owned", "owned by the user", 0644, USER_ID, GROUP_ID));
+	REQUIRE_OK(put("dir/foreign_group", "user's, root's group", 0644, USER_ID, 0));
+	REQUIRE_OK(mkdir("closed", 0700));
+	REQUIRE_OK(put("closed/inside", "x", 0644, 0, 0));
+	REQUIRE_OK(mkdir("open", 0777));
+	REQUIRE_OK(chmod("open", 0777));
+	REQUIRE_OK(mkdir("sticky", 01777));
+	REQUIRE_OK(chmod("sticky", 01777));
+	REQUIRE_OK(put("sticky/roots", "root's", 0666, 0, 0));
 }
 
 static void test_non_owner(void)
 {
 	setup_tree();
-	if (fs_failures)
-		return;
 	as_user(user_root_files);
 }
 
@@ -193,14 +194,12 @@ static void test_owner(void)
 	struct stat st;
 
 	setup_tree();
-	if (fs_failures)
-		return;
 	as_user(user_own_files);
 	/* root sees what the user did */
-	EXPECT_OK(stat("open/mine", &st));
-	CHECK(st.st_uid == USER_ID && (st.st_mode & 07777) == 02755,
-	      "as root: open/mine is %u mode %o, expected %d mode 2755", st.st_uid,
-	      st.st_mode & 07777, USER_ID);
+	REQUIRE_OK(stat("open/mine", &st));
+	REQUIRE(st.st_uid == USER_ID && (st.st_mode & 07777) == 02755,
+		"as root: open/mine is %u mode %o, expected %d mode 2755", st.st_uid,
+		st.st_mode & 07777, USER_ID);
 }
 
 /*
@@ -215,27 +214,27 @@ static void user_kill_privs(void)
 	struct stat st;
 	int fd;
 
-	EXPECT_FD(fd, open(names[0], O_WRONLY));
-	CHECK(write(fd, "new", 3) == 3, "write to a 06777 file as a non-owner: %s",
-	      fs_errno_name(errno));
-	EXPECT_OK(close(fd));
-	EXPECT_OK(truncate(names[1], 2));
-	EXPECT_FD(fd, open(names[2], O_RDWR));
-	EXPECT_OK(ftruncate(fd, 1));
-	EXPECT_OK(close(fd));
-	EXPECT_FD(fd, open(names[3], O_WRONLY | O_APPEND));
-	CHECK(write(fd, "more", 4) == 4, "write to a 02777 file as a non-owner: %s",
-	      fs_errno_name(errno));
-	EXPECT_OK(close(fd));
+	REQUIRE_FD(fd, open(names[0], O_WRONLY));
+	REQUIRE(write(fd, "new", 3) == 3, "write to a 06777 file as a non-owner: %s",
+		check_errno_name(errno));
+	REQUIRE_OK(close(fd));
+	REQUIRE_OK(truncate(names[1], 2));
+	REQUIRE_FD(fd, open(names[2], O_RDWR));
+	REQUIRE_OK(ftruncate(fd, 1));
+	REQUIRE_OK(close(fd));
+	REQUIRE_FD(fd, open(names[3], O_WRONLY | O_APPEND));
+	REQUIRE(write(fd, "more", 4) == 4, "write to a 02777 file as a non-owner: %s",
+		check_errno_name(errno));
+	REQUIRE_OK(close(fd));
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		EXPECT_OK(stat(names[i], &st));
-		CHECK((st.st_mode & 07777) == 0777 && st.st_uid == 0,
-		      "%s: mode %o uid %u after a non-owner's write, expected 777 uid 0", names[i],
-		      st.st_mode & 07777, st.st_uid);
+		REQUIRE_OK(stat(names[i], &st));
+		REQUIRE((st.st_mode & 07777) == 0777 && st.st_uid == 0,
+			"%s: mode %o uid %u after a non-owner's write, expected 777 uid 0",
+			names[i], st.st_mode & 07777, st.st_uid);
 	}
 	/* and the user cannot set them back: only the owner may chmod */
-	EXPECT_ERR(chmod(names[0], 04777), EPERM);
-	EXPECT_ERR(chmod(names[0], 0775), EPERM);
+	REQUIRE_ERR(chmod(names[0], 04777), EPERM);
+	REQUIRE_ERR(chmod(names[0], 0775), EPERM);
 }
 
 /* open(O_CREAT | O_RDWR, 0) then ftruncate: open checked the access, ftruncate works */
@@ -244,31 +243,30 @@ static void user_create_mode0(void)
 	struct stat st;
 	int fd;
 
-	EXPECT_FD(fd, open("open/mode0", O_CREAT | O_RDWR | O_EXCL, 0));
-	EXPECT_OK(ftruncate(fd, 8192));
-	CHECK(write(fd, "data", 4) == 4, "write to a fresh mode-0 file: %s", fs_errno_name(errno));
-	EXPECT_OK(ftruncate(fd, 2));
-	EXPECT_OK(fstat(fd, &st));
-	CHECK(st.st_size == 2 && (st.st_mode & 07777) == 0, "mode-0 file: size %lld mode %o",
-	      (long long)st.st_size, st.st_mode & 07777);
-	EXPECT_OK(close(fd));
+	REQUIRE_FD(fd, open("open/mode0", O_CREAT | O_RDWR | O_EXCL, 0));
+	REQUIRE_OK(ftruncate(fd, 8192));
+	REQUIRE(write(fd, "data", 4) == 4, "write to a fresh mode-0 file: %s",
+		check_errno_name(errno));
+	REQUIRE_OK(ftruncate(fd, 2));
+	REQUIRE_OK(fstat(fd, &st));
+	REQUIRE(st.st_size == 2 && (st.st_mode & 07777) == 0, "mode-0 file: size %lld mode %o",
+		(long long)st.st_size, st.st_mode & 07777);
+	REQUIRE_OK(close(fd));
 	/* a new descriptor is refused: the mode says so */
-	EXPECT_ERR(open("open/mode0", O_RDWR), EACCES);
-	EXPECT_ERR(truncate("open/mode0", 0), EACCES);
+	REQUIRE_ERR(open("open/mode0", O_RDWR), EACCES);
+	REQUIRE_ERR(truncate("open/mode0", 0), EACCES);
 }
 
 static void test_kill_privs(void)
 {
-	EXPECT_OK(mkdir("kill", 0777));
-	EXPECT_OK(chmod("kill", 0777));
-	EXPECT_OK(put("kill/write", "old contents", 06777, 0, 0));
-	EXPECT_OK(put("kill/truncate", "old contents", 04777, 0, 0));
-	EXPECT_OK(put("kill/ftruncate", "old contents", 06777, 0, 0));
-	EXPECT_OK(put("kill/sgid", "old contents", 02777, 0, 0));
-	EXPECT_OK(mkdir("open", 0777));
-	EXPECT_OK(chmod("open", 0777));
-	if (fs_failures)
-		return;
+	REQUIRE_OK(mkdir("kill", 0777));
+	REQUIRE_OK(chmod("kill", 0777));
+	REQUIRE_OK(put("kill/write", "old contents", 06777, 0, 0));
+	REQUIRE_OK(put("kill/truncate", "old contents", 04777, 0, 0));
+	REQUIRE_OK(put("kill/ftruncate", "old contents", 06777, 0, 0));
+	REQUIRE_OK(put("kill/sgid", "old contents", 02777, 0, 0));
+	REQUIRE_OK(mkdir("open", 0777));
+	REQUIRE_OK(chmod("open", 0777));
 	as_user(user_kill_privs);
 	as_user(user_create_mode0);
 }
@@ -279,14 +277,14 @@ static void test_root(void)
 	int fd;
 
 	/* root reads and writes other users' private files */
-	EXPECT_OK(put("private", "user's", 0600, USER_ID, GROUP_ID));
-	EXPECT_OK(chmod("private", 0000));
-	EXPECT_FD(fd, open("private", O_RDWR));
-	CHECK(read(fd, buf, sizeof(buf)) == 6, "root read of a 0000 file: %s",
-	      fs_errno_name(errno));
-	EXPECT_OK(close(fd));
-	EXPECT_OK(chmod("private", 0644));
-	EXPECT_OK(chown("private", 0, 0));
+	REQUIRE_OK(put("private", "user's", 0600, USER_ID, GROUP_ID));
+	REQUIRE_OK(chmod("private", 0000));
+	REQUIRE_FD(fd, open("private", O_RDWR));
+	REQUIRE(read(fd, buf, sizeof(buf)) == 6, "root read of a 0000 file: %s",
+		check_errno_name(errno));
+	REQUIRE_OK(close(fd));
+	REQUIRE_OK(chmod("private", 0644));
+	REQUIRE_OK(chown("private", 0, 0));
 }
 
 int main(int argc, char **argv)
@@ -301,7 +299,7 @@ int main(int argc, char **argv)
 
 	if (geteuid() != 0) {
 		printf("SKIP: fs-permissions must start as root to drop to uid %d\n", USER_ID);
-		return EXIT_SKIP;
+		return CHECK_EXIT_SKIP;
 	}
 	fs_setup(argc, argv, "permissions");
 	return fs_run(tests);

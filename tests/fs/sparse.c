@@ -45,25 +45,12 @@
  */
 #define ALLOC_SLACK (256 * KIB)
 
-__attribute__((format(printf, 1, 2), noreturn)) static void error_exit(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fprintf(stderr, "ERROR: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " (the check could not run; no verdict on the file system)\n");
-	exit(99);
-}
-
 static void *xmalloc(size_t len)
 {
 	void *p = calloc(1, len ? len : 1);
 
 	if (!p)
-		error_exit("out of memory (%zu bytes)", len);
+		check_error("out of memory (%zu bytes)", len);
 	return p;
 }
 
@@ -82,38 +69,40 @@ static void remount(void)
 	if (!ctl || !*ctl)
 		return;
 	if (!getcwd(cwd, sizeof(cwd)) || chdir("/"))
-		error_exit("getcwd/chdir before the remount: %s", strerror(errno));
+		check_error("getcwd/chdir before the remount: %s", strerror(errno));
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
-		error_exit("fork: %s", strerror(errno));
+		check_error("fork: %s", strerror(errno));
 	if (pid == 0) {
 		execl(ctl, ctl, "ctl", "remount", "1", (char *)NULL);
 		_exit(127);
 	}
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-		error_exit("%s ctl remount 1 failed (status 0x%x)", ctl, status);
+		check_error("%s ctl remount 1 failed (status 0x%x)", ctl, status);
 	if (chdir(cwd))
-		error_exit("chdir %s after the remount: %s", cwd, strerror(errno));
+		check_error("chdir %s after the remount: %s", cwd, strerror(errno));
 }
 
-/* st_blocks of @path (or of @fd when >= 0) must say @expect bytes, give or take the slack. */
+/*
+ * st_blocks of @path (or of @fd when >= 0) must say @expect bytes, give or
+ * take the slack. A failure is counted; the test goes on.
+ */
 static void check_alloc(const char *what, const char *path, int fd, long long expect)
 {
 	struct stat st;
 	long long bytes;
 
-	if (fd >= 0)
-		EXPECT_OK(fstat(fd, &st));
-	else
-		EXPECT_OK(stat(path, &st));
+	if (!CHECK((fd >= 0 ? fstat(fd, &st) : stat(path, &st)) == 0, "%s: stat %s: %s", what, path,
+		   check_errno_name(errno)))
+		return;
 	bytes = (long long)st.st_blocks * 512;
 	CHECK(bytes >= expect && bytes <= expect + ALLOC_SLACK,
 	      "%s: %s of %lld bytes has st_blocks %lld (%lld bytes), expected %lld bytes", what,
 	      path, (long long)st.st_size, (long long)st.st_blocks, bytes, expect);
 }
 
-/* @path must hold exactly @len bytes equal to @model. */
+/* @path must hold exactly @len bytes equal to @model. A failure is counted; the test goes on. */
 static void check_content(const char *what, const char *path, const uint8_t *model, size_t len)
 {
 	uint8_t *got = xmalloc(len + 1);
@@ -123,21 +112,22 @@ static void check_content(const char *what, const char *path, const uint8_t *mod
 	int fd;
 
 	fd = open(path, O_RDONLY);
-	if (fd < 0) {
+	if (!CHECK(fd >= 0, "%s: open %s: %s", what, path, check_errno_name(errno))) {
 		free(got);
-		FAIL("%s: open %s: %s", what, path, fs_errno_name(errno));
+		return;
 	}
 	n = fstat(fd, &st) ? -1 : fs_pread_all(fd, got, len + 1, 0);
 	close(fd);
-	if (n < 0) {
+	if (!CHECK(n >= 0, "%s: reading %s: %s", what, path, check_errno_name(errno))) {
 		free(got);
-		FAIL("%s: reading %s: %s", what, path, fs_errno_name(errno));
+		return;
 	}
 	diff = (size_t)n == len ? fs_first_diff(got, model, len) : -1;
 	free(got);
-	CHECK(st.st_size == (off_t)len && (size_t)n == len,
-	      "%s: %s has size %lld and read %zd bytes, expected %zu", what, path,
-	      (long long)st.st_size, n, len);
+	if (!CHECK(st.st_size == (off_t)len && (size_t)n == len,
+		   "%s: %s has size %lld and read %zd bytes, expected %zu", what, path,
+		   (long long)st.st_size, n, len))
+		return;
 	CHECK(diff < 0, "%s: %s differs from the expected bytes at offset %ld", what, path, diff);
 }
 
@@ -156,10 +146,10 @@ static struct rfs *core_get(void)
 	if (core)
 		return core;
 	if (!secret)
-		error_exit("RDMAFS_CLUSTER_META without RDMAFS_CLUSTER_SECRET");
+		check_error("RDMAFS_CLUSTER_META without RDMAFS_CLUSTER_SECRET");
 	ret = rdmafs_read_secret(secret, &key, &key_len);
 	if (ret)
-		error_exit("reading the secret %s: %s", secret, strerror(-ret));
+		check_error("reading the secret %s: %s", secret, strerror(-ret));
 	rfs_options_init(&o);
 	o.meta_uri = uri;
 	o.secret = key;
@@ -168,7 +158,7 @@ static struct rfs *core_get(void)
 	ret = rfs_create(&o, &core);
 	free(key);
 	if (ret)
-		error_exit("connecting the client core to %s: %s", uri, strerror(-ret));
+		check_error("connecting the client core to %s: %s", uri, strerror(-ret));
 	return core;
 }
 
@@ -259,41 +249,41 @@ static void test_blocks(void)
 	if (fd < 0) {
 		free(model);
 		free(data);
-		FAIL("create sparse: %s", fs_errno_name(errno));
+		REQUIRE(false, "create sparse: %s", check_errno_name(errno));
 	}
 	for (size_t i = 0; i < 3; i++) {
 		fs_fill(model + offsets[i], 4 * KIB, 1, (uint64_t)offsets[i]);
 		if (fs_pwrite_all(fd, model + offsets[i], 4 * KIB, offsets[i]) != 4 * KIB) {
 			close(fd);
-			FAIL("write at %lld: %s", offsets[i], fs_errno_name(errno));
+			REQUIRE(false, "write at %lld: %s", offsets[i], check_errno_name(errno));
 		}
 	}
 	check_alloc("written, still open", "sparse", fd, 12 * KIB);
-	EXPECT_OK(close(fd));
+	REQUIRE_OK(close(fd));
 	check_alloc("closed", "sparse", -1, 12 * KIB);
 	remount();
 	check_alloc("after a remount", "sparse", -1, 12 * KIB);
 	check_content("after a remount", "sparse", model, 40 * MIB);
 
-	EXPECT_OK(truncate("sparse", 4 * KIB));
+	REQUIRE_OK(truncate("sparse", 4 * KIB));
 	check_alloc("truncated to 4 KiB", "sparse", -1, 4 * KIB);
 
 	/* 3 MiB of data, then a hole punched in the middle MiB */
 	fs_fill(data, 3 * MIB, 2, 0);
-	EXPECT_FD(fd, open("sparse", O_RDWR));
-	CHECK(fs_pwrite_all(fd, data, 3 * MIB, 0) == 3 * MIB, "write of 3 MiB: %s",
-	      fs_errno_name(errno));
-	EXPECT_OK(fsync(fd));
+	REQUIRE_FD(fd, open("sparse", O_RDWR));
+	REQUIRE(fs_pwrite_all(fd, data, 3 * MIB, 0) == 3 * MIB, "write of 3 MiB: %s",
+		check_errno_name(errno));
+	REQUIRE_OK(fsync(fd));
 	check_alloc("3 MiB written", "sparse", fd, 3 * MIB);
-	EXPECT_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1 * MIB, 1 * MIB));
+	REQUIRE_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1 * MIB, 1 * MIB));
 	check_alloc("1 MiB punched", "sparse", fd, 2 * MIB);
 	/* inside one MiB, 4 KiB aligned: the blocks covered go, as on ext4 */
-	EXPECT_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 8 * KIB, 512 * KIB));
+	REQUIRE_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 8 * KIB, 512 * KIB));
 	check_alloc("512 KiB punched", "sparse", fd, 2 * MIB - 512 * KIB);
 	/* unaligned: only what lies inside, zeroed; no whole block is covered */
-	EXPECT_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 600 * KIB + 7, 3000));
+	REQUIRE_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 600 * KIB + 7, 3000));
 	check_alloc("3000 bytes punched", "sparse", fd, 2 * MIB - 512 * KIB);
-	EXPECT_OK(close(fd));
+	REQUIRE_OK(close(fd));
 	memset(data + 1 * MIB, 0, 1 * MIB);
 	memset(data + 8 * KIB, 0, 512 * KIB);
 	memset(data + 600 * KIB + 7, 0, 3000);
@@ -301,7 +291,7 @@ static void test_blocks(void)
 	remount();
 	check_alloc("punched, after a remount", "sparse", -1, 2 * MIB - 512 * KIB);
 	check_content("punched, after a remount", "sparse", data, 3 * MIB);
-	EXPECT_OK(unlink("sparse"));
+	REQUIRE_OK(unlink("sparse"));
 	free(model);
 	free(data);
 }
@@ -317,29 +307,29 @@ static void test_zero_range(void)
 	fd = open("zero", O_CREAT | O_RDWR | O_EXCL, 0644);
 	if (fd < 0) {
 		free(model);
-		FAIL("create zero: %s", fs_errno_name(errno));
+		REQUIRE(false, "create zero: %s", check_errno_name(errno));
 	}
 	if (fs_pwrite_all(fd, model, size, 0) != (ssize_t)size) {
 		close(fd);
 		free(model);
-		FAIL("write: %s", fs_errno_name(errno));
+		REQUIRE(false, "write: %s", check_errno_name(errno));
 	}
 	/* unaligned, inside: no alignment rule for zeroing */
-	EXPECT_OK(fallocate(fd, FALLOC_FL_ZERO_RANGE, 12 * KIB + 1, 5000));
+	REQUIRE_OK(fallocate(fd, FALLOC_FL_ZERO_RANGE, 12 * KIB + 1, 5000));
 	memset(model + 12 * KIB + 1, 0, 5000);
 	/* a whole MiB */
-	EXPECT_OK(fallocate(fd, FALLOC_FL_ZERO_RANGE, 1 * MIB, 1 * MIB));
+	REQUIRE_OK(fallocate(fd, FALLOC_FL_ZERO_RANGE, 1 * MIB, 1 * MIB));
 	memset(model + 1 * MIB, 0, 1 * MIB);
 	/* across the end, keeping the size */
-	EXPECT_OK(fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)size - 10,
-			    1 * MIB));
+	REQUIRE_OK(fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)size - 10,
+			     1 * MIB));
 	memset(model + size - 10, 0, 10);
-	EXPECT_OK(close(fd));
+	REQUIRE_OK(close(fd));
 	check_content("zeroed, size kept", "zero", model, size);
 	/* across the end, growing the file */
-	EXPECT_FD(fd, open("zero", O_RDWR));
-	EXPECT_OK(fallocate(fd, FALLOC_FL_ZERO_RANGE, (off_t)size - 20, 1 * MIB));
-	EXPECT_OK(close(fd));
+	REQUIRE_FD(fd, open("zero", O_RDWR));
+	REQUIRE_OK(fallocate(fd, FALLOC_FL_ZERO_RANGE, (off_t)size - 20, 1 * MIB));
+	REQUIRE_OK(close(fd));
 	memset(model + size - 20, 0, 20);
 	size = size - 20 + 1 * MIB;
 	check_content("zeroed past the end", "zero", model, size);
@@ -369,14 +359,14 @@ static void test_shift(void)
 
 	fd = open("shift", O_CREAT | O_RDWR | O_EXCL, 0644);
 	if (fd < 0)
-		FAIL("create shift: %s", fs_errno_name(errno));
+		REQUIRE(false, "create shift: %s", check_errno_name(errno));
 	if (fstat(fd, &st)) {
 		close(fd);
-		FAIL("fstat: %s", fs_errno_name(errno));
+		REQUIRE(false, "fstat: %s", check_errno_name(errno));
 	}
 	u = st.st_blksize; /* the unit of the alignment rules */
-	CHECK(u >= 512 && (u & (u - 1)) == 0, "st_blksize %lld is not a power of two",
-	      (long long)u);
+	REQUIRE(u >= 512 && (u & (u - 1)) == 0, "st_blksize %lld is not a power of two",
+		(long long)u);
 	size = (size_t)(8 * u + 100);
 	model = xmalloc(16 * (size_t)u);
 	fs_fill(model, size, 4, 0);
@@ -385,21 +375,22 @@ static void test_shift(void)
 	    fs_pwrite_all(fd, model + 6 * u, size - (size_t)(6 * u), 6 * u) !=
 		    (ssize_t)(size - (size_t)(6 * u))) {
 		close(fd);
-		FAIL("write: %s", fs_errno_name(errno));
+		REQUIRE(false, "write: %s", check_errno_name(errno));
 	}
-	EXPECT_OK(fsync(fd));
-	EXPECT_OK(close(fd));
+	REQUIRE_OK(fsync(fd));
+	REQUIRE_OK(close(fd));
 
 	/* collapse units 2 and 3: the tail moves down two units */
 	ret = shift("shift", FALLOC_FL_COLLAPSE_RANGE, 2 * u, 2 * u);
-	CHECK(ret == 0, "collapse of [2u, 4u) (u = %lld): %s", (long long)u, fs_errno_name(-ret));
+	REQUIRE(ret == 0, "collapse of [2u, 4u) (u = %lld): %s", (long long)u,
+		check_errno_name(-ret));
 	memmove(model + 2 * u, model + 4 * u, size - (size_t)(4 * u));
 	size -= (size_t)(2 * u);
 	check_content("collapsed", "shift", model, size);
 
 	/* insert three units at unit 1: zeros appear, the tail moves up */
 	ret = shift("shift", FALLOC_FL_INSERT_RANGE, u, 3 * u);
-	CHECK(ret == 0, "insert of 3u at u: %s", fs_errno_name(-ret));
+	REQUIRE(ret == 0, "insert of 3u at u: %s", check_errno_name(-ret));
 	memmove(model + 4 * u, model + u, size - (size_t)u);
 	memset(model + u, 0, (size_t)(3 * u));
 	size += (size_t)(3 * u);
@@ -412,42 +403,43 @@ static void test_shift(void)
 
 	/* ext4's refusals, which change nothing */
 	ret = shift("shift", FALLOC_FL_COLLAPSE_RANGE, u / 2, u);
-	CHECK(ret == -EINVAL, "collapse at an unaligned offset: %s, expected EINVAL",
-	      fs_errno_name(-ret));
+	REQUIRE(ret == -EINVAL, "collapse at an unaligned offset: %s, expected EINVAL",
+		check_errno_name(-ret));
 	ret = shift("shift", FALLOC_FL_COLLAPSE_RANGE, u, u / 2);
-	CHECK(ret == -EINVAL, "collapse of an unaligned length: %s, expected EINVAL",
-	      fs_errno_name(-ret));
+	REQUIRE(ret == -EINVAL, "collapse of an unaligned length: %s, expected EINVAL",
+		check_errno_name(-ret));
 	ret = shift("shift", FALLOC_FL_COLLAPSE_RANGE, u, ((off_t)size / u) * u);
-	CHECK(ret == -EINVAL, "collapse reaching the end: %s, expected EINVAL",
-	      fs_errno_name(-ret));
+	REQUIRE(ret == -EINVAL, "collapse reaching the end: %s, expected EINVAL",
+		check_errno_name(-ret));
 	ret = shift("shift", FALLOC_FL_COLLAPSE_RANGE, 0, ((off_t)size / u + 1) * u);
-	CHECK(ret == -EINVAL, "collapse past the end: %s, expected EINVAL", fs_errno_name(-ret));
+	REQUIRE(ret == -EINVAL, "collapse past the end: %s, expected EINVAL",
+		check_errno_name(-ret));
 	ret = shift("shift", FALLOC_FL_INSERT_RANGE, ((off_t)size / u + 1) * u, u);
-	CHECK(ret == -EINVAL, "insert past the end: %s, expected EINVAL", fs_errno_name(-ret));
+	REQUIRE(ret == -EINVAL, "insert past the end: %s, expected EINVAL", check_errno_name(-ret));
 	ret = shift("shift", FALLOC_FL_INSERT_RANGE, u, u / 2);
-	CHECK(ret == -EINVAL, "insert of an unaligned length: %s, expected EINVAL",
-	      fs_errno_name(-ret));
+	REQUIRE(ret == -EINVAL, "insert of an unaligned length: %s, expected EINVAL",
+		check_errno_name(-ret));
 	check_content("after refused shifts", "shift", model, size);
 
 	/* insert at the end of an exactly aligned file: EINVAL, the end is not inside */
-	EXPECT_FD(fd, open("aligned", O_CREAT | O_RDWR | O_EXCL, 0644));
-	CHECK(fs_pwrite_all(fd, model, (size_t)(2 * u), 0) == 2 * u, "write: %s",
-	      fs_errno_name(errno));
-	EXPECT_OK(close(fd));
+	REQUIRE_FD(fd, open("aligned", O_CREAT | O_RDWR | O_EXCL, 0644));
+	REQUIRE(fs_pwrite_all(fd, model, (size_t)(2 * u), 0) == 2 * u, "write: %s",
+		check_errno_name(errno));
+	REQUIRE_OK(close(fd));
 	ret = shift("aligned", FALLOC_FL_INSERT_RANGE, 2 * u, u);
-	CHECK(ret == -EINVAL, "insert at the end: %s, expected EINVAL", fs_errno_name(-ret));
+	REQUIRE(ret == -EINVAL, "insert at the end: %s, expected EINVAL", check_errno_name(-ret));
 
 	/* an insert that would pass the largest file size: EFBIG */
-	EXPECT_FD(fd, open("big", O_CREAT | O_RDWR | O_EXCL, 0644));
+	REQUIRE_FD(fd, open("big", O_CREAT | O_RDWR | O_EXCL, 0644));
 	big = largest_size(fd, u);
-	EXPECT_OK(close(fd));
-	CHECK(big >= u, "no size of at least %lld bytes is accepted", (long long)u);
+	REQUIRE_OK(close(fd));
+	REQUIRE(big >= u, "no size of at least %lld bytes is accepted", (long long)u);
 	/* the smallest aligned length that passes INT64_MAX, without overflowing */
 	len = ((INT64_MAX - big) / u + 1) * u;
 	ret = shift("big", FALLOC_FL_INSERT_RANGE, 0, len);
-	CHECK(ret == -EFBIG, "insert of %lld bytes into a %lld-byte file: %s, expected EFBIG",
-	      (long long)len, (long long)big, fs_errno_name(-ret));
-	EXPECT_OK(unlink("big"));
+	REQUIRE(ret == -EFBIG, "insert of %lld bytes into a %lld-byte file: %s, expected EFBIG",
+		(long long)len, (long long)big, check_errno_name(-ret));
+	REQUIRE_OK(unlink("big"));
 
 	remount();
 	check_content("shifted, after a remount", "shift", model, size);

@@ -87,7 +87,7 @@ static int meta_call(uint32_t method, const ProtobufCMessage *req,
 	uint8_t *buf = malloc(len + 1), *reply = malloc(REPLY_MAX);
 	int ret;
 
-	CHECK(buf && reply, "out of memory");
+	REQUIRE(buf && reply, "out of memory");
 	protobuf_c_message_pack(req, buf);
 	ret = rfc_call_raw(meta, method, buf, len, reply, REPLY_MAX, &reply_len);
 	*out = NULL;
@@ -132,10 +132,10 @@ static int run_ctl_env(const char *const *args, char **envp, char *out, char *er
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	CHECK(posix_spawn(&pid, ctl_path, &fa, NULL, (char **)argv, envp) == 0, "spawn %s",
-	      ctl_path);
+	REQUIRE(posix_spawn(&pid, ctl_path, &fa, NULL, (char **)argv, envp) == 0, "spawn %s",
+		ctl_path);
 	posix_spawn_file_actions_destroy(&fa);
-	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
 	for (int k = 0; k < 2; k++) {
 		char *dst = k ? err : out;
 
@@ -167,7 +167,7 @@ static struct jv *ctl_json(void)
 	char err[128];
 	struct jv *v = json_parse(ctl_out, err, sizeof(err));
 
-	CHECK(v, "rdmafsctl --json printed no valid JSON (%s):\n%s", err, ctl_out);
+	REQUIRE(v, "rdmafsctl --json printed no valid JSON (%s):\n%s", err, ctl_out);
 	return v;
 }
 
@@ -182,10 +182,10 @@ static void load_uuids(void)
 		Rdmafs__GetClusterMapResp *map;
 		int found = 0, up = 0;
 
-		CHECK(meta_call(RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base,
-				&rdmafs__get_cluster_map_resp__descriptor,
-				(ProtobufCMessage **)&map) == 0,
-		      "GET_CLUSTER_MAP");
+		REQUIRE(meta_call(RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base,
+				  &rdmafs__get_cluster_map_resp__descriptor,
+				  (ProtobufCMessage **)&map) == 0,
+			"GET_CLUSTER_MAP");
 		for (size_t i = 0; i < map->n_daemons; i++) {
 			const Rdmafs__DaemonInfo *d = map->daemons[i];
 
@@ -202,8 +202,8 @@ static void load_uuids(void)
 		rdmafs__get_cluster_map_resp__free_unpacked(map, NULL);
 		if (found == DAEMONS && up == DAEMONS)
 			return;
-		CHECK(harness_now_ms() < deadline, "only %d of %d daemons registered and up", up,
-		      DAEMONS);
+		REQUIRE(harness_now_ms() < deadline, "only %d of %d daemons registered and up", up,
+			DAEMONS);
 		usleep(100000);
 	}
 }
@@ -223,7 +223,7 @@ static struct rfc_client *connect_to(const char *uri)
 	o.buf_count = 4;
 	o.timeout_ms = 20000;
 	ret = rfc_client_create(&o, &c);
-	CHECK(ret == 0, "connect to %s: %s", uri, strerror(-ret));
+	REQUIRE(ret == 0, "connect to %s: %s", uri, strerror(-ret));
 	return c;
 }
 
@@ -234,11 +234,11 @@ static void cluster_start(void)
 
 	snprintf(secret_path, sizeof(secret_path), "%s/secret", harness_dir());
 	snprintf(dir, sizeof(dir), "%s/d0", harness_dir());
-	CHECK(daemon_start(&daemons[0].proc, dir, NULL) == 0, "start the metadata daemon");
+	REQUIRE(daemon_start(&daemons[0].proc, dir, NULL) == 0, "start the metadata daemon");
 	snprintf(meta_arg, sizeof(meta_arg), "%s", daemons[0].proc.uri);
 	for (int i = 1; i < DAEMONS; i++) {
 		snprintf(dir, sizeof(dir), "%s/d%d", harness_dir(), i);
-		CHECK(daemon_start(&daemons[i].proc, dir, extra) == 0, "start daemon %d", i);
+		REQUIRE(daemon_start(&daemons[i].proc, dir, extra) == 0, "start daemon %d", i);
 	}
 	meta = connect_to(daemons[0].proc.uri);
 	load_uuids();
@@ -257,15 +257,15 @@ static uint8_t expected_byte(const struct file *f, uint64_t pos)
 
 static void layout_from(struct file *f, const Rdmafs__Layout *l)
 {
-	CHECK(l && l->chunk_size && l->n_daemons >= 1 && l->n_daemons <= 8, "file layout");
-	CHECK(l->chunk_size <= (1u << 20), "chunk size %u larger than the test's buffers",
-	      l->chunk_size);
+	REQUIRE(l && l->chunk_size && l->n_daemons >= 1 && l->n_daemons <= 8, "file layout");
+	REQUIRE(l->chunk_size <= (1u << 20), "chunk size %u larger than the test's buffers",
+		l->chunk_size);
 	f->chunk_size = l->chunk_size;
 	f->layout_seed = l->placement_seed;
 	f->generation = l->generation;
 	f->width = l->n_daemons;
 	for (size_t i = 0; i < l->n_daemons; i++) {
-		CHECK(l->daemons[i].len == 16, "uuid length");
+		REQUIRE(l->daemons[i].len == 16, "uuid length");
 		memcpy(f->layout[i], l->daemons[i].data, 16);
 	}
 }
@@ -279,7 +279,7 @@ static struct cluster_daemon *placed(const struct file *f, uint64_t index)
 	for (size_t i = 0; i < f->width; i++)
 		list[i] = f->layout[i];
 	slot = rdmafs_place_chunk(list, f->width, f->layout_seed, f->ino, index);
-	CHECK(slot >= 0, "placement");
+	REQUIRE(slot >= 0, "placement");
 	return daemon_by_uuid(list[slot]);
 }
 
@@ -294,7 +294,7 @@ static void write_file(const char *name, uint64_t size, uint64_t hole)
 	uint8_t *buf = malloc(1u << 20);
 	int ret;
 
-	CHECK(buf && file_count < MAX_FILES, "too many files");
+	REQUIRE(buf && file_count < MAX_FILES, "too many files");
 	snprintf(f->name, sizeof(f->name), "%s", name);
 	req.parent = 1;
 	req.name.data = (uint8_t *)f->name;
@@ -304,7 +304,7 @@ static void write_file(const char *name, uint64_t size, uint64_t hole)
 	req.open_flags = O_RDWR;
 	ret = meta_call(RDMAFS__METHOD__METHOD_CREATE, &req.base, &rdmafs__create_resp__descriptor,
 			(ProtobufCMessage **)&resp);
-	CHECK(ret == 0, "CREATE %s: %s", name, strerror(-ret));
+	REQUIRE(ret == 0, "CREATE %s: %s", name, strerror(-ret));
 	f->ino = resp->attr->ino;
 	f->size = size;
 	f->seed = f->ino * 7919 + 13;
@@ -322,19 +322,19 @@ static void write_file(const char *name, uint64_t size, uint64_t hole)
 			buf[k] = stream_byte(f->seed, idx * f->chunk_size + k);
 		ret = rfc_chunk_write(d->client, (struct rfc_chunk){f->ino, idx, f->generation},
 				      f->chunk_size, 0, buf, len, true, NULL);
-		CHECK(ret == 0, "write %s chunk %" PRIu64 ": %s", name, idx, strerror(-ret));
+		REQUIRE(ret == 0, "write %s chunk %" PRIu64 ": %s", name, idx, strerror(-ret));
 	}
 	us.ino = f->ino;
 	us.size = size;
-	CHECK(meta_call(RDMAFS__METHOD__METHOD_UPDATE_SIZE, &us.base,
-			&rdmafs__attr_resp__descriptor, &r) == 0,
-	      "UPDATE_SIZE");
+	REQUIRE(meta_call(RDMAFS__METHOD__METHOD_UPDATE_SIZE, &us.base,
+			  &rdmafs__attr_resp__descriptor, &r) == 0,
+		"UPDATE_SIZE");
 	protobuf_c_message_free_unpacked(r, NULL);
 	rel.handle = resp->handle;
 	rel.ino = f->ino;
-	CHECK(meta_call(RDMAFS__METHOD__METHOD_RELEASE, &rel.base,
-			&rdmafs__release_resp__descriptor, &r) == 0,
-	      "RELEASE");
+	REQUIRE(meta_call(RDMAFS__METHOD__METHOD_RELEASE, &rel.base,
+			  &rdmafs__release_resp__descriptor, &r) == 0,
+		"RELEASE");
 	protobuf_c_message_free_unpacked(r, NULL);
 	rdmafs__create_resp__free_unpacked(resp, NULL);
 	free(buf);
@@ -368,9 +368,9 @@ static void fresh_layout(const struct file *f, struct file *out)
 	req.name.len = strlen(f->name);
 	ret = meta_call(RDMAFS__METHOD__METHOD_LOOKUP, &req.base, &rdmafs__entry_resp__descriptor,
 			(ProtobufCMessage **)&resp);
-	CHECK(ret == 0, "LOOKUP %s: %s", f->name, strerror(-ret));
-	CHECK(resp->attr->ino == f->ino && resp->attr->size == f->size, "attributes of %s",
-	      f->name);
+	REQUIRE(ret == 0, "LOOKUP %s: %s", f->name, strerror(-ret));
+	REQUIRE(resp->attr->ino == f->ino && resp->attr->size == f->size, "attributes of %s",
+		f->name);
 	layout_from(out, resp->layout);
 	rdmafs__entry_resp__free_unpacked(resp, NULL);
 }
@@ -421,15 +421,15 @@ static void verify_all_fresh(const uint8_t *must_not_name)
 	uint8_t *buf = malloc(1u << 20);
 	char why[256];
 
-	CHECK(buf, "out of memory");
+	REQUIRE(buf, "out of memory");
 	for (size_t i = 0; i < file_count; i++) {
 		struct file f;
 
 		fresh_layout(&files[i], &f);
 		for (size_t k = 0; must_not_name && k < f.width; k++)
-			CHECK(memcmp(f.layout[k], must_not_name, 16) != 0,
-			      "%s: layout still names the drained daemon", f.name);
-		CHECK(verify_file(&f, buf, why, sizeof(why)) == 0, "%s", why);
+			REQUIRE(memcmp(f.layout[k], must_not_name, 16) != 0,
+				"%s: layout still names the drained daemon", f.name);
+		REQUIRE(verify_file(&f, buf, why, sizeof(why)) == 0, "%s", why);
 	}
 	free(buf);
 }
@@ -438,7 +438,7 @@ static uint64_t daemon_chunks(struct cluster_daemon *d)
 {
 	struct rfc_daemon_stats s;
 
-	CHECK(rfc_daemon_stats(d->client, &s) == 0, "DAEMON_STATS of %s", d->proc.uri);
+	REQUIRE(rfc_daemon_stats(d->client, &s) == 0, "DAEMON_STATS of %s", d->proc.uri);
 	return s.chunks;
 }
 
@@ -457,22 +457,22 @@ static void test_cli(void)
 		written += files[i].size - (files[i].hole != UINT64_MAX ? files[i].chunk_size : 0);
 
 	/* status, text: every daemon with its state and address */
-	CHECK(ctl("status", NULL, NULL, NULL) == 0, "status: %s", ctl_errbuf);
-	CHECK(strstr(ctl_out, "epoch"), "status prints the epoch:\n%s", ctl_out);
+	REQUIRE(ctl("status", NULL, NULL, NULL) == 0, "status: %s", ctl_errbuf);
+	REQUIRE(strstr(ctl_out, "epoch"), "status prints the epoch:\n%s", ctl_out);
 	for (int i = 0; i < DAEMONS; i++) {
 		const char *line = strstr(ctl_out, daemons[i].uuid_text);
 
-		CHECK(line, "status lists %s:\n%s", daemons[i].uuid_text, ctl_out);
-		CHECK(strstr(line, "up") && strstr(line, daemons[i].proc.uri), "status line of %s",
-		      daemons[i].uuid_text);
+		REQUIRE(line, "status lists %s:\n%s", daemons[i].uuid_text, ctl_out);
+		REQUIRE(strstr(line, "up") && strstr(line, daemons[i].proc.uri),
+			"status line of %s", daemons[i].uuid_text);
 	}
 
 	/* status --json */
-	CHECK(ctl("--json", "status", NULL, NULL) == 0, "status --json: %s", ctl_errbuf);
+	REQUIRE(ctl("--json", "status", NULL, NULL) == 0, "status --json: %s", ctl_errbuf);
 	v = ctl_json();
-	CHECK(jnum(jget(v, "epoch"), 0) >= 1, "epoch");
+	REQUIRE(jnum(jget(v, "epoch"), 0) >= 1, "epoch");
 	ds = jget(v, "daemons");
-	CHECK(jlen(ds) == DAEMONS, "%zu daemons in status --json", jlen(ds));
+	REQUIRE(jlen(ds) == DAEMONS, "%zu daemons in status --json", jlen(ds));
 	for (size_t i = 0; i < jlen(ds); i++) {
 		struct jv *d = jat(ds, i);
 		struct cluster_daemon *cd = NULL;
@@ -480,85 +480,86 @@ static void test_cli(void)
 		for (int k = 0; k < DAEMONS; k++)
 			if (strcmp(jstr(jget(d, "uuid")), daemons[k].uuid_text) == 0)
 				cd = &daemons[k];
-		CHECK(cd, "unknown uuid %s", jstr(jget(d, "uuid")));
-		CHECK(strcmp(jstr(jget(d, "state")), "up") == 0, "state %s",
-		      jstr(jget(d, "state")));
-		CHECK(strcmp(jstr(jat(jget(d, "addresses"), 0)), cd->proc.uri) == 0, "address");
-		CHECK(jnum(jget(d, "capacity_bytes"), 0) > 0, "capacity");
-		CHECK(jnum(jget(d, "heartbeat_age_ms"), 1e9) < 30000, "heartbeat age");
+		REQUIRE(cd, "unknown uuid %s", jstr(jget(d, "uuid")));
+		REQUIRE(strcmp(jstr(jget(d, "state")), "up") == 0, "state %s",
+			jstr(jget(d, "state")));
+		REQUIRE(strcmp(jstr(jat(jget(d, "addresses"), 0)), cd->proc.uri) == 0, "address");
+		REQUIRE(jnum(jget(d, "capacity_bytes"), 0) > 0, "capacity");
+		REQUIRE(jnum(jget(d, "heartbeat_age_ms"), 1e9) < 30000, "heartbeat age");
 	}
 	json_free(v);
 
 	/* daemons, text and JSON */
-	CHECK(ctl("daemons", NULL, NULL, NULL) == 0, "daemons");
+	REQUIRE(ctl("daemons", NULL, NULL, NULL) == 0, "daemons");
 	for (int i = 0; i < DAEMONS; i++)
-		CHECK(strstr(ctl_out, daemons[i].uuid_text) && strstr(ctl_out, daemons[i].proc.uri),
-		      "daemons lists %s", daemons[i].proc.uri);
-	CHECK(ctl("daemons", "--json", NULL, NULL) == 0, "daemons --json");
+		REQUIRE(strstr(ctl_out, daemons[i].uuid_text) &&
+				strstr(ctl_out, daemons[i].proc.uri),
+			"daemons lists %s", daemons[i].proc.uri);
+	REQUIRE(ctl("daemons", "--json", NULL, NULL) == 0, "daemons --json");
 	v = ctl_json();
-	CHECK(jlen(jget(v, "daemons")) == DAEMONS, "daemons --json count");
+	REQUIRE(jlen(jget(v, "daemons")) == DAEMONS, "daemons --json count");
 	json_free(v);
 
 	/* stats: every byte written shows up, with latency percentiles */
-	CHECK(ctl("stats", NULL, NULL, NULL) == 0, "stats: %s", ctl_errbuf);
-	CHECK(strstr(ctl_out, "chunk_write") && strstr(ctl_out, "p99"), "stats table:\n%s",
-	      ctl_out);
-	CHECK(ctl("stats", "--json", NULL, NULL) == 0, "stats --json");
+	REQUIRE(ctl("stats", NULL, NULL, NULL) == 0, "stats: %s", ctl_errbuf);
+	REQUIRE(strstr(ctl_out, "chunk_write") && strstr(ctl_out, "p99"), "stats table:\n%s",
+		ctl_out);
+	REQUIRE(ctl("stats", "--json", NULL, NULL) == 0, "stats --json");
 	v = ctl_json();
 	ds = jget(v, "daemons");
-	CHECK(jlen(ds) == DAEMONS, "stats of %zu daemons", jlen(ds));
+	REQUIRE(jlen(ds) == DAEMONS, "stats of %zu daemons", jlen(ds));
 	for (size_t i = 0; i < jlen(ds); i++) {
 		struct jv *d = jat(ds, i), *ops = jget(d, "ops");
 
 		sum_written += (uint64_t)jnum(jget(d, "bytes_written"), 0);
-		CHECK(jnum(jget(d, "uptime_sec"), -1) >= 0 && jget(d, "checksum_errors"),
-		      "stats fields");
+		REQUIRE(jnum(jget(d, "uptime_sec"), -1) >= 0 && jget(d, "checksum_errors"),
+			"stats fields");
 		for (size_t k = 0; k < jlen(ops); k++) {
 			struct jv *op = jat(ops, k);
 
 			if (strcmp(jstr(jget(op, "method")), "chunk_write") != 0 ||
 			    jnum(jget(op, "count"), 0) == 0)
 				continue;
-			CHECK(jnum(jget(jget(op, "latency_us"), "p50"), -1) > 0 &&
-				      jnum(jget(jget(op, "latency_us"), "p99"), -1) >=
-					      jnum(jget(jget(op, "latency_us"), "p50"), -1),
-			      "chunk_write percentiles");
+			REQUIRE(jnum(jget(jget(op, "latency_us"), "p50"), -1) > 0 &&
+					jnum(jget(jget(op, "latency_us"), "p99"), -1) >=
+						jnum(jget(jget(op, "latency_us"), "p50"), -1),
+				"chunk_write percentiles");
 		}
 	}
-	CHECK(sum_written == written, "stats: %" PRIu64 " bytes written, %" PRIu64 " expected",
-	      sum_written, written);
+	REQUIRE(sum_written == written, "stats: %" PRIu64 " bytes written, %" PRIu64 " expected",
+		sum_written, written);
 	json_free(v);
 
 	/* one daemon, by UUID prefix and by address */
 	snprintf(prefix, sizeof(prefix), "%.8s", daemons[2].uuid_text);
-	CHECK(ctl("--json", "stats", prefix, NULL) == 0, "stats PREFIX");
+	REQUIRE(ctl("--json", "stats", prefix, NULL) == 0, "stats PREFIX");
 	v = ctl_json();
-	CHECK(jlen(jget(v, "daemons")) == 1 &&
-		      strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")),
-			     daemons[2].uuid_text) == 0,
-	      "stats of one daemon by prefix");
+	REQUIRE(jlen(jget(v, "daemons")) == 1 &&
+			strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")),
+			       daemons[2].uuid_text) == 0,
+		"stats of one daemon by prefix");
 	json_free(v);
-	CHECK(ctl("--json", "stats", daemons[3].proc.uri + strlen("tcp://"), NULL) == 0,
-	      "stats ADDRESS");
+	REQUIRE(ctl("--json", "stats", daemons[3].proc.uri + strlen("tcp://"), NULL) == 0,
+		"stats ADDRESS");
 	v = ctl_json();
-	CHECK(strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")), daemons[3].uuid_text) == 0,
-	      "stats by address");
+	REQUIRE(strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")), daemons[3].uuid_text) == 0,
+		"stats by address");
 	json_free(v);
 
 	/* usage and configuration errors: 2 */
-	CHECK(ctl("stats", "zzzz", NULL, NULL) == 2, "unknown daemon");
-	CHECK(strstr(ctl_errbuf, "zzzz"), "names the daemon asked for: %s", ctl_errbuf);
-	CHECK(ctl("stats", "", NULL, NULL) == 2, "empty daemon name");
-	CHECK(ctl("frobnicate", NULL, NULL, NULL) == 2, "unknown command");
-	CHECK(ctl("fsck", "--force", NULL, NULL) == 2, "a flag of another command");
-	CHECK(ctl("--timeout", "0", "status", NULL) == 2, "bad timeout");
-	CHECK(ctl("drain", NULL, NULL, NULL) == 2, "drain without a daemon");
+	REQUIRE(ctl("stats", "zzzz", NULL, NULL) == 2, "unknown daemon");
+	REQUIRE(strstr(ctl_errbuf, "zzzz"), "names the daemon asked for: %s", ctl_errbuf);
+	REQUIRE(ctl("stats", "", NULL, NULL) == 2, "empty daemon name");
+	REQUIRE(ctl("frobnicate", NULL, NULL, NULL) == 2, "unknown command");
+	REQUIRE(ctl("fsck", "--force", NULL, NULL) == 2, "a flag of another command");
+	REQUIRE(ctl("--timeout", "0", "status", NULL) == 2, "bad timeout");
+	REQUIRE(ctl("drain", NULL, NULL, NULL) == 2, "drain without a daemon");
 	{
 		const char *args[] = {
 			"-m", daemons[0].proc.uri, "-s", "/nonexistent/secret", "status", NULL};
 
-		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "missing secret");
-		CHECK(strstr(ctl_errbuf, "/nonexistent/secret"), "names the secret file");
+		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "missing secret");
+		REQUIRE(strstr(ctl_errbuf, "/nonexistent/secret"), "names the secret file");
 	}
 	{
 		char wrong[300];
@@ -566,26 +567,28 @@ static void test_cli(void)
 
 		snprintf(wrong, sizeof(wrong), "%s/wrong-secret", harness_dir());
 		f = fopen(wrong, "w");
-		CHECK(f, "wrong secret file");
+		REQUIRE(f, "wrong secret file");
 		fputs("not the cluster secret\n", f);
 		fclose(f);
-		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "wrong secret");
-		CHECK(strstr(ctl_errbuf, "secret"), "says the secret was refused: %s", ctl_errbuf);
+		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "wrong secret");
+		REQUIRE(strstr(ctl_errbuf, "secret"), "says the secret was refused: %s",
+			ctl_errbuf);
 	}
 
 	/* the metadata service unreachable: 3, naming the address */
 	{
 		const char *args[] = {"-m", "tcp://127.0.0.1:1", "-s", secret_path, "status", NULL};
 
-		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 3, "unreachable service");
-		CHECK(strstr(ctl_errbuf, "tcp://127.0.0.1:1") && strstr(ctl_errbuf, "refused"),
-		      "message names the address and the error: %s", ctl_errbuf);
+		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 3,
+			"unreachable service");
+		REQUIRE(strstr(ctl_errbuf, "tcp://127.0.0.1:1") && strstr(ctl_errbuf, "refused"),
+			"message names the address and the error: %s", ctl_errbuf);
 	}
 
 	/* the config file, then the environment over it, then flags over both */
 	snprintf(cfg_path, sizeof(cfg_path), "%s/rdmafsctl.conf", harness_dir());
 	f = fopen(cfg_path, "w");
-	CHECK(f, "config file");
+	REQUIRE(f, "config file");
 	fprintf(f, "[rdmafsctl]\nmeta = %s\nsecret_file = %s\ntimeout = 5\n", daemons[0].proc.uri,
 		secret_path);
 	fclose(f);
@@ -598,39 +601,39 @@ static void test_cli(void)
 		snprintf(bad_meta, sizeof(bad_meta), "RDMAFS_META=tcp://127.0.0.1:1");
 		env[n_env++] = "PATH=/usr/bin:/bin";
 		env[n_env] = NULL;
-		CHECK(run_ctl_env(args, e, ctl_out, ctl_errbuf) == 0, "config file: %s",
-		      ctl_errbuf);
+		REQUIRE(run_ctl_env(args, e, ctl_out, ctl_errbuf) == 0, "config file: %s",
+			ctl_errbuf);
 		env[n_env++] = bad_meta;
 		env[n_env] = NULL;
-		CHECK(run_ctl_env(args, e, ctl_out, ctl_errbuf) == 3,
-		      "RDMAFS_META wins over the file");
-		CHECK(run_ctl_env(args_flag, e, ctl_out, ctl_errbuf) == 0,
-		      "-m wins over RDMAFS_META");
+		REQUIRE(run_ctl_env(args, e, ctl_out, ctl_errbuf) == 3,
+			"RDMAFS_META wins over the file");
+		REQUIRE(run_ctl_env(args_flag, e, ctl_out, ctl_errbuf) == 0,
+			"-m wins over RDMAFS_META");
 	}
 	f = fopen(cfg_path, "w");
-	CHECK(f, "config file");
+	REQUIRE(f, "config file");
 	fputs("[rdmafsctl]\nmetta = tcp://x:1\n", f);
 	fclose(f);
 	{
 		const char *args[] = {"--config", cfg_path, "status", NULL};
 
-		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "unknown config key");
-		CHECK(strstr(ctl_errbuf, "metta"), "names the bad key: %s", ctl_errbuf);
+		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "unknown config key");
+		REQUIRE(strstr(ctl_errbuf, "metta"), "names the bad key: %s", ctl_errbuf);
 	}
 	{
 		const char *args[] = {"--help", NULL};
 
-		CHECK(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 0 &&
-			      strstr(ctl_out, "drain") && strstr(ctl_out, "fsck"),
-		      "--help");
+		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 0 &&
+				strstr(ctl_out, "drain") && strstr(ctl_out, "fsck"),
+			"--help");
 	}
 
 	/* a daemon down: stats still reports the others, exits 3 and names it */
-	CHECK(daemon_stop(&daemons[3].proc, SIGKILL) != -1, "stop daemon 3");
-	CHECK(ctl("stats", NULL, NULL, NULL) == 3, "stats with a daemon down");
-	CHECK(strstr(ctl_errbuf, daemons[3].proc.uri), "names the daemon's address: %s",
-	      ctl_errbuf);
-	CHECK(strstr(ctl_out, daemons[1].uuid_text), "still reports the others");
+	REQUIRE(daemon_stop(&daemons[3].proc, SIGKILL) != -1, "stop daemon 3");
+	REQUIRE(ctl("stats", NULL, NULL, NULL) == 3, "stats with a daemon down");
+	REQUIRE(strstr(ctl_errbuf, daemons[3].proc.uri), "names the daemon's address: %s",
+		ctl_errbuf);
+	REQUIRE(strstr(ctl_out, daemons[1].uuid_text), "still reports the others");
 }
 
 /* ---- drain ---- */
@@ -699,7 +702,7 @@ static void check_fenced(struct cluster_daemon *victim)
 	uint8_t *buf = malloc(1u << 20);
 	size_t checked = 0;
 
-	CHECK(buf, "out of memory");
+	REQUIRE(buf, "out of memory");
 	for (size_t i = 0; i < file_count; i++) {
 		const struct file *f = &files[i];
 		struct file fresh;
@@ -709,23 +712,24 @@ static void check_fenced(struct cluster_daemon *victim)
 		for (uint64_t idx = 0; idx * f->chunk_size < f->size; idx++) {
 			if (placed(f, idx) != victim || idx == f->hole)
 				continue;
-			CHECK(fresh.generation == f->generation + 1,
-			      "%s: layout generation %" PRIu64 " after the drain, was %" PRIu64,
-			      f->name, fresh.generation, f->generation);
-			CHECK(rfc_chunk_read(victim->client,
-					     (struct rfc_chunk){f->ino, idx, f->generation}, 0, buf,
-					     f->chunk_size, &got, NULL) == -ESTALE,
-			      "%s chunk %" PRIu64 ": the drained daemon serves the old layout",
-			      f->name, idx);
-			CHECK(rfc_chunk_read(victim->client,
-					     (struct rfc_chunk){f->ino, idx, fresh.generation}, 0,
-					     buf, f->chunk_size, &got, NULL) == 0,
-			      "%s chunk %" PRIu64 ": the new generation is refused", f->name, idx);
+			REQUIRE(fresh.generation == f->generation + 1,
+				"%s: layout generation %" PRIu64 " after the drain, was %" PRIu64,
+				f->name, fresh.generation, f->generation);
+			REQUIRE(rfc_chunk_read(victim->client,
+					       (struct rfc_chunk){f->ino, idx, f->generation}, 0,
+					       buf, f->chunk_size, &got, NULL) == -ESTALE,
+				"%s chunk %" PRIu64 ": the drained daemon serves the old layout",
+				f->name, idx);
+			REQUIRE(rfc_chunk_read(victim->client,
+					       (struct rfc_chunk){f->ino, idx, fresh.generation}, 0,
+					       buf, f->chunk_size, &got, NULL) == 0,
+				"%s chunk %" PRIu64 ": the new generation is refused", f->name,
+				idx);
 			checked++;
 			break;
 		}
 	}
-	CHECK(checked > 0, "no file had a chunk on the drained daemon");
+	REQUIRE(checked > 0, "no file had a chunk on the drained daemon");
 	free(buf);
 }
 
@@ -738,31 +742,31 @@ static void test_drain(void)
 	int rc;
 
 	write_files();
-	CHECK(daemon_chunks(victim) > 0, "the daemon to drain holds no chunk: nothing to test");
+	REQUIRE(daemon_chunks(victim) > 0, "the daemon to drain holds no chunk: nothing to test");
 
 	/* remove refuses a daemon that is not drained */
-	CHECK(ctl("remove", victim->uuid_text, NULL, NULL) == 4, "remove before drain: %s",
-	      ctl_errbuf);
-	CHECK(strstr(ctl_errbuf, "drain"), "says to drain first: %s", ctl_errbuf);
-	CHECK(ctl("--json", "drain", "--status", victim->uuid_text) == 0, "drain --status");
+	REQUIRE(ctl("remove", victim->uuid_text, NULL, NULL) == 4, "remove before drain: %s",
+		ctl_errbuf);
+	REQUIRE(strstr(ctl_errbuf, "drain"), "says to drain first: %s", ctl_errbuf);
+	REQUIRE(ctl("--json", "drain", "--status", victim->uuid_text) == 0, "drain --status");
 	v = ctl_json();
-	CHECK(strcmp(jstr(jget(v, "state")), "up") == 0 && jget(v, "removable") &&
-		      !jget(v, "removable")->b,
-	      "drain --status before the drain");
+	REQUIRE(strcmp(jstr(jget(v, "state")), "up") == 0 && jget(v, "removable") &&
+			!jget(v, "removable")->b,
+		"drain --status before the drain");
 	json_free(v);
 
-	CHECK(pthread_create(&r.thread, NULL, reader_main, &r) == 0, "reader thread");
+	REQUIRE(pthread_create(&r.thread, NULL, reader_main, &r) == 0, "reader thread");
 	while (r.passes < 2 && !r.error)
 		usleep(10000);
 
 	rc = ctl("--json", "drain", "--wait", victim->uuid_text);
 	v = rc == 0 ? ctl_json() : NULL;
-	CHECK(rc == 0, "drain exit %d: %s", rc, ctl_errbuf);
-	CHECK(strstr(ctl_errbuf, "files to move"), "--wait prints progress: %s", ctl_errbuf);
-	CHECK(jget(v, "removable") && jget(v, "removable")->b, "drain: not removable");
-	CHECK(jnum(jget(v, "files_moved"), 0) > 0 && jnum(jget(v, "chunks_moved"), 0) > 0,
-	      "drain moved nothing");
-	CHECK(jnum(jget(v, "files_failed"), 1) == 0, "drain: files failed");
+	REQUIRE(rc == 0, "drain exit %d: %s", rc, ctl_errbuf);
+	REQUIRE(strstr(ctl_errbuf, "files to move"), "--wait prints progress: %s", ctl_errbuf);
+	REQUIRE(jget(v, "removable") && jget(v, "removable")->b, "drain: not removable");
+	REQUIRE(jnum(jget(v, "files_moved"), 0) > 0 && jnum(jget(v, "chunks_moved"), 0) > 0,
+		"drain moved nothing");
+	REQUIRE(jnum(jget(v, "files_failed"), 1) == 0, "drain: files failed");
 	json_free(v);
 
 	/* the reader keeps going a full pass on the new layouts, still correct */
@@ -771,49 +775,50 @@ static void test_drain(void)
 		usleep(10000);
 	r.stop = true;
 	pthread_join(r.thread, NULL);
-	CHECK(r.error == 0, "reader during the drain: %s", r.why);
-	CHECK(r.reads_stale > 0 && r.reads_fresh > 0, "the reader read with both layouts");
+	REQUIRE(r.error == 0, "reader during the drain: %s", r.why);
+	REQUIRE(r.reads_stale > 0 && r.reads_fresh > 0, "the reader read with both layouts");
 	check_fenced(victim);
 
-	CHECK(ctl("--json", "status", NULL, NULL) == 0, "status after the drain");
+	REQUIRE(ctl("--json", "status", NULL, NULL) == 0, "status after the drain");
 	v = ctl_json();
 	for (size_t i = 0; i < jlen(jget(v, "daemons")); i++) {
 		struct jv *d = jat(jget(v, "daemons"), i);
 
 		if (strcmp(jstr(jget(d, "uuid")), victim->uuid_text) != 0)
 			continue;
-		CHECK(strcmp(jstr(jget(d, "state")), "draining") == 0 && jget(d, "drained") &&
-			      jget(d, "drained")->b,
-		      "status shows the daemon drained");
+		REQUIRE(strcmp(jstr(jget(d, "state")), "draining") == 0 && jget(d, "drained") &&
+				jget(d, "drained")->b,
+			"status shows the daemon drained");
 	}
 	json_free(v);
-	CHECK(ctl("status", NULL, NULL, NULL) == 0 && strstr(ctl_out, "drained"),
-	      "status text says drained:\n%s", ctl_out);
+	REQUIRE(ctl("status", NULL, NULL, NULL) == 0 && strstr(ctl_out, "drained"),
+		"status text says drained:\n%s", ctl_out);
 
 	/* no file needs the daemon any more: stop it and read everything */
 	daemon_stop(&victim->proc, SIGKILL);
 	verify_all_fresh(victim->uuid);
 
-	CHECK(ctl("remove", victim->uuid_text, NULL, NULL) == 0, "remove: %s", ctl_errbuf);
-	CHECK(ctl("--json", "daemons", NULL, NULL) == 0, "daemons after remove");
+	REQUIRE(ctl("remove", victim->uuid_text, NULL, NULL) == 0, "remove: %s", ctl_errbuf);
+	REQUIRE(ctl("--json", "daemons", NULL, NULL) == 0, "daemons after remove");
 	v = ctl_json();
 	for (size_t i = 0; i < jlen(jget(v, "daemons")); i++) {
 		struct jv *d = jat(jget(v, "daemons"), i);
 
 		if (strcmp(jstr(jget(d, "uuid")), victim->uuid_text) == 0)
-			CHECK(strcmp(jstr(jget(d, "state")), "removed") == 0, "state after remove");
+			REQUIRE(strcmp(jstr(jget(d, "state")), "removed") == 0,
+				"state after remove");
 	}
 	json_free(v);
 	/* new files go to the others; the whole filesystem checks clean */
 	write_file("after-remove", 3u << 20, UINT64_MAX);
 	verify_all_fresh(victim->uuid);
-	CHECK(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after drain and remove: %s\n%s", ctl_errbuf,
-	      ctl_out);
+	REQUIRE(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after drain and remove: %s\n%s",
+		ctl_errbuf, ctl_out);
 	/* a forced remove of a daemon in use makes fsck report lost files */
-	CHECK(ctl("--json", "remove", "--force", daemons[1].uuid_text) == 0, "remove --force");
-	CHECK(ctl("--json", "fsck", NULL, NULL) == 1, "fsck after a forced remove");
+	REQUIRE(ctl("--json", "remove", "--force", daemons[1].uuid_text) == 0, "remove --force");
+	REQUIRE(ctl("--json", "fsck", NULL, NULL) == 1, "fsck after a forced remove");
 	v = ctl_json();
-	CHECK(jnum(jget(v, "lost_count"), 0) > 0, "fsck reports lost files");
+	REQUIRE(jnum(jget(v, "lost_count"), 0) > 0, "fsck reports lost files");
 	json_free(v);
 }
 
@@ -828,11 +833,11 @@ static void corrupt_chunk(struct cluster_daemon *d, uint64_t ino, uint64_t index
 	snprintf(path, sizeof(path), "%s/chunks/%016" PRIx64 "/%016" PRIx64, d->proc.data_dir, ino,
 		 index);
 	fd = open(path, O_RDWR);
-	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
-	CHECK(pread(fd, &byte, 1, 100) == 1, "read %s", path);
+	REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
+	REQUIRE(pread(fd, &byte, 1, 100) == 1, "read %s", path);
 	byte ^= 0x5a;
-	CHECK(pwrite(fd, &byte, 1, 100) == 1, "write %s", path);
-	CHECK(fsync(fd) == 0, "fsync");
+	REQUIRE(pwrite(fd, &byte, 1, 100) == 1, "write %s", path);
+	REQUIRE(fsync(fd) == 0, "fsync");
 	close(fd);
 }
 
@@ -847,8 +852,8 @@ static void test_scrub(void)
 
 	write_files();
 	/* a clean cluster scrubs clean */
-	CHECK(ctl("scrub", NULL, NULL, NULL) == 0, "scrub of a clean cluster: %s\n%s", ctl_errbuf,
-	      ctl_out);
+	REQUIRE(ctl("scrub", NULL, NULL, NULL) == 0, "scrub of a clean cluster: %s\n%s", ctl_errbuf,
+		ctl_out);
 
 	f = &files[5];
 	bad = placed(f, 0);
@@ -858,52 +863,52 @@ static void test_scrub(void)
 			good = &daemons[i];
 
 	rc = ctl("scrub", NULL, NULL, NULL);
-	CHECK(rc == 1, "scrub with a corrupted chunk exits %d:\n%s%s", rc, ctl_out, ctl_errbuf);
-	CHECK(strstr(ctl_out, bad->uuid_text) && strstr(ctl_out, "checksum mismatch"),
-	      "scrub names the daemon and the damage:\n%s", ctl_out);
+	REQUIRE(rc == 1, "scrub with a corrupted chunk exits %d:\n%s%s", rc, ctl_out, ctl_errbuf);
+	REQUIRE(strstr(ctl_out, bad->uuid_text) && strstr(ctl_out, "checksum mismatch"),
+		"scrub names the daemon and the damage:\n%s", ctl_out);
 
-	CHECK(ctl("--json", "scrub", NULL, NULL) == 1, "scrub --json");
+	REQUIRE(ctl("--json", "scrub", NULL, NULL) == 1, "scrub --json");
 	v = ctl_json();
-	CHECK(jnum(jget(v, "bad_total"), 0) == 1, "one bad chunk, not %g",
-	      jnum(jget(v, "bad_total"), 0));
+	REQUIRE(jnum(jget(v, "bad_total"), 0) == 1, "one bad chunk, not %g",
+		jnum(jget(v, "bad_total"), 0));
 	ds = jget(v, "daemons");
 	for (size_t i = 0; i < jlen(ds); i++) {
 		struct jv *d = jat(ds, i);
 
-		CHECK(strcmp(jstr(jget(d, "state")), "done") == 0, "scrub state");
-		CHECK(jnum(jget(d, "chunks_checked"), -1) == jnum(jget(d, "chunks_total"), -2),
-		      "every chunk checked");
+		REQUIRE(strcmp(jstr(jget(d, "state")), "done") == 0, "scrub state");
+		REQUIRE(jnum(jget(d, "chunks_checked"), -1) == jnum(jget(d, "chunks_total"), -2),
+			"every chunk checked");
 		for (size_t k = 0; k < jlen(jget(d, "bad")); k++) {
 			struct jv *b = jat(jget(d, "bad"), k);
 
-			CHECK(strcmp(jstr(jget(d, "uuid")), bad->uuid_text) == 0, "bad on %s",
-			      jstr(jget(d, "uuid")));
-			CHECK((uint64_t)jnum(jget(b, "inode"), 0) == f->ino &&
-				      jnum(jget(b, "index"), -1) == 0 &&
-				      jnum(jget(b, "block"), -1) == 0 &&
-				      strcmp(jstr(jget(b, "error")), "checksum mismatch") == 0,
-			      "the bad chunk's identity");
+			REQUIRE(strcmp(jstr(jget(d, "uuid")), bad->uuid_text) == 0, "bad on %s",
+				jstr(jget(d, "uuid")));
+			REQUIRE((uint64_t)jnum(jget(b, "inode"), 0) == f->ino &&
+					jnum(jget(b, "index"), -1) == 0 &&
+					jnum(jget(b, "block"), -1) == 0 &&
+					strcmp(jstr(jget(b, "error")), "checksum mismatch") == 0,
+				"the bad chunk's identity");
 			found++;
 		}
 	}
-	CHECK(found == 1, "%" PRIu64 " bad chunks listed", found);
+	REQUIRE(found == 1, "%" PRIu64 " bad chunks listed", found);
 	json_free(v);
 
 	/* one daemon at a time: the damaged one fails, a clean one passes */
 	snprintf(prefix, sizeof(prefix), "%.8s", bad->uuid_text);
-	CHECK(ctl("scrub", prefix, NULL, NULL) == 1, "scrub of the damaged daemon");
-	CHECK(ctl("scrub", good->uuid_text, NULL, NULL) == 0, "scrub of a clean daemon");
-	CHECK(ctl("scrub", "--status", prefix, NULL) == 1, "scrub --status keeps the result");
-	CHECK(ctl("--json", "stats", prefix, NULL) == 0, "stats");
+	REQUIRE(ctl("scrub", prefix, NULL, NULL) == 1, "scrub of the damaged daemon");
+	REQUIRE(ctl("scrub", good->uuid_text, NULL, NULL) == 0, "scrub of a clean daemon");
+	REQUIRE(ctl("scrub", "--status", prefix, NULL) == 1, "scrub --status keeps the result");
+	REQUIRE(ctl("--json", "stats", prefix, NULL) == 0, "stats");
 	v = ctl_json();
-	CHECK(jnum(jget(jat(jget(v, "daemons"), 0), "checksum_errors"), 0) >= 1,
-	      "the damage counts in checksum_errors");
+	REQUIRE(jnum(jget(jat(jget(v, "daemons"), 0), "checksum_errors"), 0) >= 1,
+		"the damage counts in checksum_errors");
 	json_free(v);
 	/* fsck reports what the scrub found */
-	CHECK(ctl("--json", "fsck", NULL, NULL) == 1, "fsck with a bad chunk");
+	REQUIRE(ctl("--json", "fsck", NULL, NULL) == 1, "fsck with a bad chunk");
 	v = ctl_json();
-	CHECK(jnum(jget(v, "bad_count"), 0) == 1 && jnum(jget(v, "orphan_count"), -1) == 0,
-	      "fsck: bad 1, no orphans");
+	REQUIRE(jnum(jget(v, "bad_count"), 0) == 1 && jnum(jget(v, "orphan_count"), -1) == 0,
+		"fsck: bad 1, no orphans");
 	json_free(v);
 }
 
@@ -913,7 +918,7 @@ static bool chunk_exists(struct cluster_daemon *d, uint64_t ino, uint64_t index)
 {
 	struct rfc_chunk_state st;
 
-	CHECK(rfc_chunk_stat(d->client, (struct rfc_chunk){ino, index}, &st) == 0, "stat");
+	REQUIRE(rfc_chunk_stat(d->client, (struct rfc_chunk){ino, index}, &st) == 0, "stat");
 	return st.exists;
 }
 
@@ -928,36 +933,36 @@ static void test_fsck(void)
 	int rc;
 
 	write_files();
-	CHECK(ctl("fsck", NULL, NULL, NULL) == 0, "fsck of a clean cluster: %s\n%s", ctl_errbuf,
-	      ctl_out);
-	CHECK(ctl("--json", "fsck", NULL, NULL) == 0, "fsck --json");
+	REQUIRE(ctl("fsck", NULL, NULL, NULL) == 0, "fsck of a clean cluster: %s\n%s", ctl_errbuf,
+		ctl_out);
+	REQUIRE(ctl("--json", "fsck", NULL, NULL) == 0, "fsck --json");
 	v = ctl_json();
-	CHECK(jnum(jget(v, "orphan_count"), -1) == 0 && jnum(jget(v, "lost_count"), -1) == 0,
-	      "clean");
+	REQUIRE(jnum(jget(v, "orphan_count"), -1) == 0 && jnum(jget(v, "lost_count"), -1) == 0,
+		"clean");
 	/* the sparse file's unwritten chunk is a hole, not damage */
-	CHECK(jnum(jget(v, "holes"), 0) >= 1, "holes counted");
-	CHECK(jnum(jget(v, "files"), 0) == (double)file_count, "files counted");
+	REQUIRE(jnum(jget(v, "holes"), 0) >= 1, "holes counted");
+	REQUIRE(jnum(jget(v, "files"), 0) == (double)file_count, "files counted");
 	json_free(v);
 
 	/* an orphan of no inode, and one past the end of a closed file */
 	d1 = &daemons[1];
-	CHECK(rfc_chunk_write(d1->client, (struct rfc_chunk){no_ino, 0}, 1u << 20, 0, junk,
-			      sizeof(junk), true, NULL) == 0,
-	      "write an orphan");
+	REQUIRE(rfc_chunk_write(d1->client, (struct rfc_chunk){no_ino, 0}, 1u << 20, 0, junk,
+				sizeof(junk), true, NULL) == 0,
+		"write an orphan");
 	small = &files[1];
 	d2 = placed(small, 7);
-	CHECK(rfc_chunk_write(d2->client, (struct rfc_chunk){small->ino, 7}, small->chunk_size, 0,
-			      junk, sizeof(junk), true, NULL) == 0,
-	      "write past the end");
+	REQUIRE(rfc_chunk_write(d2->client, (struct rfc_chunk){small->ino, 7}, small->chunk_size, 0,
+				junk, sizeof(junk), true, NULL) == 0,
+		"write past the end");
 
 	rc = ctl("fsck", NULL, NULL, NULL);
-	CHECK(rc == 1, "fsck with orphans exits %d:\n%s%s", rc, ctl_out, ctl_errbuf);
-	CHECK(strstr(ctl_out, "987654321") && strstr(ctl_out, "no such inode"),
-	      "fsck names the orphan:\n%s", ctl_out);
-	CHECK(ctl("--json", "fsck", NULL, NULL) == 1, "fsck --json with orphans");
+	REQUIRE(rc == 1, "fsck with orphans exits %d:\n%s%s", rc, ctl_out, ctl_errbuf);
+	REQUIRE(strstr(ctl_out, "987654321") && strstr(ctl_out, "no such inode"),
+		"fsck names the orphan:\n%s", ctl_out);
+	REQUIRE(ctl("--json", "fsck", NULL, NULL) == 1, "fsck --json with orphans");
 	v = ctl_json();
 	orphans = jget(v, "orphans");
-	CHECK(jnum(jget(v, "orphan_count"), 0) == 2 && jlen(orphans) == 2, "two orphans");
+	REQUIRE(jnum(jget(v, "orphan_count"), 0) == 2 && jlen(orphans) == 2, "two orphans");
 	for (size_t i = 0; i < jlen(orphans); i++) {
 		struct jv *o = jat(orphans, i);
 		uint64_t ino = (uint64_t)jnum(jget(o, "inode"), 0);
@@ -968,19 +973,20 @@ static void test_fsck(void)
 		if (ino == small->ino)
 			seen_eof = jnum(jget(o, "index"), 0) == 7 &&
 				   strcmp(jstr(jget(o, "reason")), "past the end of the file") == 0;
-		CHECK(jget(o, "removed") && !jget(o, "removed")->b, "not removed without --repair");
+		REQUIRE(jget(o, "removed") && !jget(o, "removed")->b,
+			"not removed without --repair");
 	}
-	CHECK(seen_no_inode && seen_eof, "both orphans described");
+	REQUIRE(seen_no_inode && seen_eof, "both orphans described");
 	json_free(v);
-	CHECK(chunk_exists(d1, no_ino, 0), "fsck without --repair removes nothing");
+	REQUIRE(chunk_exists(d1, no_ino, 0), "fsck without --repair removes nothing");
 
-	CHECK(ctl("--json", "fsck", "--repair", NULL) == 0, "fsck --repair: %s", ctl_errbuf);
+	REQUIRE(ctl("--json", "fsck", "--repair", NULL) == 0, "fsck --repair: %s", ctl_errbuf);
 	v = ctl_json();
-	CHECK(jnum(jget(v, "orphans_removed"), 0) == 2, "two orphans removed");
+	REQUIRE(jnum(jget(v, "orphans_removed"), 0) == 2, "two orphans removed");
 	json_free(v);
-	CHECK(!chunk_exists(d1, no_ino, 0) && !chunk_exists(d2, small->ino, 7),
-	      "the orphans are gone");
-	CHECK(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after the repair:\n%s", ctl_out);
+	REQUIRE(!chunk_exists(d1, no_ino, 0) && !chunk_exists(d2, small->ino, 7),
+		"the orphans are gone");
+	REQUIRE(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after the repair:\n%s", ctl_out);
 	verify_all_fresh(NULL);
 }
 
@@ -1004,7 +1010,7 @@ int main(int argc, char **argv)
 	else if (strcmp(argv[3], "fsck") == 0)
 		test_fsck();
 	else
-		CHECK(false, "unknown case %s", argv[3]);
+		check_error("unknown case %s", argv[3]);
 	for (int i = 0; i < DAEMONS; i++)
 		rfc_client_destroy(daemons[i].client);
 	rfc_client_destroy(meta);
