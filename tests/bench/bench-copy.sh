@@ -4,7 +4,7 @@
 # bench-copy: rdmafs-copy into rdmafs beside `cp -a` and `rsync -a` into an
 # rdmafs-fuse mount of the same filesystem, in one run, on a loopback cluster
 # (a metadata daemon and 3 storage daemons over tcp, started by
-# tests/fs/cluster.sh). Two workloads: one large file and many small files.
+# tests/lib/cluster.sh). Two workloads: one large file and many small files.
 # Prints a table (seconds, MB/s, files/s, speed relative to cp -a) and writes
 # the same as JSON. A benchmark, not a test: it asserts nothing but that
 # every copy succeeded.
@@ -29,17 +29,13 @@ if [ "${1:-}" != --inner ]; then
 		[ -x "$build/$p" ] || { echo "bench-copy: $build/$p not built" >&2; exit 1; }
 	done
 	command -v rsync >/dev/null || { echo "bench-copy: rsync not installed" >&2; exit 1; }
-	exec "$top/tests/fs/cluster.sh" --daemon "$build/storage-daemon/rdmafs-daemon" \
-		--fuse "$build/fuse-client/rdmafs-fuse" --timeout 7200 -- \
+	exec "$top/tests/lib/cluster.sh" --build "$build" --timeout 7200 -- \
 		"$0" --inner "$build/fuse-client/rdmafs-copy" "$(readlink -f "${BENCH_COPY_JSON:-bench-copy.json}")"
 fi
 
 # --- inside the cluster -------------------------------------------------------
 copy=$2 json=$3
 mnt=$RDMAFS_MOUNT dir=$RDMAFS_CLUSTER_DIR
-# shellcheck source=/dev/null
-. "$dir/cluster.env"
-export RDMAFS_META=$meta_uri RDMAFS_SECRET_FILE=$dir/secret
 large_mb=${BENCH_COPY_LARGE_MB:-1024}
 nfiles=${BENCH_COPY_FILES:-20000}
 file_kb=${BENCH_COPY_FILE_KB:-4}

@@ -7,7 +7,7 @@
 #   tests/fault/crash-soak.sh --build DIR [--trials N] [--transport tcp|rdma]
 #                             [--seed S] [--writers W] [--storage N]
 #
-# Each trial starts a cluster (tests/fs/cluster.sh: a metadata daemon, N
+# Each trial starts a cluster (tests/lib/cluster.sh: a metadata daemon, N
 # storage daemons, two mounts), runs W writers on the first mount (random
 # sizes at random offsets, fsync after every few writes, each logging locally
 # what every successful fsync covered: tests/fault/soak.c), kills one daemon
@@ -127,7 +127,7 @@ out=$(mktemp "${TMPDIR:-/tmp}/crash-soak.XXXXXX") || check_error "mktemp"
 trap 'rm -f "$out"' EXIT
 for t in $(seq "$trials"); do
 	tseed=$((seed + t - 1))
-	"$here/../fs/cluster.sh" --transport "$kind" --daemon "$daemon" --fuse "$fuse" \
+	"$here/../lib/cluster.sh" --transport "$kind" --build "$build" \
 		--storage "$storage" --mounts 2 --timeout 600 -- \
 		"$(readlink -f "$0")" --trial "$soak" "$tseed" "$writers" "$storage" %MOUNT% %MOUNT2% \
 		>"$out" 2>&1

@@ -3,7 +3,7 @@
 #
 # drain.sh: `rdmafsctl drain` and `remove` of a storage daemon under writers
 # that keep their files open (issue 8, "the drain race"). Runs under
-# tests/fs/cluster.sh with --mounts 2:
+# tests/lib/cluster.sh with --mounts 2:
 #
 #   cluster.sh ... --mounts 2 -- drain.sh %MOUNT% %MOUNT2% FAULT_WRITER RDMAFSCTL
 #
@@ -39,12 +39,10 @@ error() {
 
 [ -x "$writer" ] || error "fault-writer not found or not executable: $writer"
 [ -x "$ctl" ] || error "rdmafsctl not found or not executable: $ctl"
-[ -n "${RDMAFS_CLUSTER_DIR:-}" ] && [ -n "$m2" ] ||
-	error "run under tests/fs/cluster.sh --mounts 2"
+meta_uri=${RDMAFS_CLUSTER_META:-} secret=${RDMAFS_CLUSTER_SECRET:-}
+[ -n "$meta_uri" ] && [ -n "$secret" ] && [ -n "$m2" ] ||
+	error "run under tests/lib/cluster.sh --mounts 2"
 command -v timeout >/dev/null || error "timeout(1) missing"
-# shellcheck source=/dev/null
-. "$RDMAFS_CLUSTER_DIR/cluster.env" || error "no cluster.env in $RDMAFS_CLUSTER_DIR"
-secret=$RDMAFS_CLUSTER_DIR/secret
 victim_dir=$("$RDMAFS_CLUSTER_CTL" ctl datadir 1) || error "no storage daemon 1"
 uuid=$(awk '$1 == "uuid" { print $2 }' "$victim_dir/rdmafs-format" 2>/dev/null)
 [ -n "$uuid" ] || error "no uuid in $victim_dir/rdmafs-format"

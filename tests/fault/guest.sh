@@ -11,8 +11,7 @@ kind=${2:-rdma}
 here=$(dirname "$(readlink -f "$0")")
 export RDMAFS_FAULT_STEPS=${RDMAFS_FAULT_STEPS:-8}
 export RDMAFS_FAULT_WAIT=${RDMAFS_FAULT_WAIT:-600}
-cluster=("$here/../fs/cluster.sh" --transport "$kind" --daemon "$build/storage-daemon/rdmafs-daemon"
-	--fuse "$build/fuse-client/rdmafs-fuse" --timeout 1800)
+cluster=("$here/../lib/cluster.sh" --transport "$kind" --build "$build" --timeout 1800)
 status=77
 # verdict RC: a failure outweighs an error, which outweighs a skip.
 verdict() {

@@ -12,8 +12,7 @@ kind=${2:-rdma}
 here=$(dirname "$(readlink -f "$0")")
 export RDMAFS_FS_OPS=${RDMAFS_FS_OPS:-20000}
 export RDMAFS_FS_BIGDIR_ENTRIES=${RDMAFS_FS_BIGDIR_ENTRIES:-2000}
-cluster=("$here/cluster.sh" --transport "$kind" --daemon "$build/storage-daemon/rdmafs-daemon"
-	--fuse "$build/fuse-client/rdmafs-fuse" --timeout 1200)
+cluster=("$here/../lib/cluster.sh" --transport "$kind" --build "$build" --timeout 1200)
 status=77
 run() {
 	local name=$1 rc

@@ -7,7 +7,7 @@
 # - a writer doing 1 MiB writes + fsync sees errors, not a hang;
 # - after the restart, the file and every write fsynced before the kill are
 #   intact, and new writes work.
-# Runs under cluster.sh (needs RDMAFS_CLUSTER_CTL to kill and restart).
+# Runs under tests/lib/cluster.sh (needs RDMAFS_CLUSTER_CTL to kill and restart).
 # Usage: restart.sh DIR
 # Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test itself could not
 # check (tests/lib/check.sh).
@@ -57,14 +57,14 @@ check_same "$work/A" "$local_dir/A" "A before any kill"
 
 # the victim: a storage daemon that holds chunks (A is the only data so far)
 victim=
-for pidfile in "$RDMAFS_CLUSTER_DIR"/storage*.pid; do
-	i=${pidfile##*/storage}
-	i=${i%.pid}
-	if [ -n "$(find "$("$ctl" ctl datadir "$i")/chunks" -type f 2>/dev/null | head -n 1)" ]; then
-		victim=$i
+# the cluster's daemons, one a line: NAME URI DATA_DIR (tests/lib/cluster.sh)
+while read -r name _ data_dir; do
+	[ "$name" = meta ] && continue
+	if [ -n "$(find "$data_dir/chunks" -type f 2>/dev/null | head -n 1)" ]; then
+		victim=${name#storage}
 		break
 	fi
-done
+done <"$RDMAFS_CLUSTER_DIR/daemons"
 [ -n "$victim" ] || fail "no storage daemon holds a chunk of an 8 MiB file: is data striped?"
 echo "storage daemon $victim holds chunks of A"
 

@@ -12,9 +12,10 @@
  *
  * Linux's FUSE refuses COLLAPSE_RANGE and INSERT_RANGE itself (EOPNOTSUPP
  * before rdmafs-fuse sees them), so on rdmafs (RDMAFS_CLUSTER_META set by
- * cluster.sh) those two run through the client core that rdmafs-fuse would
- * use (rfs_collapse_range(), rfs_insert_range()) and the result is read back
- * through the mount. The remounts use cluster.sh's "ctl remount".
+ * tests/lib/cluster.sh) those two run through the client core that
+ * rdmafs-fuse would use (rfs_collapse_range(), rfs_insert_range()) and the
+ * result is read back through the mount. The remounts use cluster.sh's
+ * "ctl remount".
  *
  * Usage: fs-sparse DIRECTORY. Exit 0 pass, 1 a check failed, 99 the check
  * itself could not run (no memory, no connection to the cluster, remount
