@@ -6,7 +6,7 @@
 # an unreachable service (3), a missing source and an unreadable file (1), a
 # storage daemon down in the middle of a copy (1, every failed file named),
 # after which a re-run with the daemon back completes the copy. Runs inside
-# copy-cluster.sh.
+# tests/lib/cluster.sh --no-fuse.
 set -u
 copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/errors

@@ -4,7 +4,7 @@
 # resume.sh COPY TREECMP: rdmafs-copy is killed with SIGKILL in the middle of
 # a large tree, in both directions; running it again finishes the copy, with
 # the temporaries of the killed run removed and the result identical to the
-# source. Runs inside copy-cluster.sh.
+# source. Runs inside tests/lib/cluster.sh --no-fuse.
 set -u
 copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/resume

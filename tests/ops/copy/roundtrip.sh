@@ -4,7 +4,7 @@
 # roundtrip.sh COPY TREECMP: a tree with every kind of file goes local ->
 # rdmafs -> local with rdmafs-copy and must come back identical in bytes and
 # metadata (treecmp). A second run must skip everything. Runs inside
-# copy-cluster.sh (RDMAFS_META, RDMAFS_SECRET_FILE, RDMAFS_CLUSTER_DIR).
+# tests/lib/cluster.sh --no-fuse (RDMAFS_META, RDMAFS_SECRET_FILE, RDMAFS_CLUSTER_DIR).
 set -u
 copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/roundtrip
