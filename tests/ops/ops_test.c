@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The ops suite: rdmafsctl against a live cluster over tcp, a daemon that
- * hosts the metadata service plus three storage daemons.
+ * The ops suite: rdmafsctl against a live cluster, a daemon that hosts the
+ * metadata service plus three storage daemons, started by tests/lib/cluster.sh
+ * over tcp or rdma:
  *
- *   ops-test RDMAFS_DAEMON RDMAFSCTL CASE
+ *   cluster.sh --no-fuse --transport KIND ... -- ops-test RDMAFSCTL CASE
  *
  * Files are written through librdmafs_client and the metadata calls (no
  * FUSE): CREATE at the metadata service, each chunk to the daemon that
@@ -31,7 +32,8 @@
 #include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
 #include "rdmafs_common.h"
-#include "harness.h"
+#include "check.h"
+#include "cluster.h"
 #include "json.h"
 
 extern char **environ;
@@ -44,8 +46,16 @@ extern char **environ;
 
 static const char *ctl_path;
 
+/* The cluster cluster.sh runs this under, and room for our own files in it. */
+static struct test_cluster cluster;
+static char work_dir[TEST_CLUSTER_PATH_MAX + 16];
+static uint8_t *secret;
+static size_t secret_len;
+
 struct cluster_daemon {
-	struct daemon_proc proc;
+	const char *name; /* cluster.sh ctl's name for it */
+	const char *uri;
+	const char *data_dir;
 	uint8_t uuid[16];
 	char uuid_text[37];
 	struct rfc_client *client;
@@ -53,7 +63,7 @@ struct cluster_daemon {
 
 static struct cluster_daemon daemons[DAEMONS];
 static struct rfc_client *meta; /* the metadata service (daemons[0]) */
-static char secret_path[300];
+static const char *secret_path;
 
 struct file {
 	char name[32];
@@ -72,6 +82,25 @@ static struct file files[MAX_FILES];
 static size_t file_count;
 
 /* ---- small helpers ---- */
+
+/* Deterministic file contents: byte @pos of the stream @seed. */
+static uint8_t stream_byte(uint64_t seed, uint64_t pos)
+{
+	uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (pos * 0xbf58476d1ce4e5b9ull);
+
+	x ^= x >> 31;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 29;
+	return (uint8_t)x;
+}
+
+/* SIGKILLs daemon @d through cluster.sh and waits until it is gone. */
+static void kill_daemon(struct cluster_daemon *d)
+{
+	int rc = test_cluster_ctl(&cluster, "kill", d->name, "KILL");
+
+	REQUIRE(rc == 0, "cluster.sh ctl kill %s exited %d", d->name, rc);
+}
 
 static void uuid_text(const uint8_t *u, char *out)
 {
@@ -115,7 +144,7 @@ static struct cluster_daemon *daemon_by_uuid(const uint8_t *uuid)
  */
 static int run_ctl_env(const char *const *args, char **envp, char *out, char *err)
 {
-	char out_path[300], err_path[300];
+	char out_path[sizeof(work_dir) + 16], err_path[sizeof(work_dir) + 16];
 	posix_spawn_file_actions_t fa;
 	const char *argv[32];
 	unsigned n = 0;
@@ -123,8 +152,8 @@ static int run_ctl_env(const char *const *args, char **envp, char *out, char *er
 	int status, fd;
 	ssize_t len;
 
-	snprintf(out_path, sizeof(out_path), "%s/ctl.out", harness_dir());
-	snprintf(err_path, sizeof(err_path), "%s/ctl.err", harness_dir());
+	snprintf(out_path, sizeof(out_path), "%s/ctl.out", work_dir);
+	snprintf(err_path, sizeof(err_path), "%s/ctl.err", work_dir);
 	argv[n++] = ctl_path;
 	for (unsigned i = 0; args[i] && n < 31; i++)
 		argv[n++] = args[i];
@@ -156,7 +185,7 @@ static char ctl_out[OUT_MAX], ctl_errbuf[OUT_MAX];
 /* rdmafsctl -m META -s SECRET @a0 @a1 ... against our cluster. */
 static int ctl(const char *a0, const char *a1, const char *a2, const char *a3)
 {
-	const char *args[] = {"-m", daemons[0].proc.uri, "-s", secret_path, a0, a1, a2, a3, NULL};
+	const char *args[] = {"-m", cluster.meta_uri, "-s", secret_path, a0, a1, a2, a3, NULL};
 
 	return run_ctl_env(args, environ, ctl_out, ctl_errbuf);
 }
@@ -176,7 +205,7 @@ static struct jv *ctl_json(void)
 static void load_uuids(void)
 {
 	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
-	uint64_t deadline = harness_now_ms() + 30000;
+	uint64_t deadline = rdmafs_now_ms() + 30000;
 
 	for (;;) {
 		Rdmafs__GetClusterMapResp *map;
@@ -191,7 +220,7 @@ static void load_uuids(void)
 
 			for (int k = 0; k < DAEMONS; k++) {
 				if (d->n_addresses &&
-				    strcmp(d->addresses[0], daemons[k].proc.uri) == 0) {
+				    strcmp(d->addresses[0], daemons[k].uri) == 0) {
 					memcpy(daemons[k].uuid, d->uuid.data, 16);
 					uuid_text(daemons[k].uuid, daemons[k].uuid_text);
 					found++;
@@ -202,7 +231,7 @@ static void load_uuids(void)
 		rdmafs__get_cluster_map_resp__free_unpacked(map, NULL);
 		if (found == DAEMONS && up == DAEMONS)
 			return;
-		REQUIRE(harness_now_ms() < deadline, "only %d of %d daemons registered and up", up,
+		REQUIRE(rdmafs_now_ms() < deadline, "only %d of %d daemons registered and up", up,
 			DAEMONS);
 		usleep(100000);
 	}
@@ -216,8 +245,8 @@ static struct rfc_client *connect_to(const char *uri)
 
 	rfc_options_init(&o);
 	o.uri = uri;
-	o.secret = SECRET;
-	o.secret_len = strlen(SECRET);
+	o.secret = secret;
+	o.secret_len = secret_len;
 	o.name = "ops-test";
 	o.buf_size = 1u << 20;
 	o.buf_count = 4;
@@ -229,21 +258,30 @@ static struct rfc_client *connect_to(const char *uri)
 
 static void cluster_start(void)
 {
-	char dir[300], meta_arg[200];
-	const char *extra[] = {"--metadata", "no", "--metadata-uri", meta_arg, NULL};
+	int ret = test_cluster_open(&cluster);
 
-	snprintf(secret_path, sizeof(secret_path), "%s/secret", harness_dir());
-	snprintf(dir, sizeof(dir), "%s/d0", harness_dir());
-	REQUIRE(daemon_start(&daemons[0].proc, dir, NULL) == 0, "start the metadata daemon");
-	snprintf(meta_arg, sizeof(meta_arg), "%s", daemons[0].proc.uri);
-	for (int i = 1; i < DAEMONS; i++) {
-		snprintf(dir, sizeof(dir), "%s/d%d", harness_dir(), i);
-		REQUIRE(daemon_start(&daemons[i].proc, dir, extra) == 0, "start daemon %d", i);
+	if (ret)
+		check_error("no cluster to test (%s): run under tests/lib/cluster.sh --no-fuse",
+			    strerror(-ret));
+	if (cluster.daemon_count != DAEMONS)
+		check_error("the cluster has %zu daemons, the test needs %d", cluster.daemon_count,
+			    DAEMONS);
+	snprintf(work_dir, sizeof(work_dir), "%s/ops-test", cluster.dir);
+	if (mkdir(work_dir, 0700) && errno != EEXIST)
+		check_error("mkdir %s: %s", work_dir, strerror(errno));
+	secret_path = cluster.secret_path;
+	ret = rdmafs_read_secret(secret_path, &secret, &secret_len);
+	if (ret)
+		check_error("reading the secret %s: %s", secret_path, strerror(-ret));
+	for (int i = 0; i < DAEMONS; i++) {
+		daemons[i].name = cluster.daemons[i].name;
+		daemons[i].uri = cluster.daemons[i].uri;
+		daemons[i].data_dir = cluster.daemons[i].data_dir;
 	}
-	meta = connect_to(daemons[0].proc.uri);
+	meta = connect_to(cluster.meta_uri);
 	load_uuids();
 	for (int i = 0; i < DAEMONS; i++)
-		daemons[i].client = connect_to(daemons[i].proc.uri);
+		daemons[i].client = connect_to(daemons[i].uri);
 }
 
 /* ---- files ---- */
@@ -398,7 +436,7 @@ static int verify_file(const struct file *f, uint8_t *buf, char *why, size_t why
 				     buf, len, &got, NULL);
 		if (ret) {
 			snprintf(why, why_len, "%s chunk %" PRIu64 " on %s: %s", f->name, idx,
-				 d->proc.uri, strerror(-ret));
+				 d->uri, strerror(-ret));
 			return ret;
 		}
 		for (uint32_t k = 0; k < len; k++) {
@@ -408,7 +446,7 @@ static int verify_file(const struct file *f, uint8_t *buf, char *why, size_t why
 				snprintf(why, why_len,
 					 "%s chunk %" PRIu64
 					 " on %s: wrong byte at %u (%u of %u read)",
-					 f->name, idx, d->proc.uri, k, got, len);
+					 f->name, idx, d->uri, k, got, len);
 				return -EILSEQ;
 			}
 		}
@@ -438,7 +476,7 @@ static uint64_t daemon_chunks(struct cluster_daemon *d)
 {
 	struct rfc_daemon_stats s;
 
-	REQUIRE(rfc_daemon_stats(d->client, &s) == 0, "DAEMON_STATS of %s", d->proc.uri);
+	REQUIRE(rfc_daemon_stats(d->client, &s) == 0, "DAEMON_STATS of %s", d->uri);
 	return s.chunks;
 }
 
@@ -446,7 +484,7 @@ static uint64_t daemon_chunks(struct cluster_daemon *d)
 
 static void test_cli(void)
 {
-	char prefix[9], cfg_path[300], bad_meta[64], *env[8];
+	char prefix[9], cfg_path[sizeof(work_dir) + 32], bad_meta[64], *env[8];
 	struct jv *v, *ds;
 	uint64_t written = 0, sum_written = 0;
 	int n_env = 0;
@@ -463,8 +501,8 @@ static void test_cli(void)
 		const char *line = strstr(ctl_out, daemons[i].uuid_text);
 
 		REQUIRE(line, "status lists %s:\n%s", daemons[i].uuid_text, ctl_out);
-		REQUIRE(strstr(line, "up") && strstr(line, daemons[i].proc.uri),
-			"status line of %s", daemons[i].uuid_text);
+		REQUIRE(strstr(line, "up") && strstr(line, daemons[i].uri), "status line of %s",
+			daemons[i].uuid_text);
 	}
 
 	/* status --json */
@@ -483,7 +521,7 @@ static void test_cli(void)
 		REQUIRE(cd, "unknown uuid %s", jstr(jget(d, "uuid")));
 		REQUIRE(strcmp(jstr(jget(d, "state")), "up") == 0, "state %s",
 			jstr(jget(d, "state")));
-		REQUIRE(strcmp(jstr(jat(jget(d, "addresses"), 0)), cd->proc.uri) == 0, "address");
+		REQUIRE(strcmp(jstr(jat(jget(d, "addresses"), 0)), cd->uri) == 0, "address");
 		REQUIRE(jnum(jget(d, "capacity_bytes"), 0) > 0, "capacity");
 		REQUIRE(jnum(jget(d, "heartbeat_age_ms"), 1e9) < 30000, "heartbeat age");
 	}
@@ -492,9 +530,8 @@ static void test_cli(void)
 	/* daemons, text and JSON */
 	REQUIRE(ctl("daemons", NULL, NULL, NULL) == 0, "daemons");
 	for (int i = 0; i < DAEMONS; i++)
-		REQUIRE(strstr(ctl_out, daemons[i].uuid_text) &&
-				strstr(ctl_out, daemons[i].proc.uri),
-			"daemons lists %s", daemons[i].proc.uri);
+		REQUIRE(strstr(ctl_out, daemons[i].uuid_text) && strstr(ctl_out, daemons[i].uri),
+			"daemons lists %s", daemons[i].uri);
 	REQUIRE(ctl("daemons", "--json", NULL, NULL) == 0, "daemons --json");
 	v = ctl_json();
 	REQUIRE(jlen(jget(v, "daemons")) == DAEMONS, "daemons --json count");
@@ -539,7 +576,8 @@ static void test_cli(void)
 			       daemons[2].uuid_text) == 0,
 		"stats of one daemon by prefix");
 	json_free(v);
-	REQUIRE(ctl("--json", "stats", daemons[3].proc.uri + strlen("tcp://"), NULL) == 0,
+	/* an address without its scheme */
+	REQUIRE(ctl("--json", "stats", strstr(daemons[3].uri, "://") + 3, NULL) == 0,
 		"stats ADDRESS");
 	v = ctl_json();
 	REQUIRE(strcmp(jstr(jget(jat(jget(v, "daemons"), 0), "uuid")), daemons[3].uuid_text) == 0,
@@ -555,17 +593,17 @@ static void test_cli(void)
 	REQUIRE(ctl("--timeout", "0", "status", NULL) == 2, "bad timeout");
 	REQUIRE(ctl("drain", NULL, NULL, NULL) == 2, "drain without a daemon");
 	{
-		const char *args[] = {
-			"-m", daemons[0].proc.uri, "-s", "/nonexistent/secret", "status", NULL};
+		const char *args[] = {"-m", daemons[0].uri, "-s", "/nonexistent/secret", "status",
+				      NULL};
 
 		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "missing secret");
 		REQUIRE(strstr(ctl_errbuf, "/nonexistent/secret"), "names the secret file");
 	}
 	{
-		char wrong[300];
-		const char *args[] = {"-m", daemons[0].proc.uri, "-s", wrong, "status", NULL};
+		char wrong[sizeof(work_dir) + 32];
+		const char *args[] = {"-m", daemons[0].uri, "-s", wrong, "status", NULL};
 
-		snprintf(wrong, sizeof(wrong), "%s/wrong-secret", harness_dir());
+		snprintf(wrong, sizeof(wrong), "%s/wrong-secret", work_dir);
 		f = fopen(wrong, "w");
 		REQUIRE(f, "wrong secret file");
 		fputs("not the cluster secret\n", f);
@@ -586,16 +624,16 @@ static void test_cli(void)
 	}
 
 	/* the config file, then the environment over it, then flags over both */
-	snprintf(cfg_path, sizeof(cfg_path), "%s/rdmafsctl.conf", harness_dir());
+	snprintf(cfg_path, sizeof(cfg_path), "%s/rdmafsctl.conf", work_dir);
 	f = fopen(cfg_path, "w");
 	REQUIRE(f, "config file");
-	fprintf(f, "[rdmafsctl]\nmeta = %s\nsecret_file = %s\ntimeout = 5\n", daemons[0].proc.uri,
+	fprintf(f, "[rdmafsctl]\nmeta = %s\nsecret_file = %s\ntimeout = 5\n", daemons[0].uri,
 		secret_path);
 	fclose(f);
 	{
 		const char *args[] = {"--config", cfg_path, "--json", "daemons", NULL};
-		const char *args_flag[] = {"--config",		cfg_path,  "-m",
-					   daemons[0].proc.uri, "daemons", NULL};
+		const char *args_flag[] = {"--config",	   cfg_path,  "-m",
+					   daemons[0].uri, "daemons", NULL};
 		char **e = env;
 
 		snprintf(bad_meta, sizeof(bad_meta), "RDMAFS_META=tcp://127.0.0.1:1");
@@ -629,10 +667,9 @@ static void test_cli(void)
 	}
 
 	/* a daemon down: stats still reports the others, exits 3 and names it */
-	REQUIRE(daemon_stop(&daemons[3].proc, SIGKILL) != -1, "stop daemon 3");
+	kill_daemon(&daemons[3]);
 	REQUIRE(ctl("stats", NULL, NULL, NULL) == 3, "stats with a daemon down");
-	REQUIRE(strstr(ctl_errbuf, daemons[3].proc.uri), "names the daemon's address: %s",
-		ctl_errbuf);
+	REQUIRE(strstr(ctl_errbuf, daemons[3].uri), "names the daemon's address: %s", ctl_errbuf);
 	REQUIRE(strstr(ctl_out, daemons[1].uuid_text), "still reports the others");
 }
 
@@ -795,7 +832,7 @@ static void test_drain(void)
 		"status text says drained:\n%s", ctl_out);
 
 	/* no file needs the daemon any more: stop it and read everything */
-	daemon_stop(&victim->proc, SIGKILL);
+	kill_daemon(victim);
 	verify_all_fresh(victim->uuid);
 
 	REQUIRE(ctl("remove", victim->uuid_text, NULL, NULL) == 0, "remove: %s", ctl_errbuf);
@@ -830,7 +867,7 @@ static void corrupt_chunk(struct cluster_daemon *d, uint64_t ino, uint64_t index
 	uint8_t byte;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/chunks/%016" PRIx64 "/%016" PRIx64, d->proc.data_dir, ino,
+	snprintf(path, sizeof(path), "%s/chunks/%016" PRIx64 "/%016" PRIx64, d->data_dir, ino,
 		 index);
 	fd = open(path, O_RDWR);
 	REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
@@ -992,28 +1029,27 @@ static void test_fsck(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s RDMAFS_DAEMON RDMAFSCTL cli|drain|scrub|fsck\n",
-			argv[0]);
-		return 2;
-	}
-	harness_daemon_path = argv[1];
-	ctl_path = argv[2];
+	if (argc != 3)
+		check_error("usage: %s RDMAFSCTL cli|drain|scrub|fsck (under tests/lib/cluster.sh)",
+			    argv[0]);
+	ctl_path = argv[1];
+	check_test_name = argv[2];
 	signal(SIGPIPE, SIG_IGN);
 	cluster_start();
-	if (strcmp(argv[3], "cli") == 0)
+	if (strcmp(argv[2], "cli") == 0)
 		test_cli();
-	else if (strcmp(argv[3], "drain") == 0)
+	else if (strcmp(argv[2], "drain") == 0)
 		test_drain();
-	else if (strcmp(argv[3], "scrub") == 0)
+	else if (strcmp(argv[2], "scrub") == 0)
 		test_scrub();
-	else if (strcmp(argv[3], "fsck") == 0)
+	else if (strcmp(argv[2], "fsck") == 0)
 		test_fsck();
 	else
-		check_error("unknown case %s", argv[3]);
+		check_error("unknown case %s", argv[2]);
 	for (int i = 0; i < DAEMONS; i++)
 		rfc_client_destroy(daemons[i].client);
 	rfc_client_destroy(meta);
-	printf("PASS %s\n", argv[3]);
-	return 0;
+	free(secret);
+	printf("%s %s\n", check_exit_status() ? "FAIL" : "PASS", argv[2]);
+	return check_exit_status();
 }
