@@ -12,6 +12,11 @@
 # RDMAFS_MOUNT (default /mnt/rdmafs), RDMAFS_PORT (default 7471),
 # RDMAFS_BUILD (default ./build), RDMAFS_SKIP_DEPS=1 to skip the package
 # installation.
+#
+# The daemon and the mount are started, checked and stopped by
+# tests/lib/cluster.sh, the harness every test suite uses: the daemon is up
+# once the metadata service lists it registered and it answers, the mount
+# once the kernel lists it and its statfs answers.
 set -euo pipefail
 
 top=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -19,59 +24,44 @@ home=${RDMAFS_HOME:-/var/lib/rdmafs-local}
 mnt=${RDMAFS_MOUNT:-/mnt/rdmafs}
 port=${RDMAFS_PORT:-7471}
 build=${RDMAFS_BUILD:-$top/build}
-daemon=$build/storage-daemon/rdmafs-daemon
-fuse=$build/fuse-client/rdmafs-fuse
-pidfile=$home/daemon.pid
-meta_uri=tcp://127.0.0.1:$port
-# How long the daemon gets to come up and register itself before we give up.
-readonly START_TIMEOUT=30
+cluster=$top/tests/lib/cluster.sh
 
 say() { printf 'rdmafs-up: %s\n' "$*"; }
 die() { printf 'rdmafs-up: error: %s\n' "$*" >&2; exit 1; }
 
-running() {
-	[ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
-}
-
-mounted() {
-	grep -qs " $mnt fuse" /proc/mounts
+# rdmafs-up.sh before the harness kept its daemon's pid in daemon.pid: stop
+# that daemon (the one running on $home/data), once.
+stop_old_daemon() {
+	local pid
+	pid=$(cat "$home/daemon.pid" 2>/dev/null) || return 0
+	if tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "$home/data"; then
+		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+		kill -TERM "$pid"
+		while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+		say "stopped the daemon an earlier rdmafs-up.sh started (pid $pid)"
+	fi
+	rm -f "$home/daemon.pid"
 }
 
 down() {
-	if mounted; then
-		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"
-		say "unmounted $mnt"
+	stop_old_daemon
+	if [ -f "$home/cluster.env" ]; then
+		"$cluster" down --dir "$home" | sed 's/^cluster.sh: /rdmafs-up: /'
+		say "stopped (data kept in $home/data)"
+	else
+		say "nothing to stop in $home"
 	fi
-	if running; then
-		local pid
-		pid=$(cat "$pidfile")
-		kill -TERM "$pid"
-		for _ in $(seq 1 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-		say "daemon stopped (data kept in $home/data)"
-	fi
-	rm -f "$pidfile"
 }
 
 status() {
-	if running; then
-		say "daemon running (pid $(cat "$pidfile")), metadata at $meta_uri"
-	else
-		say "daemon not running"
+	if [ ! -f "$home/cluster.env" ]; then
+		say "not set up in $home: start it with $0"
+		return 0
 	fi
-	if mounted; then
-		say "mounted on $mnt"
+	"$cluster" status --dir "$home" | sed 's/^/rdmafs-up: /' || true
+	if grep -qs " $mnt fuse" /proc/mounts; then
 		df -h "$mnt" | tail -n 1
-	else
-		say "not mounted"
 	fi
-}
-
-registered() {
-	tail -c "+$log_from" "$home/daemon.log" | grep -qs "registered with the metadata service"
 }
 
 up() {
@@ -85,43 +75,16 @@ up() {
 		meson setup "$build" -Dbuildtype=release >/dev/null
 	fi
 	ninja -C "$build" >/dev/null
-	[ -x "$daemon" ] && [ -x "$fuse" ] || die "the build did not produce $daemon and $fuse"
-
-	mkdir -p "$home/data" "$mnt"
+	mkdir -p "$home" "$mnt"
 	chmod 0700 "$home"
-	if [ ! -s "$home/secret" ]; then
-		# The cluster secret: every client and daemon proves it knows it (HELLO).
-		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$home/secret"
-		chmod 0600 "$home/secret"
-	fi
-	touch "$home/daemon.log"
-	# Only what this start writes counts: the log keeps earlier runs too.
-	log_from=$(($(stat -c %s "$home/daemon.log") + 1))
-	if running; then
-		say "daemon already running (pid $(cat "$pidfile"))"
-		log_from=1
-	else
-		say "starting rdmafs-daemon (metadata + storage) on $meta_uri"
-		ulimit -l unlimited 2>/dev/null || true
-		"$daemon" --data-dir "$home/data" --listen "$meta_uri" \
-			--secret-file "$home/secret" --name "$(hostname)-local" \
-			>>"$home/daemon.log" 2>&1 &
-		echo $! >"$pidfile"
-	fi
-	# Ready once the storage daemon has registered with the metadata service.
-	for _ in $(seq 1 $((START_TIMEOUT * 10))); do
-		running || die "the daemon exited; see $home/daemon.log"
-		registered && break
-		sleep 0.1
-	done
-	registered || die "the daemon did not come up in ${START_TIMEOUT}s; see $home/daemon.log"
-	if mounted; then
-		say "already mounted on $mnt"
-	else
-		"$fuse" -o "meta=$meta_uri,secret=$home/secret,allow_other" "$mnt" ||
-			die "mount failed"
-		say "mounted on $mnt"
-	fi
+	stop_old_daemon
+	say "starting rdmafs-daemon (metadata + storage) on tcp://127.0.0.1:$port"
+	# the cluster secret (every client and daemon proves it knows it) is made
+	# once, in $home/secret; the data lives in $home/data
+	"$cluster" up --build "$build" --dir "$home" --transport tcp --addr 127.0.0.1 \
+		--port "$port" --storage 0 --meta-data "$home/data" --mount "$mnt" |
+		sed 's/^cluster.sh: /rdmafs-up: /' ||
+		die "the filesystem did not come up (logs in $home)"
 	status
 	say "stop with: $0 down"
 }

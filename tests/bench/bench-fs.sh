@@ -12,63 +12,43 @@
 # Environment: BENCH_FS_SIZE_MB (per fio job, default 256), BENCH_FS_FILES
 # (metadata files, default 10000), BENCH_FS_TRANSPORT (tcp|rdma, default tcp),
 # BENCH_FS_ADDR (default 127.0.0.1; an RDMA interface address for rdma).
+# The cluster comes from tests/lib/cluster.sh (as root: it mounts with
+# allow_other), its data in /var/tmp.
 set -euo pipefail
 
-build=${1:?usage: bench-fs.sh BUILD_DIR [OUT.json]}
-build=$(realpath "$build")
-json_out=${2:-bench-fs.json}
-size_mb=${BENCH_FS_SIZE_MB:-256}
-nfiles=${BENCH_FS_FILES:-10000}
-transport=${BENCH_FS_TRANSPORT:-tcp}
-addr=${BENCH_FS_ADDR:-127.0.0.1}
-daemon=$build/storage-daemon/rdmafs-daemon
-fuse=$build/fuse-client/rdmafs-fuse
+top=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
 # Storage daemons besides the one that also hosts the metadata service.
 readonly EXTRA_DAEMONS=3
 
-for tool in fio bindfs python3 fusermount3; do
-	command -v "$tool" >/dev/null || { echo "bench-fs: $tool is missing (scripts/install-deps.sh)" >&2; exit 77; }
-done
-[ -x "$daemon" ] && [ -x "$fuse" ] || { echo "bench-fs: build rdmafs first ($daemon, $fuse)" >&2; exit 77; }
-
-work=$(mktemp -d /var/tmp/rdmafs-bench-fs.XXXXXX)
-pids=()
-cleanup() {
-	for m in "$work/mnt" "$work/bindfs"; do
-		fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+if [ "${1:-}" != --inner ]; then
+	build=${1:?usage: bench-fs.sh BUILD_DIR [OUT.json]}
+	build=$(realpath "$build")
+	json_out=$(realpath -m "${2:-bench-fs.json}")
+	for tool in fio bindfs python3 fusermount3; do
+		command -v "$tool" >/dev/null || { echo "bench-fs: $tool is missing (scripts/install-deps.sh)" >&2; exit 77; }
 	done
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
+	for p in storage-daemon/rdmafs-daemon fuse-client/rdmafs-fuse fuse-client/ctl/rdmafsctl; do
+		[ -x "$build/$p" ] || { echo "bench-fs: build rdmafs first ($build/$p)" >&2; exit 77; }
+	done
+	# the one test cluster harness; its data, like fio's files, on /var/tmp's disk
+	TMPDIR=/var/tmp exec "$top/tests/lib/cluster.sh" --build "$build" \
+		--transport "${BENCH_FS_TRANSPORT:-tcp}" --addr "${BENCH_FS_ADDR:-127.0.0.1}" \
+		--storage "$EXTRA_DAEMONS" --timeout 7200 -- "$0" --inner "$json_out"
+fi
+
+# --- inside the cluster (tests/lib/cluster.sh: RDMAFS_MOUNT, RDMAFS_CLUSTER_DIR) ---
+json_out=$2
+size_mb=${BENCH_FS_SIZE_MB:-256}
+nfiles=${BENCH_FS_FILES:-10000}
+transport=${BENCH_FS_TRANSPORT:-tcp}
+work=$RDMAFS_CLUSTER_DIR/bench
+cleanup() {
+	fusermount3 -u "$work/bindfs" 2>/dev/null || umount -l "$work/bindfs" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/secret"
-start_daemon() {
-	local name=$1
-	shift
-	mkdir -p "$work/$name"
-	"$daemon" --data-dir "$work/$name" --listen "$transport://$addr:0" \
-		--port-file "$work/$name.port" --secret-file "$work/secret" --name "$name" \
-		--log-level warn "$@" >"$work/$name.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 1 100); do
-		[ -s "$work/$name.port" ] && return 0
-		sleep 0.1
-	done
-	echo "bench-fs: $name did not start:" >&2
-	cat "$work/$name.log" >&2
-	exit 1
-}
-start_daemon meta
-meta_uri=$transport://$addr:$(cat "$work/meta.port")
-for i in $(seq 1 $EXTRA_DAEMONS); do
-	start_daemon "data$i" --metadata no --metadata-uri "$meta_uri"
-done
-# Let every daemon register so new files stripe over all of them.
-sleep 3
-mkdir -p "$work/mnt" "$work/local" "$work/bindfs-src" "$work/bindfs"
-"$fuse" -o "meta=$meta_uri,secret=$work/secret" "$work/mnt"
+mkdir -p "$work/local" "$work/bindfs-src" "$work/bindfs"
 bindfs "$work/bindfs-src" "$work/bindfs"
 
 declare -A result
@@ -110,7 +90,7 @@ PY
 }
 
 targets=(rdmafs bindfs local)
-declare -A dirs=([rdmafs]=$work/mnt [bindfs]=$work/bindfs [local]=$work/local)
+declare -A dirs=([rdmafs]=$RDMAFS_MOUNT [bindfs]=$work/bindfs [local]=$work/local)
 workloads=("seq-write-1M-1job write 1M 1" "seq-read-1M-1job read 1M 1"
 	"seq-write-1M-4jobs write 1M 4" "seq-read-1M-4jobs read 1M 4"
 	"rand-write-4K randwrite 4k 1" "rand-read-4K randread 4k 1")

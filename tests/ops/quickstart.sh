@@ -18,7 +18,7 @@ export RDMAFS_PORT
 up=$top/scripts/rdmafs-up.sh
 fail() {
 	echo "FAIL: $*" >&2
-	[ -f "$work/home/daemon.log" ] && tail -n 20 "$work/home/daemon.log" >&2
+	[ -f "$work/home/meta.log" ] && tail -n 20 "$work/home/meta.log" >&2
 	exit 1
 }
 trap '"$up" down >/dev/null 2>&1; rm -rf "$work"' EXIT
