@@ -132,8 +132,8 @@ for t in $(seq "$trials"); do
 		"$(readlink -f "$0")" --trial "$soak" "$tseed" "$writers" "$storage" %MOUNT% %MOUNT2% \
 		>"$out" 2>&1
 	rc=$?
-	v=$(awk '/bytes verified/ { s += $(NF - 5) } END { print s + 0 }' "$out")
-	l=$(awk '/bytes verified/ { s += $(NF - 2) } END { print s + 0 }' "$out")
+	v=$(awk '/bytes verified/ { s += $(NF - 5) } END { printf "%.0f\n", s }' "$out")
+	l=$(awk '/bytes verified/ { s += $(NF - 2) } END { printf "%.0f\n", s }' "$out")
 	verified=$((verified + v))
 	lost=$((lost + l))
 	case $rc in

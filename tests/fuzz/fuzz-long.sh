@@ -31,7 +31,7 @@ for corpus in "$top"/tests/fuzz/corpus/*/; do
 		-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" \
 		"$work/new" "$corpus" >"$work/main.log" 2>&1)
 	grep -h '^stat::number_of_executed_units' "$work"/*.log |
-		awk -v n="$name" '{s += $2} END {printf "%s: %d executions\n", n, s}'
+		awk -v n="$name" '{s += $2} END {printf "%s: %.0f executions\n", n, s}'
 	for a in "$crashes"/*; do
 		[ -f "$a" ] || continue
 		echo "$name: crash $a: $(base64 -w0 "$a")"

@@ -160,11 +160,13 @@ map_lines() {
 	local json
 	json=$(rctl --json status 2>/dev/null) || return 1
 	tr ',{}[]' '\n' <<<"$json" | awk '
-		function flush() { if (state != "") print state, hb + 0, addrs; state = ""; hb = 0; addrs = "" }
+		# hb stays the string of digits it came as: mawk prints a number this
+		# large as "1.79545e+12", which would lose the milliseconds ready() compares.
+		function flush() { if (state != "") print state, (hb ~ /^[0-9]+$/ ? hb : "0"), addrs; state = ""; hb = ""; addrs = "" }
 		function value(line) { sub(/^[^:]*: */, "", line); gsub(/"/, "", line); return line }
 		/"uuid":/ { flush(); state = "?" }
 		/"state":/ { state = value($0) }
-		/"last_heartbeat_unix_ms":/ { hb = value($0) }
+		/"last_heartbeat_unix_ms":/ { hb = value($0); gsub(/[ \t\r]/, "", hb) }
 		/^ *"[^"]*" *$/ { s = $0; gsub(/[ "]/, "", s); addrs = addrs " " s }
 		END { flush() }'
 }

@@ -96,7 +96,7 @@ blocks=$(stat -c %b "$work/back/written-zeros")
 check "zeros written as data come back as holes ($blocks blocks)" test "$blocks" -lt 512
 # and in rdmafs: the chunks hold about the 10 MiB of data, not the 72 MiB of holes and zeros
 stored=$(du -sk "$RDMAFS_CLUSTER_DIR"/storage*/chunks "$RDMAFS_CLUSTER_DIR"/meta/chunks 2>/dev/null |
-	awk '{s += $1} END {print s + 0}')
+	awk '{s += $1} END {printf "%.0f\n", s}')
 check "the daemons' chunks take ${stored} KiB for 86 MiB apparent" test "$stored" -lt 24576
 
 # a second run of either direction copies nothing and skips everything
