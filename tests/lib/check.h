@@ -23,9 +23,9 @@
  *                          cmocka's assert_* do); anywhere else the program
  *                          exits 1 and its atexit() handlers clean up.
  *
- * A program that ran to its end returns check_exit_status(): 1 if any check
- * failed, else 0. So no test passes without its checks having run, every
- * check must be reached: a test that can end early says so with a skip.
+ * A program that ran all its checks returns check_exit_status(): 1 if any
+ * failed, else 0. One that cannot check ends with check_skip() or
+ * check_error(), never with a pass.
  */
 #ifndef RDMAFS_TEST_CHECK_H
 #define RDMAFS_TEST_CHECK_H
