@@ -621,7 +621,7 @@ cmd_pid=
 status=1
 
 cleanup() {
-	trap - EXIT INT TERM HUP
+	trap - EXIT INT TERM HUP PIPE
 	[ -n "$cmd_pid" ] && stop_pid "$cmd_pid" TERM
 	if [ "$status" -ne 0 ] && [ "$status" -ne 77 ]; then
 		print_logs
@@ -631,7 +631,8 @@ cleanup() {
 	fi
 }
 trap 'cleanup' EXIT
-trap 'echo "cluster.sh: interrupted" >&2; status=1; exit 1' INT TERM HUP
+# a reader of our output that went away (| head) would kill us without the EXIT trap
+trap 'echo "cluster.sh: interrupted" >&2; status=1; exit 1' INT TERM HUP PIPE
 
 if [ ! -s "$dir/secret" ]; then
 	(
