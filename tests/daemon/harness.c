@@ -13,14 +13,8 @@
 #include <sys/wait.h>
 
 #include "xprt.h"
-#include "rdmafs.pb-c.h"
 #include "rdmafs_client.h"
 #include "harness.h"
-
-/* Bounds of a start, as in tests/lib/cluster.sh. */
-#define PORT_WAIT_MS  60000
-#define READY_WAIT_MS 120000
-#define MAP_REPLY_MAX (64u << 10)
 
 extern char **environ;
 
@@ -31,11 +25,9 @@ static char scratch[256];
 
 const char *harness_addr(void)
 {
-	/* rdma_cm cannot route 127.0.0.1 over soft-RoCE: the rdma-vm guest sets these. */
+	/* rdma_cm cannot route 127.0.0.1 over soft-RoCE: the rdma-vm guest sets this. */
 	const char *addr = getenv("RDMAFS_TEST_ADDR");
 
-	if (!addr || !*addr)
-		addr = getenv("RDMAFS_VM_RDMA_ADDR");
 	return addr && *addr ? addr : "127.0.0.1";
 }
 static pid_t children[64];
@@ -46,15 +38,6 @@ uint64_t harness_now_ms(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* The clock of the cluster map's heartbeat stamps. */
-static uint64_t unix_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
@@ -159,87 +142,13 @@ static void print_log(const char *path)
 	fclose(f);
 }
 
-/*
- * Whether the cluster map in @reply lists @uri up with a heartbeat at or
- * after @since_unix_ms. -EAGAIN: not yet; -EBADMSG: no map.
- */
-static int map_lists(const uint8_t *reply, size_t len, const char *uri, uint64_t since_unix_ms)
-{
-	Rdmafs__GetClusterMapResp *map = rdmafs__get_cluster_map_resp__unpack(NULL, len, reply);
-	int ret = -EAGAIN;
-
-	if (!map)
-		return -EBADMSG;
-	for (size_t i = 0; i < map->n_daemons; i++) {
-		const Rdmafs__DaemonInfo *info = map->daemons[i];
-
-		for (size_t k = 0; k < info->n_addresses; k++)
-			if (strcmp(info->addresses[k], uri) == 0 &&
-			    info->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP &&
-			    info->last_heartbeat_unix_ms >= since_unix_ms)
-				ret = 0;
-	}
-	rdmafs__get_cluster_map_resp__free_unpacked(map, NULL);
-	return ret;
-}
-
-/*
- * cluster.sh's readiness check for one daemon: it answers a DAEMON_STATS,
- * and where it hosts the metadata service (a daemon without it refuses
- * GET_CLUSTER_MAP with -EOPNOTSUPP), the map lists it up, registered since
- * @since_unix_ms. Returns 0, or a negative errno (-EAGAIN: not yet).
- */
-static int daemon_ready(const struct daemon_proc *d, uint64_t since_unix_ms)
-{
-	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
-	uint8_t packed[16], *reply = malloc(MAP_REPLY_MAX);
-	struct rfc_daemon_stats stats;
-	struct rfc_options o;
-	struct rfc_client *c;
-	size_t reply_len = 0;
-	int ret;
-
-	if (!reply)
-		return -ENOMEM;
-	rfc_options_init(&o);
-	o.uri = d->uri;
-	o.secret = SECRET;
-	o.secret_len = strlen(SECRET);
-	o.name = "harness-ready";
-	o.buf_size = MAP_REPLY_MAX;
-	o.buf_count = 1;
-	o.timeout_ms = 5000;
-	ret = rfc_client_create(&o, &c);
-	if (ret)
-		goto err_free;
-	ret = rfc_daemon_stats(c, &stats);
-	if (ret)
-		goto err_destroy;
-	ret = -EMSGSIZE;
-	if (rdmafs__get_cluster_map_req__get_packed_size(&req) > sizeof(packed))
-		goto err_destroy;
-	ret = rfc_call_raw(c, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, packed,
-			   rdmafs__get_cluster_map_req__pack(&req, packed), reply, MAP_REPLY_MAX,
-			   &reply_len);
-	if (ret == -EOPNOTSUPP)
-		ret = 0;
-	else if (ret == 0)
-		ret = map_lists(reply, reply_len, d->uri, since_unix_ms);
-err_destroy:
-	rfc_client_destroy(c);
-err_free:
-	free(reply);
-	return ret;
-}
-
 int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const *extra)
 {
 	char listen[64], secret[300], port_file[300], text[32];
 	const char *argv[40];
 	posix_spawn_file_actions_t fa;
-	uint64_t since = unix_now_ms(), deadline;
 	unsigned n = 0;
-	int status, ret = -EAGAIN;
+	int status;
 
 	memset(d, 0, sizeof(*d));
 	snprintf(d->data_dir, sizeof(d->data_dir), "%s", data_dir);
@@ -272,44 +181,28 @@ int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const 
 	posix_spawn_file_actions_destroy(&fa);
 	if (child_count < 64)
 		children[child_count++] = d->pid;
-	/* the port file, written once the daemon serves */
-	for (deadline = harness_now_ms() + PORT_WAIT_MS; !d->port;) {
+	for (uint64_t deadline = harness_now_ms() + 20000; harness_now_ms() < deadline;) {
 		FILE *f = fopen(port_file, "r");
 
 		if (f) {
-			if (fgets(text, sizeof(text), f))
+			if (fgets(text, sizeof(text), f)) {
 				d->port = (unsigned)strtoul(text, NULL, 10);
+				fclose(f);
+				snprintf(d->uri, sizeof(d->uri), "%s://%s:%u", harness_kind,
+					 harness_addr(), d->port);
+				return 0;
+			}
 			fclose(f);
 		}
-		if (!d->port && waitpid(d->pid, &status, WNOHANG) == d->pid)
-			goto err_exited;
-		if (!d->port && harness_now_ms() > deadline) {
-			fprintf(stderr, "rdmafs-daemon did not write its port file in %u s\n",
-				PORT_WAIT_MS / 1000);
-			goto err_log;
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			fprintf(stderr, "rdmafs-daemon exited early (status %d)\n", status);
+			print_log(d->log_path);
+			d->pid = 0;
+			return -1;
 		}
-		if (!d->port)
-			usleep(10000);
+		usleep(10000);
 	}
-	snprintf(d->uri, sizeof(d->uri), "%s://%s:%u", harness_kind, harness_addr(), d->port);
-	/* then the answers cluster.sh waits for */
-	for (deadline = harness_now_ms() + READY_WAIT_MS;;) {
-		ret = daemon_ready(d, since);
-		if (!ret)
-			return 0;
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
-			goto err_exited;
-		if (harness_now_ms() > deadline) {
-			fprintf(stderr, "rdmafs-daemon at %s not ready after %u s: %s\n", d->uri,
-				READY_WAIT_MS / 1000, strerror(-ret));
-			goto err_log;
-		}
-		usleep(50000);
-	}
-err_exited:
-	fprintf(stderr, "rdmafs-daemon exited early (status %d)\n", status);
-	d->pid = 0;
-err_log:
+	fprintf(stderr, "rdmafs-daemon did not write its port file in time\n");
 	print_log(d->log_path);
 	return -1;
 }

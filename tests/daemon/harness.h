@@ -1,16 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Test harness for the daemon suite: scratch directories and single
- * rdmafs-daemon processes for daemon-level tests (kill -9 at a chosen
- * moment, corrupted chunk files, malformed requests, configurations a
- * daemon must refuse, a data directory on a tiny tmpfs). Clusters for
- * everything else come from tests/lib/cluster.sh; this stays in C because
- * these tests need the daemon as their own child (its exit status after
- * SIGTERM, a kill between two of their own calls), but it finds ports and
- * decides readiness as cluster.sh does: the port file written once the
- * daemon serves, then an answer to a DAEMON_STATS and, where the daemon
- * hosts the metadata service, a cluster map listing it up, registered by
- * this process. Verdicts: tests/lib/check.h.
+ * Test harness for the daemon suite: scratch directories, rdmafs-daemon
+ * processes (posix_spawn, port handed back through --port-file); verdicts
+ * come from tests/lib/check.h.
  */
 #ifndef RDMAFS_TEST_DAEMON_HARNESS_H
 #define RDMAFS_TEST_DAEMON_HARNESS_H
@@ -37,18 +29,13 @@ const char *harness_dir(void);
 /* Path of the daemon binary and the transport ("tcp" / "rdma"), from argv. */
 extern const char *harness_daemon_path;
 extern const char *harness_kind;
-/*
- * The address daemons listen on, as in cluster.sh: RDMAFS_TEST_ADDR, else
- * RDMAFS_VM_RDMA_ADDR (rdma_cm cannot route 127.0.0.1 over soft-RoCE), else
- * 127.0.0.1.
- */
+/* The address daemons listen on: RDMAFS_TEST_ADDR, or 127.0.0.1. */
 const char *harness_addr(void);
 
 /*
  * Starts rdmafs-daemon on @data_dir (created if needed), listening on
  * KIND://ADDR:0, plus @extra arguments (NULL-terminated, may be NULL).
- * Waits until it is ready (see above). Returns 0, or -1 if it exited or did
- * not become ready in time (its log is printed).
+ * Waits until it serves. Returns 0, or -1 if it exited (its log is printed).
  */
 int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const *extra);
 /* Sends @sig and waits; returns the wait status. */
@@ -56,7 +43,7 @@ int daemon_stop(struct daemon_proc *d, int sig);
 /* Runs the daemon with @args to completion; returns its exit code, stderr in @err. */
 int daemon_run_capture(const char *const *args, char *err, size_t err_size);
 void harness_cleanup(void);
-/* Exits 77 with the reason when @kind cannot run here (rdma without a device). */
+/* Exits 77 with a reason when @kind cannot run here (rdma without a device). */
 void harness_require_kind(void);
 
 uint64_t harness_now_ms(void);
