@@ -14,7 +14,8 @@ static unsigned failures;
 static __thread jmp_buf *test_end;
 static __thread pid_t test_end_pid;
 
-static void report(const char *file, int line, const char *expr, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0))) static void
+report(const char *file, int line, const char *expr, const char *fmt, va_list ap)
 {
 	flockfile(stderr);
 	fprintf(stderr, "FAIL [%s] %s:%d: ", check_test_name, file, line);
