@@ -169,14 +169,22 @@ corrupt:
 	return -EIO;
 }
 
-int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
+/* mdb_get() of the record keyed by the big-endian @id in @db; LMDB's own return code. */
+static int get_by_id(struct meta_txn *t, MDB_dbi db, uint64_t id, MDB_val *v)
 {
 	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
+	MDB_val k = {sizeof(key), key};
+
+	put_be64(key, id);
+	return mdb_get(txn_of(t), db, &k, v);
+}
+
+int meta_store_inode_get(struct meta_txn *t, uint64_t ino, struct inode *out)
+{
+	MDB_val v;
 	int rc;
 
-	put_be64(key, ino);
-	rc = mdb_get(txn_of(t), store_of(t)->db_inodes, &k, &v);
+	rc = get_by_id(t, store_of(t)->db_inodes, ino, &v);
 	if (rc)
 		return lmdb_errno(rc);
 	return inode_decode(t->m, ino, &v, out);
@@ -299,12 +307,10 @@ int meta_store_handle_new(struct meta_txn *t, uint64_t ino, uint32_t flags, uint
 
 int meta_store_handle_get(struct meta_txn *t, uint64_t handle, struct handle_rec *out)
 {
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
+	MDB_val v;
 	int rc;
 
-	put_be64(key, handle);
-	rc = mdb_get(txn_of(t), store_of(t)->db_handles, &k, &v);
+	rc = get_by_id(t, store_of(t)->db_handles, handle, &v);
 	if (rc)
 		return lmdb_errno(rc);
 	if (v.mv_size != sizeof(*out))
@@ -346,12 +352,10 @@ int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino)
 
 int meta_store_alloc_known(struct meta_txn *t, uint64_t ino)
 {
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
+	MDB_val v;
 	int rc;
 
-	put_be64(key, ino);
-	rc = mdb_get(txn_of(t), store_of(t)->db_allocs, &k, &v);
+	rc = get_by_id(t, store_of(t)->db_allocs, ino, &v);
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	return rc ? lmdb_errno(rc) : 1;
@@ -558,12 +562,10 @@ int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_
 
 int meta_store_symlink_get(struct meta_txn *t, uint64_t ino, const void **target, size_t *len)
 {
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v;
+	MDB_val v;
 	int rc;
 
-	put_be64(key, ino);
-	rc = mdb_get(txn_of(t), store_of(t)->db_symlinks, &k, &v);
+	rc = get_by_id(t, store_of(t)->db_symlinks, ino, &v);
 	if (rc)
 		return lmdb_errno(rc);
 	*target = v.mv_data;

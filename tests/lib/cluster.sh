@@ -545,7 +545,8 @@ substitute() {
 
 if [ "$mode" = run ] && [ -n "${RDMAFS_FS_LOCAL:-}" ]; then
 	[ -d "$RDMAFS_FS_LOCAL" ] || die "RDMAFS_FS_LOCAL=$RDMAFS_FS_LOCAL is not a directory"
-	dir=$(mktemp -d "$RDMAFS_FS_LOCAL/fs-local.XXXXXX") || exit 1
+	dir=$(mktemp -d "$RDMAFS_FS_LOCAL/fs-local.XXXXXX") ||
+		{ echo "cluster.sh: ERROR: cannot make a directory in $RDMAFS_FS_LOCAL" >&2; exit 99; }
 	chmod 755 "$dir"
 	trap 'rm -rf "$dir"' EXIT
 	export RDMAFS_MOUNT=$dir RDMAFS_MOUNT2=$dir RDMAFS_CLUSTER_DIR='' RDMAFS_CLUSTER_CTL=''
@@ -598,7 +599,8 @@ ulimit -l unlimited 2>/dev/null
 
 temporary=0
 if [ -z "$dir" ]; then
-	dir=$(mktemp -d "${TMPDIR:-/tmp}/rdmafs-cluster.XXXXXX") || exit 1
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/rdmafs-cluster.XXXXXX") ||
+		{ echo "cluster.sh: ERROR: cannot make a directory in ${TMPDIR:-/tmp}" >&2; exit 99; }
 	temporary=1
 	# the fs checks run as other users below it
 	chmod 755 "$dir"
