@@ -2,8 +2,8 @@
 /*
  * The chunk data requests (CHUNK_WRITE, CHUNK_READ) as every client of a
  * storage daemon builds them, written once: the striped I/O of the client
- * core (fs_client.c), the single-daemon chunk client (client.c) and
- * rdmafsctl's chunk copies. A request names a chunk and a registered buffer
+ * core (fs_client.c) and the handles on one daemon (daemon.c), which
+ * rdmafsctl's chunk copies use too. A request names a chunk and a registered buffer
  * the daemon moves the data to or from with one-sided RDMA; its reply is
  * checked here, the data's crc32c included.
  *

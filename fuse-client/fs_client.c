@@ -18,7 +18,6 @@
 #include "xprt.h"
 #include "rdmafs_common.h"
 #include "rdmafs.pb-c.h"
-#include "rdmafs_client.h"
 #include "fs_client_i.h"
 #include "chunk_msg_i.h"
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Inside the client core: the calls that speak protobuf. fs_meta.c builds
- * every filesystem call of rdmafs_fs.h on them; nothing outside
- * librdmafs_client includes this header.
+ * every filesystem call of rdmafs_fs.h on them; rdmafsctl, which is part of
+ * the client side, makes its administration calls with rfs_daemon_call().
+ * Nothing outside fuse-client/ includes this header.
  */
 #ifndef RDMAFS_FS_CLIENT_I_H
 #define RDMAFS_FS_CLIENT_I_H
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 #include "rdmafs.pb-c.h"
+#include "rdmafs_daemon.h"
 #include "rdmafs_fs.h"
 
 /*
@@ -34,5 +36,15 @@ void rfs_meta_free(ProtobufCMessage *resp);
  * Returns -EPROTO when it does not pass.
  */
 int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out);
+
+/*
+ * Calls @method on daemon @d with @req and, on success, unpacks the reply as
+ * @resp_desc into *@resp (free it with rfs_meta_free()). For rdmafsctl's
+ * administration calls, which speak protobuf themselves. Returns the
+ * daemon's status, -EBADMSG for a reply that does not unpack, or a
+ * transport error.
+ */
+int rfs_daemon_call(struct rfs_daemon *d, uint32_t method, const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
 
 #endif /* RDMAFS_FS_CLIENT_I_H */

@@ -62,15 +62,15 @@ static int scrub_call(struct ctl *c, struct ctl_daemon *d, Rdmafs__JobAction act
 		      Rdmafs__ScrubResp **out)
 {
 	Rdmafs__ScrubReq req = RDMAFS__SCRUB_REQ__INIT;
-	struct xprt_conn *conn;
-	int ret = ctl_daemon_conn(c, d, &conn);
+	struct rfs_daemon *handle;
+	int ret = ctl_daemon(c, d, &handle);
 
 	*out = NULL;
 	if (ret)
 		return ret;
 	req.action = action;
-	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_SCRUB, &req.base,
-		       &rdmafs__scrub_resp__descriptor, (ProtobufCMessage **)out);
+	ret = rfs_daemon_call(handle, RDMAFS__METHOD__METHOD_SCRUB, &req.base,
+			      &rdmafs__scrub_resp__descriptor, (ProtobufCMessage **)out);
 	if (!ret) {
 		for (size_t i = 0; i < (*out)->n_bad; i++) {
 			if (!(*out)->bad[i] || !(*out)->bad[i]->chunk) {
@@ -363,42 +363,40 @@ static int fsck_list_chunks(struct fsck *f)
 		struct ctl_daemon *d = &c->map.daemons[i];
 		uint64_t after_ino = 0, after_index = 0;
 		bool first = true, end = false;
-		struct xprt_conn *conn;
+		struct rfs_daemon *handle;
 		int ret;
 
 		if (d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
 			f->daemon_err[i] = 1;
 			continue;
 		}
-		ret = ctl_daemon_conn(c, d, &conn);
+		ret = ctl_daemon(c, d, &handle);
 		while (!ret && !end) {
-			Rdmafs__ChunkListResp *page;
+			struct rfs_chunk_entry page[CTL_LIST_PAGE];
+			size_t count;
 
-			ret = ctl_chunk_list(c, conn, after_ino, after_index, first, &page);
+			ret = rfs_chunk_list(handle, after_ino, after_index, first, page,
+					     CTL_LIST_PAGE, &count, &end);
 			if (ret)
 				break;
 			first = false;
-			end = page->done;
-			for (size_t k = 0; k < page->n_chunks; k++) {
-				const Rdmafs__ChunkListEntry *e = page->chunks[k];
+			for (size_t k = 0; k < count; k++) {
+				const struct rfs_chunk_entry *e = &page[k];
 				struct fsck_chunk *fc;
 
 				f->chunks = grow(f->chunks, &f->chunk_cap, f->chunk_count + 1,
 						 sizeof(*f->chunks));
-				if (!f->chunks) {
-					rdmafs__chunk_list_resp__free_unpacked(page, NULL);
+				if (!f->chunks)
 					return -ENOMEM;
-				}
 				fc = &f->chunks[f->chunk_count++];
-				fc->ino = e->chunk->inode;
-				fc->index = e->chunk->index;
+				fc->ino = e->inode;
+				fc->index = e->index;
 				fc->version = e->version;
 				fc->length = e->length;
 				fc->daemon = i;
 				after_ino = fc->ino;
 				after_index = fc->index;
 			}
-			rdmafs__chunk_list_resp__free_unpacked(page, NULL);
 		}
 		if (ret) {
 			f->daemon_err[i] = ret;
@@ -664,10 +662,8 @@ static int fsck_repair(struct fsck *f)
 	for (size_t i = 0; i < f->orphan_count && !ret;) {
 		const struct fsck_chunk *first = &f->orphans[i].chunk;
 		struct ctl_daemon *d = &c->map.daemons[first->daemon];
-		Rdmafs__ChunkRemoveReq req = RDMAFS__CHUNK_REMOVE_REQ__INIT;
-		Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
-		Rdmafs__ChunkRemoveResp *resp;
-		struct xprt_conn *conn;
+		struct rfs_chunk_sel sel = {.generation = RFS_GENERATION_ADMIN, .indexes = indexes};
+		struct rfs_daemon *handle;
 		size_t n = 0, j = i;
 
 		for (; j < f->orphan_count && n < REMOVE_BATCH &&
@@ -683,20 +679,14 @@ static int fsck_repair(struct fsck *f)
 		if (n == 0)
 			continue;
 		sel.inode = first->ino;
-		sel.indexes = indexes;
-		sel.n_indexes = n;
-		req.chunks = &sel;
-		req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
-		ret = ctl_daemon_conn(c, d, &conn);
+		sel.count = n;
+		ret = ctl_daemon(c, d, &handle);
 		if (!ret)
-			ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &req.base,
-				       &rdmafs__chunk_remove_resp__descriptor,
-				       (ProtobufCMessage **)&resp);
+			ret = rfs_chunk_remove(handle, &sel, NULL, NULL);
 		if (ret) {
 			report_daemon_error(d, ret);
 			break;
 		}
-		rdmafs__chunk_remove_resp__free_unpacked(resp, NULL);
 		for (size_t k = 0; k < n; k++)
 			f->orphans[which[k]].removed = true;
 		f->orphans_removed += n;

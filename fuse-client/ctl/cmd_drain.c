@@ -59,7 +59,7 @@
 struct drain {
 	struct ctl *c;
 	struct ctl_daemon *src;
-	struct xprt_conn *src_conn;
+	struct rfs_daemon *src_handle;
 	bool progress;
 	uint64_t files_total;
 	uint64_t files_moved, chunks_moved, bytes_moved, files_failed, files_stale;
@@ -135,69 +135,68 @@ static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 {
 	struct ctl *c = dr->c;
 	uint64_t after_ino = ino - 1, after_index = UINT64_MAX;
-	Rdmafs__ChunkListResp *page;
+	struct rfs_chunk_entry page[CTL_LIST_PAGE];
 	bool end = false;
+	size_t count;
 	int ret = 0;
 
 	while (!end) {
-		ret = ctl_chunk_list(c, dr->src_conn, after_ino, after_index, false, &page);
+		ret = rfs_chunk_list(dr->src_handle, after_ino, after_index, false, page,
+				     CTL_LIST_PAGE, &count, &end);
 		if (ret) {
 			ctl_err("cannot list the chunks of daemon %s: %s", dr->src->uuid_text,
 				ctl_strerror(ret));
 			return ret;
 		}
-		end = page->done;
-		for (size_t i = 0; i < page->n_chunks && !ret; i++) {
-			const Rdmafs__ChunkListEntry *e = page->chunks[i];
+		for (size_t i = 0; i < count && !ret; i++) {
+			const struct rfs_chunk_entry *e = &page[i];
+			struct rfs_chunk_id id = {ino, e->index, RFS_GENERATION_ADMIN};
+			struct rfs_daemon *handle;
 			struct ctl_daemon *dst;
-			struct xprt_conn *conn;
 			int slot;
 
-			if (e->chunk->inode != ino) {
+			if (e->inode != ino) {
 				end = true;
 				break;
 			}
-			after_ino = e->chunk->inode;
-			after_index = e->chunk->index;
-			slot = rdmafs_place_chunk(daemons, n, l->placement_seed, ino,
-						  e->chunk->index);
+			after_ino = e->inode;
+			after_index = e->index;
+			slot = rdmafs_place_chunk(daemons, n, l->placement_seed, ino, e->index);
 			dst = slot >= 0 ? ctl_map_find(c, daemons[slot]) : NULL;
 			if (!dst) {
 				ret = -EINVAL;
 				break;
 			}
-			ret = ctl_daemon_conn(c, dst, &conn);
+			ret = ctl_daemon(c, dst, &handle);
 			if (ret) {
 				ctl_err("cannot reach daemon %s at %s: %s", dst->uuid_text,
 					dst->conn_address, ctl_strerror(ret));
 				break;
 			}
 			used[slot] = true;
-			ret = ctl_chunk_copy(c, dr->src_conn, conn, ino, e->chunk->index, e->length,
-					     l->chunk_size);
+			ret = rfs_chunk_copy(dr->src_handle, handle, id, e->length, l->chunk_size);
 			if (ret) {
 				ctl_err("inode %" PRIu64 " chunk %" PRIu64
 					": copy from %s to %s: %s",
-					ino, e->chunk->index, dr->src->uuid_text, dst->uuid_text,
+					ino, e->index, dr->src->uuid_text, dst->uuid_text,
 					ctl_strerror(ret));
 				break;
 			}
 			dr->chunks_moved++;
 			dr->bytes_moved += e->length;
 		}
-		rdmafs__chunk_list_resp__free_unpacked(page, NULL);
 		if (ret)
 			return ret;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct ctl_daemon *dst = used[i] ? ctl_map_find(c, daemons[i]) : NULL;
-		struct xprt_conn *conn;
+		struct rfs_daemon *handle;
 
 		if (!dst)
 			continue;
-		ret = ctl_daemon_conn(c, dst, &conn);
+		ret = ctl_daemon(c, dst, &handle);
 		if (!ret)
-			ret = ctl_chunk_commit_inode(c, conn, ino);
+			ret = ctl_chunk_commit_inode(handle, ino);
 		if (ret) {
 			ctl_err("inode %" PRIu64 ": commit on daemon %s: %s", ino, dst->uuid_text,
 				ctl_strerror(ret));
@@ -264,7 +263,7 @@ static void release_fence(struct drain *dr, uint64_t ino, uint64_t fence)
 	if (ret == -ENOENT || (!ret && generation >= fence))
 		return; /* gone (numbers are never reused), or switched: harmless */
 	if (!ret)
-		ret = ctl_chunk_fence(dr->c, dr->src_conn, ino, fence, true, NULL);
+		ret = rfs_chunk_fence(dr->src_handle, ino, fence, true, NULL);
 	if (ret)
 		ctl_err("inode %" PRIu64 ": cannot lift its fence on %s (%s): its writers "
 			"wait until the drain is run again",
@@ -278,14 +277,14 @@ static void release_fence(struct drain *dr, uint64_t ino, uint64_t fence)
 static void remove_gone(struct drain *dr, uint64_t ino, const uint8_t *const *daemons, size_t n,
 			const bool *used)
 {
-	struct xprt_conn *conn;
+	struct rfs_daemon *handle;
 
-	ctl_chunk_remove_inode(dr->c, dr->src_conn, ino);
+	ctl_chunk_remove_inode(dr->src_handle, ino);
 	for (size_t i = 0; i < n; i++) {
 		struct ctl_daemon *d = used[i] ? ctl_map_find(dr->c, daemons[i]) : NULL;
 
-		if (d && ctl_daemon_conn(dr->c, d, &conn) == 0)
-			ctl_chunk_remove_inode(dr->c, conn, ino);
+		if (d && ctl_daemon(dr->c, d, &handle) == 0)
+			ctl_chunk_remove_inode(handle, ino);
 	}
 }
 
@@ -309,7 +308,7 @@ static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 		n = 1;
 	}
 	/* the generation SET_LAYOUT gives the new layout: older ones are refused from now on */
-	ret = ctl_chunk_fence(dr->c, dr->src_conn, e->ino, fence, false, NULL);
+	ret = rfs_chunk_fence(dr->src_handle, e->ino, fence, false, NULL);
 	if (ret) {
 		ctl_err("inode %" PRIu64 ": cannot fence it on %s: %s", e->ino, dr->src->uuid_text,
 			ctl_strerror(ret));
@@ -437,7 +436,7 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 		ctl_err("no other daemon is up to take the chunks of %s", dr.src->uuid_text);
 		return CTL_EXIT_FAILED;
 	}
-	ret = ctl_daemon_conn(c, dr.src, &dr.src_conn);
+	ret = ctl_daemon(c, dr.src, &dr.src_handle);
 	if (ret) {
 		ctl_err("cannot reach daemon %s at %s to read its chunks: %s", dr.src->uuid_text,
 			dr.src->conn_address, ctl_strerror(ret));
@@ -471,7 +470,7 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 		ret = ctl_map_load(c, true);
 		if (!ret) {
 			dr.src = ctl_map_find(c, uuid);
-			ret = dr.src ? ctl_daemon_conn(c, dr.src, &dr.src_conn) : -ENOENT;
+			ret = dr.src ? ctl_daemon(c, dr.src, &dr.src_handle) : -ENOENT;
 		}
 		if (!ret)
 			ret = drain_pass(&dr, &touched);

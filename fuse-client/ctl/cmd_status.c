@@ -345,15 +345,15 @@ int ctl_cmd_stats(struct ctl *c, int argc, char **argv)
 		struct ctl_daemon *d = &c->map.daemons[i];
 		Rdmafs__DaemonStatsReq req = RDMAFS__DAEMON_STATS_REQ__INIT;
 		Rdmafs__DaemonStatsResp *resp = NULL;
-		struct xprt_conn *conn;
+		struct rfs_daemon *handle;
 
 		if (one ? d != one : d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED)
 			continue;
-		ret = ctl_daemon_conn(c, d, &conn);
+		ret = ctl_daemon(c, d, &handle);
 		if (!ret)
-			ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_DAEMON_STATS, &req.base,
-				       &rdmafs__daemon_stats_resp__descriptor,
-				       (ProtobufCMessage **)&resp);
+			ret = rfs_daemon_call(handle, RDMAFS__METHOD__METHOD_DAEMON_STATS,
+					      &req.base, &rdmafs__daemon_stats_resp__descriptor,
+					      (ProtobufCMessage **)&resp);
 		if (c->json) {
 			ctl_json_begin_object(NULL);
 			ctl_json_string("uuid", d->uuid_text);

@@ -16,9 +16,8 @@
 #include "rdmafs.pb-c.h"
 #include "rdmafs_common.h"
 
-struct xprt_ctx;
-struct xprt_conn;
-struct xprt_pool;
+#include "rdmafs_daemon.h"
+#include "fs_client_i.h"
 
 /* Exit status of rdmafsctl (the man page lists them). */
 enum ctl_exit {
@@ -52,9 +51,9 @@ struct ctl_daemon {
 	uint64_t capacity_bytes, used_bytes;
 	uint32_t state; /* Rdmafs__DaemonState, maybe a value we do not know */
 	uint64_t last_heartbeat_unix_ms;
-	struct xprt_conn *conn;	  /* NULL until ctl_daemon_conn() */
-	int conn_error;		  /* the last connect error, 0 if none */
-	const char *conn_address; /* the address that answered or failed last */
+	struct rfs_daemon *handle; /* NULL until ctl_daemon() */
+	int conn_error;		   /* the last connect error, 0 if none */
+	const char *conn_address;  /* the address that answered or failed last */
 };
 
 struct ctl_map {
@@ -72,12 +71,7 @@ struct ctl {
 	bool verbose;
 	unsigned timeout_ms;
 
-	struct xprt_ctx *xctx;
-	struct xprt_conn *meta;
-	struct xprt_pool *pool; /* registered buffers for chunk copies (drain) */
-	uint32_t pool_buf_size;
-	uint8_t *reply; /* a reply body, the largest a connection carries */
-	size_t reply_cap;
+	struct rfs_daemon *meta; /* NULL until ctl_meta() */
 	struct ctl_map map;
 	bool map_loaded;
 };
@@ -92,17 +86,15 @@ int ctl_session_open(struct ctl *c);
 void ctl_session_close(struct ctl *c);
 
 /*
- * Packs @req, calls @method on @conn and unpacks the reply as @resp_desc into
- * *@resp (free it with protobuf_c_message_free_unpacked()). Returns 0, the
- * peer's negative errno, a transport error, or -EBADMSG for a reply that
- * does not parse.
+ * The handle on the metadata service, opened on first use (its transport
+ * context and buffers are shared by every daemon handle); prints why and
+ * returns an errno if it cannot be opened.
  */
-int ctl_call(struct ctl *c, struct xprt_conn *conn, uint32_t method, const ProtobufCMessage *req,
-	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
-
-/* The metadata service's connection; prints why and returns an errno if unreachable. */
-int ctl_meta_conn(struct ctl *c, struct xprt_conn **out);
-/* Calls the metadata service; see ctl_call(). */
+int ctl_meta(struct ctl *c, struct rfs_daemon **out);
+/*
+ * Calls the metadata service as rfs_daemon_call() does, and says what failed
+ * when it is unreachable or does not serve @method.
+ */
 int ctl_meta_call(struct ctl *c, uint32_t method, const ProtobufCMessage *req,
 		  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
 
@@ -118,47 +110,33 @@ struct ctl_daemon *ctl_map_find(struct ctl *c, const uint8_t *uuid);
 int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out);
 
 /*
- * A connection to @d, trying its addresses in order. On failure
+ * A handle on @d, opened on first use with its addresses tried in order (a
+ * dead connection is made again by the handle's next call). On failure
  * d->conn_error and d->conn_address say what failed; nothing is printed.
  */
-int ctl_daemon_conn(struct ctl *c, struct ctl_daemon *d, struct xprt_conn **out);
+int ctl_daemon(struct ctl *c, struct ctl_daemon *d, struct rfs_daemon **out);
 
 const char *ctl_state_name(uint32_t state);
 void ctl_uuid_format(const uint8_t *uuid, char out[37]);
 /* xprt_strerror() for transport and peer errors. */
 const char *ctl_strerror(int err);
 
-/* ---- chunk copies (rpc.c) ---- */
+/* ---- chunks (rpc.c) ---- */
 
 /*
- * The layout generation rdmafsctl's chunk requests carry: above every fence
+ * rdmafsctl's chunk requests carry RFS_GENERATION_ADMIN: above every fence
  * (rdmafs.proto, "Layout generations and fences"), because rdmafsctl is what
- * moves a fenced file's chunks.
+ * moves a fenced file's chunks. Chunk copies, fences and lists are the client
+ * core's (rfs_chunk_copy, rfs_chunk_fence, rfs_chunk_list).
  */
-#define CTL_LAYOUT_GENERATION_ADMIN UINT64_MAX
 
-/*
- * Copies chunk (@ino, @index) of @length bytes from @src to @dst, for a file
- * with chunks of @chunk_size bytes, through a registered buffer: the source
- * RDMA WRITEs into it, the destination RDMA READs from it, and both ends
- * check the CRC-32C. The destination ends up with exactly @length bytes.
- * Not yet durable: commit the destination after.
- */
-int ctl_chunk_copy(struct ctl *c, struct xprt_conn *src, struct xprt_conn *dst, uint64_t ino,
-		   uint64_t index, uint32_t length, uint32_t chunk_size);
-int ctl_chunk_commit_inode(struct ctl *c, struct xprt_conn *conn, uint64_t ino);
-/* Removes every chunk of @ino on @conn's daemon. */
-int ctl_chunk_remove_inode(struct ctl *c, struct xprt_conn *conn, uint64_t ino);
-/*
- * CHUNK_FENCE: raises @ino's fence on @conn's daemon to @generation, or with
- * @lift clears it if it is exactly @generation. *@now (may be NULL) gets the
- * fence in force afterwards.
- */
-int ctl_chunk_fence(struct ctl *c, struct xprt_conn *conn, uint64_t ino, uint64_t generation,
-		    bool lift, uint64_t *now);
-/* Lists up to a reply's worth of chunks after (@after_ino, @after_index). */
-int ctl_chunk_list(struct ctl *c, struct xprt_conn *conn, uint64_t after_ino, uint64_t after_index,
-		   bool from_start, Rdmafs__ChunkListResp **out);
+/* Chunks asked of a daemon at once (rfs_chunk_list). */
+#define CTL_LIST_PAGE 1024
+
+/* Commits every chunk of @ino on @d. */
+int ctl_chunk_commit_inode(struct rfs_daemon *d, uint64_t ino);
+/* Removes every chunk of @ino on @d. */
+int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino);
 
 /*
  * The inodes after @after (0: from the first), one reply's worth, checked:

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * rdmafsctl's session: one transport context, a connection to the metadata
- * service and one to each daemon it talks to (made on first use), the cluster
- * map, and the chunk copy that drain uses. Every field that comes off the
- * wire is checked before it is used.
+ * rdmafsctl's session, on the client core's daemon handles (rdmafs_daemon.h):
+ * one on the metadata service and one on each daemon it talks to (opened on
+ * first use, sharing one transport context and the registered buffers of
+ * chunk copies), and the cluster map. Every field that comes off the wire is
+ * checked before it is used.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -14,7 +15,8 @@
 
 #include "xprt.h"
 #include "rdmafs_common.h"
-#include "chunk_msg_i.h"
+#include "rdmafs_daemon.h"
+#include "fs_client_i.h"
 #include "ctl_i.h"
 
 /* The largest piece of a chunk moved at once. */
@@ -101,28 +103,14 @@ const char *ctl_state_name(uint32_t state)
 
 int ctl_session_open(struct ctl *c)
 {
-	struct xprt_options o;
-	int ret;
-
 	xprt_set_log(transport_log, c, XPRT_LOG_DEBUG);
-	xprt_options_init(&o);
-	o.secret = c->secret;
-	o.secret_len = c->secret_len;
-	o.name = "rdmafsctl";
-	o.call_timeout_ms = c->timeout_ms;
-	o.connect_timeout_ms = c->timeout_ms;
-	ret = xprt_ctx_create(&o, &c->xctx);
-	if (ret) {
-		ctl_err("cannot start the transport: %s", xprt_strerror(ret));
-		return CTL_EXIT_FAILED;
-	}
 	return CTL_EXIT_OK;
 }
 
 static void map_free(struct ctl_map *map)
 {
 	for (size_t i = 0; i < map->count; i++) {
-		xprt_conn_close(map->daemons[i].conn);
+		rfs_daemon_close(map->daemons[i].handle);
 		for (size_t a = 0; a < map->daemons[i].address_count; a++)
 			free(map->daemons[i].addresses[a]);
 	}
@@ -133,82 +121,48 @@ static void map_free(struct ctl_map *map)
 void ctl_session_close(struct ctl *c)
 {
 	map_free(&c->map);
-	xprt_conn_close(c->meta);
+	rfs_daemon_close(c->meta);
 	c->meta = NULL;
-	xprt_pool_destroy(c->pool);
-	c->pool = NULL;
-	xprt_ctx_destroy(c->xctx);
-	c->xctx = NULL;
-	free(c->reply);
-	c->reply = NULL;
 }
 
-/* The reply buffer, grown to what @conn can carry. */
-static int reply_room(struct ctl *c, struct xprt_conn *conn)
+/*
+ * Opens a handle on @uri: the first one (the metadata service's) brings the
+ * transport context and the registered buffers of chunk copies, the others
+ * share them.
+ */
+static int handle_open(struct ctl *c, const char *uri, struct rfs_daemon **out)
 {
-	size_t need = xprt_conn_max_body(conn);
-	uint8_t *p;
+	struct rfs_daemon_options o;
 
-	if (need <= c->reply_cap)
-		return 0;
-	p = realloc(c->reply, need);
-	if (!p)
-		return -ENOMEM;
-	c->reply = p;
-	c->reply_cap = need;
-	return 0;
+	rfs_daemon_options_init(&o);
+	o.uri = uri;
+	o.secret = c->secret;
+	o.secret_len = c->secret_len;
+	o.name = "rdmafsctl";
+	o.call_timeout_ms = c->timeout_ms;
+	o.connect_timeout_ms = c->timeout_ms;
+	o.buf_size = COPY_PIECE;
+	o.buf_count = COPY_BUFS;
+	o.share = c->meta;
+	return rfs_daemon_open(&o, out);
 }
 
-/* Sends @req as @method on @conn; the reply's body is left in c->reply (@reply_len bytes). */
-static int call_packed(struct ctl *c, struct xprt_conn *conn, uint32_t method,
-		       const ProtobufCMessage *req, size_t *reply_len)
-{
-	size_t len = protobuf_c_message_get_packed_size(req);
-	uint8_t *buf = malloc(len ? len : 1);
-	int ret;
-
-	*reply_len = 0;
-	if (!buf)
-		return -ENOMEM;
-	protobuf_c_message_pack(req, buf);
-	ret = reply_room(c, conn);
-	if (!ret)
-		ret = xprt_call(conn, method, buf, len, c->reply, c->reply_cap, reply_len,
-				(int)c->timeout_ms);
-	free(buf);
-	return ret;
-}
-
-int ctl_call(struct ctl *c, struct xprt_conn *conn, uint32_t method, const ProtobufCMessage *req,
-	     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
-{
-	size_t reply_len;
-	int ret;
-
-	*resp = NULL;
-	ret = call_packed(c, conn, method, req, &reply_len);
-	if (ret)
-		return ret;
-	*resp = protobuf_c_message_unpack(resp_desc, NULL, reply_len, c->reply);
-	return *resp ? 0 : -EBADMSG;
-}
-
-int ctl_meta_conn(struct ctl *c, struct xprt_conn **out)
+int ctl_meta(struct ctl *c, struct rfs_daemon **out)
 {
 	int ret;
 
-	if (c->meta && !xprt_conn_alive(c->meta)) {
-		xprt_conn_close(c->meta);
-		c->meta = NULL;
-	}
 	if (!c->meta) {
-		ret = xprt_connect(c->xctx, c->meta_uri, &c->meta);
+		ret = handle_open(c, c->meta_uri, &c->meta);
 		if (ret) {
 			c->meta = NULL;
 			if (ret == -EACCES)
 				ctl_err("the metadata service at %s refused our secret (or we "
 					"refused its): check --secret-file",
 					c->meta_uri);
+			else if (ret == -ENOMEM)
+				ctl_err("cannot register %u buffers of %u bytes for %s: %s (raise "
+					"the memlock limit: ulimit -l)",
+					COPY_BUFS, COPY_PIECE, c->meta_uri, xprt_strerror(ret));
 			else
 				ctl_err("cannot reach the metadata service at %s: %s", c->meta_uri,
 					xprt_strerror(ret));
@@ -222,13 +176,13 @@ int ctl_meta_conn(struct ctl *c, struct xprt_conn **out)
 int ctl_meta_call(struct ctl *c, uint32_t method, const ProtobufCMessage *req,
 		  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
 {
-	struct xprt_conn *conn;
-	int ret = ctl_meta_conn(c, &conn);
+	struct rfs_daemon *meta;
+	int ret = ctl_meta(c, &meta);
 
 	*resp = NULL;
 	if (ret)
 		return ret;
-	ret = ctl_call(c, conn, method, req, resp_desc, resp);
+	ret = rfs_daemon_call(meta, method, req, resp_desc, resp);
 	if (ret == -EOPNOTSUPP)
 		ctl_err("%s does not serve method %u: is it the metadata service, and as new as "
 			"this rdmafsctl?",
@@ -295,13 +249,13 @@ int ctl_map_load(struct ctl *c, bool reload)
 			goto out_free;
 		}
 	}
-	/* Keep the connections we already have to daemons still in the map. */
+	/* Keep the handles we already have on daemons still in the map. */
 	for (size_t i = 0; i < map.count; i++) {
 		struct ctl_daemon *old = ctl_map_find(c, map.daemons[i].uuid);
 
-		if (old && old->conn) {
-			map.daemons[i].conn = old->conn;
-			old->conn = NULL;
+		if (old && old->handle) {
+			map.daemons[i].handle = old->handle;
+			old->handle = NULL;
 		}
 	}
 	map_free(&c->map);
@@ -392,251 +346,49 @@ int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out)
 	return -EINVAL;
 }
 
-int ctl_daemon_conn(struct ctl *c, struct ctl_daemon *d, struct xprt_conn **out)
+int ctl_daemon(struct ctl *c, struct ctl_daemon *d, struct rfs_daemon **out)
 {
-	int ret = -EHOSTUNREACH;
+	struct rfs_daemon *meta;
+	int ret;
 
-	if (d->conn && !xprt_conn_alive(d->conn)) {
-		xprt_conn_close(d->conn);
-		d->conn = NULL;
-	}
-	if (d->conn) {
-		*out = d->conn;
+	if (d->handle) {
+		*out = d->handle;
 		return 0;
 	}
+	/* the handles share the metadata service's transport context */
+	ret = ctl_meta(c, &meta);
+	if (ret)
+		return ret;
+	ret = -EHOSTUNREACH;
 	d->conn_address = "(no address)";
 	for (size_t a = 0; a < d->address_count; a++) {
 		d->conn_address = d->addresses[a];
-		ret = xprt_connect(c->xctx, d->addresses[a], &d->conn);
+		ret = handle_open(c, d->addresses[a], &d->handle);
 		if (ret == 0) {
 			d->conn_error = 0;
-			*out = d->conn;
+			*out = d->handle;
 			return 0;
 		}
-		d->conn = NULL;
+		d->handle = NULL;
 	}
 	d->conn_error = ret;
 	return ret;
 }
 
-/* ---- chunk copies ---- */
-
-static int pool_ready(struct ctl *c)
+int ctl_chunk_commit_inode(struct rfs_daemon *d, uint64_t ino)
 {
-	int ret;
+	struct rfs_chunk_sel sel = {
+		.inode = ino, .generation = RFS_GENERATION_ADMIN, .range = true};
 
-	if (c->pool)
-		return 0;
-	ret = xprt_pool_create(c->xctx, COPY_PIECE, COPY_BUFS,
-			       XPRT_ACCESS_REMOTE_READ | XPRT_ACCESS_REMOTE_WRITE, &c->pool);
-	if (ret) {
-		ctl_err("cannot register the copy buffers (%u x %u bytes): %s%s", COPY_BUFS,
-			COPY_PIECE, xprt_strerror(ret),
-			ret == -ENOMEM ? " (raise the memlock limit: ulimit -l)" : "");
-		return ret;
-	}
-	c->pool_buf_size = COPY_PIECE;
-	return 0;
+	return rfs_chunk_commit(d, &sel);
 }
 
-/* Reads @len bytes at @offset of a chunk into @buf; *@got may be less at its end. */
-static int piece_read(struct ctl *c, struct xprt_conn *conn, struct xprt_buf *buf, uint64_t ino,
-		      uint64_t index, uint32_t offset, uint32_t len, uint32_t *got)
+int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino)
 {
-	struct chunk_io io = {
-		.ino = ino,
-		.index = index,
-		.generation = CTL_LAYOUT_GENERATION_ADMIN,
-		.offset = offset,
-		.len = len,
-	};
-	struct chunk_msg m;
-	size_t reply_len;
-	int ret;
+	struct rfs_chunk_sel sel = {
+		.inode = ino, .generation = RFS_GENERATION_ADMIN, .range = true};
 
-	ret = chunk_msg_read(&m, conn, buf, &io);
-	if (!ret)
-		ret = call_packed(c, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base,
-				  &reply_len);
-	if (!ret)
-		ret = chunk_read_reply(c->reply, reply_len, buf, &io, got, NULL);
-	return ret;
-}
-
-static int piece_write(struct ctl *c, struct xprt_conn *conn, struct xprt_buf *buf, uint64_t ino,
-		       uint64_t index, uint32_t offset, uint32_t len, uint32_t chunk_size,
-		       uint32_t *chunk_length)
-{
-	struct chunk_io io = {
-		.ino = ino,
-		.index = index,
-		.generation = CTL_LAYOUT_GENERATION_ADMIN,
-		.offset = offset,
-		.len = len,
-		.chunk_size = chunk_size,
-	};
-	struct chunk_msg m;
-	size_t reply_len;
-	int ret;
-
-	ret = chunk_msg_write(&m, conn, buf, &io);
-	if (!ret)
-		ret = call_packed(c, conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base,
-				  &reply_len);
-	if (!ret)
-		ret = chunk_write_reply(c->reply, reply_len, chunk_length, NULL);
-	return ret;
-}
-
-static int chunk_truncate(struct ctl *c, struct xprt_conn *conn, uint64_t ino, uint64_t index,
-			  uint32_t length)
-{
-	Rdmafs__ChunkTruncateReq req = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
-	Rdmafs__ChunkId id = RDMAFS__CHUNK_ID__INIT;
-	ProtobufCMessage *resp;
-	int ret;
-
-	id.inode = ino;
-	id.index = index;
-	req.chunk = &id;
-	req.length = length;
-	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
-	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base,
-		       &rdmafs__chunk_truncate_resp__descriptor, &resp);
-	if (!ret)
-		protobuf_c_message_free_unpacked(resp, NULL);
-	return ret;
-}
-
-int ctl_chunk_copy(struct ctl *c, struct xprt_conn *src, struct xprt_conn *dst, uint64_t ino,
-		   uint64_t index, uint32_t length, uint32_t chunk_size)
-{
-	uint32_t offset = 0, dst_length = UINT32_MAX;
-	struct xprt_buf *buf;
-	int ret;
-
-	if (length > chunk_size)
-		return -EINVAL;
-	ret = pool_ready(c);
-	if (ret)
-		return ret;
-	ret = xprt_pool_get(c->pool, (int)c->timeout_ms, &buf);
-	if (ret)
-		return ret;
-	while (offset < length) {
-		uint32_t want =
-			length - offset < c->pool_buf_size ? length - offset : c->pool_buf_size;
-		uint32_t got = 0;
-
-		ret = piece_read(c, src, buf, ino, index, offset, want, &got);
-		if (ret)
-			goto out_put;
-		if (got == 0)
-			break; /* the chunk shrank meanwhile: copy what there is */
-		ret = piece_write(c, dst, buf, ino, index, offset, got, chunk_size, &dst_length);
-		if (ret)
-			goto out_put;
-		offset += got;
-	}
-	/* An older copy on the destination may be longer; a zero-length chunk still exists. */
-	if (dst_length != offset)
-		ret = chunk_truncate(c, dst, ino, index, offset);
-out_put:
-	xprt_pool_put(buf);
-	return ret;
-}
-
-int ctl_chunk_commit_inode(struct ctl *c, struct xprt_conn *conn, uint64_t ino)
-{
-	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
-	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
-	ProtobufCMessage *resp;
-	int ret;
-
-	sel.inode = ino;
-	sel.range = true;
-	req.chunks = &sel;
-	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
-	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &req.base,
-		       &rdmafs__empty__descriptor, &resp);
-	if (!ret)
-		protobuf_c_message_free_unpacked(resp, NULL);
-	return ret;
-}
-
-int ctl_chunk_remove_inode(struct ctl *c, struct xprt_conn *conn, uint64_t ino)
-{
-	Rdmafs__ChunkRemoveReq req = RDMAFS__CHUNK_REMOVE_REQ__INIT;
-	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
-	ProtobufCMessage *resp;
-	int ret;
-
-	sel.inode = ino;
-	sel.range = true;
-	req.chunks = &sel;
-	req.layout_generation = CTL_LAYOUT_GENERATION_ADMIN;
-	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &req.base,
-		       &rdmafs__chunk_remove_resp__descriptor, &resp);
-	if (!ret)
-		protobuf_c_message_free_unpacked(resp, NULL);
-	return ret;
-}
-
-int ctl_chunk_fence(struct ctl *c, struct xprt_conn *conn, uint64_t ino, uint64_t generation,
-		    bool lift, uint64_t *now)
-{
-	Rdmafs__ChunkFenceReq req = RDMAFS__CHUNK_FENCE_REQ__INIT;
-	Rdmafs__ChunkFenceResp *resp;
-	int ret;
-
-	req.inode = ino;
-	req.generation = generation;
-	req.lift = lift;
-	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_FENCE, &req.base,
-		       &rdmafs__chunk_fence_resp__descriptor, (ProtobufCMessage **)&resp);
-	if (ret)
-		return ret;
-	if (now)
-		*now = resp->fence;
-	rdmafs__chunk_fence_resp__free_unpacked(resp, NULL);
-	return 0;
-}
-
-int ctl_chunk_list(struct ctl *c, struct xprt_conn *conn, uint64_t after_ino, uint64_t after_index,
-		   bool from_start, Rdmafs__ChunkListResp **out)
-{
-	Rdmafs__ChunkListReq req = RDMAFS__CHUNK_LIST_REQ__INIT;
-	Rdmafs__ChunkId after = RDMAFS__CHUNK_ID__INIT;
-	Rdmafs__ChunkListResp *resp;
-	int ret;
-
-	if (!from_start) {
-		after.inode = after_ino;
-		after.index = after_index;
-		req.start_after = &after;
-	}
-	ret = ctl_call(c, conn, RDMAFS__METHOD__METHOD_CHUNK_LIST, &req.base,
-		       &rdmafs__chunk_list_resp__descriptor, (ProtobufCMessage **)&resp);
-	if (ret)
-		return ret;
-	/* Entries must be present and strictly ascending past start_after. */
-	for (size_t i = 0; i < resp->n_chunks; i++) {
-		const Rdmafs__ChunkId *id = resp->chunks[i] ? resp->chunks[i]->chunk : NULL;
-		bool ascending = id && (id->inode > after_ino ||
-					(id->inode == after_ino && id->index > after_index));
-
-		if (!id || (!ascending && (i > 0 || !from_start))) {
-			rdmafs__chunk_list_resp__free_unpacked(resp, NULL);
-			return -EBADMSG;
-		}
-		after_ino = id->inode;
-		after_index = id->index;
-	}
-	/* An empty page that is not the end would make a caller loop forever. */
-	if (resp->n_chunks == 0)
-		resp->done = true;
-	*out = resp;
-	return 0;
+	return rfs_chunk_remove(d, &sel, NULL, NULL);
 }
 
 int ctl_inode_list(struct ctl *c, uint64_t after, Rdmafs__InodeListResp **out)

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 
 #include "xprt.h"
-#include "rdmafs_client.h"
+#include "rdmafs_daemon.h"
 #include "harness.h"
 
 #define CLIENTS 4
@@ -41,7 +41,7 @@ struct job {
 static void *bench_thread(void *arg)
 {
 	struct job *j = arg;
-	struct rfc_client *c = client_of(j->d, MiB);
+	struct rfs_daemon *c = client_of(j->d, MiB);
 	uint8_t *buf = malloc(MiB);
 	uint64_t seed = 42 + j->id, count = j->bytes / j->bs, chunks = j->bytes / MiB;
 	uint32_t bytes;
@@ -51,15 +51,15 @@ static void *bench_thread(void *arg)
 		/* 1 MiB: chunk after chunk; 4 KiB: random blocks of the same chunks. */
 		uint64_t index = j->bs == MiB ? i : rnd(&seed) % chunks;
 		uint32_t off = j->bs == MiB ? 0 : (uint32_t)(rnd(&seed) % (MiB / j->bs)) * j->bs;
-		struct rfc_chunk id = {1000 + j->id, index};
+		struct rfs_chunk_id id = {1000 + j->id, index};
 
 		if (j->write)
-			j->error = rfc_chunk_write(c, id, MiB, off, buf, j->bs, false, NULL);
+			j->error = rfs_chunk_write(c, id, MiB, off, buf, j->bs, false, NULL);
 		else
-			j->error = rfc_chunk_read(c, id, off, buf, j->bs, &bytes, NULL);
+			j->error = rfs_chunk_read(c, id, off, buf, j->bs, &bytes, NULL);
 	}
 	free(buf);
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	return NULL;
 }
 

@@ -6,7 +6,7 @@
  *
  * TRANSPORT is "tcp" or "rdma" (exits 77 without an RDMA device); the same
  * tests run over both. TEST is one of: roundtrip, clients, crash, corrupt,
- * enospc, config, malformed, fence. Exit 0 pass, 1 fail, 77 skip, 99 the
+ * enospc, config, malformed, fence, handles. Exit 0 pass, 1 fail, 77 skip, 99 the
  * test could not run (tests/lib/check.h).
  */
 #include <errno.h>
@@ -23,7 +23,7 @@
 
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
-#include "rdmafs_client.h"
+#include "rdmafs_daemon.h"
 #include "rdmafs_common.h"
 #include "harness.h"
 
@@ -56,16 +56,16 @@ static char *data_path(const char *name)
 /* ---- roundtrip: random writes, reads, truncates against a model ---- */
 
 struct model_chunk {
-	struct rfc_chunk id;
+	struct rfs_chunk_id id;
 	uint32_t chunk_size;
 	uint32_t length;
 	uint8_t *data;
 };
 
-static void model_check(struct rfc_client *c, struct model_chunk *m, uint8_t *buf)
+static void model_check(struct rfs_daemon *c, struct model_chunk *m, uint8_t *buf)
 {
 	uint32_t bytes = 0, clen = 0;
-	int ret = rfc_chunk_read(c, m->id, 0, buf, m->chunk_size, &bytes, &clen);
+	int ret = rfs_chunk_read(c, m->id, 0, buf, m->chunk_size, &bytes, &clen);
 
 	REQUIRE(ret == 0, "read chunk %llu: %s", (unsigned long long)m->id.index, strerror(-ret));
 	REQUIRE(bytes == m->length && clen == m->length, "length %u/%u, want %u", bytes, clen,
@@ -83,10 +83,10 @@ static int test_roundtrip(void)
 	};
 	unsigned rounds = env_scale("RDMAFS_TEST_ROUNDS", 400);
 	uint8_t *buf = malloc(MiB), *pat = malloc(MiB);
-	struct rfc_chunk_state st;
-	struct rfc_daemon_stats ds;
+	struct rfs_chunk_state st;
+	struct rfs_daemon_stats ds;
 	struct daemon_proc d;
-	struct rfc_client *c;
+	struct rfs_daemon *c;
 	uint64_t seed = 0x1234567, removed = 0, freed = 0;
 	uint32_t bytes, clen;
 	int ret;
@@ -98,9 +98,9 @@ static int test_roundtrip(void)
 		chunks[i].data = calloc(1, CHUNK);
 
 	/* A chunk never written reads as a hole. */
-	ret = rfc_chunk_read(c, (struct rfc_chunk){99, 99}, 0, buf, 4096, &bytes, &clen);
+	ret = rfs_chunk_read(c, (struct rfs_chunk_id){99, 99}, 0, buf, 4096, &bytes, &clen);
 	REQUIRE(ret == 0 && bytes == 0 && clen == 0, "hole read: %d %u %u", ret, bytes, clen);
-	ret = rfc_chunk_stat(c, (struct rfc_chunk){99, 99}, &st);
+	ret = rfs_chunk_stat(c, (struct rfs_chunk_id){99, 99}, &st);
 	REQUIRE(ret == 0 && !st.exists, "stat of a missing chunk: %d", ret);
 
 	for (unsigned r = 0; r < rounds; r++) {
@@ -130,7 +130,7 @@ static int test_roundtrip(void)
 			if (rnd(&seed) % 2)
 				off &= ~4095u;
 			fill_pattern(pat, len, r);
-			ret = rfc_chunk_write(c, m->id, m->chunk_size, off, pat, len,
+			ret = rfs_chunk_write(c, m->id, m->chunk_size, off, pat, len,
 					      rnd(&seed) % 8 == 0, &st);
 			REQUIRE(ret == 0, "write %u@%u: %s", len, off, strerror(-ret));
 			memcpy(m->data + off, pat, len);
@@ -141,7 +141,7 @@ static int test_roundtrip(void)
 		} else if (op < 9) {
 			off = (uint32_t)(rnd(&seed) % (m->chunk_size + 1));
 			len = (uint32_t)(rnd(&seed) % (m->chunk_size - off + 1));
-			ret = rfc_chunk_read(c, m->id, off, buf, len, &bytes, &clen);
+			ret = rfs_chunk_read(c, m->id, off, buf, len, &bytes, &clen);
 			REQUIRE(ret == 0, "read %u@%u: %s", len, off, strerror(-ret));
 			{
 				uint32_t want =
@@ -157,7 +157,7 @@ static int test_roundtrip(void)
 		} else {
 			uint32_t nl = (uint32_t)(rnd(&seed) % (m->chunk_size + 1));
 
-			ret = rfc_chunk_truncate(c, m->id, nl, &st);
+			ret = rfs_chunk_truncate(c, m->id, nl, &st);
 			REQUIRE(ret == 0 && st.length == nl, "truncate to %u: %d", nl, ret);
 			if (nl < m->length)
 				memset(m->data + nl, 0, m->length - nl);
@@ -166,24 +166,28 @@ static int test_roundtrip(void)
 	}
 	for (unsigned i = 0; i < 3; i++) {
 		model_check(c, &chunks[i], buf);
-		ret = rfc_chunk_stat(c, chunks[i].id, &st);
+		ret = rfs_chunk_stat(c, chunks[i].id, &st);
 		REQUIRE(ret == 0 && st.exists && st.length == chunks[i].length &&
 				st.block_count == (st.length + 4095) / 4096,
 			"stat: %d len %u blocks %u", ret, st.length, st.block_count);
 	}
-	REQUIRE(rfc_chunk_commit_range(c, 7, 0) == 0, "commit range");
+	REQUIRE(rfs_chunk_commit(c, &(struct rfs_chunk_sel){.inode = 7, .range = true}) == 0,
+		"commit range");
 	{
 		uint64_t idx = 5;
 
-		REQUIRE(rfc_chunk_commit(c, 8, &idx, 1) == 0, "commit list");
+		REQUIRE(rfs_chunk_commit(c, &(struct rfs_chunk_sel){.inode = 8,
+								    .indexes = &idx,
+								    .count = 1}) == 0,
+			"commit list");
 	}
-	ret = rfc_daemon_stats(c, &ds);
+	ret = rfs_daemon_stats(c, &ds);
 	REQUIRE(ret == 0 && ds.bytes_written > 0 && ds.ops_total >= rounds && ds.chunks == 3 &&
 			ds.capacity_bytes > 0 && ds.errors == 0,
 		"stats: %d written %llu ops %llu chunks %llu errors %llu", ret,
 		(unsigned long long)ds.bytes_written, (unsigned long long)ds.ops_total,
 		(unsigned long long)ds.chunks, (unsigned long long)ds.errors);
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 
 	/* A clean stop exits 0 and everything is there after the restart. */
 	ret = daemon_stop(&d, SIGTERM);
@@ -193,21 +197,24 @@ static int test_roundtrip(void)
 	for (unsigned i = 0; i < 3; i++)
 		model_check(c, &chunks[i], buf);
 
-	ret = rfc_chunk_remove_range(c, 7, 0, &removed, &freed);
+	ret = rfs_chunk_remove(c, &(struct rfs_chunk_sel){.inode = 7, .range = true}, &removed,
+			       &freed);
 	REQUIRE(ret == 0 && removed == 2 && freed == (uint64_t)chunks[0].length + chunks[1].length,
 		"remove range: %d removed %llu", ret, (unsigned long long)removed);
 	{
 		uint64_t idx[2] = {5, 6};
 
-		ret = rfc_chunk_remove(c, 8, idx, 2, &removed, &freed);
+		ret = rfs_chunk_remove(
+			c, &(struct rfs_chunk_sel){.inode = 8, .indexes = idx, .count = 2},
+			&removed, &freed);
 		REQUIRE(ret == 0 && removed == 1, "remove list: %d removed %llu", ret,
 			(unsigned long long)removed);
 	}
-	ret = rfc_chunk_stat(c, chunks[0].id, &st);
+	ret = rfs_chunk_stat(c, chunks[0].id, &st);
 	REQUIRE(ret == 0 && !st.exists, "chunk still exists after remove");
-	ret = rfc_chunk_read(c, chunks[2].id, 0, buf, 4096, &bytes, &clen);
+	ret = rfs_chunk_read(c, chunks[2].id, 0, buf, 4096, &bytes, &clen);
 	REQUIRE(ret == 0 && bytes == 0, "removed chunk reads as a hole");
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	ret = daemon_stop(&d, SIGTERM);
 	REQUIRE(WIFEXITED(ret) && WEXITSTATUS(ret) == 0, "SIGTERM exit status %d", ret);
 	for (unsigned i = 0; i < 3; i++)
@@ -232,13 +239,13 @@ struct client_job {
 static void *client_thread(void *arg)
 {
 	struct client_job *job = arg;
-	struct rfc_client *c = client_of(job->d, 256u << 10);
+	struct rfs_daemon *c = client_of(job->d, 256u << 10);
 	uint8_t *model = calloc(1, 256u << 10), *buf = malloc(256u << 10),
 		*pat = malloc(256u << 10);
 	/* The shared chunk: each client owns 50000 bytes starting at an odd offset. */
 	uint32_t mine = 7 + job->id * 50000u, mine_len = 50000;
 	uint8_t *shared = malloc(mine_len);
-	struct rfc_chunk own = {100 + job->id, 0}, common = {1000, 0};
+	struct rfs_chunk_id own = {100 + job->id, 0}, common = {1000, 0};
 	uint64_t seed = 77 + job->id;
 	uint32_t length = 0, bytes, clen;
 	int ret;
@@ -248,7 +255,7 @@ static void *client_thread(void *arg)
 		uint32_t off = (uint32_t)(rnd(&seed) % ((256u << 10) - len));
 
 		fill_pattern(pat, len, seed);
-		ret = rfc_chunk_write(c, own, 256u << 10, off, pat, len, false, NULL);
+		ret = rfs_chunk_write(c, own, 256u << 10, off, pat, len, false, NULL);
 		if (ret) {
 			snprintf(job->error, sizeof(job->error), "write: %s", strerror(-ret));
 			break;
@@ -257,20 +264,20 @@ static void *client_thread(void *arg)
 		if (off + len > length)
 			length = off + len;
 		fill_pattern(shared, mine_len, seed + 1);
-		ret = rfc_chunk_write(c, common, MiB, mine, shared, mine_len, false, NULL);
+		ret = rfs_chunk_write(c, common, MiB, mine, shared, mine_len, false, NULL);
 		if (ret) {
 			snprintf(job->error, sizeof(job->error), "shared write: %s",
 				 strerror(-ret));
 			break;
 		}
-		ret = rfc_chunk_read(c, own, 0, buf, 256u << 10, &bytes, &clen);
+		ret = rfs_chunk_read(c, own, 0, buf, 256u << 10, &bytes, &clen);
 		if (ret || bytes != length || memcmp(buf, model, length)) {
 			snprintf(job->error, sizeof(job->error),
 				 "read back: %d, %u bytes want %u, or content differs", ret, bytes,
 				 length);
 			break;
 		}
-		ret = rfc_chunk_read(c, common, mine, buf, mine_len, &bytes, &clen);
+		ret = rfs_chunk_read(c, common, mine, buf, mine_len, &bytes, &clen);
 		if (ret || bytes != mine_len || memcmp(buf, shared, mine_len)) {
 			snprintf(job->error, sizeof(job->error),
 				 "shared chunk read back: %d, %u bytes, or content differs", ret,
@@ -278,7 +285,7 @@ static void *client_thread(void *arg)
 			break;
 		}
 	}
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	free(shared);
 	free(pat);
 	free(buf);
@@ -324,7 +331,7 @@ struct writer {
 };
 
 /* Appends stream bytes [pos, pos + len) to inode 500 + id, split at chunk ends. */
-static int append(struct rfc_client *c, struct writer *w, uint64_t pos, uint32_t len, uint8_t *buf)
+static int append(struct rfs_daemon *c, struct writer *w, uint64_t pos, uint32_t len, uint8_t *buf)
 {
 	while (len) {
 		uint64_t index = pos / CRASH_CHUNK;
@@ -334,8 +341,8 @@ static int append(struct rfc_client *c, struct writer *w, uint64_t pos, uint32_t
 
 		for (uint32_t i = 0; i < n; i++)
 			buf[i] = stream_byte(w->id, pos + i);
-		ret = rfc_chunk_write(c, (struct rfc_chunk){500 + w->id, index}, CRASH_CHUNK, off,
-				      buf, n, false, NULL);
+		ret = rfs_chunk_write(c, (struct rfs_chunk_id){500 + w->id, index}, CRASH_CHUNK,
+				      off, buf, n, false, NULL);
 		if (ret)
 			return ret;
 		pos += n;
@@ -347,7 +354,7 @@ static int append(struct rfc_client *c, struct writer *w, uint64_t pos, uint32_t
 static void *writer_thread(void *arg)
 {
 	struct writer *w = arg;
-	struct rfc_client *c = client_of(w->d, CRASH_CHUNK);
+	struct rfs_daemon *c = client_of(w->d, CRASH_CHUNK);
 	uint8_t *buf = malloc(CRASH_CHUNK);
 	uint64_t seed = 991 + w->id;
 
@@ -361,17 +368,18 @@ static void *writer_thread(void *arg)
 		if (w->writes % 4 == 0) {
 			uint64_t upto = w->acked;
 
-			if (rfc_chunk_commit_range(c, 500 + w->id, 0))
+			if (rfs_chunk_commit(c, &(struct rfs_chunk_sel){.inode = 500 + w->id,
+									.range = true}))
 				break;
 			w->committed = upto;
 		}
 	}
 	free(buf);
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	return NULL;
 }
 
-static void verify_stream(struct rfc_client *c, const struct writer *w, uint64_t upto,
+static void verify_stream(struct rfs_daemon *c, const struct writer *w, uint64_t upto,
 			  const char *what)
 {
 	uint8_t *buf = malloc(CRASH_CHUNK);
@@ -379,8 +387,8 @@ static void verify_stream(struct rfc_client *c, const struct writer *w, uint64_t
 
 	for (uint64_t pos = 0; pos < upto; pos += CRASH_CHUNK) {
 		uint32_t want = upto - pos < CRASH_CHUNK ? (uint32_t)(upto - pos) : CRASH_CHUNK;
-		int ret = rfc_chunk_read(c, (struct rfc_chunk){500 + w->id, pos / CRASH_CHUNK}, 0,
-					 buf, want, &bytes, &clen);
+		int ret = rfs_chunk_read(c, (struct rfs_chunk_id){500 + w->id, pos / CRASH_CHUNK},
+					 0, buf, want, &bytes, &clen);
 
 		REQUIRE(ret == 0, "writer %u %s bytes at %llu: %s", w->id, what,
 			(unsigned long long)pos, strerror(-ret));
@@ -398,9 +406,9 @@ static int test_crash(void)
 {
 	struct writer writers[WRITERS];
 	pthread_t threads[WRITERS];
-	struct rfc_daemon_stats ds;
+	struct rfs_daemon_stats ds;
 	struct daemon_proc d;
-	struct rfc_client *c;
+	struct rfs_daemon *c;
 	unsigned cycles = env_scale("RDMAFS_TEST_CRASH_CYCLES", 3);
 	uint64_t total_committed = 0;
 
@@ -412,7 +420,7 @@ static int test_crash(void)
 			c = client_of(&d, CRASH_CHUNK);
 			for (unsigned i = 0; i < WRITERS; i++)
 				verify_stream(c, &writers[i], writers[i].committed, "committed");
-			rfc_client_destroy(c);
+			rfs_daemon_close(c);
 		}
 		for (unsigned i = 0; i < WRITERS; i++) {
 			/* Each cycle continues the stream where the commits left it. */
@@ -439,9 +447,9 @@ static int test_crash(void)
 		total_committed += writers[i].committed;
 		REQUIRE(writers[i].committed > 0, "writer %u never committed", i);
 	}
-	REQUIRE(rfc_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0,
+	REQUIRE(rfs_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0,
 		"checksum errors after the crashes: %llu", (unsigned long long)ds.checksum_errors);
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	printf("crash: %u kill -9 cycles, %llu committed bytes intact and verified\n", cycles,
 	       (unsigned long long)total_committed);
@@ -526,11 +534,11 @@ static int raw_write(struct raw *r, uint64_t inode, uint32_t chunk_size, uint32_
 
 static int test_corrupt(void)
 {
-	struct rfc_chunk id = {0xabc, 3};
+	struct rfs_chunk_id id = {0xabc, 3};
 	uint8_t *pat = malloc(MiB), *buf = malloc(MiB);
-	struct rfc_daemon_stats ds;
+	struct rfs_daemon_stats ds;
 	struct daemon_proc d;
-	struct rfc_client *c;
+	struct rfs_daemon *c;
 	struct raw r;
 	char path[400];
 	uint32_t bytes, clen;
@@ -540,7 +548,7 @@ static int test_corrupt(void)
 	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 	c = client_of(&d, MiB);
 	fill_pattern(pat, 200000, 5);
-	REQUIRE(rfc_chunk_write(c, id, MiB, 0, pat, 200000, true, NULL) == 0, "write");
+	REQUIRE(rfs_chunk_write(c, id, MiB, 0, pat, 200000, true, NULL) == 0, "write");
 
 	/* Flip one byte in block 10 of the chunk file, behind the daemon's back. */
 	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", d.data_dir,
@@ -553,23 +561,23 @@ static int test_corrupt(void)
 	fsync(fd);
 	close(fd);
 
-	ret = rfc_chunk_read(c, id, 0, buf, 200000, &bytes, &clen);
+	ret = rfs_chunk_read(c, id, 0, buf, 200000, &bytes, &clen);
 	REQUIRE(ret == -EIO, "read over the damaged block: %d, want -EIO", ret);
-	ret = rfc_chunk_read(c, id, 10 * 4096 + 100, buf, 10, &bytes, &clen);
+	ret = rfs_chunk_read(c, id, 10 * 4096 + 100, buf, 10, &bytes, &clen);
 	REQUIRE(ret == -EIO, "small read inside the damaged block: %d, want -EIO", ret);
 	/* The rest of the chunk still reads. */
-	ret = rfc_chunk_read(c, id, 0, buf, 10 * 4096, &bytes, &clen);
+	ret = rfs_chunk_read(c, id, 0, buf, 10 * 4096, &bytes, &clen);
 	REQUIRE(ret == 0 && bytes == 10 * 4096 && !memcmp(buf, pat, bytes), "read before: %d", ret);
-	ret = rfc_chunk_read(c, id, 11 * 4096, buf, 4096, &bytes, &clen);
+	ret = rfs_chunk_read(c, id, 11 * 4096, buf, 4096, &bytes, &clen);
 	REQUIRE(ret == 0 && bytes == 4096 && !memcmp(buf, pat + 11 * 4096, 4096), "read after: %d",
 		ret);
 	/* A write that merges the bad block refuses to launder it. */
-	ret = rfc_chunk_write(c, id, MiB, 10 * 4096 + 1, pat, 5, false, NULL);
+	ret = rfs_chunk_write(c, id, MiB, 10 * 4096 + 1, pat, 5, false, NULL);
 	REQUIRE(ret == -EIO, "partial write over the damaged block: %d, want -EIO", ret);
 	/* Rewriting the whole block repairs it. */
-	ret = rfc_chunk_write(c, id, MiB, 10 * 4096, pat + 10 * 4096, 4096, false, NULL);
+	ret = rfs_chunk_write(c, id, MiB, 10 * 4096, pat + 10 * 4096, 4096, false, NULL);
 	REQUIRE(ret == 0, "rewrite of the damaged block: %d", ret);
-	ret = rfc_chunk_read(c, id, 0, buf, 200000, &bytes, &clen);
+	ret = rfs_chunk_read(c, id, 0, buf, 200000, &bytes, &clen);
 	REQUIRE(ret == 0 && bytes == 200000 && !memcmp(buf, pat, bytes), "read after repair: %d",
 		ret);
 
@@ -584,9 +592,9 @@ static int test_corrupt(void)
 	REQUIRE(ret == 0, "write with the right crc: %d", ret);
 	raw_close(&r);
 
-	REQUIRE(rfc_daemon_stats(c, &ds) == 0 && ds.checksum_errors >= 4,
+	REQUIRE(rfs_daemon_stats(c, &ds) == 0 && ds.checksum_errors >= 4,
 		"checksum errors counted: %llu", (unsigned long long)ds.checksum_errors);
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	free(pat);
 	free(buf);
@@ -597,49 +605,16 @@ static int test_corrupt(void)
 
 /* ---- fence: drain's per-file fences (CHUNK_FENCE) ---- */
 
-static int raw_fence(struct raw *r, uint64_t inode, uint64_t generation, bool lift, uint64_t *now)
-{
-	Rdmafs__ChunkFenceReq req = RDMAFS__CHUNK_FENCE_REQ__INIT;
-	Rdmafs__ChunkFenceResp *resp;
-	uint8_t buf[4096], out[4096];
-	size_t len, got = 0;
-	int ret;
-
-	req.inode = inode;
-	req.generation = generation;
-	req.lift = lift;
-	len = protobuf_c_message_pack(&req.base, buf);
-	ret = xprt_call(r->conn, RDMAFS__METHOD__METHOD_CHUNK_FENCE, buf, len, out, sizeof(out),
-			&got, 10000);
-	if (ret)
-		return ret;
-	resp = rdmafs__chunk_fence_resp__unpack(NULL, got, out);
-	REQUIRE(resp, "fence reply does not unpack");
-	if (now)
-		*now = resp->fence;
-	rdmafs__chunk_fence_resp__free_unpacked(resp, NULL);
-	return 0;
-}
-
 /* CHUNK_COMMIT (@remove false) or CHUNK_REMOVE of every chunk of @inode at @generation. */
-static int raw_whole_inode(struct raw *r, bool remove, uint64_t inode, uint64_t generation)
+static int whole_inode(struct rfs_daemon *c, bool remove, uint64_t inode, uint64_t generation)
 {
-	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
-	Rdmafs__ChunkCommitReq commit = RDMAFS__CHUNK_COMMIT_REQ__INIT;
-	Rdmafs__ChunkRemoveReq rm = RDMAFS__CHUNK_REMOVE_REQ__INIT;
+	struct rfs_chunk_sel sel = {.inode = inode, .generation = generation, .range = true};
 
-	sel.inode = inode;
-	sel.range = true;
-	commit.chunks = &sel;
-	commit.layout_generation = generation;
-	rm.chunks = &sel;
-	rm.layout_generation = generation;
-	return remove ? raw_call(r, RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &rm.base)
-		      : raw_call(r, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &commit.base);
+	return remove ? rfs_chunk_remove(c, &sel, NULL, NULL) : rfs_chunk_commit(c, &sel);
 }
 
 struct fence_writer {
-	struct rfc_client *c;
+	struct rfs_daemon *c;
 	uint64_t inode;
 	uint32_t last_ok;     /* the value of the last write the daemon acknowledged */
 	int refused;	      /* the status that ended the loop */
@@ -658,7 +633,7 @@ static void *fence_writer_main(void *arg)
 		int ret;
 
 		value++;
-		ret = rfc_chunk_write(w->c, (struct rfc_chunk){w->inode, 0, 0}, MiB, 0, &value,
+		ret = rfs_chunk_write(w->c, (struct rfs_chunk_id){w->inode, 0, 0}, MiB, 0, &value,
 				      sizeof(value), false, NULL);
 		if (ret) {
 			w->refused = ret;
@@ -679,74 +654,71 @@ static int test_fence(void)
 	uint8_t *data = malloc(MiB), *buf = malloc(MiB);
 	struct fence_writer fw = {0};
 	struct daemon_proc d;
-	struct rfc_chunk_state st;
-	struct rfc_client *c;
+	struct rfs_chunk_state st;
+	struct rfs_daemon *c;
 	pthread_t thread;
 	uint32_t bytes, clen, seen;
 	uint64_t now;
-	struct raw r;
 
 	REQUIRE(data && buf, "out of memory");
 	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 	c = client_of(&d, MiB);
-	raw_open(&r, &d);
 	fill_pattern(data, 8192, 3);
-	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 0}, MiB, 0, data, 8192, true, NULL) ==
-			0,
+	REQUIRE(rfs_chunk_write(c, (struct rfs_chunk_id){ino, 0, 0}, MiB, 0, data, 8192, true,
+				NULL) == 0,
 		"write before any fence");
-	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){other, 0, 0}, MiB, 0, data, 8192, true,
+	REQUIRE(rfs_chunk_write(c, (struct rfs_chunk_id){other, 0, 0}, MiB, 0, data, 8192, true,
 				NULL) == 0,
 		"write of another inode");
 
-	REQUIRE(raw_fence(&r, 0, 1, false, NULL) == -EINVAL, "fence of inode 0");
-	REQUIRE(raw_fence(&r, ino, 0, false, NULL) == -EINVAL, "fence at generation 0");
-	REQUIRE(raw_fence(&r, ino, 2, false, &now) == 0 && now == 2, "fence at 2: now %llu",
+	REQUIRE(rfs_chunk_fence(c, 0, 1, false, NULL) == -EINVAL, "fence of inode 0");
+	REQUIRE(rfs_chunk_fence(c, ino, 0, false, NULL) == -EINVAL, "fence at generation 0");
+	REQUIRE(rfs_chunk_fence(c, ino, 2, false, &now) == 0 && now == 2, "fence at 2: now %llu",
 		(unsigned long long)now);
 	/* a fence only rises */
-	REQUIRE(raw_fence(&r, ino, 1, false, &now) == 0 && now == 2, "fence at 1 after 2: %llu",
-		(unsigned long long)now);
+	REQUIRE(rfs_chunk_fence(c, ino, 1, false, &now) == 0 && now == 2,
+		"fence at 1 after 2: %llu", (unsigned long long)now);
 
 	/* below the fence: every request that reads or changes data is refused */
-	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 1}, MiB, 0, data, 4096, false,
+	REQUIRE(rfs_chunk_write(c, (struct rfs_chunk_id){ino, 0, 1}, MiB, 0, data, 4096, false,
 				NULL) == -ESTALE,
 		"write at generation 1");
-	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 1}, 0, buf, 8192, &bytes, &clen) ==
+	REQUIRE(rfs_chunk_read(c, (struct rfs_chunk_id){ino, 0, 1}, 0, buf, 8192, &bytes, &clen) ==
 			-ESTALE,
 		"read at generation 1");
-	REQUIRE(rfc_chunk_truncate(c, (struct rfc_chunk){ino, 0, 0}, 10, NULL) == -ESTALE,
+	REQUIRE(rfs_chunk_truncate(c, (struct rfs_chunk_id){ino, 0, 0}, 10, NULL) == -ESTALE,
 		"truncate at generation 0");
-	REQUIRE(raw_whole_inode(&r, false, ino, 1) == -ESTALE, "commit at generation 1");
-	REQUIRE(raw_whole_inode(&r, true, ino, 1) == -ESTALE, "remove at generation 1");
+	REQUIRE(whole_inode(c, false, ino, 1) == -ESTALE, "commit at generation 1");
+	REQUIRE(whole_inode(c, true, ino, 1) == -ESTALE, "remove at generation 1");
 	/* stat and list are not fenced; neither is another inode */
-	REQUIRE(rfc_chunk_stat(c, (struct rfc_chunk){ino, 0, 0}, &st) == 0 && st.exists &&
+	REQUIRE(rfs_chunk_stat(c, (struct rfs_chunk_id){ino, 0, 0}, &st) == 0 && st.exists &&
 			st.length == 8192,
 		"stat of a fenced chunk");
-	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){other, 0, 0}, 0, buf, 8192, &bytes, &clen) ==
-				0 &&
+	REQUIRE(rfs_chunk_read(c, (struct rfs_chunk_id){other, 0, 0}, 0, buf, 8192, &bytes,
+			       &clen) == 0 &&
 			bytes == 8192,
 		"read of an unfenced inode");
 	/* at or above it (and the admin generation) everything works, data unchanged */
-	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 2}, 0, buf, 8192, &bytes, &clen) ==
+	REQUIRE(rfs_chunk_read(c, (struct rfs_chunk_id){ino, 0, 2}, 0, buf, 8192, &bytes, &clen) ==
 				0 &&
 			bytes == 8192 && !memcmp(buf, data, 8192),
 		"read at generation 2");
-	REQUIRE(raw_whole_inode(&r, false, ino, UINT64_MAX) == 0, "commit at the admin generation");
+	REQUIRE(whole_inode(c, false, ino, RFS_GENERATION_ADMIN) == 0,
+		"commit at the admin generation");
 
 	/* the fence is on disk: it survives kill -9 */
-	raw_close(&r);
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	daemon_stop(&d, SIGKILL);
 	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon restart");
 	c = client_of(&d, MiB);
-	raw_open(&r, &d);
-	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){ino, 0, 1}, MiB, 0, data, 4096, false,
+	REQUIRE(rfs_chunk_write(c, (struct rfs_chunk_id){ino, 0, 1}, MiB, 0, data, 4096, false,
 				NULL) == -ESTALE,
 		"write at generation 1 after a restart");
 
 	/* lift: only the exact generation, then the old layout is served again */
-	REQUIRE(raw_fence(&r, ino, 3, true, &now) == 0 && now == 2, "lift of a fence not set");
-	REQUIRE(raw_fence(&r, ino, 2, true, &now) == 0 && now == 0, "lift");
-	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, 0}, 0, buf, 8192, &bytes, &clen) ==
+	REQUIRE(rfs_chunk_fence(c, ino, 3, true, &now) == 0 && now == 2, "lift of a fence not set");
+	REQUIRE(rfs_chunk_fence(c, ino, 2, true, &now) == 0 && now == 0, "lift");
+	REQUIRE(rfs_chunk_read(c, (struct rfs_chunk_id){ino, 0, 0}, 0, buf, 8192, &bytes, &clen) ==
 				0 &&
 			bytes == 8192 && !memcmp(buf, data, 8192),
 		"read at generation 0 after the lift");
@@ -761,21 +733,20 @@ static int test_fence(void)
 	REQUIRE(pthread_create(&thread, NULL, fence_writer_main, &fw) == 0, "thread");
 	while (fw.last_ok < 50 && !fw.refused)
 		usleep(1000);
-	REQUIRE(raw_fence(&r, ino, 1, false, &now) == 0 && now == 1, "fence under a writer");
+	REQUIRE(rfs_chunk_fence(c, ino, 1, false, &now) == 0 && now == 1, "fence under a writer");
 	fw.fenced = true;
 	pthread_join(thread, NULL);
 	REQUIRE(fw.refused == -ESTALE, "the writer ended with %d, want -ESTALE", fw.refused);
 	REQUIRE(fw.after_fence == 0, "%u writes accepted after the fence", fw.after_fence);
-	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){ino, 0, UINT64_MAX}, 0, &seen, sizeof(seen),
+	REQUIRE(rfs_chunk_read(c, (struct rfs_chunk_id){ino, 0, UINT64_MAX}, 0, &seen, sizeof(seen),
 			       &bytes, &clen) == 0 &&
 			bytes == sizeof(seen),
 		"read after the fence");
 	REQUIRE(seen == fw.last_ok, "the chunk holds write %u, the last acknowledged was %u", seen,
 		fw.last_ok);
-	rfc_client_destroy(fw.c);
+	rfs_daemon_close(fw.c);
 
-	raw_close(&r);
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	free(data);
 	free(buf);
@@ -793,9 +764,9 @@ static int test_enospc(void)
 	char dir[400];
 	uint8_t *pat = malloc(MiB), *buf = malloc(MiB);
 	const char *extra[] = {"--workers", "2", NULL};
-	struct rfc_daemon_stats ds;
+	struct rfs_daemon_stats ds;
 	struct daemon_proc d;
-	struct rfc_client *c;
+	struct rfs_daemon *c;
 	uint32_t bytes, clen;
 	unsigned written = 0;
 	int ret = 0, status;
@@ -811,13 +782,14 @@ static int test_enospc(void)
 	c = client_of(&d, MiB);
 	for (unsigned i = 0; i < 64; i++) {
 		fill_pattern(pat, MiB, i);
-		ret = rfc_chunk_write(c, (struct rfc_chunk){1, i}, MiB, 0, pat, MiB, false, NULL);
+		ret = rfs_chunk_write(c, (struct rfs_chunk_id){1, i}, MiB, 0, pat, MiB, false,
+				      NULL);
 		if (ret)
 			break;
 		written++;
 	}
 	if (ret != -ENOSPC) {
-		rfc_client_destroy(c);
+		rfs_daemon_close(c);
 		daemon_stop(&d, SIGKILL);
 		umount2(mnt, MNT_DETACH);
 		REQUIRE(false, "filling an 8 MiB file system: %s after %u chunks, want ENOSPC",
@@ -826,23 +798,26 @@ static int test_enospc(void)
 	/* The daemon keeps serving: reads, stats, and writes once space is freed. */
 	for (unsigned i = 0; i < written; i++) {
 		fill_pattern(pat, MiB, i);
-		ret = rfc_chunk_read(c, (struct rfc_chunk){1, i}, 0, buf, MiB, &bytes, &clen);
+		ret = rfs_chunk_read(c, (struct rfs_chunk_id){1, i}, 0, buf, MiB, &bytes, &clen);
 		REQUIRE(ret == 0 && bytes == MiB && !memcmp(buf, pat, MiB),
 			"read chunk %u after ENOSPC: %d", i, ret);
 	}
-	ret = rfc_chunk_stat(c, (struct rfc_chunk){1, written}, &(struct rfc_chunk_state){0});
+	ret = rfs_chunk_stat(c, (struct rfs_chunk_id){1, written}, &(struct rfs_chunk_state){0});
 	REQUIRE(ret == 0, "stat after ENOSPC: %d", ret);
-	REQUIRE(rfc_daemon_stats(c, &ds) == 0 && ds.free_bytes < MiB, "stats: free %llu",
+	REQUIRE(rfs_daemon_stats(c, &ds) == 0 && ds.free_bytes < MiB, "stats: free %llu",
 		(unsigned long long)ds.free_bytes);
 	{
 		uint64_t idx[2] = {0, 1};
 
-		REQUIRE(rfc_chunk_remove(c, 1, idx, 2, NULL, NULL) == 0, "remove");
+		REQUIRE(rfs_chunk_remove(
+				c, &(struct rfs_chunk_sel){.inode = 1, .indexes = idx, .count = 2},
+				NULL, NULL) == 0,
+			"remove");
 	}
 	fill_pattern(pat, MiB, 1000);
-	ret = rfc_chunk_write(c, (struct rfc_chunk){2, 0}, MiB, 0, pat, MiB, false, NULL);
+	ret = rfs_chunk_write(c, (struct rfs_chunk_id){2, 0}, MiB, 0, pat, MiB, false, NULL);
 	REQUIRE(ret == 0, "write after freeing space: %s", strerror(-ret));
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	status = daemon_stop(&d, SIGTERM);
 	umount2(mnt, MNT_DETACH);
 	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
@@ -991,7 +966,7 @@ static int test_malformed(void)
 	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
 	uint8_t resp[256];
 	struct daemon_proc d;
-	struct rfc_client *c;
+	struct rfs_daemon *c;
 	struct xprt_desc desc;
 	struct raw r;
 	uint8_t data[100];
@@ -1089,14 +1064,164 @@ static int test_malformed(void)
 	REQUIRE(kill(d.pid, 0) == 0, "daemon died");
 	c = client_of(&d, MiB);
 	fill_pattern(data, sizeof(data), 1);
-	REQUIRE(rfc_chunk_write(c, (struct rfc_chunk){1, 0}, MiB, 5, data, 100, false, NULL) == 0,
+	REQUIRE(rfs_chunk_write(c, (struct rfs_chunk_id){1, 0}, MiB, 5, data, 100, false, NULL) ==
+			0,
 		"good write");
-	REQUIRE(rfc_chunk_read(c, (struct rfc_chunk){1, 0}, 5, resp, 100, &bytes, &clen) == 0 &&
+	REQUIRE(rfs_chunk_read(c, (struct rfs_chunk_id){1, 0}, 5, resp, 100, &bytes, &clen) == 0 &&
 			bytes == 100 && !memcmp(resp, data, 100),
 		"good read");
-	rfc_client_destroy(c);
+	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	printf("malformed: %u bad requests answered with errors, daemon kept serving\n", checks);
+	return 0;
+}
+
+/* ---- handles: rdmafs_daemon.h's shared handles, chunk copies and lists ---- */
+
+/* A handle on @d that shares @share's transport and buffers. */
+static struct rfs_daemon *shared_handle(const struct daemon_proc *d, struct rfs_daemon *share)
+{
+	struct rfs_daemon_options o;
+	struct rfs_daemon *h;
+	int ret;
+
+	rfs_daemon_options_init(&o);
+	o.uri = d->uri;
+	o.share = share;
+	ret = rfs_daemon_open(&o, &h);
+	REQUIRE(ret == 0, "open %s sharing a handle: %s", d->uri, strerror(-ret));
+	return h;
+}
+
+/* Reads chunk @id of @c whole and compares it with @want (@len bytes). */
+static void expect_chunk(struct rfs_daemon *c, struct rfs_chunk_id id, const uint8_t *want,
+			 uint32_t len, const char *what)
+{
+	struct rfs_chunk_state st;
+	uint8_t *got = malloc(len + 1);
+	uint32_t bytes = 0, off = 0;
+
+	REQUIRE(got, "out of memory");
+	while (off < len) {
+		uint32_t piece = len - off < 64 * 1024 ? len - off : 64 * 1024;
+		int ret = rfs_chunk_read(c, id, off, got + off, piece, &bytes, NULL);
+
+		REQUIRE(ret == 0, "%s: read at %u: %s", what, off, strerror(-ret));
+		if (bytes == 0)
+			break;
+		off += bytes;
+	}
+	CHECK(off == len && memcmp(got, want, len) == 0, "%s: %u of %u bytes read back, %s", what,
+	      off, len, memcmp(got, want, off < len ? off : len) ? "different" : "same so far");
+	REQUIRE(rfs_chunk_stat(c, id, &st) == 0, "%s: stat", what);
+	CHECK(st.exists && st.length == len, "%s: stat says exists %d length %u, want %u", what,
+	      st.exists, st.length, len);
+	free(got);
+}
+
+static int test_handles(void)
+{
+	const uint32_t piece = 64 * 1024, len = 200 * 1024 + 123;
+	const struct rfs_chunk_id id = {0x4a, 0, 0}, empty = {0x4b, 0, 0};
+	uint8_t *data = malloc(MiB), *old = malloc(MiB);
+	struct rfs_chunk_entry page[2];
+	struct daemon_proc da, db;
+	struct rfs_daemon *a, *b, *alone;
+	uint64_t now, listed = 0, next_index = 0;
+	struct rfs_chunk_id after = {0};
+	bool done = false, first = true;
+	unsigned pages = 0;
+	size_t count;
+	int ret;
+
+	REQUIRE(data && old, "out of memory");
+	REQUIRE(daemon_start(&da, data_path("a"), NULL) == 0, "daemon a start");
+	REQUIRE(daemon_start(&db, data_path("b"), NULL) == 0, "daemon b start");
+	/* 64 KiB buffers: a copy of 200 KiB goes in four pieces */
+	a = client_of(&da, piece);
+	b = shared_handle(&db, a);
+	alone = client_of(&db, MiB);
+	CHECK(strcmp(rfs_daemon_uri(b), db.uri) == 0, "uri %s, want %s", rfs_daemon_uri(b), db.uri);
+
+	fill_pattern(data, len, 11);
+	fill_pattern(old, 300 * 1024, 12);
+	for (uint32_t off = 0; off < len; off += piece) {
+		uint32_t n = len - off < piece ? len - off : piece;
+
+		REQUIRE(rfs_chunk_write(a, id, MiB, off, data + off, n, false, NULL) == 0,
+			"write the source at %u", off);
+	}
+	/* b holds an older, longer copy that the copy must cut */
+	REQUIRE(rfs_chunk_write(alone, id, MiB, 0, old, 300 * 1024, false, NULL) == 0,
+		"write the older copy");
+
+	ret = rfs_chunk_copy(a, alone, id, len, MiB);
+	CHECK(ret == -EINVAL, "a copy between handles that share nothing: %d, want -EINVAL", ret);
+	ret = rfs_chunk_copy(a, b, id, MiB + 1, MiB);
+	CHECK(ret == -EINVAL, "a copy longer than the chunk size: %d, want -EINVAL", ret);
+	ret = rfs_chunk_copy(a, b, id, len, MiB);
+	REQUIRE(ret == 0, "copy a -> b: %s", strerror(-ret));
+	expect_chunk(alone, id, data, len, "the copy on b");
+	/* asked for more than the source has (it shrank): what there is, exactly */
+	ret = rfs_chunk_copy(a, b, id, len + 5000, MiB);
+	REQUIRE(ret == 0, "copy of a chunk that shrank: %s", strerror(-ret));
+	expect_chunk(alone, id, data, len, "the copy of a chunk that shrank");
+	/* a chunk a does not have becomes an empty chunk on b */
+	REQUIRE(rfs_chunk_copy(a, b, empty, 0, MiB) == 0, "copy of nothing");
+	expect_chunk(alone, empty, data, 0, "the copy of nothing");
+	REQUIRE(rfs_chunk_commit(b, &(struct rfs_chunk_sel){.inode = id.inode, .range = true}) == 0,
+		"commit on b");
+
+	/* lists: in (inode, index) order, two at a time, done only after the last */
+	for (uint64_t i = 0; i < 5; i++)
+		REQUIRE(rfs_chunk_write(alone, (struct rfs_chunk_id){0x4c, i, 0}, MiB, 0, data,
+					(uint32_t)(i + 1), false, NULL) == 0,
+			"write chunk %llu of the list", (unsigned long long)i);
+	while (!done) {
+		ret = rfs_chunk_list(b, after.inode, after.index, first, page, 2, &count, &done);
+		REQUIRE(ret == 0 && count <= 2, "list: %d, %zu entries", ret, count);
+		for (size_t k = 0; k < count; k++) {
+			if (page[k].inode != 0x4c)
+				continue; /* 0x4a and 0x4b are on b too */
+			CHECK(page[k].index == next_index && page[k].length == next_index + 1,
+			      "list entry %llu of length %u, want %llu",
+			      (unsigned long long)page[k].index, page[k].length,
+			      (unsigned long long)next_index);
+			next_index++;
+			listed++;
+		}
+		if (count > 0) {
+			after = (struct rfs_chunk_id){page[count - 1].inode, page[count - 1].index,
+						      0};
+			first = false;
+		}
+		REQUIRE(++pages <= 10, "the list goes on past the last chunk");
+	}
+	CHECK(listed == 5, "listed %llu chunks of 0x4c, want 5", (unsigned long long)listed);
+	CHECK(rfs_chunk_list(b, 0, 0, true, page, 0, &count, &done) == -EINVAL,
+	      "a list into no room");
+
+	/* fences through a shared handle */
+	REQUIRE(rfs_chunk_fence(b, id.inode, 7, false, &now) == 0 && now == 7, "fence at 7: %llu",
+		(unsigned long long)now);
+	ret = rfs_chunk_write(b, (struct rfs_chunk_id){id.inode, 0, 6}, MiB, 0, data, 10, false,
+			      NULL);
+	CHECK(ret == -ESTALE, "a write below the fence: %d, want -ESTALE", ret);
+	ret = rfs_chunk_write(b, (struct rfs_chunk_id){id.inode, 0, RFS_GENERATION_ADMIN}, MiB, 0,
+			      data, 10, false, NULL);
+	CHECK(ret == 0, "a write at the admin generation: %d", ret);
+	REQUIRE(rfs_chunk_fence(b, id.inode, 7, true, &now) == 0 && now == 0, "lift: %llu",
+		(unsigned long long)now);
+
+	/* the handle shared from goes first; the one sharing keeps working */
+	rfs_daemon_close(a);
+	expect_chunk(b, id, data, len, "b after the handle it shares was closed");
+	rfs_daemon_close(b);
+	rfs_daemon_close(alone);
+	REQUIRE(WEXITSTATUS(daemon_stop(&da, SIGTERM)) == 0, "clean stop of a");
+	REQUIRE(WEXITSTATUS(daemon_stop(&db, SIGTERM)) == 0, "clean stop of b");
+	free(data);
+	free(old);
 	return 0;
 }
 
@@ -1108,7 +1233,7 @@ int main(int argc, char **argv)
 	} tests[] = {
 		{"roundtrip", test_roundtrip}, {"clients", test_clients}, {"crash", test_crash},
 		{"corrupt", test_corrupt},     {"enospc", test_enospc},	  {"config", test_config},
-		{"malformed", test_malformed}, {"fence", test_fence},
+		{"malformed", test_malformed}, {"fence", test_fence},	  {"handles", test_handles},
 	};
 
 	if (argc != 4)

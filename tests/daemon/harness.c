@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 
 #include "xprt.h"
-#include "rdmafs_client.h"
+#include "rdmafs_daemon.h"
 #include "harness.h"
 
 extern char **environ;
@@ -267,21 +267,21 @@ int daemon_run_capture(const char *const *args, char *err, size_t err_size)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-struct rfc_client *client_of(const struct daemon_proc *d, uint32_t buf_size)
+struct rfs_daemon *client_of(const struct daemon_proc *d, uint32_t buf_size)
 {
-	struct rfc_options o;
-	struct rfc_client *c;
+	struct rfs_daemon_options o;
+	struct rfs_daemon *c;
 	int ret;
 
-	rfc_options_init(&o);
+	rfs_daemon_options_init(&o);
 	o.uri = d->uri;
 	o.secret = SECRET;
 	o.secret_len = strlen(SECRET);
 	o.name = "daemon-test";
 	o.buf_size = buf_size;
 	o.buf_count = 4;
-	o.timeout_ms = 20000;
-	ret = rfc_client_create(&o, &c);
+	o.call_timeout_ms = 20000;
+	ret = rfs_daemon_open(&o, &c);
 	REQUIRE(ret == 0, "connect to %s: %s", d->uri, strerror(-ret));
 	return c;
 }

@@ -52,8 +52,8 @@ void fill_pattern(uint8_t *p, size_t len, uint64_t seed);
 uint8_t stream_byte(uint64_t seed, uint64_t pos);
 uint64_t rnd(uint64_t *state);
 
-struct rfc_client;
-/* A client of @d with @buf_size buffers; a failure to connect fails the test (REQUIRE). */
-struct rfc_client *client_of(const struct daemon_proc *d, uint32_t buf_size);
+struct rfs_daemon;
+/* A handle on @d with @buf_size buffers; a failure to connect fails the test (REQUIRE). */
+struct rfs_daemon *client_of(const struct daemon_proc *d, uint32_t buf_size);
 
 #endif

@@ -30,7 +30,7 @@
 
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
-#include "rdmafs_client.h"
+#include "rdmafs_daemon.h"
 #include "rdmafs_common.h"
 #include "check.h"
 #include "cluster.h"
@@ -58,11 +58,11 @@ struct cluster_daemon {
 	const char *data_dir;
 	uint8_t uuid[16];
 	char uuid_text[37];
-	struct rfc_client *client;
+	struct rfs_daemon *client;
 };
 
 static struct cluster_daemon daemons[DAEMONS];
-static struct rfc_client *meta; /* the metadata service (daemons[0]) */
+static struct rfs_daemon *meta; /* the metadata service (daemons[0]) */
 static const char *secret_path;
 
 struct file {
@@ -118,7 +118,7 @@ static int meta_call(uint32_t method, const ProtobufCMessage *req,
 
 	REQUIRE(buf && reply, "out of memory");
 	protobuf_c_message_pack(req, buf);
-	ret = rfc_call_raw(meta, method, buf, len, reply, REPLY_MAX, &reply_len);
+	ret = rfs_daemon_call_raw(meta, method, buf, len, reply, REPLY_MAX, &reply_len);
 	*out = NULL;
 	if (!ret) {
 		*out = protobuf_c_message_unpack(desc, NULL, reply_len, reply);
@@ -237,21 +237,21 @@ static void load_uuids(void)
 	}
 }
 
-static struct rfc_client *connect_to(const char *uri)
+static struct rfs_daemon *connect_to(const char *uri)
 {
-	struct rfc_options o;
-	struct rfc_client *c;
+	struct rfs_daemon_options o;
+	struct rfs_daemon *c;
 	int ret;
 
-	rfc_options_init(&o);
+	rfs_daemon_options_init(&o);
 	o.uri = uri;
 	o.secret = secret;
 	o.secret_len = secret_len;
 	o.name = "ops-test";
 	o.buf_size = 1u << 20;
 	o.buf_count = 4;
-	o.timeout_ms = 20000;
-	ret = rfc_client_create(&o, &c);
+	o.call_timeout_ms = 20000;
+	ret = rfs_daemon_open(&o, &c);
 	REQUIRE(ret == 0, "connect to %s: %s", uri, strerror(-ret));
 	return c;
 }
@@ -358,7 +358,7 @@ static void write_file(const char *name, uint64_t size, uint64_t hole)
 			continue;
 		for (uint32_t k = 0; k < len; k++)
 			buf[k] = stream_byte(f->seed, idx * f->chunk_size + k);
-		ret = rfc_chunk_write(d->client, (struct rfc_chunk){f->ino, idx, f->generation},
+		ret = rfs_chunk_write(d->client, (struct rfs_chunk_id){f->ino, idx, f->generation},
 				      f->chunk_size, 0, buf, len, true, NULL);
 		REQUIRE(ret == 0, "write %s chunk %" PRIu64 ": %s", name, idx, strerror(-ret));
 	}
@@ -432,8 +432,8 @@ static int verify_file(const struct file *f, uint8_t *buf, char *why, size_t why
 				 f->name, idx);
 			return -ENODEV;
 		}
-		ret = rfc_chunk_read(d->client, (struct rfc_chunk){f->ino, idx, f->generation}, 0,
-				     buf, len, &got, NULL);
+		ret = rfs_chunk_read(d->client, (struct rfs_chunk_id){f->ino, idx, f->generation},
+				     0, buf, len, &got, NULL);
 		if (ret) {
 			snprintf(why, why_len, "%s chunk %" PRIu64 " on %s: %s", f->name, idx,
 				 d->uri, strerror(-ret));
@@ -474,9 +474,9 @@ static void verify_all_fresh(const uint8_t *must_not_name)
 
 static uint64_t daemon_chunks(struct cluster_daemon *d)
 {
-	struct rfc_daemon_stats s;
+	struct rfs_daemon_stats s;
 
-	REQUIRE(rfc_daemon_stats(d->client, &s) == 0, "DAEMON_STATS of %s", d->uri);
+	REQUIRE(rfs_daemon_stats(d->client, &s) == 0, "DAEMON_STATS of %s", d->uri);
 	return s.chunks;
 }
 
@@ -752,14 +752,14 @@ static void check_fenced(struct cluster_daemon *victim)
 			REQUIRE(fresh.generation == f->generation + 1,
 				"%s: layout generation %" PRIu64 " after the drain, was %" PRIu64,
 				f->name, fresh.generation, f->generation);
-			REQUIRE(rfc_chunk_read(victim->client,
-					       (struct rfc_chunk){f->ino, idx, f->generation}, 0,
+			REQUIRE(rfs_chunk_read(victim->client,
+					       (struct rfs_chunk_id){f->ino, idx, f->generation}, 0,
 					       buf, f->chunk_size, &got, NULL) == -ESTALE,
 				"%s chunk %" PRIu64 ": the drained daemon serves the old layout",
 				f->name, idx);
-			REQUIRE(rfc_chunk_read(victim->client,
-					       (struct rfc_chunk){f->ino, idx, fresh.generation}, 0,
-					       buf, f->chunk_size, &got, NULL) == 0,
+			REQUIRE(rfs_chunk_read(victim->client,
+					       (struct rfs_chunk_id){f->ino, idx, fresh.generation},
+					       0, buf, f->chunk_size, &got, NULL) == 0,
 				"%s chunk %" PRIu64 ": the new generation is refused", f->name,
 				idx);
 			checked++;
@@ -953,9 +953,9 @@ static void test_scrub(void)
 
 static bool chunk_exists(struct cluster_daemon *d, uint64_t ino, uint64_t index)
 {
-	struct rfc_chunk_state st;
+	struct rfs_chunk_state st;
 
-	REQUIRE(rfc_chunk_stat(d->client, (struct rfc_chunk){ino, index}, &st) == 0, "stat");
+	REQUIRE(rfs_chunk_stat(d->client, (struct rfs_chunk_id){ino, index}, &st) == 0, "stat");
 	return st.exists;
 }
 
@@ -983,13 +983,13 @@ static void test_fsck(void)
 
 	/* an orphan of no inode, and one past the end of a closed file */
 	d1 = &daemons[1];
-	REQUIRE(rfc_chunk_write(d1->client, (struct rfc_chunk){no_ino, 0}, 1u << 20, 0, junk,
+	REQUIRE(rfs_chunk_write(d1->client, (struct rfs_chunk_id){no_ino, 0}, 1u << 20, 0, junk,
 				sizeof(junk), true, NULL) == 0,
 		"write an orphan");
 	small = &files[1];
 	d2 = placed(small, 7);
-	REQUIRE(rfc_chunk_write(d2->client, (struct rfc_chunk){small->ino, 7}, small->chunk_size, 0,
-				junk, sizeof(junk), true, NULL) == 0,
+	REQUIRE(rfs_chunk_write(d2->client, (struct rfs_chunk_id){small->ino, 7}, small->chunk_size,
+				0, junk, sizeof(junk), true, NULL) == 0,
 		"write past the end");
 
 	rc = ctl("fsck", NULL, NULL, NULL);
@@ -1047,8 +1047,8 @@ int main(int argc, char **argv)
 	else
 		check_error("unknown case %s", argv[2]);
 	for (int i = 0; i < DAEMONS; i++)
-		rfc_client_destroy(daemons[i].client);
-	rfc_client_destroy(meta);
+		rfs_daemon_close(daemons[i].client);
+	rfs_daemon_close(meta);
 	free(secret);
 	printf("%s %s\n", check_exit_status() ? "FAIL" : "PASS", argv[2]);
 	return check_exit_status();
