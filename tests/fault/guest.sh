@@ -9,29 +9,21 @@
 build=${1:?usage: guest.sh BUILD_DIR [rdma|tcp]}
 kind=${2:-rdma}
 here=$(dirname "$(readlink -f "$0")")
+. "$here/../lib/check.sh"
 export RDMAFS_FAULT_STEPS=${RDMAFS_FAULT_STEPS:-8}
 export RDMAFS_FAULT_WAIT=${RDMAFS_FAULT_WAIT:-600}
 cluster=("$here/../lib/cluster.sh" --transport "$kind" --build "$build" --timeout 1800)
 status=77
-# verdict RC: a failure outweighs an error, which outweighs a skip.
-verdict() {
-	case $1 in
-	0) [ $status -eq 77 ] && status=0 ;;
-	77) ;;
-	99) [ $status -ne 1 ] && status=99 ;;
-	*) status=1 ;;
-	esac
-}
 echo "--- fault-drain over $kind"
 "${cluster[@]}" --mounts 2 -- "$here/drain.sh" %MOUNT% %MOUNT2% \
 	"$build/tests/fault/fault-writer" "$build/fuse-client/ctl/rdmafsctl"
 rc=$?
 echo "--- fault-drain over $kind: exit $rc"
-verdict $rc
+status=$(check_merge "$status" "$rc")
 echo "--- crash-soak over $kind"
 "$here/crash-soak.sh" --build "$build" --transport "$kind" --trials "${RDMAFS_SOAK_TRIALS:-2}" \
 	--seed "${RDMAFS_SOAK_SEED:-1000}"
 rc=$?
 echo "--- crash-soak over $kind: exit $rc"
-verdict $rc
+status=$(check_merge "$status" "$rc")
 exit $status

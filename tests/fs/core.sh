@@ -10,6 +10,7 @@
 build=${1:?usage: core.sh BUILD_DIR [rdma|tcp]}
 kind=${2:-rdma}
 here=$(dirname "$(readlink -f "$0")")
+. "$here/../lib/check.sh"
 export RDMAFS_FS_OPS=${RDMAFS_FS_OPS:-20000}
 export RDMAFS_FS_BIGDIR_ENTRIES=${RDMAFS_FS_BIGDIR_ENTRIES:-2000}
 cluster=("$here/../lib/cluster.sh" --transport "$kind" --build "$build" --timeout 1200)
@@ -21,13 +22,7 @@ run() {
 	"${cluster[@]}" "$@"
 	rc=$?
 	echo "--- fs-$name over $kind: exit $rc"
-	if [ $rc -eq 99 ] && [ $status -ne 1 ]; then
-		status=99
-	elif [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
-		status=1
-	elif [ $rc -eq 0 ] && [ $status -eq 77 ]; then
-		status=0
-	fi
+	status=$(check_merge "$status" "$rc")
 }
 run posix -- "$build/tests/fs/fs-posix" %MOUNT%
 run permissions -- "$build/tests/fs/fs-permissions" %MOUNT%

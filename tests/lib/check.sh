@@ -137,3 +137,15 @@ check_summary() {
 	[ "$check_fails" -eq 0 ] || { echo "$check_fails checks failed" >&2; exit 1; }
 	[ "$check_errors" -eq 0 ] || { echo "$check_errors checks could not run" >&2; exit 99; }
 }
+
+# check_merge STATUS RC: prints the status of a run of several tests once one
+# more ended with RC. A failure outweighs an error (99), which outweighs a
+# pass, which outweighs a skip (77: start a run there).
+check_merge() {
+	case $2 in
+	0) [ "$1" -eq 77 ] && echo 0 || echo "$1" ;;
+	77) echo "$1" ;;
+	99) [ "$1" -ne 1 ] && echo 99 || echo 1 ;;
+	*) echo 1 ;;
+	esac
+}

@@ -1,0 +1,35 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# The ops suite's cluster tests over one transport, for the rdma-vm guest:
+# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck) and
+# rdmafs-copy (round trip, resume after SIGKILL, errors), each on a cluster of
+# tests/lib/cluster.sh, as meson runs them on the host.
+#   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
+# Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
+build=${1:?usage: guest.sh BUILD_DIR [rdma|tcp]}
+kind=${2:-rdma}
+here=$(dirname "$(readlink -f "$0")")
+. "$here/../lib/check.sh"
+cluster=("$here/../lib/cluster.sh" --transport "$kind" --build "$build" --no-fuse)
+ctl=$build/fuse-client/ctl/rdmafsctl
+status=77
+# run NAME TIMEOUT COMMAND...: one test on a fresh cluster
+run() {
+	local name=$1 limit=$2 rc
+	shift 2
+	echo "--- ops-$name over $kind"
+	"${cluster[@]}" --timeout "$limit" -- "$@"
+	rc=$?
+	echo "--- ops-$name over $kind: exit $rc"
+	status=$(check_merge "$status" "$rc")
+}
+# The guest runs under TCG, about 10x slower than the host: ten times the host's limits.
+for name in cli drain scrub fsck; do
+	run "$name" 3000 "$build/tests/ops/ops-test" "$ctl" "$name"
+done
+for name in roundtrip resume errors; do
+	run "copy-$name" 4000 "$here/copy/$name.sh" "$build/fuse-client/rdmafs-copy" \
+		"$build/tests/ops/copy/copy-treecmp"
+done
+exit $status
