@@ -184,11 +184,25 @@ static int call_msg(struct rfs_daemon *d, struct xprt_conn *conn, uint32_t metho
 	return ret;
 }
 
+/* Calls @method with @req on @conn and unpacks the reply as @desc into *@resp, through @reply. */
+static int call_unpack(struct rfs_daemon *d, struct xprt_conn *conn, uint32_t method,
+		       const ProtobufCMessage *req, const ProtobufCMessageDescriptor *desc,
+		       ProtobufCMessage **resp, uint8_t *reply, size_t cap)
+{
+	size_t len;
+	int ret = call_msg(d, conn, method, req, reply, cap, &len);
+
+	*resp = NULL;
+	if (ret)
+		return ret;
+	*resp = protobuf_c_message_unpack(desc, NULL, len, reply);
+	return *resp ? 0 : -EBADMSG;
+}
+
 int rfs_daemon_call(struct rfs_daemon *d, uint32_t method, const ProtobufCMessage *req,
 		    const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
 {
 	struct xprt_conn *conn;
-	size_t cap, len;
 	uint8_t *reply;
 	int ret;
 
@@ -196,20 +210,28 @@ int rfs_daemon_call(struct rfs_daemon *d, uint32_t method, const ProtobufCMessag
 	ret = conn_get(d, &conn);
 	if (ret)
 		return ret;
-	cap = xprt_conn_max_body(conn);
-	reply = malloc(cap);
-	if (!reply) {
-		ret = -ENOMEM;
-		goto out_put;
-	}
-	ret = call_msg(d, conn, method, req, reply, cap, &len);
-	if (!ret) {
-		*resp = protobuf_c_message_unpack(resp_desc, NULL, len, reply);
-		if (!*resp)
-			ret = -EBADMSG;
-	}
+	reply = malloc(xprt_conn_max_body(conn));
+	ret = reply ? call_unpack(d, conn, method, req, resp_desc, resp, reply,
+				  xprt_conn_max_body(conn))
+		    : -ENOMEM;
 	free(reply);
-out_put:
+	xprt_conn_put(conn);
+	return ret;
+}
+
+/* rfs_daemon_call() for the replies of chunk calls, which are small: no allocation. */
+static int small_call(struct rfs_daemon *d, uint32_t method, const ProtobufCMessage *req,
+		      const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
+{
+	uint8_t reply[SMALL_REPLY];
+	struct xprt_conn *conn;
+	int ret;
+
+	*resp = NULL;
+	ret = conn_get(d, &conn);
+	if (ret)
+		return ret;
+	ret = call_unpack(d, conn, method, req, resp_desc, resp, reply, sizeof(reply));
 	xprt_conn_put(conn);
 	return ret;
 }
@@ -362,20 +384,6 @@ out_put:
 	return ret;
 }
 
-/* Calls @method with @msg and no payload; the reply is left in @reply (SMALL_REPLY bytes). */
-static int small_call(struct rfs_daemon *d, uint32_t method, const ProtobufCMessage *msg,
-		      uint8_t *reply, size_t *reply_len)
-{
-	struct xprt_conn *conn;
-	int ret = conn_get(d, &conn);
-
-	if (ret)
-		return ret;
-	ret = call_msg(d, conn, method, msg, reply, SMALL_REPLY, reply_len);
-	xprt_conn_put(conn);
-	return ret;
-}
-
 static void sel_to_pb(const struct rfs_chunk_sel *sel, Rdmafs__ChunkSelection *pb)
 {
 	rdmafs__chunk_selection__init(pb);
@@ -392,13 +400,17 @@ int rfs_chunk_commit(struct rfs_daemon *d, const struct rfs_chunk_sel *sel)
 {
 	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
 	Rdmafs__ChunkSelection pb;
-	uint8_t reply[SMALL_REPLY];
-	size_t reply_len;
+	ProtobufCMessage *resp;
+	int ret;
 
 	sel_to_pb(sel, &pb);
 	req.chunks = &pb;
 	req.layout_generation = sel->generation;
-	return small_call(d, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &req.base, reply, &reply_len);
+	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_COMMIT, &req.base,
+			 &rdmafs__empty__descriptor, &resp);
+	if (!ret)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return ret;
 }
 
 int rfs_chunk_truncate(struct rfs_daemon *d, struct rfs_chunk_id id, uint32_t length,
@@ -407,8 +419,6 @@ int rfs_chunk_truncate(struct rfs_daemon *d, struct rfs_chunk_id id, uint32_t le
 	Rdmafs__ChunkTruncateReq req = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
 	Rdmafs__ChunkTruncateResp *resp;
-	uint8_t reply[SMALL_REPLY];
-	size_t reply_len;
 	int ret;
 
 	cid.inode = id.inode;
@@ -416,18 +426,16 @@ int rfs_chunk_truncate(struct rfs_daemon *d, struct rfs_chunk_id id, uint32_t le
 	req.chunk = &cid;
 	req.length = length;
 	req.layout_generation = id.generation;
-	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base, reply, &reply_len);
+	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base,
+			 &rdmafs__chunk_truncate_resp__descriptor, (ProtobufCMessage **)&resp);
 	if (ret)
 		return ret;
-	resp = rdmafs__chunk_truncate_resp__unpack(NULL, reply_len, reply);
-	if (!resp)
-		return -EBADMSG;
-	if (state) {
-		memset(state, 0, sizeof(*state));
-		state->exists = true;
-		state->length = resp->chunk_length;
-		state->version = resp->version;
-	}
+	if (state)
+		*state = (struct rfs_chunk_state){
+			.exists = true,
+			.length = resp->chunk_length,
+			.version = resp->version,
+		};
 	rdmafs__chunk_truncate_resp__free_unpacked(resp, NULL);
 	return 0;
 }
@@ -438,19 +446,15 @@ int rfs_chunk_remove(struct rfs_daemon *d, const struct rfs_chunk_sel *sel, uint
 	Rdmafs__ChunkRemoveReq req = RDMAFS__CHUNK_REMOVE_REQ__INIT;
 	Rdmafs__ChunkRemoveResp *resp;
 	Rdmafs__ChunkSelection pb;
-	uint8_t reply[SMALL_REPLY];
-	size_t reply_len;
 	int ret;
 
 	sel_to_pb(sel, &pb);
 	req.chunks = &pb;
 	req.layout_generation = sel->generation;
-	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &req.base, reply, &reply_len);
+	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &req.base,
+			 &rdmafs__chunk_remove_resp__descriptor, (ProtobufCMessage **)&resp);
 	if (ret)
 		return ret;
-	resp = rdmafs__chunk_remove_resp__unpack(NULL, reply_len, reply);
-	if (!resp)
-		return -EBADMSG;
 	if (removed)
 		*removed = resp->removed;
 	if (bytes_freed)
@@ -464,24 +468,22 @@ int rfs_chunk_stat(struct rfs_daemon *d, struct rfs_chunk_id id, struct rfs_chun
 	Rdmafs__ChunkStatReq req = RDMAFS__CHUNK_STAT_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
 	Rdmafs__ChunkStatResp *resp;
-	uint8_t reply[SMALL_REPLY];
-	size_t reply_len;
 	int ret;
 
 	cid.inode = id.inode;
 	cid.index = id.index;
 	req.chunk = &cid;
-	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_STAT, &req.base, reply, &reply_len);
+	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_STAT, &req.base,
+			 &rdmafs__chunk_stat_resp__descriptor, (ProtobufCMessage **)&resp);
 	if (ret)
 		return ret;
-	resp = rdmafs__chunk_stat_resp__unpack(NULL, reply_len, reply);
-	if (!resp)
-		return -EBADMSG;
-	state->exists = resp->exists;
-	state->length = resp->length;
-	state->version = resp->version;
-	state->block_size = resp->block_size;
-	state->block_count = resp->block_count;
+	*state = (struct rfs_chunk_state){
+		.exists = resp->exists,
+		.length = resp->length,
+		.version = resp->version,
+		.block_size = resp->block_size,
+		.block_count = resp->block_count,
+	};
 	rdmafs__chunk_stat_resp__free_unpacked(resp, NULL);
 	return 0;
 }
@@ -491,19 +493,15 @@ int rfs_chunk_fence(struct rfs_daemon *d, uint64_t inode, uint64_t generation, b
 {
 	Rdmafs__ChunkFenceReq req = RDMAFS__CHUNK_FENCE_REQ__INIT;
 	Rdmafs__ChunkFenceResp *resp;
-	uint8_t reply[SMALL_REPLY];
-	size_t reply_len;
 	int ret;
 
 	req.inode = inode;
 	req.generation = generation;
 	req.lift = lift;
-	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_FENCE, &req.base, reply, &reply_len);
+	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_FENCE, &req.base,
+			 &rdmafs__chunk_fence_resp__descriptor, (ProtobufCMessage **)&resp);
 	if (ret)
 		return ret;
-	resp = rdmafs__chunk_fence_resp__unpack(NULL, reply_len, reply);
-	if (!resp)
-		return -EBADMSG;
 	if (now)
 		*now = resp->fence;
 	rdmafs__chunk_fence_resp__free_unpacked(resp, NULL);
