@@ -115,12 +115,11 @@ static void notify(const char *state)
 static int read_secret(const char *path, uint8_t **out, size_t *len)
 {
 	int ret = rdmafs_read_secret(path, out, len);
+	char why[1024];
 
-	if (ret == -EINVAL)
-		rdmafs_log(RDMAFS_LOG_ERR, "secret file %s must hold 1 to %d bytes", path,
-			   RDMAFS_SECRET_MAX);
-	else if (ret)
-		rdmafs_log(RDMAFS_LOG_ERR, "cannot read secret file %s: %s", path, strerror(-ret));
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_ERR, "%s",
+			   rdmafs_secret_strerror(path, ret, why, sizeof(why)));
 	return ret;
 }
 
