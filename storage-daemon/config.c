@@ -30,11 +30,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+#include <sys/socket.h>
 
 #include <ini.h>
 
@@ -47,6 +50,7 @@
 
 static const struct option longopts[] = {
 	{"config", required_argument, NULL, 'c'},
+	{"check-config", no_argument, NULL, 'C'},
 	{"data-dir", required_argument, NULL, 'd'},
 	{"listen", required_argument, NULL, 'l'},
 	{"secret-file", required_argument, NULL, 's'},
@@ -378,14 +382,19 @@ static void usage(FILE *out)
 		"                     [--workers N] [--log-level LEVEL] [--foreground]\n"
 		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise "
 		"URI]...\n"
+		"       rdmafs-daemon --check-config [FILE] [flags as above]\n"
 		"  URI: rdma://host:port, tcp://host:port or auto://host:port (port 0: any)\n"
 		"  --port-file: write the first listener's port there once serving\n"
 		"  --metadata: host the metadata service (default: yes without metadata-uri,\n"
 		"              no with it; yes together with --metadata-uri is an error)\n"
 		"  --metadata-uri: the metadata service to register with (default: this daemon)\n"
 		"  --advertise: an address clients use for this daemon (default: the listeners)\n"
+		"  --check-config: check the configuration (FILE, as --config, and the flags),\n"
+		"              the secret file and the data directory; start nothing, create\n"
+		"              nothing, bind no port; print 'FILE: OK' or every error\n"
 		"  The daemon never forks; --foreground is accepted for scripts.\n"
-		"  Exit status: 0 stopped cleanly, 1 refused to start (the log says why).\n");
+		"  Exit status: 0 stopped cleanly (--check-config: the configuration is valid),\n"
+		"  1 refused to start (--check-config: errors found; each one is printed).\n");
 }
 
 void config_free(struct daemon_config *cfg)
@@ -492,6 +501,9 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			if (ret)
 				goto err_free_flags;
 			continue;
+		case 'C':
+			cfg->check_only = true;
+			continue;
 		case 'f':
 			flags.foreground = true;
 			continue;
@@ -524,6 +536,12 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			log_level_flag |= opt == 'L';
 			break;
 		}
+	}
+	/* rdmafs-daemon --check-config FILE: the file may come without --config */
+	if (cfg->check_only && !flags.config_file && optind + 1 == argc) {
+		ret = set_string(&flags.config_file, argv[optind++]);
+		if (ret)
+			goto err_free_flags;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "rdmafs-daemon: unexpected argument '%s'\n", argv[optind]);
@@ -581,4 +599,86 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 err_free_flags:
 	config_free(&flags);
 	return ret;
+}
+
+/* An error about listen address @i, named by the line or flag that set it. */
+__attribute__((format(printf, 3, 4))) static void listen_error(const struct daemon_config *cfg,
+							       unsigned i, const char *fmt, ...)
+{
+	char why[WHY_MAX + 300];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	setting_error(cfg->config_file, cfg->listen_line[i], "listen", cfg->listen[i], "%s", why);
+}
+
+/* Why bind() failed, in an operator's words. */
+static const char *bind_hint(int err)
+{
+	switch (err) {
+	case EADDRINUSE:
+		return " (another program, or another rdmafs-daemon, listens there)";
+	case EADDRNOTAVAIL:
+		return " (no interface of this host has that address)";
+	case EACCES:
+		return " (a port below 1024 needs CAP_NET_BIND_SERVICE)";
+	default:
+		return "";
+	}
+}
+
+int config_check_listen(const struct daemon_config *cfg, bool try_bind)
+{
+	const struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				       .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	unsigned errors = 0;
+
+	for (unsigned i = 0; i < cfg->listen_count; i++) {
+		const struct addrinfo *ai;
+		struct addrinfo *res;
+		enum xprt_kind kind;
+		char host[256], service[8];
+		uint16_t port;
+		int fd, one = 1, ret;
+
+		if (xprt_uri_parse(cfg->listen[i], &kind, host, sizeof(host), &port)) {
+			listen_error(cfg, i, "not a URI"); /* config_set() let it through */
+			errors++;
+			continue;
+		}
+		snprintf(service, sizeof(service), "%u", port);
+		/* as the transports resolve it: "*" is the wildcard */
+		ret = getaddrinfo(strcmp(host, "*") == 0 ? NULL : host, service, &hints, &res);
+		if (ret) {
+			listen_error(cfg, i, "cannot resolve %s: %s", host,
+				     ret == EAI_SYSTEM ? strerror(errno) : gai_strerror(ret));
+			errors++;
+			continue;
+		}
+		if (!try_bind) {
+			freeaddrinfo(res);
+			continue;
+		}
+		/* the verbs backend prefers an IPv4 address, the tcp one takes the first */
+		ai = res;
+		for (const struct addrinfo *a = res; kind == XPRT_KIND_VERBS && a; a = a->ai_next) {
+			if (a->ai_family == AF_INET) {
+				ai = a;
+				break;
+			}
+		}
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+		    bind(fd, ai->ai_addr, ai->ai_addrlen)) {
+			ret = errno;
+			listen_error(cfg, i, "cannot bind: %s%s", strerror(ret), bind_hint(ret));
+			errors++;
+		}
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+	}
+	return errors ? -EINVAL : 0;
 }

@@ -39,6 +39,7 @@ struct daemon_config {
 	uint64_t lmdb_map_size;
 	enum rdmafs_log_level log_level;
 	bool foreground;
+	bool check_only;		    /* --check-config: check, start nothing */
 	int metadata;			    /* 1: host the metadata service, 0: not */
 	unsigned metadata_line;		    /* where metadata was set; 0: a flag or not at all */
 	char *metadata_uri;		    /* where to register; NULL: this daemon's own service */
@@ -65,6 +66,14 @@ int config_load(struct daemon_config *cfg, int argc, char **argv);
  * serves the fuzz target, which has the file's bytes in memory.
  */
 int config_parse_file(struct daemon_config *cfg, FILE *f, const char *path);
+/*
+ * Checks that every listen address of @cfg resolves and, with @try_bind,
+ * that it can be bound now (a TCP socket is bound and closed at once: an
+ * address this host does not have, a port in use or a privileged port is
+ * found before the data directory is touched). Reports each failure with the
+ * line or flag that set the address. Returns 0 or -EINVAL.
+ */
+int config_check_listen(const struct daemon_config *cfg, bool try_bind);
 /* Frees what @cfg holds and zeroes it; calling it again is harmless. */
 void config_free(struct daemon_config *cfg);
 
@@ -87,6 +96,13 @@ struct datadir {
  * when another daemon holds it, or an errno from the file system.
  */
 int datadir_open(const char *path, struct datadir *out);
+/*
+ * What datadir_open() would say of @path, changing nothing: a missing
+ * directory whose parent is a directory is fine (it would be created); an
+ * existing one needs a valid marker or no entries. A running daemon's lock is
+ * not a fault here. Logs what is wrong; 0, -EINVAL or an errno.
+ */
+int datadir_check(const char *path);
 void datadir_close(struct datadir *dd);
 
 /* ---- chunk store (store.c) ---- */
