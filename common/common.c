@@ -2,9 +2,12 @@
 /* Layout limits, crc32c, errno mapping and small helpers; see rdmafs_common.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <isa-l/crc.h>
 
@@ -52,6 +55,7 @@ int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len)
 {
 	/* one byte more than allowed, to tell a secret that is too long */
 	const size_t room = RDMAFS_SECRET_MAX + 1;
+	struct stat st;
 	uint8_t *buf;
 	ssize_t n;
 	int fd, ret;
@@ -59,6 +63,15 @@ int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	/* fstat, not stat: the mode checked is the mode of the file read */
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		goto err_close;
+	}
+	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		ret = -EPERM;
+		goto err_close;
+	}
 	buf = malloc(room);
 	if (!buf) {
 		ret = -ENOMEM;
@@ -85,4 +98,20 @@ err_free:
 err_close:
 	close(fd);
 	return ret;
+}
+
+const char *rdmafs_secret_strerror(const char *path, int err, char *buf, size_t size)
+{
+	struct stat st;
+
+	if (err == -EPERM && stat(path, &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)))
+		snprintf(buf, size, "secret file %s is accessible by %s (mode %04o): chmod 600 %s",
+			 path, st.st_mode & S_IRWXO ? "others" : "its group",
+			 (unsigned)(st.st_mode & 07777), path);
+	else if (err == -EINVAL)
+		snprintf(buf, size, "the secret file %s must hold 1 to %d bytes", path,
+			 RDMAFS_SECRET_MAX);
+	else
+		snprintf(buf, size, "cannot read the secret file %s: %s", path, strerror(-err));
+	return buf;
 }

@@ -18,20 +18,85 @@
  *   metadata = yes                    ; host the metadata service (one daemon per cluster)
  *   metadata_uri = tcp://meta1:7471   ; register there instead (needed with metadata = no)
  *   advertise = rdma://10.0.0.2:7471  ; repeatable: addresses clients use (default: listen)
+ *   port_file = /run/rdmafs/daemon/port
+ *
+ * Every error names where the setting came from ("daemon.conf:12: workers =
+ * 0: must be 1..64", or the flag) and what is allowed, and all of them are
+ * reported before the daemon gives up. Which daemon hosts the metadata
+ * service is decided here: metadata_uri names another service, so it means
+ * metadata = no; metadata = yes together with metadata_uri is refused, as
+ * either reading could be what the operator meant.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <netdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+#include <sys/socket.h>
 
 #include <ini.h>
 
+#include "xprt.h"
 #include "daemon_i.h"
 
 #define MAX_CHUNK_LIMIT (64u << 20)
+/* Room for the reason a value is refused. */
+#define WHY_MAX 160
+
+static const struct option longopts[] = {
+	{"config", required_argument, NULL, 'c'},
+	{"check-config", no_argument, NULL, 'C'},
+	{"data-dir", required_argument, NULL, 'd'},
+	{"listen", required_argument, NULL, 'l'},
+	{"secret-file", required_argument, NULL, 's'},
+	{"port-file", required_argument, NULL, 'p'},
+	{"name", required_argument, NULL, 'n'},
+	{"workers", required_argument, NULL, 'w'},
+	{"log-level", required_argument, NULL, 'L'},
+	{"foreground", no_argument, NULL, 'f'},
+	{"metadata", required_argument, NULL, 'M'},
+	{"metadata-uri", required_argument, NULL, 'U'},
+	{"advertise", required_argument, NULL, 'A'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+/* The flag that sets config key @key ("data_dir" -> "data-dir"), for messages. */
+static const char *flag_name(const char *key, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s", key);
+	for (char *p = buf; *p; p++)
+		if (*p == '_')
+			*p = '-';
+	return buf;
+}
+
+/*
+ * Prints one error about a setting: "FILE:LINE: key = value: why" for a
+ * setting of the file (@line > 0), "rdmafs-daemon: --key value: why" for a flag.
+ */
+__attribute__((format(printf, 5, 6))) static void setting_error(const char *path, unsigned line,
+								const char *key, const char *value,
+								const char *fmt, ...)
+{
+	char flag[32];
+	va_list ap;
+
+	if (line)
+		fprintf(stderr, "%s:%u: %s = %s: ", path, line, key, value);
+	else
+		fprintf(stderr, "rdmafs-daemon: --%s %s: ", flag_name(key, flag, sizeof(flag)),
+			value);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
 
 static int parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out)
 {
@@ -59,17 +124,43 @@ static int set_string(char **slot, const char *value)
 	return 0;
 }
 
-/* Appends @uri to a list of at most DAEMON_MAX_LISTEN addresses. */
-static int add_uri(char **list, unsigned *count, const char *what, const char *uri)
+/*
+ * A URI as the transport reads it. A listener may ask for port 0 (any free
+ * port); an address others connect to may not.
+ */
+static int check_uri(const char *uri, bool port_zero_ok, char *why, size_t why_size)
 {
+	enum xprt_kind kind;
+	char host[256];
+	uint16_t port;
+
+	if (xprt_uri_parse(uri, &kind, host, sizeof(host), &port) || (!port_zero_ok && !port)) {
+		snprintf(why, why_size, "must be rdma://, tcp:// or auto://HOST:PORT with PORT %s",
+			 port_zero_ok ? "0..65535 (0: any free port)" : "1..65535");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Checks @uri and appends it to a list of at most DAEMON_MAX_LISTEN
+ * addresses, remembering the file line it came from (0: a flag).
+ */
+static int add_uri(char **list, unsigned *lines, unsigned *count, const char *uri, unsigned line,
+		   bool port_zero_ok, char *why, size_t why_size)
+{
+	int ret = check_uri(uri, port_zero_ok, why, why_size);
+
+	if (ret)
+		return ret;
 	if (*count >= DAEMON_MAX_LISTEN) {
-		fprintf(stderr, "rdmafs-daemon: at most %u %s addresses\n", DAEMON_MAX_LISTEN,
-			what);
+		snprintf(why, why_size, "at most %u such addresses", DAEMON_MAX_LISTEN);
 		return -EINVAL;
 	}
 	list[*count] = strdup(uri);
 	if (!list[*count])
 		return -ENOMEM;
+	lines[*count] = line;
 	(*count)++;
 	return 0;
 }
@@ -92,43 +183,83 @@ static int parse_bool(const char *text, int *out)
 	return -EINVAL;
 }
 
-/* One key: shared by the INI handler and the flags. Returns 0 or -EINVAL. */
-static int config_set(struct daemon_config *cfg, const char *key, const char *value)
+/* A number in [@min, @max]; else -EINVAL and the range in @why. */
+static int parse_range(const char *value, uint64_t min, uint64_t max, uint64_t *out, char *why,
+		       size_t why_size)
 {
+	int ret = parse_u64(value, min, max, out);
+
+	if (ret)
+		snprintf(why, why_size, "must be %llu..%llu", (unsigned long long)min,
+			 (unsigned long long)max);
+	return ret;
+}
+
+/*
+ * One key, from the file (@line > 0) or a flag (@line 0). Returns 0, -ENOENT
+ * for an unknown key, -ENOMEM, or -EINVAL with what is allowed in @why.
+ */
+static int config_set(struct daemon_config *cfg, const char *key, const char *value, unsigned line,
+		      char *why, size_t why_size)
+{
+	static const char *const strings[] = {"data_dir", "secret_file", "port_file", "name"};
+	char **const string_slots[] = {&cfg->data_dir, &cfg->secret_file, &cfg->port_file,
+				       &cfg->name};
 	uint64_t v;
 	int ret = 0;
 
-	if (strcmp(key, "data_dir") == 0) {
-		ret = set_string(&cfg->data_dir, value);
-	} else if (strcmp(key, "listen") == 0) {
-		ret = add_uri(cfg->listen, &cfg->listen_count, "listen", value);
-	} else if (strcmp(key, "secret_file") == 0) {
-		ret = set_string(&cfg->secret_file, value);
-	} else if (strcmp(key, "port_file") == 0) {
-		ret = set_string(&cfg->port_file, value);
-	} else if (strcmp(key, "name") == 0) {
-		ret = set_string(&cfg->name, value);
+	for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
+		if (strcmp(key, strings[i]) != 0)
+			continue;
+		if (!*value) {
+			snprintf(why, why_size, "must not be empty");
+			return -EINVAL;
+		}
+		return set_string(string_slots[i], value);
+	}
+	if (strcmp(key, "listen") == 0) {
+		ret = add_uri(cfg->listen, cfg->listen_line, &cfg->listen_count, value, line, true,
+			      why, why_size);
+	} else if (strcmp(key, "advertise") == 0) {
+		ret = add_uri(cfg->advertise, cfg->advertise_line, &cfg->advertise_count, value,
+			      line, false, why, why_size);
+	} else if (strcmp(key, "metadata_uri") == 0) {
+		ret = check_uri(value, false, why, why_size);
+		if (!ret)
+			ret = set_string(&cfg->metadata_uri, value);
+		if (!ret)
+			cfg->metadata_uri_line = line;
 	} else if (strcmp(key, "workers") == 0) {
-		ret = parse_u64(value, 1, 64, &v);
-		cfg->workers = (unsigned)v;
+		ret = parse_range(value, 1, 64, &v, why, why_size);
+		if (!ret)
+			cfg->workers = (unsigned)v;
 	} else if (strcmp(key, "queue_depth") == 0) {
-		ret = parse_u64(value, 1, 65536, &v);
-		cfg->queue_depth = (unsigned)v;
+		ret = parse_range(value, 1, 65536, &v, why, why_size);
+		if (!ret)
+			cfg->queue_depth = (unsigned)v;
 	} else if (strcmp(key, "max_chunk_size") == 0) {
 		ret = parse_u64(value, STORE_BLOCK_SIZE, MAX_CHUNK_LIMIT, &v);
-		if (!ret && v % STORE_BLOCK_SIZE)
-			ret = -EINVAL;
+		if (ret || v % STORE_BLOCK_SIZE) {
+			snprintf(why, why_size, "must be a multiple of %u in %u..%u (64 MiB)",
+				 STORE_BLOCK_SIZE, STORE_BLOCK_SIZE, MAX_CHUNK_LIMIT);
+			return -EINVAL;
+		}
 		cfg->max_chunk_size = (uint32_t)v;
 	} else if (strcmp(key, "lmdb_map_size") == 0) {
-		ret = parse_u64(value, 1u << 20, 1ull << 40, &cfg->lmdb_map_size);
+		ret = parse_range(value, 1u << 20, 1ull << 40, &cfg->lmdb_map_size, why, why_size);
+		if (ret)
+			snprintf(why, why_size, "must be %u..%llu (1 MiB..1 TiB)", 1u << 20,
+				 1ull << 40);
 	} else if (strcmp(key, "log_level") == 0) {
 		ret = rdmafs_log_parse_level(value, &cfg->log_level);
+		if (ret)
+			snprintf(why, why_size, "must be err, warn, info or debug");
 	} else if (strcmp(key, "metadata") == 0) {
 		ret = parse_bool(value, &cfg->metadata);
-	} else if (strcmp(key, "metadata_uri") == 0) {
-		ret = set_string(&cfg->metadata_uri, value);
-	} else if (strcmp(key, "advertise") == 0) {
-		ret = add_uri(cfg->advertise, &cfg->advertise_count, "advertise", value);
+		if (ret)
+			snprintf(why, why_size, "must be yes or no (true/false, on/off, 1/0)");
+		else
+			cfg->metadata_line = line;
 	} else {
 		return -ENOENT;
 	}
@@ -137,26 +268,75 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 
 struct ini_state {
 	struct daemon_config *cfg;
+	FILE *f;
 	const char *path;
+	unsigned line; /* the line inih is on: it counts one per call of the reader */
 	bool failed;
 };
+
+__attribute__((format(printf, 2, 3))) static void line_error(struct ini_state *st, const char *fmt,
+							     ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s:%u: ", st->path, st->line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	st->failed = true;
+}
+
+/*
+ * inih's reader, as fgets(), that counts lines. inih handles a line before it
+ * reads the next, so while the handler runs st->line is the line of its key
+ * (the handler of Debian's libinih gets no line number: it is built without
+ * INI_HANDLER_LINENO). A line longer than inih's buffer would come back as
+ * several lines; its rest is dropped and the line refused instead.
+ */
+static char *config_ini_read(char *str, int num, void *stream)
+{
+	struct ini_state *st = stream;
+	size_t len;
+	int c;
+
+	if (!fgets(str, num, st->f))
+		return NULL;
+	st->line++;
+	len = strlen(str);
+	if (len + 1 == (size_t)num && str[len - 1] != '\n') {
+		c = getc(st->f);
+		if (c != '\n' && c != EOF) {
+			while (c != '\n' && c != EOF)
+				c = getc(st->f);
+			line_error(st, "line longer than %d characters", num - 2);
+		}
+	}
+	return str;
+}
 
 static int config_ini_cb(void *user, const char *section, const char *name, const char *value)
 {
 	struct ini_state *st = user;
+	char why[WHY_MAX];
 	int ret;
 
-	if (strcmp(section, "daemon") != 0) {
-		fprintf(stderr, "%s: unknown section [%s] (only [daemon] is known)\n", st->path,
-			section);
-		st->failed = true;
+	if (!*section) {
+		line_error(st, "'%s' comes before any section: put it under [daemon]", name);
 		return 1;
 	}
-	ret = config_set(st->cfg, name, value);
+	if (strcmp(section, "daemon") != 0) {
+		line_error(st, "'%s' is in unknown section [%s] (only [daemon] is known)", name,
+			   section);
+		return 1;
+	}
+	ret = config_set(st->cfg, name, value, st->line, why, sizeof(why));
 	if (ret == -ENOENT)
-		fprintf(stderr, "%s: unknown key '%s' in [daemon]\n", st->path, name);
+		line_error(st, "unknown key '%s' in [daemon]", name);
+	else if (ret == -ENOMEM)
+		line_error(st, "out of memory");
 	else if (ret)
-		fprintf(stderr, "%s: bad value '%s' for '%s'\n", st->path, value, name);
+		setting_error(st->path, st->line, name, value, "%s", why);
 	if (ret)
 		st->failed = true;
 	return 1; /* keep going: report every bad line at once */
@@ -164,18 +344,19 @@ static int config_ini_cb(void *user, const char *section, const char *name, cons
 
 int config_parse_file(struct daemon_config *cfg, FILE *f, const char *path)
 {
-	struct ini_state st = {.cfg = cfg, .path = path};
-	int line = ini_parse_file(f, config_ini_cb, &st);
+	struct ini_state st = {.cfg = cfg, .f = f, .path = path};
+	int line = ini_parse_stream(config_ini_read, &st, config_ini_cb, &st);
 
 	if (line > 0) {
-		fprintf(stderr, "%s:%d: syntax error\n", path, line);
-		return -EINVAL;
+		/* inih names only its first syntax error */
+		fprintf(stderr, "%s:%d: syntax error: want key = value, [section] or a comment\n",
+			path, line);
+		st.failed = true;
+	} else if (line < 0) {
+		fprintf(stderr, "%s: out of memory\n", path);
+		st.failed = true;
 	}
-	if (line < 0 || st.failed) {
-		fprintf(stderr, "rdmafs-daemon: config file %s refused\n", path);
-		return -EINVAL;
-	}
-	return 0;
+	return st.failed ? -EINVAL : 0;
 }
 
 static int load_file(struct daemon_config *cfg, const char *path)
@@ -201,12 +382,19 @@ static void usage(FILE *out)
 		"                     [--workers N] [--log-level LEVEL] [--foreground]\n"
 		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise "
 		"URI]...\n"
+		"       rdmafs-daemon --check-config [FILE] [flags as above]\n"
 		"  URI: rdma://host:port, tcp://host:port or auto://host:port (port 0: any)\n"
 		"  --port-file: write the first listener's port there once serving\n"
-		"  --metadata: host the metadata service (default yes; one daemon per cluster)\n"
+		"  --metadata: host the metadata service (default: yes without metadata-uri,\n"
+		"              no with it; yes together with --metadata-uri is an error)\n"
 		"  --metadata-uri: the metadata service to register with (default: this daemon)\n"
 		"  --advertise: an address clients use for this daemon (default: the listeners)\n"
-		"  The daemon never forks; --foreground is accepted for scripts.\n");
+		"  --check-config: check the configuration (FILE, as --config, and the flags),\n"
+		"              the secret file and the data directory; start nothing, create\n"
+		"              nothing, bind no port; print 'FILE: OK' or every error\n"
+		"  The daemon never forks; --foreground is accepted for scripts.\n"
+		"  Exit status: 0 stopped cleanly (--check-config: the configuration is valid),\n"
+		"  1 refused to start (--check-config: errors found; each one is printed).\n");
 }
 
 void config_free(struct daemon_config *cfg)
@@ -224,28 +412,76 @@ void config_free(struct daemon_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 }
 
+/* Moves the list @from (flags) over @to (the file's), which it replaces. */
+static void take_list(char **to, unsigned *to_lines, unsigned *to_count, char **from,
+		      unsigned *from_lines, unsigned *from_count)
+{
+	if (!*from_count)
+		return;
+	for (unsigned i = 0; i < *to_count; i++)
+		free(to[i]);
+	memcpy(to, from, sizeof(*to) * DAEMON_MAX_LISTEN);
+	memcpy(to_lines, from_lines, sizeof(*to_lines) * DAEMON_MAX_LISTEN);
+	*to_count = *from_count;
+	*from_count = 0;
+}
+
+/* Moves the string @from (a flag) over @to when the flag was given. */
+static void take_string(char **to, char **from)
+{
+	if (!*from)
+		return;
+	free(*to);
+	*to = *from;
+	*from = NULL;
+}
+
+/*
+ * Which daemon hosts the metadata service: metadata_uri alone means no (it
+ * names the service this daemon registers with), neither means yes (the
+ * single-node default), metadata = yes with metadata_uri is refused.
+ */
+static int decide_metadata(struct daemon_config *cfg)
+{
+	const char *path = cfg->config_file;
+	char flag[32];
+
+	if (cfg->metadata == 1 && cfg->metadata_uri) {
+		if (cfg->metadata_line)
+			fprintf(stderr, "%s:%u: metadata = yes", path, cfg->metadata_line);
+		else
+			fprintf(stderr, "rdmafs-daemon: --metadata yes");
+		if (cfg->metadata_uri_line)
+			fprintf(stderr, " conflicts with metadata_uri = %s (%s:%u)",
+				cfg->metadata_uri, path, cfg->metadata_uri_line);
+		else
+			fprintf(stderr, " conflicts with --%s %s",
+				flag_name("metadata_uri", flag, sizeof(flag)), cfg->metadata_uri);
+		fprintf(stderr,
+			": a daemon that hosts the metadata service registers with its own; "
+			"set metadata = no to register with %s, or remove metadata_uri to host "
+			"the service here\n",
+			cfg->metadata_uri);
+		return -EINVAL;
+	}
+	if (cfg->metadata < 0)
+		cfg->metadata = cfg->metadata_uri ? 0 : 1;
+	if (!cfg->metadata && !cfg->metadata_uri) {
+		fprintf(stderr, "rdmafs-daemon: without the metadata service (metadata = no) the "
+				"daemon needs metadata_uri: the service to register with\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int config_load(struct daemon_config *cfg, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"data-dir", required_argument, NULL, 'd'},
-		{"listen", required_argument, NULL, 'l'},
-		{"secret-file", required_argument, NULL, 's'},
-		{"port-file", required_argument, NULL, 'p'},
-		{"name", required_argument, NULL, 'n'},
-		{"workers", required_argument, NULL, 'w'},
-		{"log-level", required_argument, NULL, 'L'},
-		{"foreground", no_argument, NULL, 'f'},
-		{"metadata", required_argument, NULL, 'M'},
-		{"metadata-uri", required_argument, NULL, 'U'},
-		{"advertise", required_argument, NULL, 'A'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct daemon_config flags = {0};
 	bool log_level_flag = false;
+	unsigned errors = 0;
+	char why[WHY_MAX];
 	const char *key;
-	int opt, ret = -EINVAL;
+	int opt, ret;
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->workers = 4;
@@ -262,7 +498,12 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 		switch (opt) {
 		case 'c':
 			ret = set_string(&flags.config_file, optarg);
-			break;
+			if (ret)
+				goto err_free_flags;
+			continue;
+		case 'C':
+			cfg->check_only = true;
+			continue;
 		case 'f':
 			flags.foreground = true;
 			continue;
@@ -285,13 +526,20 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			      : opt == 'U' ? "metadata_uri"
 			      : opt == 'A' ? "advertise"
 					   : "log_level";
-			ret = config_set(&flags, key, optarg);
+			ret = config_set(&flags, key, optarg, 0, why, sizeof(why));
+			if (ret == -ENOMEM)
+				goto err_free_flags;
+			if (ret) {
+				setting_error(NULL, 0, key, optarg, "%s", why);
+				errors++;
+			}
 			log_level_flag |= opt == 'L';
-			if (ret)
-				fprintf(stderr, "rdmafs-daemon: bad value '%s' for %s\n", optarg,
-					key);
 			break;
 		}
+	}
+	/* rdmafs-daemon --check-config FILE: the file may come without --config */
+	if (cfg->check_only && !flags.config_file && optind + 1 == argc) {
+		ret = set_string(&flags.config_file, argv[optind++]);
 		if (ret)
 			goto err_free_flags;
 	}
@@ -302,87 +550,135 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 		goto err_free_flags;
 	}
 	if (flags.config_file) {
-		ret = load_file(cfg, flags.config_file);
-		if (ret)
-			goto err_free_cfg;
 		cfg->config_file = flags.config_file;
 		flags.config_file = NULL;
+		if (load_file(cfg, cfg->config_file))
+			errors++;
 	}
 	/* Flags override the file. */
-	if (flags.data_dir) {
-		free(cfg->data_dir);
-		cfg->data_dir = flags.data_dir;
-		flags.data_dir = NULL;
-	}
-	if (flags.listen_count) {
-		for (unsigned i = 0; i < cfg->listen_count; i++)
-			free(cfg->listen[i]);
-		memcpy(cfg->listen, flags.listen, sizeof(cfg->listen));
-		cfg->listen_count = flags.listen_count;
-		flags.listen_count = 0;
-	}
-	if (flags.secret_file) {
-		free(cfg->secret_file);
-		cfg->secret_file = flags.secret_file;
-		flags.secret_file = NULL;
-	}
-	if (flags.port_file) {
-		free(cfg->port_file);
-		cfg->port_file = flags.port_file;
-		flags.port_file = NULL;
-	}
-	if (flags.name) {
-		free(cfg->name);
-		cfg->name = flags.name;
-		flags.name = NULL;
-	}
+	take_string(&cfg->data_dir, &flags.data_dir);
+	take_list(cfg->listen, cfg->listen_line, &cfg->listen_count, flags.listen,
+		  flags.listen_line, &flags.listen_count);
+	take_string(&cfg->secret_file, &flags.secret_file);
+	take_string(&cfg->port_file, &flags.port_file);
+	take_string(&cfg->name, &flags.name);
 	if (flags.workers)
 		cfg->workers = flags.workers;
-	if (flags.metadata >= 0)
+	if (flags.metadata >= 0) {
 		cfg->metadata = flags.metadata;
-	if (cfg->metadata < 0)
-		cfg->metadata = 1;
+		cfg->metadata_line = 0;
+	}
 	if (flags.metadata_uri) {
-		free(cfg->metadata_uri);
-		cfg->metadata_uri = flags.metadata_uri;
-		flags.metadata_uri = NULL;
+		take_string(&cfg->metadata_uri, &flags.metadata_uri);
+		cfg->metadata_uri_line = 0;
 	}
-	if (flags.advertise_count) {
-		for (unsigned i = 0; i < cfg->advertise_count; i++)
-			free(cfg->advertise[i]);
-		memcpy(cfg->advertise, flags.advertise, sizeof(cfg->advertise));
-		cfg->advertise_count = flags.advertise_count;
-		flags.advertise_count = 0;
-	}
+	take_list(cfg->advertise, cfg->advertise_line, &cfg->advertise_count, flags.advertise,
+		  flags.advertise_line, &flags.advertise_count);
 	if (log_level_flag)
 		cfg->log_level = flags.log_level;
 	cfg->foreground = flags.foreground;
 
-	ret = -EINVAL;
 	if (!cfg->data_dir) {
 		fprintf(stderr, "rdmafs-daemon: no data directory: set data_dir or --data-dir\n");
-		goto err_free_cfg;
+		errors++;
 	}
 	if (!cfg->listen_count) {
 		fprintf(stderr, "rdmafs-daemon: nothing to listen on: set listen or --listen\n");
-		goto err_free_cfg;
+		errors++;
 	}
 	if (!cfg->secret_file) {
 		fprintf(stderr,
 			"rdmafs-daemon: no cluster secret: set secret_file or --secret-file\n");
-		goto err_free_cfg;
+		errors++;
 	}
-	if (!cfg->metadata && !cfg->metadata_uri) {
-		fprintf(stderr, "rdmafs-daemon: without the metadata service (metadata = no) the "
-				"daemon needs metadata_uri: the service to register with\n");
-		goto err_free_cfg;
-	}
+	if (decide_metadata(cfg))
+		errors++;
 	config_free(&flags);
-	return 0;
+	return errors ? -EINVAL : 0;
 
-err_free_cfg:
-	config_free(cfg);
 err_free_flags:
 	config_free(&flags);
 	return ret;
+}
+
+/* An error about listen address @i, named by the line or flag that set it. */
+__attribute__((format(printf, 3, 4))) static void listen_error(const struct daemon_config *cfg,
+							       unsigned i, const char *fmt, ...)
+{
+	char why[WHY_MAX + 300];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	setting_error(cfg->config_file, cfg->listen_line[i], "listen", cfg->listen[i], "%s", why);
+}
+
+/* Why bind() failed, in an operator's words. */
+static const char *bind_hint(int err)
+{
+	switch (err) {
+	case EADDRINUSE:
+		return " (another program, or another rdmafs-daemon, listens there)";
+	case EADDRNOTAVAIL:
+		return " (no interface of this host has that address)";
+	case EACCES:
+		return " (a port below 1024 needs CAP_NET_BIND_SERVICE)";
+	default:
+		return "";
+	}
+}
+
+int config_check_listen(const struct daemon_config *cfg, bool try_bind)
+{
+	const struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				       .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	unsigned errors = 0;
+
+	for (unsigned i = 0; i < cfg->listen_count; i++) {
+		const struct addrinfo *ai;
+		struct addrinfo *res;
+		enum xprt_kind kind;
+		char host[256], service[8];
+		uint16_t port;
+		int fd, one = 1, ret;
+
+		if (xprt_uri_parse(cfg->listen[i], &kind, host, sizeof(host), &port)) {
+			listen_error(cfg, i, "not a URI"); /* config_set() let it through */
+			errors++;
+			continue;
+		}
+		snprintf(service, sizeof(service), "%u", port);
+		/* as the transports resolve it: "*" is the wildcard */
+		ret = getaddrinfo(strcmp(host, "*") == 0 ? NULL : host, service, &hints, &res);
+		if (ret) {
+			listen_error(cfg, i, "cannot resolve %s: %s", host,
+				     ret == EAI_SYSTEM ? strerror(errno) : gai_strerror(ret));
+			errors++;
+			continue;
+		}
+		if (!try_bind) {
+			freeaddrinfo(res);
+			continue;
+		}
+		/* the verbs backend prefers an IPv4 address, the tcp one takes the first */
+		ai = res;
+		for (const struct addrinfo *a = res; kind == XPRT_KIND_VERBS && a; a = a->ai_next) {
+			if (a->ai_family == AF_INET) {
+				ai = a;
+				break;
+			}
+		}
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+		    bind(fd, ai->ai_addr, ai->ai_addrlen)) {
+			ret = errno;
+			listen_error(cfg, i, "cannot bind: %s%s", strerror(ret), bind_hint(ret));
+			errors++;
+		}
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+	}
+	return errors ? -EINVAL : 0;
 }

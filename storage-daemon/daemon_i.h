@@ -28,6 +28,7 @@ struct daemon_config {
 	char *config_file;
 	char *data_dir;
 	char *listen[DAEMON_MAX_LISTEN];
+	unsigned listen_line[DAEMON_MAX_LISTEN]; /* its line in the file; 0: a flag */
 	unsigned listen_count;
 	char *secret_file;
 	char *port_file;
@@ -38,25 +39,42 @@ struct daemon_config {
 	uint64_t lmdb_map_size;
 	enum rdmafs_log_level log_level;
 	bool foreground;
-	int metadata;			    /* 1: host the metadata service (the default), 0: not */
+	bool check_only;		    /* --check-config: check, start nothing */
+	int metadata;			    /* 1: host the metadata service, 0: not */
+	unsigned metadata_line;		    /* where metadata was set; 0: a flag or not at all */
 	char *metadata_uri;		    /* where to register; NULL: this daemon's own service */
+	unsigned metadata_uri_line;	    /* as metadata_line */
 	char *advertise[DAEMON_MAX_LISTEN]; /* URIs put in the cluster map */
+	unsigned advertise_line[DAEMON_MAX_LISTEN];
 	unsigned advertise_count;
 };
 
 /*
- * Fills @cfg from the command line and the INI file it names (flags win).
- * Prints a clear message and returns -EINVAL on any unknown key, bad value
- * or missing setting; 1 when --help was asked for.
+ * Fills @cfg from the command line and the INI file it names (flags win) and
+ * decides whether this daemon hosts the metadata service (see config.c).
+ * Reports every unknown key, bad value, missing setting or conflict, each
+ * with the file line or flag it came from and what is allowed, then returns
+ * -EINVAL; 1 when --help was asked for, else 0. Whatever it returns, the
+ * caller frees @cfg with config_free(). Touches nothing outside the process:
+ * no name is resolved, no socket opened.
  */
 int config_load(struct daemon_config *cfg, int argc, char **argv);
 /*
  * The INI part of config_load(): reads @f (named @path in messages) into
  * @cfg, whose earlier values are the defaults a key overrides. Every bad line
- * is reported; then -EINVAL. Apart from config_load() it serves the fuzz
- * target, which has the file's bytes in memory and no path.
+ * is reported as "PATH:LINE: ..."; then -EINVAL. Apart from config_load() it
+ * serves the fuzz target, which has the file's bytes in memory.
  */
 int config_parse_file(struct daemon_config *cfg, FILE *f, const char *path);
+/*
+ * Checks that every listen address of @cfg resolves and, with @try_bind,
+ * that it can be bound now (a TCP socket is bound and closed at once: an
+ * address this host does not have, a port in use or a privileged port is
+ * found before the data directory is touched). Reports each failure with the
+ * line or flag that set the address. Returns 0 or -EINVAL.
+ */
+int config_check_listen(const struct daemon_config *cfg, bool try_bind);
+/* Frees what @cfg holds and zeroes it; calling it again is harmless. */
 void config_free(struct daemon_config *cfg);
 
 /* ---- data directory (datadir.c) ---- */
@@ -78,6 +96,13 @@ struct datadir {
  * when another daemon holds it, or an errno from the file system.
  */
 int datadir_open(const char *path, struct datadir *out);
+/*
+ * What datadir_open() would say of @path, changing nothing: a missing
+ * directory whose parent is a directory is fine (it would be created); an
+ * existing one needs a valid marker or no entries. A running daemon's lock is
+ * not a fault here. Logs what is wrong; 0, -EINVAL or an errno.
+ */
+int datadir_check(const char *path);
 void datadir_close(struct datadir *dd);
 
 /* ---- chunk store (store.c) ---- */

@@ -91,6 +91,14 @@ static int dir_is_empty(int dir_fd, bool *empty)
 	return 0;
 }
 
+static void not_ours(const char *path)
+{
+	rdmafs_log(RDMAFS_LOG_ERR,
+		   "data directory %s is not empty and has no " DATADIR_MARKER
+		   " marker: refusing to use it (give an empty or rdmafs directory)",
+		   path);
+}
+
 static int marker_create(int dir_fd, const char *path, uint8_t *uuid)
 {
 	char text[128], uuid_text[37];
@@ -211,11 +219,7 @@ int datadir_open(const char *path, struct datadir *out)
 		if (ret)
 			goto err_close_dir;
 		if (!empty) {
-			rdmafs_log(
-				RDMAFS_LOG_ERR,
-				"data directory %s is not empty and has no " DATADIR_MARKER
-				" marker: refusing to use it (give an empty or rdmafs directory)",
-				path);
+			not_ours(path);
 			ret = -EINVAL;
 			goto err_close_dir;
 		}
@@ -255,6 +259,62 @@ err_close_marker:
 err_close_dir:
 	close(out->dir_fd);
 	out->dir_fd = -1;
+	return ret;
+}
+
+int datadir_check(const char *path)
+{
+	char parent[4096], *slash;
+	uint8_t uuid[16];
+	bool empty = false;
+	struct stat sb;
+	int dir_fd, marker_fd, ret;
+
+	dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir_fd < 0 && errno == ENOENT) {
+		/* datadir_open() would mkdir() it: its parent must be a directory */
+		if ((size_t)snprintf(parent, sizeof(parent), "%s", path) >= sizeof(parent))
+			return -ENAMETOOLONG;
+		slash = strrchr(parent, '/');
+		if (!slash)
+			snprintf(parent, sizeof(parent), ".");
+		else if (slash == parent)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+		if (stat(parent, &sb))
+			ret = -errno;
+		else if (!S_ISDIR(sb.st_mode))
+			ret = -ENOTDIR;
+		else
+			return 0;
+		rdmafs_log(RDMAFS_LOG_ERR,
+			   "data directory %s does not exist and cannot be created: %s: %s", path,
+			   parent, strerror(-ret));
+		return ret;
+	}
+	if (dir_fd < 0) {
+		ret = -errno;
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open data directory %s: %s", path,
+			   strerror(-ret));
+		return ret;
+	}
+	marker_fd = openat(dir_fd, DATADIR_MARKER, O_RDONLY | O_CLOEXEC);
+	if (marker_fd >= 0) {
+		ret = marker_check(marker_fd, path, uuid);
+		close(marker_fd);
+	} else if (errno != ENOENT) {
+		ret = -errno;
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open %s/" DATADIR_MARKER ": %s", path,
+			   strerror(-ret));
+	} else {
+		ret = dir_is_empty(dir_fd, &empty);
+		if (!ret && !empty) {
+			not_ours(path);
+			ret = -EINVAL;
+		}
+	}
+	close(dir_fd);
 	return ret;
 }
 

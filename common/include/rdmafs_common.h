@@ -156,11 +156,22 @@ uint64_t rdmafs_now_ms(void);
 
 /*
  * Reads a cluster secret file into malloc()ed *@out (the caller frees it),
- * trailing newlines dropped. Returns -ENOENT, -EACCES and the like from
- * opening or reading it, -EINVAL for a secret that is empty or longer than
- * RDMAFS_SECRET_MAX bytes, -ENOMEM.
+ * trailing newlines dropped. As ssh refuses a private key others can read, a
+ * file whose mode gives its group or others any access (mode & 077) is
+ * refused with -EPERM before a byte is read: whoever can read the secret can
+ * join the cluster as root. Returns -EPERM, -ENOENT, -EACCES and the like
+ * from opening or reading it, -EINVAL for a secret that is empty or longer
+ * than RDMAFS_SECRET_MAX bytes, -ENOMEM.
  */
 int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len);
+
+/*
+ * Says in one sentence, into @buf (@size bytes), why rdmafs_read_secret(@path)
+ * returned @err, for the caller's own error line, e.g. "secret file /s is
+ * accessible by others (mode 0644): chmod 600 /s". Every program that reads
+ * the secret says it the same way. Returns @buf.
+ */
+const char *rdmafs_secret_strerror(const char *path, int err, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -399,7 +399,7 @@ int main(int argc, char *argv[])
 	struct rfs *fs = NULL;
 	uint8_t *secret = NULL;
 	size_t secret_len = 0;
-	char meta_buf[512];
+	char meta_buf[512], why[1024];
 	unsigned long v;
 	int owner = -1, c, ret, status = EXIT_USAGE, rt;
 	bool progress_on = false;
@@ -509,8 +509,8 @@ int main(int argc, char *argv[])
 		secret_file = DEFAULT_SECRET;
 	ret = rdmafs_read_secret(secret_file, &secret, &secret_len);
 	if (ret) {
-		fprintf(stderr, "%s: cannot read the secret file %s: %s\n", prog, secret_file,
-			ret == -EINVAL ? "must hold 1 to 4095 bytes" : strerror(-ret));
+		fprintf(stderr, "%s: %s\n", prog,
+			rdmafs_secret_strerror(secret_file, ret, why, sizeof(why)));
 		goto out_free;
 	}
 	/* every thread has at most one piece in flight: enough buffers for all of them */

@@ -179,13 +179,13 @@ static int load_config(struct settings *s)
 static int read_secret(const char *path, struct ctl *c)
 {
 	int ret = rdmafs_read_secret(path, &c->secret, &c->secret_len);
+	char why[1024];
 
-	if (ret == -EINVAL)
-		ctl_err("the secret file %s must hold 1 to %d bytes", path, RDMAFS_SECRET_MAX);
+	if (ret == -EINVAL || ret == -EPERM)
+		ctl_err("%s", rdmafs_secret_strerror(path, ret, why, sizeof(why)));
 	else if (ret)
-		ctl_err("cannot read the secret file %s: %s (give it with -s FILE or "
-			"RDMAFS_SECRET_FILE)",
-			path, strerror(-ret));
+		ctl_err("%s (give it with -s FILE or RDMAFS_SECRET_FILE)",
+			rdmafs_secret_strerror(path, ret, why, sizeof(why)));
 	return ret;
 }
 

@@ -167,6 +167,7 @@ int main(int argc, char *argv[])
 	uint8_t *secret = NULL;
 	size_t secret_len = 0;
 	const char *meta_uri = NULL;
+	char why[1024];
 	int ret = 1, err;
 
 	rdmafs_log_init("rdmafs-fuse", RDMAFS_LOG_INFO);
@@ -226,9 +227,9 @@ int main(int argc, char *argv[])
 	}
 	err = rdmafs_read_secret(mo.secret ? mo.secret : DEFAULT_SECRET, &secret, &secret_len);
 	if (err) {
-		fprintf(stderr, "rdmafs-fuse: cannot read the secret file %s: %s\n",
-			mo.secret ? mo.secret : DEFAULT_SECRET,
-			err == -EINVAL ? "must hold 1 to 4095 bytes" : strerror(-err));
+		fprintf(stderr, "rdmafs-fuse: %s\n",
+			rdmafs_secret_strerror(mo.secret ? mo.secret : DEFAULT_SECRET, err, why,
+					       sizeof(why)));
 		goto out_free_cmd;
 	}
 	ro.meta_uri = meta_uri;

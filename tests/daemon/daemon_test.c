@@ -880,10 +880,10 @@ static int test_config(void)
 		       "unknown key 'colour'");
 	write_file(conf, "[daemon]\nworkers = many\n");
 	expect_refused("bad number", (const char *[]){"--config", conf, NULL},
-		       "bad value 'many' for 'workers'");
+		       "daemon.conf:2: workers = many: must be 1..64");
 	write_file(conf, "[daemon]\nmax_chunk_size = 1000\n");
 	expect_refused("unaligned chunk size", (const char *[]){"--config", conf, NULL},
-		       "bad value '1000'");
+		       "daemon.conf:2: max_chunk_size = 1000: must be a multiple of 4096");
 	write_file(conf, "[store]\ndata_dir = /x\n");
 	expect_refused("unknown section", (const char *[]){"--config", conf, NULL},
 		       "unknown section [store]");

@@ -92,6 +92,7 @@ const char *harness_dir(void)
 	char path[256], secret_path[300];
 	const char *base = getenv("TMPDIR");
 	FILE *f;
+	int fd;
 
 	if (scratch[0])
 		return scratch;
@@ -100,7 +101,9 @@ const char *harness_dir(void)
 		check_error("mkdtemp %s: %s", path, strerror(errno));
 	snprintf(scratch, sizeof(scratch), "%s", path);
 	snprintf(secret_path, sizeof(secret_path), "%s/secret", scratch);
-	f = fopen(secret_path, "w");
+	/* 0600: the daemon refuses a secret file others may read */
+	fd = open(secret_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f)
 		check_error("cannot create %s: %s", secret_path, strerror(errno));
 	fputs(SECRET "\n", f);

@@ -70,8 +70,8 @@ static void load_with_flags(const uint8_t *data, size_t size)
 		abort();
 	/* getopt keeps its position in globals: 0 makes glibc start over. */
 	optind = 0;
-	if (config_load(&cfg, argc, argv) == 0)
-		config_free(&cfg);
+	config_load(&cfg, argc, argv);
+	config_free(&cfg);
 	free(copy);
 }
 

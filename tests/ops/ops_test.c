@@ -608,9 +608,18 @@ static void test_cli(void)
 		REQUIRE(f, "wrong secret file");
 		fputs("not the cluster secret\n", f);
 		fclose(f);
+		/* readable by others: refused before any connection, as ssh refuses a key */
+		if (chmod(wrong, 0644))
+			check_error("chmod 644 %s: %s", wrong, strerror(errno));
+		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "secret mode 0644");
+		REQUIRE(strstr(ctl_errbuf, "accessible by others (mode 0644): chmod 600"),
+			"says the secret file is too open: %s", ctl_errbuf);
+		/* 0600: read, sent, and refused by the cluster */
+		if (chmod(wrong, 0600))
+			check_error("chmod 600 %s: %s", wrong, strerror(errno));
 		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "wrong secret");
-		REQUIRE(strstr(ctl_errbuf, "secret"), "says the secret was refused: %s",
-			ctl_errbuf);
+		REQUIRE(strstr(ctl_errbuf, "secret") && !strstr(ctl_errbuf, "accessible"),
+			"says the secret was refused: %s", ctl_errbuf);
 	}
 
 	/* the metadata service unreachable: 3, naming the address */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -149,12 +150,56 @@ static void test_secret(void **state)
 	assert_int_equal(rdmafs_read_secret("/nonexistent/rdmafs/secret", &secret, &len), -ENOENT);
 }
 
+/* A secret file its group or others may use is refused, as ssh refuses such a key. */
+static void test_secret_mode(void **state)
+{
+	static const struct {
+		mode_t mode;
+		int want;
+	} cases[] = {
+		{0600, 0},	{0400, 0},	{0700, 0},	{0644, -EPERM}, {0640, -EPERM},
+		{0604, -EPERM}, {0620, -EPERM}, {0602, -EPERM}, {0601, -EPERM}, {0610, -EPERM},
+	};
+	char path[PATH_MAX], why[1024], want[PATH_MAX * 2 + 100];
+	uint8_t *secret;
+	size_t len;
+
+	(void)state;
+	write_file(path, sizeof(path), "abc\n", 4);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		secret = NULL;
+		assert_int_equal(chmod(path, cases[i].mode), 0);
+		assert_int_equal(rdmafs_read_secret(path, &secret, &len), cases[i].want);
+		if (cases[i].want == 0)
+			assert_memory_equal(secret, "abc", 3);
+		else
+			assert_null(secret);
+		free(secret);
+	}
+	assert_int_equal(chmod(path, 0644), 0);
+	snprintf(want, sizeof(want),
+		 "secret file %s is accessible by others (mode 0644): chmod 600 %s", path, path);
+	assert_string_equal(rdmafs_secret_strerror(path, -EPERM, why, sizeof(why)), want);
+	assert_int_equal(chmod(path, 0640), 0);
+	snprintf(want, sizeof(want),
+		 "secret file %s is accessible by its group (mode 0640): chmod 600 %s", path, path);
+	assert_string_equal(rdmafs_secret_strerror(path, -EPERM, why, sizeof(why)), want);
+	snprintf(want, sizeof(want), "the secret file %s must hold 1 to %d bytes", path,
+		 RDMAFS_SECRET_MAX);
+	assert_string_equal(rdmafs_secret_strerror(path, -EINVAL, why, sizeof(why)), want);
+	unlink(path);
+	assert_string_equal(
+		rdmafs_secret_strerror("/nonexistent/s", -ENOENT, why, sizeof(why)),
+		"cannot read the secret file /nonexistent/s: No such file or directory");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_layout_check), cmocka_unit_test(test_chunk_count),
 		cmocka_unit_test(test_crc32c),	     cmocka_unit_test(test_status),
 		cmocka_unit_test(test_log_level),    cmocka_unit_test(test_secret),
+		cmocka_unit_test(test_secret_mode),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,8 +67,9 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 	chmod 000 "$work/perm/no-access"
 	chmod -R a+rX "$work"
 	chmod 000 "$work/perm/no-access"
+	# the secret, readable by nobody alone (a secret others may read is refused)
 	cp "$RDMAFS_SECRET_FILE" "$work/secret"
-	chmod 644 "$work/secret"
+	chmod 600 "$work/secret" && chown 65534:65534 "$work/secret"
 	# a directory of nobody's in rdmafs to copy into (root's copy keeps the owner)
 	mkdir -p "$work/nobody-home" && chown 65534:65534 "$work/nobody-home"
 	"$copy" -q --owner "$work/nobody-home" rdmafs:/nobody-home
