@@ -108,7 +108,7 @@ check "re-run rdmafs -> local copies nothing" grep -q " 0 files (0 B) copied.* 0
 check "still identical" "$treecmp" $owner_flag "$src" "$work/back"
 
 # a single file, to an existing directory (goes inside) and by the inline form
-hostport=${RDMAFS_META#tcp://}
+hostport=${RDMAFS_META#*://}
 mkdir -p "$work/emptydir"
 check "an empty directory" "$copy" -q "$work/emptydir" rdmafs:/single
 check "single file into a directory, rdmafs://HOST:PORT form" \
