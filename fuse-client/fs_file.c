@@ -27,6 +27,13 @@
 struct rfs_file {
 	struct rfs *fs;
 	uint64_t ino;
+	/*
+	 * Held across each call that sets the service's size (UPDATE_SIZE,
+	 * SETATTR of the size), so that they reach it in the order they were
+	 * made: a write's batched update, sent after the write was answered,
+	 * cannot land after the truncate that followed it and undo it.
+	 */
+	pthread_mutex_t size_lock;
 	pthread_mutex_t lock; /* guards everything below */
 	bool has_layout;
 	struct rfs_layout layout;
@@ -54,6 +61,7 @@ int rfs_file_create(struct rfs *fs, uint64_t ino, struct rfs_file **out)
 	f->fs = fs;
 	f->ino = ino;
 	f->dirty_first = UINT64_MAX;
+	pthread_mutex_init(&f->size_lock, NULL);
 	pthread_mutex_init(&f->lock, NULL);
 	*out = f;
 	return 0;
@@ -64,6 +72,7 @@ void rfs_file_destroy(struct rfs_file *f)
 	if (!f)
 		return;
 	pthread_mutex_destroy(&f->lock);
+	pthread_mutex_destroy(&f->size_lock);
 	free(f);
 }
 
@@ -139,7 +148,7 @@ uint64_t rfs_file_seq(struct rfs_file *f)
 int rfs_file_layout(struct rfs_file *f, const struct rfs_cred *c, struct rfs_layout *out)
 {
 	struct rfs_entry e;
-	uint64_t handle;
+	uint64_t handle, seq;
 	struct stat st;
 	int ret;
 
@@ -149,11 +158,13 @@ int rfs_file_layout(struct rfs_file *f, const struct rfs_cred *c, struct rfs_lay
 		pthread_mutex_unlock(&f->lock);
 		return 0;
 	}
+	seq = f->size_seq;
 	pthread_mutex_unlock(&f->lock);
 	ret = rfs_open(f->fs, c, f->ino, O_WRONLY, &handle, &e);
 	if (ret)
 		return ret;
-	rfs_file_merge(f, &e, &st, NULL, RFS_SEQ_NOW);
+	/* as any reply: it cannot shrink a size that changed while it was on its way */
+	rfs_file_merge(f, &e, &st, NULL, seq);
 	rfs_release(f->fs, c, f->ino, handle, NULL);
 	pthread_mutex_lock(&f->lock);
 	ret = f->has_layout ? 0 : -EIO;
@@ -203,6 +214,7 @@ static int file_report(struct rfs_file *f, const struct rfs_cred *c, struct stat
 	struct rfs_entry e;
 	int ret;
 
+	pthread_mutex_lock(&f->size_lock);
 	pthread_mutex_lock(&f->lock);
 	/* a stat after a stat asks the daemons again only if chunks changed since */
 	mask = f->has_layout && f->alloc_seq != f->alloc_told ? f->dirty_mask : 0;
@@ -211,36 +223,41 @@ static int file_report(struct rfs_file *f, const struct rfs_cred *c, struct stat
 	seq = f->size_seq;
 	size = f->size_dirty ? f->size : 0;
 	pthread_mutex_unlock(&f->lock);
-	if (!mask)
-		return -EAGAIN;
+	if (!mask) {
+		ret = -EAGAIN;
+		goto out_unlock;
+	}
 	generation = layout.generation;
 	ret = rfs_commit_alloc(f->fs, f->ino, &layout, mask, 0, false, &report);
 	pthread_mutex_lock(&f->lock);
 	keep_layout_locked(f, &layout);
 	pthread_mutex_unlock(&f->lock);
 	if (ret)
-		return ret;
+		goto out_unlock;
 	ret = rfs_update_size(f->fs, c, f->ino, size, NULL, &report, &layout, &e);
 	if (ret)
-		return ret;
+		goto out_unlock;
 	e.has_layout = false; /* as with GETATTR */
 	rfs_file_merge(f, &e, st, NULL, seq);
 	if (report_complete(&report, &layout, generation, mask))
 		alloc_told(f, alloc_seq);
-	return 0;
+out_unlock:
+	pthread_mutex_unlock(&f->size_lock);
+	return ret;
 }
 
 int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 {
 	struct rfs_alloc_report report = {.known = 0};
 	struct rfs_layout layout;
-	uint64_t mask = 0, first = UINT64_MAX, size, alloc_seq, generation = 0;
+	uint64_t mask = 0, first = UINT64_MAX, size, alloc_seq, generation = 0, seq;
 	bool size_dirty, mtime_dirty;
 	struct timespec now;
 	struct rfs_entry e;
 	struct stat st;
 	int ret = 0;
 
+	pthread_mutex_lock(&f->size_lock);
 	pthread_mutex_lock(&f->lock);
 	alloc_seq = f->alloc_seq;
 	if (commit && f->dirty_mask && f->has_layout) {
@@ -253,6 +270,7 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	}
 	size = f->size;
 	size_dirty = f->size_dirty;
+	seq = f->size_seq;
 	/*
 	 * The mtime our writes earned goes with flush, fsync and release only.
 	 * The batched size update of a growing file runs after the write was
@@ -272,7 +290,7 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 			goto err_redirty;
 	}
 	if (!size_dirty && !mtime_dirty && !report.known)
-		return 0;
+		goto out_unlock;
 	if (mtime_dirty)
 		clock_gettime(CLOCK_REALTIME, &now);
 	/* the report indexes the layout the commit ended with (set whenever it is known) */
@@ -283,14 +301,22 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	pthread_mutex_lock(&f->lock);
 	if (f->size == size)
 		f->size_dirty = false;
+	/*
+	 * The reply is the service's size now, unless the size changed here while
+	 * the update was on its way (a truncate that a write's batched update,
+	 * sent after the write was answered, raced with): then it is merged as a
+	 * reply that predates that change, which cannot shrink the size.
+	 */
+	if (f->size_seq == seq)
+		seq = f->size_seq + 1;
 	f->size_seq++;
 	f->size_sent_ms = rdmafs_now_ms();
 	pthread_mutex_unlock(&f->lock);
 	e.has_layout = false; /* as with GETATTR */
-	rfs_file_merge(f, &e, &st, NULL, RFS_SEQ_NOW);
+	rfs_file_merge(f, &e, &st, NULL, seq);
 	if (mask && report_complete(&report, &layout, generation, mask))
 		alloc_told(f, alloc_seq);
-	return 0;
+	goto out_unlock;
 
 err_redirty:
 	pthread_mutex_lock(&f->lock);
@@ -300,6 +326,8 @@ err_redirty:
 		f->dirty_first = first;
 	f->mtime_dirty |= mtime_dirty;
 	pthread_mutex_unlock(&f->lock);
+out_unlock:
+	pthread_mutex_unlock(&f->size_lock);
 	return ret;
 }
 
@@ -366,17 +394,19 @@ static int shrink(struct rfs_file *f, const struct rfs_cred *c, uint64_t handle,
 	struct stat st;
 	int ret;
 
+	pthread_mutex_lock(&f->size_lock);
 	ret = rfs_setattr(f->fs, c, f->ino, &set, &e);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&f->lock);
-	f->size = size;
-	f->size_dirty = false;
-	f->size_seq++;
-	pthread_mutex_unlock(&f->lock);
-	e.has_layout = false; /* as with GETATTR */
-	rfs_file_merge(f, &e, &st, NULL, RFS_SEQ_NOW);
-	return 0;
+	if (!ret) {
+		pthread_mutex_lock(&f->lock);
+		f->size = size;
+		f->size_dirty = false;
+		f->size_seq++;
+		pthread_mutex_unlock(&f->lock);
+		e.has_layout = false; /* as with GETATTR */
+		rfs_file_merge(f, &e, &st, NULL, RFS_SEQ_NOW);
+	}
+	pthread_mutex_unlock(&f->size_lock);
+	return ret;
 }
 
 int rfs_file_getattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *c, uint64_t ino,
@@ -423,7 +453,23 @@ int rfs_file_setattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *
 		f->mtime_dirty = false;
 		pthread_mutex_unlock(&f->lock);
 	}
+	if (f && (set->valid & RFS_SET_SIZE))
+		pthread_mutex_lock(&f->size_lock);
 	ret = rfs_setattr(fs, c, ino, set, &e);
+	if (!ret && f && (set->valid & RFS_SET_SIZE)) {
+		/* the size is now the service's: a pending larger one must not grow it back */
+		pthread_mutex_lock(&f->lock);
+		f->size = set->size;
+		f->size_dirty = false;
+		f->size_seq++;
+		pthread_mutex_unlock(&f->lock);
+	}
+	if (!ret) {
+		e.has_layout = false; /* as with GETATTR */
+		rfs_file_merge(f, &e, st, NULL, RFS_SEQ_NOW);
+	}
+	if (f && (set->valid & RFS_SET_SIZE))
+		pthread_mutex_unlock(&f->size_lock);
 	if (ret) {
 		if (mtime_was_dirty) {
 			pthread_mutex_lock(&f->lock);
@@ -432,16 +478,6 @@ int rfs_file_setattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *
 		}
 		return ret;
 	}
-	if (f && (set->valid & RFS_SET_SIZE)) {
-		/* the size is now the service's: a pending larger one must not grow it back */
-		pthread_mutex_lock(&f->lock);
-		f->size = set->size;
-		f->size_dirty = false;
-		f->size_seq++;
-		pthread_mutex_unlock(&f->lock);
-	}
-	e.has_layout = false; /* as with GETATTR */
-	rfs_file_merge(f, &e, st, NULL, RFS_SEQ_NOW);
 	/* a shrink: the bytes past the new end must read as zeros if the file grows again */
 	if (!(set->valid & RFS_SET_SIZE) || !S_ISREG(st->st_mode) || set->size >= old_size)
 		return 0;
