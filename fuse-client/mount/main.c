@@ -62,9 +62,11 @@ enum { KEY_HELP, KEY_DISCARD };
 static const struct fuse_opt mount_spec[] = {
 	MOPT("meta=%s", meta), MOPT("secret=%s", secret), MOPT("transport=%s", transport),
 	MOPT("timeout=%s", timeout), MOPT("log=%s", log_file), MOPT("log_level=%s", log_level),
-	MOPT("readahead=%u", readahead_kb), MOPT("server_permissions", server_permissions),
-	MOPT("attr_timeout=%lf", attr_timeout), MOPT("entry_timeout=%lf", entry_timeout),
-	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
+	/* what the other programs take, for people who start it by hand */
+	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
+	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
+	MOPT("entry_timeout=%lf", entry_timeout), FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
 	/* fstab options meant for mount(8) and systemd, not for the kernel */
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("nofail", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
@@ -113,7 +115,8 @@ static void usage(const char *prog)
 	       "                           (names the kernel has cached are then not checked)\n"
 	       "    log=FILE               append the log to FILE [stderr in the foreground,\n"
 	       "                           syslog (LOG_DAEMON; the journal) in the background]\n"
-	       "    log_level=LEVEL        debug, info, warning or error [info]\n"
+	       "    log_level=LEVEL        debug, info, warning or error [info]; also\n"
+	       "                           --log-level LEVEL\n"
 	       "    ro                     read-only mount\n"
 	       "\n",
 	       prog);
@@ -232,7 +235,10 @@ int main(int argc, char *argv[])
 		goto out_free_cmd;
 	}
 	if (mo.log_level) {
-		if (rdmafs_log_parse_level(mo.log_level, &log_level)) {
+		/* fuse_opt's "--log-level %s" hands --log-level=LEVEL over as "=LEVEL" */
+		const char *level = mo.log_level[0] == '=' ? mo.log_level + 1 : mo.log_level;
+
+		if (rdmafs_log_parse_level(level, &log_level)) {
 			fprintf(stderr,
 				"rdmafs-fuse: log_level takes debug, info, warning or error, not "
 				"'%s'\n",
