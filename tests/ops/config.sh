@@ -143,7 +143,7 @@ bad_lines=(
 	"bad.conf:7: queue_depth = lots: must be 1..65536"
 	"bad.conf:8: max_chunk_size = 1000: must be a multiple of 4096 in 4096..67108864 (64 MiB)"
 	"bad.conf:9: lmdb_map_size = 5: must be 1048576..1099511627776 (1 MiB..1 TiB)"
-	"bad.conf:10: log_level = loud: must be err, warn, info or debug"
+	"bad.conf:10: log_level = loud: must be debug, info, warning or error"
 	"bad.conf:11: metadata = maybe: must be yes or no (true/false, on/off, 1/0)"
 	"bad.conf:12: advertise = tcp://10.0.0.1:0: must be rdma://, tcp:// or auto://HOST:PORT with PORT 1..65535"
 	"bad.conf:13: unknown key 'colour' in [daemon]"
