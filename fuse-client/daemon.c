@@ -114,8 +114,12 @@ int rfs_daemon_open(const struct rfs_daemon_options *opts, struct rfs_daemon **o
 			goto err_free_uri;
 	}
 	ret = xprt_connect(d->link->ctx, d->uri, &d->conn);
-	if (ret)
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_DEBUG, "cannot connect to %s: %s", d->uri,
+			   xprt_strerror(ret));
 		goto err_put_link;
+	}
+	rdmafs_log(RDMAFS_LOG_DEBUG, "connected to %s", d->uri);
 	pthread_mutex_init(&d->lock, NULL);
 	*out = d;
 	return 0;
@@ -154,8 +158,12 @@ static int conn_get(struct rfs_daemon *d, struct xprt_conn **out)
 	pthread_mutex_lock(&d->lock);
 	if (!xprt_conn_alive(d->conn)) {
 		ret = xprt_connect(d->link->ctx, d->uri, &fresh);
-		if (ret)
+		if (ret) {
+			rdmafs_log(RDMAFS_LOG_DEBUG, "cannot connect to %s again: %s", d->uri,
+				   xprt_strerror(ret));
 			goto out_unlock;
+		}
+		rdmafs_log(RDMAFS_LOG_DEBUG, "connected to %s again", d->uri);
 		xprt_conn_close(d->conn);
 		d->conn = fresh;
 	}

@@ -133,6 +133,7 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 {
 	struct xprt_conn *fresh = NULL;
 	uint64_t now;
+	size_t i;
 	int ret = 0;
 
 	pthread_mutex_lock(&p->lock);
@@ -144,7 +145,7 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 		goto out_unlock;
 	}
 	ret = -EIO;
-	for (size_t i = 0; i < p->uri_count; i++) {
+	for (i = 0; i < p->uri_count; i++) {
 		ret = xprt_connect(fs->ctx, p->uris[i], &fresh);
 		if (!ret)
 			break;
@@ -167,6 +168,9 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 	}
 	if (p->backoff_ms)
 		rdmafs_log(RDMAFS_LOG_WARN, "%s: connected again", p->label);
+	else
+		rdmafs_log(RDMAFS_LOG_DEBUG, "%s: connected to %s over %s", p->label, p->uris[i],
+			   xprt_kind_name(xprt_conn_kind(fresh)));
 	xprt_conn_close(p->conn);
 	p->conn = fresh;
 	p->backoff_ms = 0;
@@ -419,6 +423,8 @@ int rfs_map_refresh(struct rfs *fs, bool force)
 			pthread_rwlock_wrlock(&fs->map_lock);
 			fs->epoch = resp->epoch;
 			pthread_rwlock_unlock(&fs->map_lock);
+			rdmafs_log(RDMAFS_LOG_DEBUG, "cluster map: epoch %llu, %zu daemons",
+				   (unsigned long long)resp->epoch, resp->n_daemons);
 		}
 	}
 	rfs_meta_free(msg);
@@ -538,6 +544,7 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 			   opts->meta_uri, xprt_strerror(ret));
 		goto err_destroy_pool;
 	}
+	rdmafs_log(RDMAFS_LOG_DEBUG, "connected to the metadata service at %s", opts->meta_uri);
 	ret = rfs_map_refresh(fs, true);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_WARN, "cannot fetch the cluster map: %s", xprt_strerror(ret));

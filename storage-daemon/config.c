@@ -14,7 +14,7 @@
  *   queue_depth = 256
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
  *   lmdb_map_size = 1073741824
- *   log_level = info                  ; err, warn, info, debug
+ *   log_level = info                  ; debug, info, warning, error
  *   metadata = yes                    ; host the metadata service (one daemon per cluster)
  *   metadata_uri = tcp://meta1:7471   ; register there instead (needed with metadata = no)
  *   advertise = rdma://10.0.0.2:7471  ; repeatable: addresses clients use (default: listen)
@@ -253,7 +253,7 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 	} else if (strcmp(key, "log_level") == 0) {
 		ret = rdmafs_log_parse_level(value, &cfg->log_level);
 		if (ret)
-			snprintf(why, why_size, "must be err, warn, info or debug");
+			snprintf(why, why_size, "must be debug, info, warning or error");
 	} else if (strcmp(key, "metadata") == 0) {
 		ret = parse_bool(value, &cfg->metadata);
 		if (ret)

@@ -316,11 +316,17 @@ static void conn_fail(struct xprt_conn *c, int err)
 		call_err = err;
 	c->state = XPRT_CONN_DEAD;
 	c->error = err;
-	xprt_log(c->local_close ? XPRT_LOG_DEBUG
-		 : c->is_server ? XPRT_LOG_INFO
-				: XPRT_LOG_WARN,
-		 "%s connection%s%s %s: %s", c->ops->name, c->peer_name[0] ? " from " : "",
-		 c->peer_name, c->local_close ? "closed" : "died", xprt_strerror(err));
+	if (c->local_close || (c->peer_close && c->is_server))
+		/* an orderly end: every client run ends so, not worth more than debug */
+		xprt_log(XPRT_LOG_DEBUG, "%s connection%s%s closed", c->ops->name,
+			 c->peer_name[0] ? " from " : "", c->peer_name);
+	else if (c->peer_close)
+		/* the server went away in order (it stopped): the client reconnects */
+		xprt_log(XPRT_LOG_INFO, "%s connection closed by the peer", c->ops->name);
+	else
+		xprt_log(c->is_server ? XPRT_LOG_INFO : XPRT_LOG_WARN, "%s connection%s%s died: %s",
+			 c->ops->name, c->peer_name[0] ? " from " : "", c->peer_name,
+			 xprt_strerror(err));
 	if (c->backend)
 		c->ops->shutdown(c);
 	list_for_each_safe (pos, tmp, &c->sendq) {
@@ -340,6 +346,14 @@ static void conn_fail(struct xprt_conn *c, int err)
 	pthread_cond_broadcast(&c->state_cond);
 	if (c->is_server)
 		conn_put_locked(c); /* the server side's own reference */
+}
+
+void xprt_core_set_peer_addr(struct xprt_conn *c, const char *addr)
+{
+	size_t len = strnlen(addr, sizeof(c->peer_addr) - 1);
+
+	memcpy(c->peer_addr, addr, len);
+	c->peer_addr[len] = '\0';
 }
 
 void xprt_core_conn_failed(struct xprt_conn *c, int err)
@@ -375,6 +389,31 @@ static int send_now(struct xprt_conn *c, struct xprt_hdr *h, const void *body, s
 	c->stats.msgs_sent++;
 	c->stats.bytes_sent += XPRT_HDR_SIZE + len;
 	return 0;
+}
+
+/* A message type as logs say it. */
+static const char *msg_type_name(uint8_t type)
+{
+	switch (type) {
+	case XPRT_MSG_REQUEST:
+		return "request";
+	case XPRT_MSG_RESPONSE:
+		return "response";
+	case XPRT_MSG_CREDIT:
+		return "credit";
+	case XPRT_MSG_PING:
+		return "ping";
+	case XPRT_MSG_PONG:
+		return "pong";
+	case XPRT_MSG_CLOSE:
+		return "close";
+	case XPRT_MSG_ERROR:
+		return "error";
+	case XPRT_MSG_HELLO:
+		return "hello";
+	default:
+		return "unknown";
+	}
 }
 
 static bool is_control(uint8_t type)
@@ -564,8 +603,12 @@ static void hello_server_auth(struct xprt_conn *c, const uint8_t *body, size_t l
 	}
 	xprt_hello_mac(ctx->secret, ctx->opts.secret_len, true, c->server_nonce, c->client_nonce,
 		       mac);
-	if (send_msg(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, 0, 0, 0, mac, sizeof(mac)) == 0)
+	if (send_msg(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, 0, 0, 0, mac, sizeof(mac)) == 0) {
 		c->state = XPRT_CONN_READY;
+		xprt_log(XPRT_LOG_DEBUG, "%s connection from %s accepted (%s)", c->ops->name,
+			 c->peer_name[0] ? c->peer_name : "a nameless client",
+			 c->peer_addr[0] ? c->peer_addr : "address unknown");
+	}
 }
 
 static void hello_client_accept(struct xprt_conn *c, const struct xprt_hdr *h, const uint8_t *body,
@@ -688,7 +731,8 @@ void xprt_core_recv(struct xprt_conn *c, const uint8_t *frame, size_t len)
 	if (h.type != XPRT_MSG_HELLO && h.type != XPRT_MSG_ERROR && h.type != XPRT_MSG_CLOSE &&
 	    c->state != XPRT_CONN_READY) {
 		/* Until HELLO succeeds nothing else is served. */
-		xprt_log(XPRT_LOG_WARN, "peer sent message type %u before HELLO: refused", h.type);
+		xprt_log(XPRT_LOG_WARN, "%s peer %s sent a %s message before HELLO: refused",
+			 c->ops->name, c->peer_addr[0] ? c->peer_addr : "?", msg_type_name(h.type));
 		conn_doom(c, XPRT_MSG_ERROR, 0, -EACCES);
 		return;
 	}
@@ -706,6 +750,7 @@ void xprt_core_recv(struct xprt_conn *c, const uint8_t *frame, size_t len)
 		send_msg(c, XPRT_MSG_PONG, 0, h.request_id, 0, 0, NULL, 0);
 		break;
 	case XPRT_MSG_CLOSE:
+		c->peer_close = true;
 		conn_fail(c, -ECONNRESET);
 		return;
 	case XPRT_MSG_ERROR:
@@ -1096,6 +1141,29 @@ void xprt_conn_reset(struct xprt_conn *conn)
 	pthread_mutex_unlock(&conn->ctx->lock);
 }
 
+/*
+ * After our CLOSE: waits until the backend has let it go (bounded by
+ * @until), so that shutdown() does not drop it (a verbs QP in ERR flushes
+ * what it has not sent), and the peer logs an orderly close, not a death.
+ * Drives the completions itself; the progress thread may run meanwhile.
+ */
+static void close_wait_sent(struct xprt_conn *c, const struct timespec *until)
+{
+	struct xprt_ctx *ctx = c->ctx;
+	struct timespec pause = {0, 200000}, now;
+
+	while (c->state == XPRT_CONN_READY && c->ops->sends_pending && c->ops->sends_pending(c)) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > until->tv_sec ||
+		    (now.tv_sec == until->tv_sec && now.tv_nsec >= until->tv_nsec))
+			break;
+		backends_progress(ctx);
+		pthread_mutex_unlock(&ctx->lock);
+		nanosleep(&pause, NULL);
+		pthread_mutex_lock(&ctx->lock);
+	}
+}
+
 void xprt_conn_close(struct xprt_conn *conn)
 {
 	struct xprt_ctx *ctx;
@@ -1113,8 +1181,9 @@ void xprt_conn_close(struct xprt_conn *conn)
 		while (!list_empty(&conn->sendq) && conn->state == XPRT_CONN_READY)
 			if (pthread_cond_timedwait(&conn->state_cond, &ctx->lock, &until))
 				break;
-		if (conn->state == XPRT_CONN_READY && xprt_credits_can_send(&conn->credits, true))
-			send_msg(conn, XPRT_MSG_CLOSE, 0, 0, 0, 0, NULL, 0);
+		if (conn->state == XPRT_CONN_READY && xprt_credits_can_send(&conn->credits, true) &&
+		    send_msg(conn, XPRT_MSG_CLOSE, 0, 0, 0, 0, NULL, 0) == 0)
+			close_wait_sent(conn, &until);
 	}
 	conn_fail(conn, -ECONNRESET);
 	conn_put_locked(conn);

@@ -584,13 +584,28 @@ out_free:
 	return ret;
 }
 
+/* Names the peer of @c in logs: "host:port" or "[v6 host]:port" of @ss. */
+static void set_peer_addr(struct xprt_conn *c, const struct sockaddr_storage *ss, socklen_t len)
+{
+	char host[NI_MAXHOST], serv[NI_MAXSERV], addr[NI_MAXHOST + NI_MAXSERV + 4];
+
+	if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host), serv, sizeof(serv),
+			NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+		return;
+	snprintf(addr, sizeof(addr), ss->ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
+	xprt_core_set_peer_addr(c, addr);
+}
+
 static void accept_event(struct xprt_poller *p, uint32_t events)
 {
 	struct tcp_listener *tl = (struct tcp_listener *)p;
 
 	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sslen = sizeof(ss);
 		struct xprt_conn *c;
-		int fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = accept4(p->fd, (struct sockaddr *)&ss, &sslen,
+				 SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
@@ -598,6 +613,8 @@ static void accept_event(struct xprt_poller *p, uint32_t events)
 			return;
 		}
 		c = xprt_core_conn_new(tl->l);
+		if (c)
+			set_peer_addr(c, &ss, sslen);
 		if (!c || conn_setup(c, fd, false)) {
 			close(fd);
 			if (c)
@@ -684,6 +701,13 @@ static void tcp_shutdown(struct xprt_conn *c)
 		xprt_core_rdma_done(list_entry(pos, struct xprt_rdma_op, link), -ECONNRESET);
 }
 
+static bool tcp_sends_pending(const struct xprt_conn *c)
+{
+	const struct tcp_conn *tc = c->backend;
+
+	return tc && !list_empty(&tc->txq);
+}
+
 static void tcp_conn_destroy(struct xprt_conn *c)
 {
 	struct tcp_conn *tc = c->backend;
@@ -724,6 +748,7 @@ const struct xprt_backend_ops xprt_tcp_ops = {
 	.send = tcp_send,
 	.rdma = tcp_rdma,
 	.shutdown = tcp_shutdown,
+	.sends_pending = tcp_sends_pending,
 	.conn_destroy = tcp_conn_destroy,
 	.mr_register = tcp_mr_register,
 	.mr_deregister = tcp_mr_deregister,

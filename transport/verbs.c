@@ -1438,6 +1438,13 @@ static void verbs_conn_cm_event(struct verbs_conn *vc, const struct verbs_cm_eve
 		verbs_conn_fail(vc, -ECONNREFUSED);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
+		/*
+		 * The CM event can overtake the completion of the peer's last
+		 * message, its CLOSE: take what the CQ holds first, so an orderly
+		 * close ends as one (then the connection is already dead here).
+		 */
+		if (!vc->in_poll)
+			verbs_conn_poll(vc, INT_MAX);
 		verbs_conn_fail(vc, vc->peer_error ? vc->peer_error : -ECONNRESET);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -1499,6 +1506,7 @@ static void verbs_connect_request(struct verbs_ctx *vctx, const struct verbs_cm_
 	id->context = &vc->ep;
 	vc->peer_params = peer;
 	snprintf(vc->peer, sizeof(vc->peer), "%s", name);
+	xprt_core_set_peer_addr(c, name);
 	verbs_set_ack_timeout(vc);
 
 	err = verbs_conn_setup(vc);
@@ -1689,6 +1697,14 @@ static void verbs_shutdown(struct xprt_conn *c)
 		verbs_conn_poll(vc, INT_MAX);
 }
 
+/* SENDs still on the send queue: a QP moved to ERR now would flush them unsent. */
+static bool verbs_sends_pending(const struct xprt_conn *c)
+{
+	const struct verbs_conn *vc = c->backend;
+
+	return vc && vc->qp && !vc->qp_error && vc->sq_posted > 0;
+}
+
 /*
  * Waits (bounded) for the send queue to flush, so every one-sided op gets its
  * completion, then frees everything. Ops whose flush never came are completed
@@ -1806,6 +1822,7 @@ const struct xprt_backend_ops xprt_verbs_ops = {
 	.send = verbs_send,
 	.rdma = verbs_rdma,
 	.shutdown = verbs_shutdown,
+	.sends_pending = verbs_sends_pending,
 	.conn_destroy = verbs_conn_destroy,
 	.mr_register = verbs_mr_register,
 	.mr_deregister = verbs_mr_deregister,

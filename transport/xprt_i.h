@@ -122,6 +122,8 @@ bool xprt_credits_grant_due(const struct xprt_credits *c);
 #define XPRT_NONCE_SIZE 32u
 #define XPRT_MAC_SIZE	32u
 #define XPRT_NAME_MAX	64u
+/* Room for "[IPv6 address]:port" and its NUL. */
+#define XPRT_PEER_ADDR_MAX 64u
 
 enum xprt_hello_step {
 	XPRT_HELLO_CHALLENGE = 1, /* server -> client: server nonce */
@@ -233,6 +235,7 @@ struct xprt_conn {
 	int error;	  /* why it died (negative errno) */
 	bool closing;	  /* CLOSE sent or received */
 	bool local_close; /* our owner closed it: not worth a warning */
+	bool peer_close;  /* the peer sent CLOSE: an orderly end, not a failure */
 	bool is_server;
 
 	struct xprt_credits credits;
@@ -255,6 +258,7 @@ struct xprt_conn {
 	uint8_t server_nonce[XPRT_NONCE_SIZE];
 	uint8_t client_nonce[XPRT_NONCE_SIZE];
 	char peer_name[XPRT_NAME_MAX + 1];
+	char peer_addr[XPRT_PEER_ADDR_MAX]; /* "host:port" of an accepted peer, for logs */
 	uint64_t connect_deadline_ns;
 	pthread_cond_t state_cond; /* signalled on READY or DEAD */
 
@@ -337,6 +341,14 @@ struct xprt_backend_ops {
 	 */
 	void (*shutdown)(struct xprt_conn *c);
 
+	/*
+	 * Whether messages given to send() have not left for the peer yet (tcp:
+	 * bytes the socket has not taken; verbs: SENDs not completed, which a
+	 * QP moved to ERR would flush). xprt_conn_close() waits, bounded, for
+	 * its CLOSE to leave before shutdown(). May be NULL: nothing is waited for.
+	 */
+	bool (*sends_pending)(const struct xprt_conn *c);
+
 	/* Frees c->backend after drain; nothing is outstanding any more. */
 	void (*conn_destroy)(struct xprt_conn *c);
 
@@ -364,6 +376,9 @@ struct xprt_conn *xprt_core_conn_new(struct xprt_listener *l);
 
 /* Transport-level setup finished; @peer are the peer's parameters. Starts HELLO. */
 void xprt_core_conn_established(struct xprt_conn *c, const struct xprt_conn_params *peer);
+/* Names the peer's address in logs ("host:port"), cut to XPRT_PEER_ADDR_MAX - 1. */
+void xprt_core_set_peer_addr(struct xprt_conn *c, const char *addr);
+
 /* Setup failed or the connection died: @err is a negative errno. */
 void xprt_core_conn_failed(struct xprt_conn *c, int err);
 

@@ -123,27 +123,54 @@ enum rdmafs_log_level {
 };
 
 /*
- * Names the program in every line ("rdmafs-daemon: error: ...") and sets the
- * most verbose level written (RDMAFS_LOG_INFO until called). @program must
- * outlive the process's logging (a string literal or argv[0]). Under journald
- * (JOURNAL_STREAM set) lines carry a syslog priority prefix ("<3>") instead,
- * so the journal keeps the levels.
+ * Names the program in every line and sets the most verbose level written
+ * (RDMAFS_LOG_INFO until called). @program must outlive the process's
+ * logging (a string literal or argv[0]). Lines go to stderr, as
+ * "2026-11-23T17:40:01.123+0000 PROGRAM[PID]: LEVEL: text" (local time,
+ * milliseconds, LEVEL one of error, warning, info, debug); when stderr is
+ * the journal (JOURNAL_STREAM names the device and inode of fd 2, as systemd
+ * sets it) as "<N>text" instead, N the sd-daemon(3) priority (3 error,
+ * 4 warning, 6 info, 7 debug), so journald keeps the level and adds the rest.
+ * Each call looks at JOURNAL_STREAM and fd 2 again.
  */
 void rdmafs_log_init(const char *program, enum rdmafs_log_level max_level);
 
-/* Changes the most verbose level written. */
+/* Changes the most verbose level written, the transport's too once hooked. */
 void rdmafs_log_set_level(enum rdmafs_log_level max_level);
 
-/* Parses "err", "warn", "info", "debug" into *@out. -EINVAL otherwise. */
+/*
+ * Parses "error", "warning", "info", "debug" (and the short "err", "warn")
+ * into *@out. -EINVAL otherwise.
+ */
 int rdmafs_log_parse_level(const char *text, enum rdmafs_log_level *out);
 
-/* Writes one line to stderr, whole even when threads log at once. */
+/* "error", "warning", "info" or "debug", as the lines say it. */
+const char *rdmafs_log_level_name(enum rdmafs_log_level level);
+
+/*
+ * From now on lines are appended to the file @path (created 0640 if
+ * missing), formatted as on a terminal. The file stays open across fork.
+ * Returns 0 or the negative errno of open(2); the target is unchanged then.
+ */
+int rdmafs_log_to_file(const char *path);
+
+/*
+ * From now on lines go to syslog(3) (the program's name as ident, LOG_PID,
+ * facility LOG_DAEMON; journald on systemd hosts), for a program that went
+ * to the background and has no stderr left.
+ */
+void rdmafs_log_to_syslog(void);
+
+/* Writes one line, whole even when threads log at once. */
 void rdmafs_log(enum rdmafs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void rdmafs_vlog(enum rdmafs_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 
-/* Routes libxprt's messages through rdmafs_log() ("xprt: ..."), at the current level. */
+/*
+ * Routes libxprt's messages through rdmafs_log() ("xprt: ..."), at the
+ * current level and at the levels rdmafs_log_set_level() sets later.
+ */
 void rdmafs_log_hook_xprt(void);
 
 /* ---- small helpers -------------------------------------------------------------- */

@@ -69,6 +69,9 @@ static void usage(FILE *out)
 		"                          preserve uid and gid [on when run as root]\n"
 		"  -q, --quiet             no progress and no summary; errors only\n"
 		"  -v, --verbose           say what is checked, skipped and cleaned\n"
+		"      --log-level LEVEL   debug, info, warning or error: messages of the client\n"
+		"                          library and the transport at LEVEL and worse on\n"
+		"                          stderr [warning]\n"
 		"  -V, --version           print the version and exit\n"
 		"  -h, --help              print this and exit\n"
 		"\n"
@@ -352,6 +355,7 @@ enum {
 	OPT_VERIFY_EXISTING,
 	OPT_OWNER,
 	OPT_NO_OWNER,
+	OPT_LOG_LEVEL,
 };
 
 static const struct option long_opts[] = {
@@ -368,6 +372,7 @@ static const struct option long_opts[] = {
 	{"no-owner", no_argument, NULL, OPT_NO_OWNER},
 	{"quiet", no_argument, NULL, 'q'},
 	{"verbose", no_argument, NULL, 'v'},
+	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
@@ -402,10 +407,11 @@ int main(int argc, char *argv[])
 	char meta_buf[512], why[1024];
 	unsigned long v;
 	int owner = -1, c, ret, status = EXIT_USAGE, rt;
+	enum rdmafs_log_level log_level = RDMAFS_LOG_WARN;
 	bool progress_on = false;
 	double t0;
 
-	rdmafs_log_init("rdmafs-copy", RDMAFS_LOG_INFO);
+	rdmafs_log_init("rdmafs-copy", RDMAFS_LOG_WARN);
 	/* a peer that went away must be an error of one call, not the end of the process */
 	signal(SIGPIPE, SIG_IGN);
 	rfs_options_init(&ro);
@@ -467,6 +473,13 @@ int main(int argc, char *argv[])
 		case 'v':
 			opts.verbose = true;
 			break;
+		case OPT_LOG_LEVEL:
+			if (rdmafs_log_parse_level(optarg, &log_level))
+				return usage_error(
+					"--log-level takes debug, info, warning or error, "
+					"not '%s'",
+					optarg);
+			break;
 		case 'V':
 			printf("rdmafs-copy %s\n", RDMAFS_VERSION);
 			return 0;
@@ -478,6 +491,8 @@ int main(int argc, char *argv[])
 			return EXIT_USAGE;
 		}
 	}
+	rdmafs_log_set_level(log_level);
+	rdmafs_log_hook_xprt();
 	if (argc - optind != 2)
 		return usage_error("needs exactly two arguments, SRC and DST (got %d)",
 				   argc - optind);

@@ -68,7 +68,7 @@ struct ctl {
 	uint8_t *secret;
 	size_t secret_len;
 	bool json;
-	bool verbose;
+	bool verbose; /* --log-level or -v: the transport logs too */
 	unsigned timeout_ms;
 
 	struct rfs_daemon *meta; /* NULL until ctl_meta() */

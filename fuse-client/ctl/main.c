@@ -95,7 +95,10 @@ static void usage(FILE *f)
 		"  -c, --config FILE       settings file (default %s, if present)\n"
 		"      --json              JSON output for scripts\n"
 		"      --timeout SEC       per call and connect (default %d)\n"
-		"  -v, --verbose           transport messages on stderr\n"
+		"      --log-level LEVEL   debug, info, warning or error: messages of the client\n"
+		"                          library and the transport at LEVEL and worse on stderr\n"
+		"                          (default: warnings of the library, no transport)\n"
+		"  -v, --verbose           --log-level debug\n"
 		"  -h, --help              this text;  -V, --version\n"
 		"\n"
 		"Environment: RDMAFS_META, RDMAFS_SECRET_FILE (flags win over them, they over\n"
@@ -198,6 +201,7 @@ int main(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'},
 		{"timeout", required_argument, NULL, 't'},
 		{"verbose", no_argument, NULL, 'v'},
+		{"log-level", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{"wait", no_argument, NULL, 'W'},
@@ -212,6 +216,7 @@ int main(int argc, char **argv)
 	unsigned flag_timeout = 0;
 	const struct command *cmd = NULL;
 	struct ctl c = {0};
+	enum rdmafs_log_level log_level = RDMAFS_LOG_WARN;
 	const char *env;
 	int opt, nargs, status = CTL_EXIT_USAGE;
 
@@ -242,6 +247,16 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			c.verbose = true;
+			log_level = RDMAFS_LOG_DEBUG;
+			break;
+		case 'L':
+			if (rdmafs_log_parse_level(optarg, &log_level)) {
+				ctl_err("--log-level takes debug, info, warning or error, not "
+					"\"%s\"",
+					optarg);
+				goto out_free;
+			}
+			c.verbose = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -271,6 +286,7 @@ int main(int argc, char **argv)
 			goto out_free;
 		}
 	}
+	rdmafs_log_set_level(log_level);
 	if (optind >= argc) {
 		ctl_err("no command given");
 		usage(stderr);

@@ -34,12 +34,12 @@ void ctl_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static void transport_log(enum xprt_log_level level, const char *msg, void *arg)
+/* Without --log-level or -v the transport says nothing: rdmafsctl says what failed. */
+static void transport_quiet(enum xprt_log_level level, const char *msg, void *arg)
 {
-	const struct ctl *c = arg;
-
-	if (c->verbose)
-		fprintf(stderr, "rdmafsctl: transport: %s\n", msg);
+	(void)level;
+	(void)msg;
+	(void)arg;
 }
 
 const char *ctl_strerror(int err)
@@ -103,7 +103,10 @@ const char *ctl_state_name(uint32_t state)
 
 int ctl_session_open(struct ctl *c)
 {
-	xprt_set_log(transport_log, c, XPRT_LOG_DEBUG);
+	if (c->verbose)
+		rdmafs_log_hook_xprt();
+	else
+		xprt_set_log(transport_quiet, NULL, XPRT_LOG_ERR);
 	return CTL_EXIT_OK;
 }
 

@@ -43,6 +43,8 @@ struct mount_opts {
 	char *secret;
 	char *transport;
 	char *timeout;
+	char *log_file;	 /* log=FILE: append the log there */
+	char *log_level; /* log_level=LEVEL */
 	unsigned readahead_kb;
 	int server_permissions;
 	double attr_timeout, entry_timeout;
@@ -59,7 +61,9 @@ enum { KEY_HELP, KEY_DISCARD };
 	}
 static const struct fuse_opt mount_spec[] = {
 	MOPT("meta=%s", meta), MOPT("secret=%s", secret), MOPT("transport=%s", transport),
-	MOPT("timeout=%s", timeout), MOPT("readahead=%u", readahead_kb),
+	MOPT("timeout=%s", timeout), MOPT("log=%s", log_file), MOPT("log_level=%s", log_level),
+	/* what the other programs take, for people who start it by hand */
+	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
 	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
 	MOPT("entry_timeout=%lf", entry_timeout), FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -109,6 +113,10 @@ static void usage(const char *prog)
 	       "    entry_timeout=SEC      kernel name cache [1.0]\n"
 	       "    server_permissions     no default_permissions: only the service checks\n"
 	       "                           (names the kernel has cached are then not checked)\n"
+	       "    log=FILE               append the log to FILE [stderr in the foreground,\n"
+	       "                           syslog (LOG_DAEMON; the journal) in the background]\n"
+	       "    log_level=LEVEL        debug, info, warning or error [info]; also\n"
+	       "                           --log-level LEVEL\n"
 	       "    ro                     read-only mount\n"
 	       "\n",
 	       prog);
@@ -167,6 +175,7 @@ int main(int argc, char *argv[])
 	uint8_t *secret = NULL;
 	size_t secret_len = 0;
 	const char *meta_uri = NULL;
+	enum rdmafs_log_level log_level;
 	char why[1024];
 	int ret = 1, err;
 
@@ -225,6 +234,29 @@ int main(int argc, char *argv[])
 			"rdmafs-fuse: bad option value (transport, timeout or *_timeout)\n");
 		goto out_free_cmd;
 	}
+	if (mo.log_level) {
+		/* fuse_opt's "--log-level %s" hands --log-level=LEVEL over as "=LEVEL" */
+		const char *level = mo.log_level[0] == '=' ? mo.log_level + 1 : mo.log_level;
+
+		if (rdmafs_log_parse_level(level, &log_level)) {
+			fprintf(stderr,
+				"rdmafs-fuse: log_level takes debug, info, warning or error, not "
+				"'%s'\n",
+				mo.log_level);
+			goto out_free_cmd;
+		}
+		rdmafs_log_set_level(log_level);
+	}
+	/* opened here, in the foreground: an error reaches the terminal, a relative path works */
+	if (mo.log_file) {
+		err = rdmafs_log_to_file(mo.log_file);
+		if (err) {
+			fprintf(stderr, "rdmafs-fuse: cannot open the log file %s: %s\n",
+				mo.log_file, strerror(-err));
+			goto out_free_cmd;
+		}
+	}
+	rdmafs_log_hook_xprt();
 	err = rdmafs_read_secret(mo.secret ? mo.secret : DEFAULT_SECRET, &secret, &secret_len);
 	if (err) {
 		fprintf(stderr, "rdmafs-fuse: %s\n",
@@ -266,12 +298,16 @@ int main(int argc, char *argv[])
 	readahead_find_bdi(fs, cmd.mountpoint);
 	/* fork before the transport starts threads and registers memory */
 	fuse_daemonize(cmd.foreground);
+	/* in the background stderr is /dev/null now */
+	if (!cmd.foreground && !mo.log_file)
+		rdmafs_log_to_syslog();
 	err = rfs_create(&ro, &fs->rfs);
 	if (err) {
 		rdmafs_log(RDMAFS_LOG_WARN, "cannot reach the cluster at %s: %s", meta_uri,
 			   strerror(-err));
 		goto out_unmount;
 	}
+	rdmafs_log(RDMAFS_LOG_INFO, "mounted %s (metadata service %s)", cmd.mountpoint, meta_uri);
 	if (cmd.singlethread) {
 		ret = fuse_session_loop(fs->se);
 	} else {
@@ -286,6 +322,8 @@ int main(int argc, char *argv[])
 		fuse_loop_cfg_destroy(loop_cfg);
 	}
 	ret = ret ? 1 : 0;
+	rdmafs_log(ret ? RDMAFS_LOG_WARN : RDMAFS_LOG_INFO, "the FUSE session of %s ended%s",
+		   cmd.mountpoint, ret ? " with an error" : "");
 out_destroy_rfs:
 	rfs_destroy(fs->rfs);
 out_unmount:
@@ -319,6 +357,8 @@ out_free_args:
 	free(mo.secret);
 	free(mo.transport);
 	free(mo.timeout);
+	free(mo.log_file);
+	free(mo.log_level);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -29,6 +29,23 @@ static void stamp_heartbeat(struct meta_txn *t, struct daemon *d)
 	d->r.hb_unix_ms = (uint64_t)t->now.tv_sec * 1000 + (uint64_t)t->now.tv_nsec / 1000000;
 }
 
+/* A daemon state as logs and rdmafsctl say it. */
+static const char *state_name(uint32_t state)
+{
+	switch (state) {
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_UP:
+		return "up";
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN:
+		return "down";
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING:
+		return "draining";
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED:
+		return "removed";
+	default:
+		return "unknown";
+	}
+}
+
 static const char *uuid_text(const uint8_t *uuid, char *buf, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -140,7 +157,7 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 		ret = bump_epoch(t);
 		if (ret)
 			return ret;
-		meta_log(t->m, META_LOG_INFO, "daemon %s is back up",
+		meta_log(t->m, META_LOG_INFO, "daemon %s: down -> up (heartbeats again)",
 			 uuid_text(d->uuid, text, sizeof(text)));
 	}
 	ret = meta_store_daemon_put(t, d);
@@ -348,9 +365,9 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 			return -EBUSY;
 	}
 	if (d->r.state != (uint32_t)req->state) {
-		meta_log(t->m, META_LOG_INFO, "daemon %s: state %d -> %d%s",
-			 uuid_text(d->uuid, text, sizeof(text)), (int)d->r.state, (int)req->state,
-			 req->force ? " (forced)" : "");
+		meta_log(t->m, META_LOG_INFO, "daemon %s: %s -> %s%s",
+			 uuid_text(d->uuid, text, sizeof(text)), state_name(d->r.state),
+			 state_name((uint32_t)req->state), req->force ? " (forced)" : "");
 		d->r.state = req->state;
 		ret = meta_store_daemon_put(t, d);
 		if (!ret)
@@ -505,7 +522,7 @@ static int silent_check(struct meta_txn *t, struct daemon *d, void *arg)
 	w->count++;
 	if (!w->apply)
 		return 0;
-	meta_log(m, META_LOG_WARN, "daemon %s: no heartbeat for %llu s, marking it DOWN",
+	meta_log(m, META_LOG_WARN, "daemon %s: up -> down (no heartbeat for %llu s)",
 		 uuid_text(d->uuid, text, sizeof(text)), (unsigned long long)(w->now - last));
 	d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN;
 	return meta_store_daemon_put(t, d);

@@ -54,6 +54,8 @@
 #                      keeps it)
 #   --timeout SECS     COMMAND's time limit (600); a command still running
 #                      then is a hang, and fails
+#   --log-level LEVEL  the daemons' --log-level and the mounts' log_level=
+#                      (debug, info, warning, error; default: theirs, info)
 #
 # The state directory holds cluster.env (this script's settings, KEY='VALUE'
 # lines a shell can source: meta_uri, transport, addr, ...), daemons (one
@@ -221,6 +223,7 @@ start_daemon() {
 	local name=$1 port=$2 pid deadline role
 	role=(--metadata no --metadata-uri "$meta_uri")
 	[ "$name" = meta ] && role=(--metadata yes)
+	[ -n "${log_level:-}" ] && role+=(--log-level "$log_level")
 	rm -f "$dir/$name.port"
 	"${detach[@]}" "$daemon" --data-dir "$(data_dir_of "$name")" --listen "$transport://$addr:$port" \
 		--secret-file "$dir/secret" --port-file "$dir/$name.port" \
@@ -287,7 +290,8 @@ mount_one() {
 	local n=$1 m pid deadline opts
 	m=$(mount_point "$n")
 	mkdir -p "$m"
-	opts="meta=$meta_uri,secret=$dir/secret,allow_other${RDMAFS_FUSE_OPTS:+,$RDMAFS_FUSE_OPTS}"
+	opts="meta=$meta_uri,secret=$dir/secret,allow_other${log_level:+,log_level=$log_level}"
+	opts="$opts${RDMAFS_FUSE_OPTS:+,$RDMAFS_FUSE_OPTS}"
 	"${detach[@]}" "$fuse" -f -o "$opts" "$m" </dev/null >>"$dir/fuse$n.log" 2>&1 &
 	pid=$!
 	disown "$pid" 2>/dev/null
@@ -349,6 +353,7 @@ mounts='$mounts'
 mount1='$mount1'
 meta_data='$meta_data'
 temporary='$temporary'
+log_level='$log_level'
 EOF
 	: >"$dir/daemons.new"
 	for name in "${names[@]}"; do
@@ -504,7 +509,7 @@ if [ "${1:-}" = up ]; then
 	shift
 fi
 build='' daemon='' fuse='' fuse_set=0 rdmafsctl='' transport=tcp addr='' port=0 storage=3
-mounts=1 mount1='' meta_data='' timeout=600
+mounts=1 mount1='' meta_data='' timeout=600 log_level=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -521,6 +526,7 @@ while [ $# -gt 0 ]; do
 	--meta-data) meta_data=$2; shift 2 ;;
 	--dir) dir=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
+	--log-level) log_level=$2; shift 2 ;;
 	--) shift; break ;;
 	*) die "unknown argument $1 (see the header of $self)" ;;
 	esac
@@ -531,6 +537,7 @@ fi
 case $mounts in 0 | 1 | 2) ;; *) die "--mounts takes 0, 1 or 2" ;; esac
 case $transport in tcp | rdma) ;; *) die "--transport takes tcp or rdma" ;; esac
 case $storage in *[!0-9]* | '') die "--storage takes a number" ;; esac
+case $log_level in '' | debug | info | warning | error) ;; *) die "--log-level takes debug, info, warning or error" ;; esac
 
 substitute() {
 	local a

@@ -64,6 +64,16 @@ expect_line() {
 	return 1
 }
 
+# expect_log NAME "LEVEL: TEXT": stderr of NAME has that log line, after the
+# time and "rdmafs-daemon[PID]: " every log line starts with
+expect_log() {
+	sed -E 's/^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+[+-][0-9]{4} rdmafs-daemon\[[0-9]+\]: //' "$1.err" |
+		grep -qxF -- "$2" && return 0
+	echo "  stderr lacks the log line: TIME rdmafs-daemon[PID]: $2" >&2
+	said "$1"
+	return 1
+}
+
 # absent PATH: nothing was created there
 absent() {
 	[ ! -e "$1" ] && return 0
@@ -143,7 +153,7 @@ bad_lines=(
 	"bad.conf:7: queue_depth = lots: must be 1..65536"
 	"bad.conf:8: max_chunk_size = 1000: must be a multiple of 4096 in 4096..67108864 (64 MiB)"
 	"bad.conf:9: lmdb_map_size = 5: must be 1048576..1099511627776 (1 MiB..1 TiB)"
-	"bad.conf:10: log_level = loud: must be err, warn, info or debug"
+	"bad.conf:10: log_level = loud: must be debug, info, warning or error"
 	"bad.conf:11: metadata = maybe: must be yes or no (true/false, on/off, 1/0)"
 	"bad.conf:12: advertise = tcp://10.0.0.1:0: must be rdma://, tcp:// or auto://HOST:PORT with PORT 1..65535"
 	"bad.conf:13: unknown key 'colour' in [daemon]"
@@ -268,7 +278,7 @@ open_daemon() {
 	run opendaemon --data-dir "$work/open-data" --listen tcp://127.0.0.1:0 \
 		--secret-file "$work/open-secret"
 	expect_exit opendaemon 1 &&
-		expect_line opendaemon "rdmafs-daemon: error: secret file $work/open-secret is accessible by others (mode 0644): chmod 600 $work/open-secret" &&
+		expect_log opendaemon "error: secret file $work/open-secret is accessible by others (mode 0644): chmod 600 $work/open-secret" &&
 		absent "$work/open-data"
 }
 check_run "secret mode 0644: the daemon refuses it (as ssh), no data directory" open_daemon

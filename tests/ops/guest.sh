@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
-# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck) and
-# rdmafs-copy (round trip, resume after SIGKILL, errors), each on a cluster of
-# tests/lib/cluster.sh, as meson runs them on the host.
+# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck),
+# rdmafs-copy (round trip, resume after SIGKILL, errors) and the logs, each on
+# a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
 # Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
 build=${1:?usage: guest.sh BUILD_DIR [rdma|tcp]}
@@ -14,12 +14,14 @@ here=$(dirname "$(readlink -f "$0")")
 cluster=("$here/../lib/cluster.sh" --transport "$kind" --build "$build" --no-fuse)
 ctl=$build/fuse-client/ctl/rdmafsctl
 status=77
-# run NAME TIMEOUT COMMAND...: one test on a fresh cluster
+# run NAME TIMEOUT COMMAND...: one test on a fresh cluster (and cluster.sh's
+# options in the array run_opts)
+run_opts=()
 run() {
 	local name=$1 limit=$2 rc
 	shift 2
 	echo "--- ops-$name over $kind"
-	"${cluster[@]}" --timeout "$limit" -- "$@"
+	"${cluster[@]}" "${run_opts[@]}" --timeout "$limit" -- "$@"
 	rc=$?
 	echo "--- ops-$name over $kind: exit $rc"
 	status=$(check_merge "$status" "$rc")
@@ -34,4 +36,13 @@ for name in roundtrip resume errors; do
 	run "copy-$name" 4000 "$here/copy/$name.sh" "$build/fuse-client/rdmafs-copy" \
 		"$build/tests/ops/copy/copy-treecmp"
 done
+# the logs (the daemons at debug): over verbs an orderly close must still
+# be one (the CLOSE reaches the daemon before the QP goes to ERR, and the
+# daemon takes it from its CQ before the DISCONNECTED event kills the
+# connection); the mount's log after the fork, where the guest has FUSE
+fuse=$build/fuse-client/rdmafs-fuse
+[ -x "$fuse" ] || fuse=''
+run_opts=(--storage 2 --log-level debug)
+run logs 3000 "$here/logs.sh" "$ctl" "$build/tests/ops/ops-hold-client" ${fuse:+"$fuse"}
+run_opts=()
 exit $status

@@ -2,11 +2,13 @@
 /*
  * librdmafs_common's promises (rdmafs_common.h) other than placement, which
  * test_placement.c holds: layout limits, chunk counts, crc32c, the errno
- * mapping, log level names and the secret file.
+ * mapping, log level names and lines (stderr, journald, a file) and the secret
+ * file.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,17 +88,238 @@ static void test_status(void **state)
 
 static void test_log_level(void **state)
 {
-	static const char *const names[] = {"err", "warn", "info", "debug"};
+	static const struct {
+		const char *text;
+		enum rdmafs_log_level level;
+	} names[] = {
+		{"error", RDMAFS_LOG_ERR}, {"err", RDMAFS_LOG_ERR},   {"warning", RDMAFS_LOG_WARN},
+		{"warn", RDMAFS_LOG_WARN}, {"info", RDMAFS_LOG_INFO}, {"debug", RDMAFS_LOG_DEBUG},
+	};
 	enum rdmafs_log_level level = RDMAFS_LOG_INFO;
 
 	(void)state;
-	for (int i = 0; i < 4; i++) {
-		assert_int_equal(rdmafs_log_parse_level(names[i], &level), 0);
-		assert_int_equal(level, i);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		assert_int_equal(rdmafs_log_parse_level(names[i].text, &level), 0);
+		assert_int_equal(level, names[i].level);
 	}
-	assert_int_equal(rdmafs_log_parse_level("error", &level), -EINVAL);
+	assert_int_equal(rdmafs_log_parse_level("fatal", &level), -EINVAL);
 	assert_int_equal(rdmafs_log_parse_level("", &level), -EINVAL);
+	assert_int_equal(rdmafs_log_parse_level("Debug", &level), -EINVAL);
 	assert_int_equal(level, RDMAFS_LOG_DEBUG);
+	assert_string_equal(rdmafs_log_level_name(RDMAFS_LOG_ERR), "error");
+	assert_string_equal(rdmafs_log_level_name(RDMAFS_LOG_WARN), "warning");
+	assert_string_equal(rdmafs_log_level_name(RDMAFS_LOG_INFO), "info");
+	assert_string_equal(rdmafs_log_level_name(RDMAFS_LOG_DEBUG), "debug");
+}
+
+/* ---- log lines: stderr is swapped for a file while a test logs ---- */
+
+static char log_path[PATH_MAX];
+static int saved_stderr = -1;
+
+/* Points fd 2 at a fresh, empty log_path. */
+static void capture_start(void)
+{
+	int fd;
+
+	snprintf(log_path, sizeof(log_path), "%s/rdmafs-test-log.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	fd = mkstemp(log_path);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved_stderr = dup(STDERR_FILENO);
+	assert_true(saved_stderr >= 0);
+	assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	close(fd);
+}
+
+/* Gives fd 2 back (so cmocka's messages are seen) and reads what was logged. */
+static void capture_end(char *out, size_t size)
+{
+	ssize_t len;
+	int fd;
+
+	assert_int_equal(dup2(saved_stderr, STDERR_FILENO), STDERR_FILENO);
+	close(saved_stderr);
+	saved_stderr = -1;
+	fd = open(log_path, O_RDONLY);
+	assert_true(fd >= 0);
+	len = read(fd, out, size - 1);
+	assert_true(len >= 0);
+	out[len] = '\0';
+	close(fd);
+	unlink(log_path);
+}
+
+/* JOURNAL_STREAM naming the file fd 2 is now, plus @ino_delta on the inode. */
+static void set_journal_stream(int ino_delta)
+{
+	struct stat st;
+	char value[64];
+
+	assert_int_equal(fstat(STDERR_FILENO, &st), 0);
+	snprintf(value, sizeof(value), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino + (unsigned long long)ino_delta);
+	assert_int_equal(setenv("JOURNAL_STREAM", value, 1), 0);
+}
+
+/* Every line of @text matches @pattern (POSIX extended); returns the line count. */
+static int lines_match(const char *text, const char *pattern)
+{
+	regex_t re;
+	char line[2048];
+	int count = 0;
+
+	assert_int_equal(regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB), 0);
+	while (*text) {
+		const char *nl = strchr(text, '\n');
+		size_t len;
+
+		assert_non_null(nl); /* every line ends in a newline */
+		len = (size_t)(nl - text);
+		assert_true(len < sizeof(line));
+		memcpy(line, text, len);
+		line[len] = '\0';
+		if (regexec(&re, line, 0, NULL, 0) != 0)
+			fail_msg("log line \"%s\" does not match %s", line, pattern);
+		count++;
+		text = nl + 1;
+	}
+	regfree(&re);
+	return count;
+}
+
+#define TIMESTAMP_RE \
+	"^[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]\\.[0-9]{3}[+-][0-9]{4} "
+
+static void log_every_level(void)
+{
+	rdmafs_log(RDMAFS_LOG_ERR, "one %d", 1);
+	rdmafs_log(RDMAFS_LOG_WARN, "two %s", "2");
+	rdmafs_log(RDMAFS_LOG_INFO, "three");
+	rdmafs_log(RDMAFS_LOG_DEBUG, "four");
+}
+
+static void test_log_terminal(void **state)
+{
+	char got[8192], pattern[256];
+
+	(void)state;
+	unsetenv("JOURNAL_STREAM");
+	capture_start();
+	rdmafs_log_init("test-log", RDMAFS_LOG_INFO);
+	log_every_level();
+	capture_end(got, sizeof(got));
+	snprintf(pattern, sizeof(pattern),
+		 TIMESTAMP_RE "test-log\\[%ld\\]: (error: one 1|warning: two 2|info: three)$",
+		 (long)getpid());
+	assert_int_equal(lines_match(got, pattern), 3); /* debug is above INFO */
+	assert_non_null(strstr(got, ": error: one 1\n"));
+	assert_non_null(strstr(got, ": warning: two 2\n"));
+	assert_non_null(strstr(got, ": info: three\n"));
+
+	capture_start();
+	rdmafs_log_set_level(RDMAFS_LOG_DEBUG);
+	log_every_level();
+	capture_end(got, sizeof(got));
+	assert_int_equal(lines_match(got, TIMESTAMP_RE "test-log\\[[0-9]+\\]: [a-z]+: "), 4);
+	assert_non_null(strstr(got, ": debug: four\n"));
+
+	capture_start();
+	rdmafs_log_set_level(RDMAFS_LOG_ERR);
+	log_every_level();
+	capture_end(got, sizeof(got));
+	assert_int_equal(lines_match(got, ": error: one 1$"), 1);
+}
+
+static void test_log_journal(void **state)
+{
+	static const char *const bad[] = {"", "12", "12:", ":12", "1:2:3", "x:y", "1:2x"};
+	char got[8192];
+
+	(void)state;
+	/* stderr is the stream journald gave us: priority prefixes, nothing else */
+	capture_start();
+	set_journal_stream(0);
+	rdmafs_log_init("test-log", RDMAFS_LOG_DEBUG);
+	log_every_level();
+	capture_end(got, sizeof(got));
+	assert_string_equal(got, "<3>one 1\n<4>two 2\n<6>three\n<7>four\n");
+
+	/* an inherited JOURNAL_STREAM of another file: stderr was redirected */
+	capture_start();
+	set_journal_stream(1);
+	rdmafs_log_init("test-log", RDMAFS_LOG_DEBUG);
+	log_every_level();
+	capture_end(got, sizeof(got));
+	assert_int_equal(lines_match(got, TIMESTAMP_RE "test-log\\[[0-9]+\\]: [a-z]+: "), 4);
+
+	/* nonsense in it is no journal either */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		capture_start();
+		assert_int_equal(setenv("JOURNAL_STREAM", bad[i], 1), 0);
+		rdmafs_log_init("test-log", RDMAFS_LOG_INFO);
+		rdmafs_log(RDMAFS_LOG_WARN, "bad %zu", i);
+		capture_end(got, sizeof(got));
+		assert_int_equal(lines_match(got, TIMESTAMP_RE "test-log\\[[0-9]+\\]: warning: "
+							       "bad [0-9]+$"),
+				 1);
+	}
+	unsetenv("JOURNAL_STREAM");
+}
+
+static void test_log_long_line(void **state)
+{
+	char got[8192], *text = malloc(5000);
+
+	(void)state;
+	assert_non_null(text);
+	memset(text, 'x', 4999);
+	text[4999] = '\0';
+	capture_start();
+	rdmafs_log_init("test-log", RDMAFS_LOG_INFO);
+	rdmafs_log(RDMAFS_LOG_INFO, "%s", text);
+	rdmafs_log(RDMAFS_LOG_INFO, "after");
+	capture_end(got, sizeof(got));
+	free(text);
+	/* cut, but whole lines: the next one starts on a line of its own */
+	assert_int_equal(lines_match(got, TIMESTAMP_RE "test-log\\[[0-9]+\\]: info: (x+|after)$"),
+			 2);
+	assert_true(strlen(got) < 2600);
+}
+
+/* Last: the target stays the file for the rest of the process. */
+static void test_log_file(void **state)
+{
+	char path[PATH_MAX], got[8192];
+	ssize_t len;
+	int fd;
+
+	(void)state;
+	unsetenv("JOURNAL_STREAM");
+	snprintf(path, sizeof(path), "%s/rdmafs-test-logfile.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "kept\n", 5), 5);
+	close(fd);
+	assert_int_equal(rdmafs_log_to_file("/nonexistent/rdmafs/log"), -ENOENT);
+	rdmafs_log_init("test-log", RDMAFS_LOG_INFO);
+	assert_int_equal(rdmafs_log_to_file(path), 0);
+	rdmafs_log(RDMAFS_LOG_WARN, "to the file");
+	rdmafs_log(RDMAFS_LOG_DEBUG, "not written");
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	len = read(fd, got, sizeof(got) - 1);
+	assert_true(len > 5);
+	got[len] = '\0';
+	close(fd);
+	unlink(path);
+	/* appended, with the time and the level */
+	assert_memory_equal(got, "kept\n", 5);
+	assert_int_equal(lines_match(got + 5, TIMESTAMP_RE "test-log\\[[0-9]+\\]: warning: to the "
+							   "file$"),
+			 1);
 }
 
 /* Writes @len bytes of @data to a new temporary file; its path goes to @path. */
@@ -199,7 +422,9 @@ int main(void)
 		cmocka_unit_test(test_layout_check), cmocka_unit_test(test_chunk_count),
 		cmocka_unit_test(test_crc32c),	     cmocka_unit_test(test_status),
 		cmocka_unit_test(test_log_level),    cmocka_unit_test(test_secret),
-		cmocka_unit_test(test_secret_mode),
+		cmocka_unit_test(test_secret_mode),  cmocka_unit_test(test_log_terminal),
+		cmocka_unit_test(test_log_journal),  cmocka_unit_test(test_log_long_line),
+		cmocka_unit_test(test_log_file),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -180,9 +180,12 @@ void xprt_pool_region(const struct xprt_pool *pool, void **addr, size_t *len);
 int xprt_connect(struct xprt_ctx *ctx, const char *uri, struct xprt_conn **out);
 
 /*
- * Closes @conn: waits (bounded) for what was already sent to leave, tells the
- * peer, fails whatever is still pending with -ECONNRESET, drops the caller's
- * reference. NULL is a no-op.
+ * Closes @conn: waits (bounded, 1 s in all) for what was already sent to
+ * leave, tells the peer (CLOSE) and waits until that left too, fails whatever
+ * is still pending with -ECONNRESET, drops the caller's reference. The peer
+ * then logs an orderly close at debug ("connection from NAME closed"), not a
+ * death ("died: REASON", info or warning), which a peer that vanished without
+ * CLOSE gets. NULL is a no-op.
  */
 void xprt_conn_close(struct xprt_conn *conn);
 
