@@ -69,30 +69,13 @@ static void arm(int n)
 	__atomic_store_n(&sends, 0, __ATOMIC_SEQ_CST);
 }
 
-static void on_alarm(int sig)
-{
-	static const char msg[] = "FAIL: a client call hung (no answer in 120 s)\n";
-
-	(void)sig;
-	if (write(2, msg, sizeof(msg) - 1) < 0)
-		_exit(1);
-	_exit(1);
-}
-
-/* Creates /NAME through the metadata service; the daemon may still be registering. */
+/* Creates /NAME through the metadata service, and gives its layout. */
 static uint64_t create_file(struct rfs *fs, const char *name, struct rfs_layout *layout)
 {
 	struct rfs_entry e;
 	uint64_t handle;
-	int ret = -EAGAIN;
 
-	for (uint64_t end = harness_now_ms() + 20000; harness_now_ms() < end; usleep(100000)) {
-		ret = rfs_create_file(fs, NULL, RFS_ROOT_INO, name, 0644, 0, 0, O_RDWR | O_CREAT,
-				      &handle, NULL, &e);
-		if (ret != -ENOSPC && ret != -EAGAIN && ret != -EIO)
-			break;
-	}
-	REQUIRE(ret == 0, "CREATE %s: %s", name, strerror(-ret));
+	fs_create_file(fs, name, &handle, &e);
 	*layout = e.layout;
 	return (uint64_t)e.attr.st_ino;
 }
@@ -123,7 +106,6 @@ static void write_read_check(struct rfs *fs, uint64_t ino, struct rfs_layout *la
 
 int main(int argc, char **argv)
 {
-	struct rfs_options opts;
 	struct rfs_layout layout;
 	struct daemon_proc d;
 	struct rfs *fs = NULL;
@@ -139,19 +121,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	harness_require_kind();
 	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
-	signal(SIGALRM, on_alarm);
-	alarm(HANG_SECS);
+	harness_hang_guard(HANG_SECS);
 
 	snprintf(data_dir, sizeof(data_dir), "%s/data", harness_dir());
 	REQUIRE(daemon_start(&d, data_dir, NULL) == 0, "the daemon did not start");
-	rfs_options_init(&opts);
-	opts.meta_uri = d.uri;
-	opts.secret = SECRET;
-	opts.secret_len = strlen(SECRET);
-	opts.transport = strcmp(harness_kind, "rdma") == 0 ? RFS_TRANSPORT_RDMA : RFS_TRANSPORT_TCP;
-	opts.call_timeout_ms = 3000;
-	ret = rfs_create(&opts, &fs);
-	REQUIRE(ret == 0, "rfs_create: %s", strerror(-ret));
+	fs = fs_of(&d, 3000);
 	ino = create_file(fs, "f", &layout);
 
 	write_read_check(fs, ino, &layout, 1, 0, "no reset");

@@ -14,6 +14,7 @@
 
 #include "xprt.h"
 #include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "harness.h"
 
 extern char **environ;
@@ -268,6 +269,53 @@ int daemon_run_capture(const char *const *args, char *err, size_t err_size)
 		close(fd);
 	}
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct rfs *fs_of(const struct daemon_proc *d, uint32_t call_timeout_ms)
+{
+	struct rfs_options opts;
+	struct rfs *fs;
+	int ret;
+
+	rfs_options_init(&opts);
+	opts.meta_uri = d->uri;
+	opts.secret = SECRET;
+	opts.secret_len = strlen(SECRET);
+	opts.transport = strcmp(harness_kind, "rdma") == 0 ? RFS_TRANSPORT_RDMA : RFS_TRANSPORT_TCP;
+	if (call_timeout_ms)
+		opts.call_timeout_ms = call_timeout_ms;
+	ret = rfs_create(&opts, &fs);
+	REQUIRE(ret == 0, "rfs_create on %s: %s", d->uri, strerror(-ret));
+	return fs;
+}
+
+void fs_create_file(struct rfs *fs, const char *name, uint64_t *handle, struct rfs_entry *e)
+{
+	int ret = -EAGAIN;
+
+	for (uint64_t end = harness_now_ms() + 20000; harness_now_ms() < end; usleep(100000)) {
+		ret = rfs_create_file(fs, NULL, RFS_ROOT_INO, name, 0644, 0, 0, O_RDWR | O_CREAT,
+				      handle, NULL, e);
+		if (ret != -ENOSPC && ret != -EAGAIN && ret != -EIO)
+			break;
+	}
+	REQUIRE(ret == 0, "CREATE %s: %s", name, strerror(-ret));
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL: a client call hung (no answer within the test's bound)\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+void harness_hang_guard(unsigned secs)
+{
+	signal(SIGALRM, on_alarm);
+	alarm(secs);
 }
 
 struct rfs_daemon *client_of(const struct daemon_proc *d, uint32_t buf_size)

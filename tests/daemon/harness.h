@@ -56,4 +56,21 @@ struct rfs_daemon;
 /* A handle on @d with @buf_size buffers; a failure to connect fails the test (REQUIRE). */
 struct rfs_daemon *client_of(const struct daemon_proc *d, uint32_t buf_size);
 
+struct rfs;
+struct rfs_entry;
+/*
+ * The client core on the metadata service @d hosts (it stores chunks too),
+ * over the test's transport; @call_timeout_ms 0 keeps the default. A failure
+ * fails the test.
+ */
+struct rfs *fs_of(const struct daemon_proc *d, uint32_t call_timeout_ms);
+/*
+ * Creates /@name, open read-write (*@handle), its entry in @e; retried while
+ * the daemon is still registering with the service it hosts.
+ */
+void fs_create_file(struct rfs *fs, const char *name, uint64_t *handle, struct rfs_entry *e);
+
+/* A test still running @secs seconds from now has hung: it fails then. */
+void harness_hang_guard(unsigned secs);
+
 #endif

@@ -114,20 +114,6 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-/* Creates /NAME; the daemon may still be registering with the service it hosts. */
-static void create_file(struct rfs *fs, const char *name, uint64_t *handle, struct rfs_entry *e)
-{
-	int ret = -EAGAIN;
-
-	for (uint64_t end = harness_now_ms() + 20000; harness_now_ms() < end; usleep(100000)) {
-		ret = rfs_create_file(fs, NULL, RFS_ROOT_INO, name, 0644, 0, 0, O_RDWR | O_CREAT,
-				      handle, NULL, e);
-		if (ret != -ENOSPC && ret != -EAGAIN && ret != -EIO)
-			break;
-	}
-	REQUIRE(ret == 0, "CREATE %s: %s", name, strerror(-ret));
-}
-
 /*
  * Writes @len bytes at @off of a new file (its update held as @how), truncates
  * it to @size meanwhile, and checks that the size is @size everywhere.
@@ -148,7 +134,7 @@ static void race(struct rfs *fs, const char *name, enum hold how, uint64_t off, 
 	int ret;
 
 	/* as the mount does: the file takes its layout and size from CREATE's answer */
-	create_file(fs, name, &set.handle, &e);
+	fs_create_file(fs, name, &set.handle, &e);
 	ino = (uint64_t)e.attr.st_ino;
 	REQUIRE(rfs_file_create(fs, ino, &w.f) == 0, "rfs_file_create");
 	rfs_file_merge(w.f, &e, &st, NULL, RFS_SEQ_NOW);
@@ -201,23 +187,11 @@ static void race(struct rfs *fs, const char *name, enum hold how, uint64_t off, 
 		       (unsigned long long)size);
 }
 
-static void on_alarm(int sig)
-{
-	static const char msg[] = "FAIL: a client call hung (no answer in 120 s)\n";
-
-	(void)sig;
-	if (write(2, msg, sizeof(msg) - 1) < 0)
-		_exit(1);
-	_exit(1);
-}
-
 int main(int argc, char **argv)
 {
-	struct rfs_options opts;
 	struct daemon_proc d;
 	char data_dir[512];
 	struct rfs *fs;
-	int ret;
 
 	if (argc != 3)
 		check_error("usage: client-size-race DAEMON_BINARY tcp|rdma");
@@ -226,18 +200,11 @@ int main(int argc, char **argv)
 	check_test_name = "size-race";
 	harness_require_kind();
 	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
-	signal(SIGALRM, on_alarm);
-	alarm(HANG_SECS);
+	harness_hang_guard(HANG_SECS);
 
 	snprintf(data_dir, sizeof(data_dir), "%s/data", harness_dir());
 	REQUIRE(daemon_start(&d, data_dir, NULL) == 0, "the daemon did not start");
-	rfs_options_init(&opts);
-	opts.meta_uri = d.uri;
-	opts.secret = SECRET;
-	opts.secret_len = strlen(SECRET);
-	opts.transport = strcmp(harness_kind, "rdma") == 0 ? RFS_TRANSPORT_RDMA : RFS_TRANSPORT_TCP;
-	ret = rfs_create(&opts, &fs);
-	REQUIRE(ret == 0, "rfs_create: %s", strerror(-ret));
+	fs = fs_of(&d, 0);
 
 	race(fs, "grow", HOLD_AFTER_SENDING, 64008, 913, 2091346);
 	race(fs, "shrink", HOLD_BEFORE_SENDING, 0, 100000, 10);
