@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "rdmafs_common.h"
 #include "mount_i.h"
@@ -163,6 +164,40 @@ static int parse_ms(const char *s, uint32_t *out)
 	return 0;
 }
 
+/*
+ * Connects to the cluster once and says why it could not. A mount that goes
+ * to the background (@in_child) probes in a child process: the transport
+ * must not start before fuse_daemonize() forks (librdmacm keeps the RDMA
+ * device contexts it opened for the life of the process, and the forked
+ * daemon could not post on verbs it inherited). Returns 0 or -1.
+ */
+static int probe_cluster(const struct rfs_options *ro, bool in_child)
+{
+	struct rfs *probe;
+	pid_t pid = in_child ? fork() : 0;
+	int err, status;
+
+	if (pid < 0) {
+		fprintf(stderr, "rdmafs-fuse: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	if (pid > 0) {
+		while (waitpid(pid, &status, 0) < 0)
+			if (errno != EINTR)
+				return -1;
+		return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	}
+	err = rfs_create(ro, &probe);
+	if (err)
+		fprintf(stderr, "rdmafs-fuse: cannot reach the cluster at %s: %s\n", ro->meta_uri,
+			strerror(-err));
+	else
+		rfs_destroy(probe);
+	if (in_child)
+		_exit(err ? 1 : 0);
+	return err ? -1 : 0;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -171,7 +206,6 @@ int main(int argc, char *argv[])
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct rfs_options ro;
 	struct fs *fs = NULL;
-	struct rfs *probe;
 	uint8_t *secret = NULL;
 	size_t secret_len = 0;
 	const char *meta_uri = NULL;
@@ -269,13 +303,8 @@ int main(int argc, char *argv[])
 	ro.secret_len = secret_len;
 
 	/* connect once before mounting, so a wrong address or secret fails here, not later */
-	err = rfs_create(&ro, &probe);
-	if (err) {
-		fprintf(stderr, "rdmafs-fuse: cannot reach the cluster at %s: %s\n", meta_uri,
-			strerror(-err));
+	if (probe_cluster(&ro, !cmd.foreground))
 		goto out_free_secret;
-	}
-	rfs_destroy(probe);
 
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
