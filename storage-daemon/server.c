@@ -22,6 +22,7 @@
 
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
+#include "rdmafs_names.h"
 #include "daemon_i.h"
 #include "meta.h"
 
@@ -768,29 +769,6 @@ static size_t reply_cap(const struct xprt_req *req)
 	return max < REPLY_MAX ? max : REPLY_MAX;
 }
 
-/*
- * A method as rdmafsctl stats names it: "chunk_write" for METHOD_CHUNK_WRITE,
- * "method_N" for a number this build does not know.
- */
-static const char *method_name(uint32_t method, char *out, size_t len)
-{
-	const ProtobufCEnumValue *v =
-		protobuf_c_enum_descriptor_get_value(&rdmafs__method__descriptor, (int)method);
-	const char *name = v ? v->name : NULL;
-	size_t i = 0;
-
-	if (!name) {
-		snprintf(out, len, "method_%u", method);
-		return out;
-	}
-	if (strncmp(name, "METHOD_", 7) == 0)
-		name += 7;
-	for (; name[i] && i + 1 < len; i++)
-		out[i] = (char)tolower((unsigned char)name[i]);
-	out[i] = '\0';
-	return out;
-}
-
 static void handle(struct worker *w, struct queued *q)
 {
 	struct xprt_req *req = q->req;
@@ -844,7 +822,7 @@ static void handle(struct worker *w, struct queued *q)
 
 		/* every refusal, expected ones too (ENOENT, EEXIST, ...): this is debug */
 		rdmafs_log(RDMAFS_LOG_DEBUG, "%s from %s: %s",
-			   method_name(method, name, sizeof(name)),
+			   rdmafs_method_name(method, name, sizeof(name)),
 			   xprt_conn_peer_name(xprt_req_conn(req)), strerror(-ret));
 	}
 	account(w->srv, method, ret, moved, q->start_ns);

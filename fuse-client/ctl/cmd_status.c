@@ -159,23 +159,13 @@ int ctl_cmd_daemons(struct ctl *c, int argc, char **argv)
 
 /* ---- stats ---- */
 
-/* "chunk_write" for METHOD_CHUNK_WRITE; "method_N" for one we do not know. */
+/* rdmafs_method_name(), and "other" for what the daemon could not tell apart. */
 static void method_name(uint32_t method, char *out, size_t len)
 {
-	const ProtobufCEnumValue *v =
-		protobuf_c_enum_descriptor_get_value(&rdmafs__method__descriptor, (int)method);
-	const char *name = v ? v->name : NULL;
-	size_t i = 0;
-
-	if (!name || method == RDMAFS__METHOD__METHOD_UNSPECIFIED) {
-		snprintf(out, len, method ? "method_%u" : "other", method);
-		return;
-	}
-	if (strncmp(name, "METHOD_", 7) == 0)
-		name += 7;
-	for (; name[i] && i + 1 < len; i++)
-		out[i] = (char)tolower((unsigned char)name[i]);
-	out[i] = '\0';
+	if (method == RDMAFS__METHOD__METHOD_UNSPECIFIED)
+		snprintf(out, len, "other");
+	else
+		rdmafs_method_name(method, out, len);
 }
 
 /*

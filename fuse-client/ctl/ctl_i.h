@@ -15,6 +15,7 @@
 
 #include "rdmafs.pb-c.h"
 #include "rdmafs_common.h"
+#include "rdmafs_names.h"
 
 #include "rdmafs_daemon.h"
 #include "fs_client_i.h"

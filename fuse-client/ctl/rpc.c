@@ -87,18 +87,7 @@ void ctl_uuid_format(const uint8_t *uuid, char out[37])
 
 const char *ctl_state_name(uint32_t state)
 {
-	switch (state) {
-	case RDMAFS__DAEMON_STATE__DAEMON_STATE_UP:
-		return "up";
-	case RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN:
-		return "down";
-	case RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING:
-		return "draining";
-	case RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED:
-		return "removed";
-	default:
-		return "unknown";
-	}
+	return rdmafs_daemon_state_name(state);
 }
 
 int ctl_session_open(struct ctl *c)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "meta_i.h"
+#include "rdmafs_names.h"
 
 #define STATFS_BSIZE 4096
 #define STATFS_FFREE (1ULL << 32)
@@ -27,23 +28,6 @@ static void stamp_heartbeat(struct meta_txn *t, struct daemon *d)
 	d->r.hb_run = t->m->run_id;
 	d->r.hb_sec = __atomic_load_n(&t->m->now_sec, __ATOMIC_RELAXED);
 	d->r.hb_unix_ms = (uint64_t)t->now.tv_sec * 1000 + (uint64_t)t->now.tv_nsec / 1000000;
-}
-
-/* A daemon state as logs and rdmafsctl say it. */
-static const char *state_name(uint32_t state)
-{
-	switch (state) {
-	case RDMAFS__DAEMON_STATE__DAEMON_STATE_UP:
-		return "up";
-	case RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN:
-		return "down";
-	case RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING:
-		return "draining";
-	case RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED:
-		return "removed";
-	default:
-		return "unknown";
-	}
 }
 
 static const char *uuid_text(const uint8_t *uuid, char *buf, size_t len)
@@ -366,8 +350,10 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 	}
 	if (d->r.state != (uint32_t)req->state) {
 		meta_log(t->m, META_LOG_INFO, "daemon %s: %s -> %s%s",
-			 uuid_text(d->uuid, text, sizeof(text)), state_name(d->r.state),
-			 state_name((uint32_t)req->state), req->force ? " (forced)" : "");
+			 uuid_text(d->uuid, text, sizeof(text)),
+			 rdmafs_daemon_state_name(d->r.state),
+			 rdmafs_daemon_state_name((uint32_t)req->state),
+			 req->force ? " (forced)" : "");
 		d->r.state = req->state;
 		ret = meta_store_daemon_put(t, d);
 		if (!ret)
