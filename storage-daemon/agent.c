@@ -10,8 +10,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
@@ -24,6 +28,9 @@
 #define DEFAULT_HEARTBEAT_MS  2000u
 #define MAX_BACKOFF_MS	      10000u
 #define AGENT_CALL_TIMEOUT_MS 3000
+/* The walk that sums what the store holds takes at most 1/SCAN_SHARE of the agent's time. */
+#define SCAN_SHARE 20u
+#define LABEL_MAX  64 /* a name or disk id, as RegisterDaemonReq allows */
 
 struct agent {
 	struct agent_params p;
@@ -36,6 +43,11 @@ struct agent {
 	bool registered;
 	bool reported_unreachable;
 	uint32_t heartbeat_ms;
+	char name[LABEL_MAX + 1];
+	char disk_id[LABEL_MAX + 1];
+	uint64_t stored_bytes; /* the last walk's sum */
+	uint64_t next_scan_ms; /* when to walk again */
+	bool reported_scan_error;
 	uint8_t reply[AGENT_REPLY_MAX];
 };
 
@@ -47,15 +59,56 @@ static uint64_t monotonic_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void capacity(const struct agent *a, uint64_t *total, uint64_t *used)
+/*
+ * What this daemon stores (its chunks' bytes, from a walk of the chunk index
+ * repeated at most every SCAN_SHARE times the walk's own duration) and what it
+ * may use: that plus the space free to it on its file system.
+ */
+static void capacity(struct agent *a, uint64_t *total, uint64_t *used)
 {
+	uint64_t start = monotonic_ms(), took;
 	struct statvfs st;
+	int ret;
 
-	*total = *used = 0;
-	if (fstatvfs(a->p.data_fd, &st) == 0) {
-		*total = (uint64_t)st.f_blocks * st.f_frsize;
-		*used = (uint64_t)(st.f_blocks - st.f_bavail) * st.f_frsize;
+	if (start >= a->next_scan_ms) {
+		ret = store_bytes(a->p.store, &a->stored_bytes);
+		if (ret && !a->reported_scan_error)
+			rdmafs_log(RDMAFS_LOG_WARN, "cannot sum the chunk store's bytes: %s",
+				   strerror(-ret));
+		a->reported_scan_error = ret != 0;
+		took = monotonic_ms() - start;
+		a->next_scan_ms = start + took * SCAN_SHARE;
 	}
+	*used = a->stored_bytes;
+	*total = a->stored_bytes;
+	if (fstatvfs(store_data_fd(a->p.store), &st) == 0)
+		*total += (uint64_t)st.f_bavail * st.f_frsize;
+}
+
+/*
+ * Daemons on one file system share its free space: "MACHINE-ID:MAJOR:MINOR"
+ * of the data directory names it (the host name where there is no
+ * machine-id). Empty when even that fails: the disk counts as this daemon's.
+ */
+static void disk_identity(int data_fd, char *out, size_t len)
+{
+	char host[LABEL_MAX - 20] = "";
+	struct stat st;
+	FILE *f;
+
+	out[0] = '\0';
+	if (fstat(data_fd, &st))
+		return;
+	f = fopen("/etc/machine-id", "re");
+	if (!f || !fgets(host, sizeof(host), f))
+		host[0] = '\0';
+	if (f)
+		fclose(f);
+	host[strcspn(host, "\n")] = '\0';
+	if (!host[0] && gethostname(host, sizeof(host) - 1))
+		return;
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, len, "%s:%u:%u", host, major(st.st_dev), minor(st.st_dev));
 }
 
 /* One call to the metadata service: in process when hosted here, else over the wire. */
@@ -104,6 +157,9 @@ static int do_register(struct agent *a)
 	req.uuid.len = 16;
 	req.n_addresses = a->p.address_count;
 	req.addresses = a->addresses;
+	req.name = a->name;
+	req.disk_id = a->disk_id;
+	req.hosts_metadata = a->p.meta != NULL;
 	capacity(a, &req.capacity_bytes, &req.used_bytes);
 	ret = agent_call(a, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req.base, &len);
 	if (ret)
@@ -202,6 +258,8 @@ int agent_start(const struct agent_params *p, struct agent **out)
 		return -ENOMEM;
 	a->p = *p;
 	a->heartbeat_ms = DEFAULT_HEARTBEAT_MS;
+	snprintf(a->name, sizeof(a->name), "%s", p->name ? p->name : "");
+	disk_identity(store_data_fd(p->store), a->disk_id, sizeof(a->disk_id));
 	/* protobuf-c wants char **; the strings are the caller's and outlive us. */
 	a->addresses = calloc(p->address_count ? p->address_count : 1, sizeof(char *));
 	if (!a->addresses) {

@@ -195,6 +195,16 @@ static int parse_range(const char *value, uint64_t min, uint64_t max, uint64_t *
 	return ret;
 }
 
+static bool name_ok(const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < len; i++)
+		if (name[i] < 0x21 || name[i] > 0x7e)
+			return false;
+	return len <= DAEMON_NAME_MAX;
+}
+
 /*
  * One key, from the file (@line > 0) or a flag (@line 0). Returns 0, -ENOENT
  * for an unknown key, -ENOMEM, or -EINVAL with what is allowed in @why.
@@ -213,6 +223,13 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 			continue;
 		if (!*value) {
 			snprintf(why, why_size, "must not be empty");
+			return -EINVAL;
+		}
+		if (string_slots[i] == &cfg->name && !name_ok(value)) {
+			snprintf(why, why_size,
+				 "must be 1..%d printable characters without spaces (it names the "
+				 "daemon in rdmafsctl status)",
+				 DAEMON_NAME_MAX);
 			return -EINVAL;
 		}
 		return set_string(string_slots[i], value);

@@ -23,6 +23,7 @@ struct xprt_req;
 /* ---- configuration (config.c) ---- */
 
 #define DAEMON_MAX_LISTEN 8
+#define DAEMON_NAME_MAX	  64 /* RegisterDaemonReq.name */
 
 struct daemon_config {
 	char *config_file;
@@ -32,7 +33,7 @@ struct daemon_config {
 	unsigned listen_count;
 	char *secret_file;
 	char *port_file;
-	char *name;
+	char *name;		 /* at most DAEMON_NAME_MAX printable characters */
 	unsigned workers;	 /* worker threads, each with its own io_uring */
 	unsigned queue_depth;	 /* requests queued for the workers, then -EBUSY */
 	uint32_t max_chunk_size; /* largest chunk served; sizes the buffers */
@@ -222,6 +223,11 @@ int store_fence_set(struct store *st, uint64_t inode, uint64_t generation, bool 
 int store_list(struct store *st, const struct store_chunk_id *after, struct store_list_entry *out,
 	       size_t max, size_t *count, bool *done);
 uint64_t store_chunk_count(struct store *st);
+/*
+ * The bytes of every chunk (their lengths), summed by a walk of the chunk
+ * index: O(chunks), for the agent's capacity report. 0 or -errno.
+ */
+int store_bytes(struct store *st, uint64_t *out);
 /* A descriptor inside the data file system (for statvfs). */
 int store_data_fd(const struct store *st);
 uint32_t store_max_chunk_size(const struct store *st);
@@ -282,7 +288,8 @@ struct agent_params {
 	const uint8_t *uuid;
 	const char *const *addresses; /* advertised URIs */
 	unsigned address_count;
-	int data_fd; /* a descriptor in the data file system, for capacity */
+	struct store *store; /* for capacity: what it stores, and its file system */
+	const char *name;    /* the config's name, or NULL: host:port */
 };
 
 /*

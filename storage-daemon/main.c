@@ -185,12 +185,25 @@ static int write_port_file(const char *path, unsigned port)
 	return 0;
 }
 
+/* A daemon without `name =` is HOST:PORT (its first listener's port). */
+static const char *default_name(unsigned port, char *out, size_t len)
+{
+	char host[DAEMON_NAME_MAX - 6] = "localhost";
+
+	if (gethostname(host, sizeof(host) - 1) == 0)
+		host[sizeof(host) - 1] = '\0';
+	host[strcspn(host, ".")] = '\0';
+	snprintf(out, len, "%s:%u", host, port);
+	return out;
+}
+
 int main(int argc, char **argv)
 {
 	struct xprt_listener *listeners[DAEMON_MAX_LISTEN] = {NULL};
 	char advertise[DAEMON_MAX_LISTEN][URI_MAX];
 	const char *advertise_ptrs[DAEMON_MAX_LISTEN];
 	struct agent_params ap = {0};
+	char name[DAEMON_NAME_MAX + 1];
 	struct agent *agent = NULL;
 	struct meta *meta = NULL;
 	struct server_params sp = {0};
@@ -294,7 +307,9 @@ int main(int argc, char **argv)
 	ap.metadata_uri = cfg.metadata_uri;
 	ap.uuid = dd.uuid;
 	ap.addresses = advertise_ptrs;
-	ap.data_fd = store_data_fd(store);
+	ap.store = store;
+	ap.name = cfg.name ? cfg.name
+			   : default_name(xprt_listener_port(listeners[0]), name, sizeof(name));
 	ret = agent_start(&ap, &agent);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot start cluster membership: %s", strerror(-ret));

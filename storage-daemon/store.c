@@ -1348,6 +1348,39 @@ int store_list(struct store *st, const struct store_chunk_id *after, struct stor
 	return lmdb_errno(rc);
 }
 
+int store_bytes(struct store *st, uint64_t *out)
+{
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	MDB_val k, v;
+	uint64_t sum = 0;
+	int rc;
+
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return lmdb_errno(rc);
+	rc = mdb_cursor_open(txn, st->dbi, &cur);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_errno(rc);
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct chunk_meta cm;
+
+		if (k.mv_size != 16 || v.mv_size < sizeof(cm))
+			continue;
+		memcpy(&cm, v.mv_data, sizeof(cm));
+		sum += cm.length;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (rc != MDB_NOTFOUND)
+		return lmdb_errno(rc);
+	*out = sum;
+	return 0;
+}
+
 uint64_t store_chunk_count(struct store *st)
 {
 	MDB_stat ms;

@@ -7,6 +7,7 @@
  * sums the daemons' capacity.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,17 @@ static const char *uuid_text(const uint8_t *uuid, char *buf, size_t len)
 	return buf;
 }
 
+/* A daemon's name or disk id: printable ASCII, at most META_MAX_DAEMON_NAME bytes. */
+static bool daemon_label_ok(const char *s)
+{
+	size_t len = 0;
+
+	for (; s && s[len]; len++)
+		if (s[len] < 0x21 || s[len] > 0x7e)
+			return false;
+	return len <= META_MAX_DAEMON_NAME;
+}
+
 int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 			    ProtobufCMessage **resp)
 {
@@ -55,7 +67,8 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	char text[40];
 	int ret;
 
-	if (req->uuid.len != RDMAFS_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES)
+	if (req->uuid.len != RDMAFS_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES ||
+	    !daemon_label_ok(req->name) || !daemon_label_ok(req->disk_id))
 		return -EINVAL;
 	for (size_t i = 0; i < req->n_addresses; i++) {
 		size_t len = strlen(req->addresses[i]);
@@ -83,6 +96,9 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	}
 	d->r.capacity_bytes = req->capacity_bytes;
 	d->r.used_bytes = req->used_bytes;
+	snprintf(d->name, sizeof(d->name), "%s", req->name ? req->name : "");
+	snprintf(d->disk_id, sizeof(d->disk_id), "%s", req->disk_id ? req->disk_id : "");
+	d->flags = req->hosts_metadata ? DAEMON_F_HOSTS_METADATA : 0;
 	if (!known || d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
 	    d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UNSPECIFIED)
 		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
@@ -90,7 +106,8 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 
 	changed = !known || d->r.state != old->r.state ||
 		  d->r.capacity_bytes != old->r.capacity_bytes ||
-		  d->r.address_count != old->r.address_count;
+		  d->r.address_count != old->r.address_count || d->flags != old->flags ||
+		  strcmp(d->name, old->name) != 0 || strcmp(d->disk_id, old->disk_id) != 0;
 	for (uint32_t i = 0; !changed && i < d->r.address_count; i++)
 		changed = d->address_len[i] != old->address_len[i] ||
 			  memcmp(d->address[i], old->address[i], d->address_len[i]) != 0;
@@ -101,9 +118,9 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	if (ret)
 		return ret;
 	if (changed)
-		meta_log(t->m, META_LOG_INFO, "daemon %s %s (%s, %llu bytes)",
-			 uuid_text(d->uuid, text, sizeof(text)),
-			 known ? "registered again" : "registered",
+		meta_log(t->m, META_LOG_INFO, "daemon %s%s%s%s %s (%s, %llu bytes)", d->name,
+			 d->name[0] ? " (" : "", uuid_text(d->uuid, text, sizeof(text)),
+			 d->name[0] ? ")" : "", known ? "registered again" : "registered",
 			 d->r.address_count ? d->address[0] : "no address",
 			 (unsigned long long)d->r.capacity_bytes);
 
@@ -176,8 +193,11 @@ static int cluster_map_add(struct meta_txn *t, struct daemon *d, void *arg)
 	info->used_bytes = d->r.used_bytes;
 	info->state = d->r.state;
 	info->last_heartbeat_unix_ms = d->r.hb_unix_ms;
+	info->name = meta_dup(t, d->name, strlen(d->name) + 1);
+	info->disk_id = meta_dup(t, d->disk_id, strlen(d->disk_id) + 1);
+	info->hosts_metadata = d->flags & DAEMON_F_HOSTS_METADATA;
 	info->addresses = meta_alloc(t, (d->r.address_count + 1) * sizeof(char *));
-	if (!info->uuid.data || !info->addresses)
+	if (!info->uuid.data || !info->addresses || !info->name || !info->disk_id)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < d->r.address_count; i++) {
 		info->addresses[i] = meta_dup(t, d->address[i], d->address_len[i] + 1u);
@@ -367,32 +387,77 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 	return ret;
 }
 
+/*
+ * Daemons that share a file system (one disk_id) share its free space: it
+ * counts once, and what each stores adds up. A daemon reports capacity as
+ * what it stores plus what is free to it.
+ */
+#define STATFS_MAX_DISKS 256
+
+struct statfs_disk {
+	const char *id;
+	uint64_t used, free_bytes;
+};
+
 struct statfs_walk {
-	uint64_t capacity, free_bytes;
+	struct statfs_disk disks[STATFS_MAX_DISKS];
+	size_t count;
+	uint64_t capacity, free_bytes; /* of daemons beyond STATFS_MAX_DISKS disks */
 };
 
 static int statfs_add(struct meta_txn *t, struct daemon *d, void *arg)
 {
 	struct statfs_walk *w = arg;
+	uint64_t used = d->r.used_bytes, free_bytes;
+	struct statfs_disk *disk = NULL;
 
 	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 		return 0;
-	w->capacity += d->r.capacity_bytes;
-	if (d->r.used_bytes < d->r.capacity_bytes)
-		w->free_bytes += d->r.capacity_bytes - d->r.used_bytes;
+	if (used > d->r.capacity_bytes)
+		used = d->r.capacity_bytes;
+	free_bytes = d->r.capacity_bytes - used;
+	for (size_t i = 0; d->disk_id[0] && i < w->count && !disk; i++)
+		if (strcmp(w->disks[i].id, d->disk_id) == 0)
+			disk = &w->disks[i];
+	if (!disk && w->count < STATFS_MAX_DISKS) {
+		disk = &w->disks[w->count++];
+		/* the walk's record is reused for the next daemon: keep a copy */
+		disk->id = meta_dup(t, d->disk_id, strlen(d->disk_id) + 1);
+		if (!disk->id)
+			return -ENOMEM;
+		disk->used = disk->free_bytes = 0;
+	}
+	if (!disk) {
+		w->capacity += d->r.capacity_bytes;
+		w->free_bytes += free_bytes;
+		return 0;
+	}
+	disk->used += used;
+	/* the daemons' reports of one disk differ by the writes between their heartbeats */
+	if (free_bytes > disk->free_bytes)
+		disk->free_bytes = free_bytes;
 	return 0;
 }
 
 int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	Rdmafs__StatfsResp *out = meta_alloc(t, sizeof(*out));
-	struct statfs_walk w = {0};
+	struct statfs_walk *w;
 	uint64_t inodes;
 	int ret;
 
 	if (!out)
 		return -ENOMEM;
-	ret = meta_store_daemons_each(t, statfs_add, &w);
+	w = meta_alloc(t, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->count = 0;
+	w->capacity = w->free_bytes = 0;
+	ret = meta_store_daemons_each(t, statfs_add, w);
+	for (size_t i = 0; !ret && i < w->count; i++) {
+		w->capacity += w->disks[i].used + w->disks[i].free_bytes;
+		w->free_bytes += w->disks[i].free_bytes;
+	}
 	if (!ret)
 		ret = meta_store_counter_get(t, "inodes", &inodes);
 	if (ret)
@@ -400,8 +465,8 @@ int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	rdmafs__statfs_resp__init(out);
 	out->bsize = STATFS_BSIZE;
 	out->frsize = STATFS_BSIZE;
-	out->blocks = w.capacity / STATFS_BSIZE;
-	out->bfree = w.free_bytes / STATFS_BSIZE;
+	out->blocks = w->capacity / STATFS_BSIZE;
+	out->bfree = w->free_bytes / STATFS_BSIZE;
 	out->bavail = out->bfree;
 	/* statvfs wants totals: files in use + ffree, an arbitrary large budget */
 	out->ffree = STATFS_FFREE;

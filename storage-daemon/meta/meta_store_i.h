@@ -21,7 +21,10 @@
  *             (ino) alone -> uint64 0, the mark that st_blocks comes from the
  *             reports: set on files created since allocs exists, and on older
  *             files once a report covers every daemon of their layout
- *   daemons   uuid (16 bytes) -> struct daemon_rec, then the addresses
+ *   daemons   uuid (16 bytes) -> struct daemon_rec, then the addresses, then
+ *             (since daemons have names; absent in older records) the name
+ *             and the disk id, each a uint16 length and the bytes, and a
+ *             uint32 of DAEMON_F_* flags
  *
  * Readdir cookies: each directory hands out increasing entry ids (its
  * next_dirent_id, starting at META_DIRENT_FIRST_ID so a client can give "."
@@ -48,6 +51,7 @@
 #define META_XATTR_NAME_MAX  255
 #define META_MAX_ADDRESSES   16
 #define META_MAX_ADDRESS_LEN 255
+#define META_MAX_DAEMON_NAME 64 /* a daemon's name and its disk id */
 #define META_DIRENT_FIRST_ID 3
 
 /* The LMDB environment and its databases, defined in store.c. */
@@ -129,12 +133,18 @@ struct daemon_rec {
 	uint64_t hb_unix_ms;
 };
 
+/* struct daemon.flags */
+#define DAEMON_F_HOSTS_METADATA 1u
+
 /* A daemons record decoded. */
 struct daemon {
 	uint8_t uuid[RDMAFS_UUID_LEN];
 	struct daemon_rec r;
 	uint16_t address_len[META_MAX_ADDRESSES];
 	char address[META_MAX_ADDRESSES][META_MAX_ADDRESS_LEN + 1];
+	char name[META_MAX_DAEMON_NAME + 1];	/* "" in records older than names */
+	char disk_id[META_MAX_DAEMON_NAME + 1]; /* "": shares no disk we know of */
+	uint32_t flags;				/* DAEMON_F_* */
 };
 
 /* The caller of one request. */

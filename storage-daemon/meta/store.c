@@ -660,6 +660,33 @@ int meta_store_xattrs_each(struct meta_txn *t, uint64_t ino, meta_store_xattr_cb
 
 /* ---- the cluster map's daemons ---- */
 
+/* A uint16 length and that many bytes, into @out (room for @max and a NUL). */
+static bool daemon_take_string(const uint8_t **p, const uint8_t *end, char *out, size_t max,
+			       uint16_t *out_len)
+{
+	uint16_t len;
+
+	if (end - *p < 2)
+		return false;
+	memcpy(&len, *p, 2);
+	*p += 2;
+	if (len > max || end - *p < len)
+		return false;
+	memcpy(out, *p, len);
+	out[len] = '\0';
+	*p += len;
+	if (out_len)
+		*out_len = len;
+	return true;
+}
+
+static uint8_t *daemon_put_string(uint8_t *p, const char *s, uint16_t len)
+{
+	memcpy(p, &len, 2);
+	memcpy(p + 2, s, len);
+	return p + 2 + len;
+}
+
 static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, struct daemon *d)
 {
 	const uint8_t *p = (const uint8_t *)v->mv_data + sizeof(d->r);
@@ -671,22 +698,20 @@ static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, str
 	memcpy(&d->r, v->mv_data, sizeof(d->r));
 	if (d->r.address_count > META_MAX_ADDRESSES)
 		goto corrupt;
-	for (uint32_t i = 0; i < d->r.address_count; i++) {
-		uint16_t len;
-
-		if (end - p < 2)
+	for (uint32_t i = 0; i < d->r.address_count; i++)
+		if (!daemon_take_string(&p, end, d->address[i], META_MAX_ADDRESS_LEN,
+					&d->address_len[i]))
 			goto corrupt;
-		memcpy(&len, p, 2);
-		p += 2;
-		if (len > META_MAX_ADDRESS_LEN || end - p < len)
-			goto corrupt;
-		memcpy(d->address[i], p, len);
-		d->address[i][len] = '\0';
-		d->address_len[i] = len;
-		p += len;
-	}
-	if (p != end)
+	d->name[0] = d->disk_id[0] = '\0';
+	d->flags = 0;
+	/* records written before daemons had names end here */
+	if (p == end)
+		return 0;
+	if (!daemon_take_string(&p, end, d->name, META_MAX_DAEMON_NAME, NULL) ||
+	    !daemon_take_string(&p, end, d->disk_id, META_MAX_DAEMON_NAME, NULL) ||
+	    end - p != sizeof(d->flags))
 		goto corrupt;
+	memcpy(&d->flags, p, sizeof(d->flags));
 	return 0;
 corrupt:
 	meta_log(m, META_LOG_ERR, "cluster map: corrupt daemon record");
@@ -706,7 +731,9 @@ int meta_store_daemon_get(struct meta_txn *t, const uint8_t *uuid, struct daemon
 int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
 {
 	MDB_val k = {RDMAFS_UUID_LEN, (void *)d->uuid}, v;
-	size_t size = sizeof(d->r);
+	uint16_t name_len = (uint16_t)strnlen(d->name, META_MAX_DAEMON_NAME);
+	uint16_t disk_len = (uint16_t)strnlen(d->disk_id, META_MAX_DAEMON_NAME);
+	size_t size = sizeof(d->r) + 2 + name_len + 2 + disk_len + sizeof(d->flags);
 	uint8_t *p;
 	int rc;
 
@@ -719,11 +746,11 @@ int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
 	p = v.mv_data;
 	memcpy(p, &d->r, sizeof(d->r));
 	p += sizeof(d->r);
-	for (uint32_t i = 0; i < d->r.address_count; i++) {
-		memcpy(p, &d->address_len[i], 2);
-		memcpy(p + 2, d->address[i], d->address_len[i]);
-		p += 2 + d->address_len[i];
-	}
+	for (uint32_t i = 0; i < d->r.address_count; i++)
+		p = daemon_put_string(p, d->address[i], d->address_len[i]);
+	p = daemon_put_string(p, d->name, name_len);
+	p = daemon_put_string(p, d->disk_id, disk_len);
+	memcpy(p, &d->flags, sizeof(d->flags));
 	return 0;
 }
 

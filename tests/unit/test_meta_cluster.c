@@ -311,6 +311,91 @@ static void test_custom_options(void **state)
 	assert_int_equal(meta_tick(e->m, 14), 3);
 }
 
+static int register_named(struct meta *m, unsigned n, const char *name, const char *disk,
+			  bool hosts_metadata, uint64_t capacity, uint64_t used)
+{
+	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
+	char *addresses[1] = {"tcp://10.0.0.9:7471"};
+	uint8_t uuid[16];
+
+	tm_uuid(uuid, n);
+	req.uuid.data = uuid;
+	req.uuid.len = sizeof(uuid);
+	req.addresses = addresses;
+	req.n_addresses = 1;
+	req.capacity_bytes = capacity;
+	req.used_bytes = used;
+	req.name = (char *)name;
+	req.disk_id = (char *)disk;
+	req.hosts_metadata = hosts_metadata;
+	return tm_call(m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL, NULL);
+}
+
+/* The name, disk id and role a daemon registers with: in the map, kept, checked. */
+static void test_names(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__GetClusterMapResp *map;
+	char long_name[66];
+	uint64_t e1;
+
+	assert_int_equal(register_named(e->m, 1, "meta-1", "m:8:1", true, 1000, 10), 0);
+	assert_int_equal(register_named(e->m, 2, "storage-2", "m:8:1", false, 1000, 10), 0);
+	e1 = epoch(e->m);
+	/* a new name is news for the map */
+	assert_int_equal(register_named(e->m, 2, "storage-two", "m:8:1", false, 1000, 10), 0);
+	assert_true(epoch(e->m) > e1);
+	tm_reopen(e);
+	assert_int_equal(tm_cluster_map(e->m, 0, &map), 0);
+	assert_int_equal(map->n_daemons, 2);
+	assert_string_equal(map->daemons[0]->name, "meta-1");
+	assert_string_equal(map->daemons[0]->disk_id, "m:8:1");
+	assert_true(map->daemons[0]->hosts_metadata);
+	assert_string_equal(map->daemons[1]->name, "storage-two");
+	assert_false(map->daemons[1]->hosts_metadata);
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+
+	/* printable, no spaces, at most 64 bytes */
+	assert_int_equal(register_named(e->m, 3, "two words", "", false, 1, 0), -EINVAL);
+	assert_int_equal(register_named(e->m, 3, "ok", "tab\there", false, 1, 0), -EINVAL);
+	memset(long_name, 'x', 65);
+	long_name[65] = '\0';
+	assert_int_equal(register_named(e->m, 3, long_name, "", false, 1, 0), -EINVAL);
+	long_name[64] = '\0';
+	assert_int_equal(register_named(e->m, 3, long_name, "", false, 1, 0), 0);
+}
+
+/*
+ * STATFS counts a file system shared by several daemons once: its free space
+ * once, what each daemon stores added up. Daemons without a disk id count alone.
+ */
+static void test_statfs_shared_disk(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__StatfsResp *r;
+	const uint64_t b = 4096;
+
+	/* disk A: free 1000 blocks (one report lags at 990), 100 + 200 stored */
+	assert_int_equal(register_named(e->m, 1, "a1", "host:8:1", true, 1100 * b, 100 * b), 0);
+	assert_int_equal(register_named(e->m, 2, "a2", "host:8:1", false, 1190 * b, 200 * b), 0);
+	/* disk B: one daemon, 50 stored, 500 free */
+	assert_int_equal(register_named(e->m, 3, "b1", "host:8:2", false, 550 * b, 50 * b), 0);
+	/* no disk id: its own */
+	assert_int_equal(register_named(e->m, 4, "c1", "", false, 70 * b, 20 * b), 0);
+	assert_int_equal(tm_statfs(e->m, &r), 0);
+	assert_int_equal(r->bsize, b);
+	assert_int_equal(r->blocks, (100 + 200 + 1000) + 550 + 70);
+	assert_int_equal(r->bfree, 1000 + 500 + 50);
+	assert_int_equal(r->bavail, r->bfree);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+
+	/* a daemon that is not up counts for nothing */
+	assert_int_equal(tm_set_state(e->m, 3, DRAINING, false, NULL), 0);
+	assert_int_equal(tm_statfs(e->m, &r), 0);
+	assert_int_equal(r->blocks, (100 + 200 + 1000) + 70);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -320,6 +405,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_set_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layouts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_custom_options, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_statfs_shared_disk, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("meta-cluster", tests, NULL, NULL) ? 1 : 0;
