@@ -3,6 +3,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -45,93 +47,325 @@ static void json_addresses(const struct ctl_daemon *d)
 	ctl_json_end_array();
 }
 
+/* ---- health ---- */
+
+/* A disk fuller than this is DEGRADED, and ERROR past the second bound. */
+#define NEARLY_FULL_PERCENT 90
+#define FULL_PERCENT	    97
+#define FULL_FREE_BYTES	    (64ull << 20) /* less free than this is full at any size */
+#define HEALTH_MAX_REASONS  8
+
+enum health_level { HEALTH_OK, HEALTH_DEGRADED, HEALTH_ERROR };
+
+static const char *const health_names[] = {"OK", "DEGRADED", "ERROR"};
+
+struct health {
+	enum health_level level;
+	char reasons[HEALTH_MAX_REASONS][512];
+	size_t count;
+};
+
+/* What status learns of a draining daemon (DRAIN_STATUS). */
+struct drain_info {
+	bool removable;
+	uint64_t remaining;
+};
+
+__attribute__((format(printf, 3, 4))) static void
+health_add(struct health *h, enum health_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > h->level)
+		h->level = level;
+	if (h->count == HEALTH_MAX_REASONS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(h->reasons[h->count++], sizeof(h->reasons[0]), fmt, ap);
+	va_end(ap);
+}
+
+/* Appends @name to the ", "-separated list in @buf (cut short with "..."). */
+static void list_add(char *buf, size_t len, const char *name)
+{
+	size_t used = strlen(buf);
+
+	if (used + strlen(name) + 6 >= len) {
+		if (used + 4 < len && (used < 3 || strcmp(buf + used - 3, "...") != 0))
+			snprintf(buf + used, len - used, "%s...", used ? ", " : "");
+		return;
+	}
+	snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
+}
+
+/* One file system that daemons share (or one daemon's, without a disk id). */
+struct disk_use {
+	const char *id;
+	uint64_t stored, free_bytes;
+	char daemons[256];
+};
+
+/*
+ * The disks of the daemons that report capacity (not down, not removed),
+ * each counted once: what the daemons on it store, and the largest free
+ * space any of them reported (their reports differ by the writes between
+ * heartbeats). Returns how many are in @out (room for c->map.count).
+ */
+static size_t disks_of(const struct ctl *c, struct disk_use *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->map.count; i++) {
+		const struct ctl_daemon *d = &c->map.daemons[i];
+		uint64_t stored =
+			d->used_bytes < d->capacity_bytes ? d->used_bytes : d->capacity_bytes;
+		struct disk_use *disk = NULL;
+
+		if (d->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP &&
+		    d->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING)
+			continue;
+		for (size_t k = 0; d->disk_id[0] && k < n && !disk; k++)
+			if (strcmp(out[k].id, d->disk_id) == 0)
+				disk = &out[k];
+		if (!disk) {
+			disk = &out[n++];
+			memset(disk, 0, sizeof(*disk));
+			disk->id = d->disk_id;
+		}
+		disk->stored += stored;
+		if (d->capacity_bytes - stored > disk->free_bytes)
+			disk->free_bytes = d->capacity_bytes - stored;
+		list_add(disk->daemons, sizeof(disk->daemons), d->label);
+	}
+	return n;
+}
+
+static void health_of(const struct ctl *c, const struct drain_info *drain,
+		      const struct disk_use *disks, size_t disk_count, struct health *h)
+{
+	char down[256] = "", draining[256] = "", drained[256] = "", unknown[256] = "";
+	size_t down_count = 0;
+	uint64_t remaining = 0;
+
+	memset(h, 0, sizeof(*h));
+	if (c->map.count == 0)
+		health_add(h, HEALTH_ERROR, "no storage daemon has registered");
+	for (size_t i = 0; i < c->map.count; i++) {
+		const struct ctl_daemon *d = &c->map.daemons[i];
+
+		switch (d->state) {
+		case RDMAFS__DAEMON_STATE__DAEMON_STATE_UP:
+		case RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED:
+			break;
+		case RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN:
+			list_add(down, sizeof(down), d->label);
+			down_count++;
+			break;
+		case RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING:
+			if (drain[i].removable) {
+				list_add(drained, sizeof(drained), d->label);
+			} else {
+				list_add(draining, sizeof(draining), d->label);
+				remaining += drain[i].remaining;
+			}
+			break;
+		default:
+			list_add(unknown, sizeof(unknown), d->label);
+		}
+	}
+	/* one copy of each chunk: a daemon down is data that cannot be read */
+	if (down_count)
+		health_add(h, HEALTH_ERROR,
+			   "%zu of %zu daemons down: %s (files with chunks on them fail with EIO "
+			   "until they return)",
+			   down_count, c->map.count, down);
+	if (draining[0])
+		health_add(h, HEALTH_DEGRADED, "draining: %s (%" PRIu64 " files still to move)",
+			   draining, remaining);
+	if (drained[0])
+		health_add(h, HEALTH_DEGRADED, "drained, waiting for `rdmafsctl remove`: %s",
+			   drained);
+	if (unknown[0])
+		health_add(h, HEALTH_DEGRADED, "in a state this rdmafsctl does not know: %s",
+			   unknown);
+	for (size_t k = 0; k < disk_count; k++) {
+		const struct disk_use *disk = &disks[k];
+		uint64_t cap = disk->stored + disk->free_bytes;
+		char free_text[32];
+
+		if (cap == 0)
+			continue;
+		ctl_fmt_bytes(disk->free_bytes, free_text, sizeof(free_text));
+		if (disk->free_bytes < FULL_FREE_BYTES ||
+		    disk->free_bytes * 100 < cap * (100 - FULL_PERCENT))
+			health_add(h, HEALTH_ERROR, "full: the disk of %s (%s free)", disk->daemons,
+				   free_text);
+		else if (disk->free_bytes * 100 < cap * (100 - NEARLY_FULL_PERCENT))
+			health_add(h, HEALTH_DEGRADED, "nearly full: the disk of %s (%s free)",
+				   disk->daemons, free_text);
+	}
+}
+
+static const char *role_of(const struct ctl_daemon *d)
+{
+	return d->hosts_metadata ? "meta+data" : "data";
+}
+
+static void status_json(const struct ctl *c, const struct health *h, const struct drain_info *drain,
+			uint64_t stored, uint64_t capacity, size_t disk_count, uint64_t now)
+{
+	ctl_json_begin_object(NULL);
+	ctl_json_begin_object("health");
+	ctl_json_string("status", health_names[h->level]);
+	ctl_json_begin_array("reasons");
+	for (size_t i = 0; i < h->count; i++)
+		ctl_json_string(NULL, h->reasons[i]);
+	ctl_json_end_array();
+	ctl_json_end_object();
+	ctl_json_string("metadata_service", c->meta_uri);
+	ctl_json_u64("epoch", c->map.epoch);
+	ctl_json_u64("stored_bytes", stored);
+	ctl_json_u64("capacity_bytes", capacity);
+	ctl_json_u64("disks", disk_count);
+	ctl_json_begin_array("daemons");
+	for (size_t i = 0; i < c->map.count; i++) {
+		const struct ctl_daemon *d = &c->map.daemons[i];
+
+		ctl_json_begin_object(NULL);
+		ctl_json_string("uuid", d->uuid_text);
+		ctl_json_string("name", d->name);
+		ctl_json_string("role", role_of(d));
+		ctl_json_bool("hosts_metadata", d->hosts_metadata);
+		ctl_json_string("state", ctl_state_name(d->state));
+		if (d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING) {
+			ctl_json_bool("drained", drain[i].removable);
+			ctl_json_u64("files_remaining", drain[i].remaining);
+		}
+		json_addresses(d);
+		ctl_json_string("disk_id", d->disk_id);
+		ctl_json_u64("capacity_bytes", d->capacity_bytes);
+		ctl_json_u64("used_bytes", d->used_bytes);
+		ctl_json_u64("last_heartbeat_unix_ms", d->last_heartbeat_unix_ms);
+		if (d->last_heartbeat_unix_ms)
+			ctl_json_u64("heartbeat_age_ms", now > d->last_heartbeat_unix_ms
+								 ? now - d->last_heartbeat_unix_ms
+								 : 0);
+		else
+			ctl_json_null("heartbeat_age_ms");
+		ctl_json_end_object();
+	}
+	ctl_json_end_array();
+	ctl_json_end_object();
+	ctl_json_finish();
+}
+
+static void status_text(const struct ctl *c, const struct health *h, const struct drain_info *drain,
+			uint64_t stored, uint64_t capacity, size_t disk_count, uint64_t now)
+{
+	size_t up = 0, name_width = 4;
+	char a[32], b[32];
+
+	printf("health: %s\n", health_names[h->level]);
+	for (size_t i = 0; i < h->count; i++)
+		printf("  %s\n", h->reasons[i]);
+	for (size_t i = 0; i < c->map.count; i++) {
+		up += c->map.daemons[i].state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
+		if (strlen(c->map.daemons[i].label) > name_width)
+			name_width = strlen(c->map.daemons[i].label);
+	}
+	printf("metadata service %s, cluster map epoch %" PRIu64 ": %zu daemons, %zu up\n",
+	       c->meta_uri, c->map.epoch, c->map.count, up);
+	printf("stored %s of %s on %zu disk%s (daemons sharing a disk count it once)\n\n",
+	       ctl_fmt_bytes(stored, a, sizeof(a)), ctl_fmt_bytes(capacity, b, sizeof(b)),
+	       disk_count, disk_count == 1 ? "" : "s");
+	printf("%-*s  %-9s  %-9s  %10s  %10s  %10s  %-8s  %s\n", (int)name_width, "NAME", "ROLE",
+	       "STATE", "STORED", "CAPACITY", "HEARTBEAT", "UUID", "ADDRESS");
+	for (size_t i = 0; i < c->map.count; i++) {
+		const struct ctl_daemon *d = &c->map.daemons[i];
+		bool draining = d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING;
+		char hb[32];
+
+		if (d->last_heartbeat_unix_ms)
+			snprintf(hb, sizeof(hb), "%.1fs ago",
+				 (double)(now > d->last_heartbeat_unix_ms
+						  ? now - d->last_heartbeat_unix_ms
+						  : 0) /
+					 1000);
+		else
+			snprintf(hb, sizeof(hb), "never");
+		printf("%-*s  %-9s  %-9s  %10s  %10s  %10s  %.8s  %s\n", (int)name_width, d->label,
+		       role_of(d),
+		       draining && drain[i].removable ? "drained" : ctl_state_name(d->state),
+		       ctl_fmt_bytes(d->used_bytes, a, sizeof(a)),
+		       ctl_fmt_bytes(d->capacity_bytes, b, sizeof(b)), hb, d->uuid_text,
+		       d->address_count ? d->addresses[0] : "-");
+		if (draining && !drain[i].removable)
+			printf("%-*s  (%" PRIu64 " files still to move: rdmafsctl drain %s)\n",
+			       (int)name_width, "", drain[i].remaining, d->label);
+	}
+}
+
 int ctl_cmd_status(struct ctl *c, int argc, char **argv)
 {
-	uint64_t now = now_unix_ms();
-	size_t up = 0;
+	uint64_t now = now_unix_ms(), stored = 0, capacity = 0;
+	struct drain_info *drain = NULL;
+	struct disk_use *disks = NULL;
+	size_t disk_count;
+	struct health h;
+	int ret = ctl_map_load(c, false);
+
+	if (ret)
+		return ctl_exit_for(ret);
+	drain = calloc(c->map.count + 1, sizeof(*drain));
+	disks = calloc(c->map.count + 1, sizeof(*disks));
+	if (!drain || !disks) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < c->map.count; i++) {
+		if (c->map.daemons[i].state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING)
+			continue;
+		ret = drained(c, &c->map.daemons[i], &drain[i].removable, &drain[i].remaining);
+		if (ret)
+			goto out;
+	}
+	disk_count = disks_of(c, disks);
+	for (size_t k = 0; k < disk_count; k++) {
+		stored += disks[k].stored;
+		capacity += disks[k].stored + disks[k].free_bytes;
+	}
+	health_of(c, drain, disks, disk_count, &h);
+	if (c->json)
+		status_json(c, &h, drain, stored, capacity, disk_count, now);
+	else
+		status_text(c, &h, drain, stored, capacity, disk_count, now);
+out:
+	free(drain);
+	free(disks);
+	if (ret)
+		return ctl_exit_for(ret);
+	return h.level == HEALTH_OK	    ? CTL_EXIT_OK
+	       : h.level == HEALTH_DEGRADED ? CTL_EXIT_PROBLEMS
+					    : CTL_EXIT_UNHEALTHY;
+}
+
+int ctl_cmd_daemons(struct ctl *c, int argc, char **argv)
+{
+	size_t name_width = 4;
 	int ret = ctl_map_load(c, false);
 
 	if (ret)
 		return ctl_exit_for(ret);
 	for (size_t i = 0; i < c->map.count; i++)
-		up += c->map.daemons[i].state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
-	if (c->json) {
-		ctl_json_begin_object(NULL);
-		ctl_json_string("metadata_service", c->meta_uri);
-		ctl_json_u64("epoch", c->map.epoch);
-		ctl_json_begin_array("daemons");
-	} else {
-		printf("metadata service %s, cluster map epoch %" PRIu64
-		       ": %zu daemons, %zu up\n\n",
-		       c->meta_uri, c->map.epoch, c->map.count, up);
-		printf("%-36s  %-9s  %10s  %10s  %10s  %s\n", "UUID", "STATE", "CAPACITY", "USED",
-		       "HEARTBEAT", "ADDRESS");
-	}
-	for (size_t i = 0; i < c->map.count; i++) {
-		const struct ctl_daemon *d = &c->map.daemons[i];
-		bool draining = d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING;
-		bool removable = false;
-		uint64_t remaining = 0, age_ms;
-		char cap[32], used[32], hb[32];
-
-		if (draining) {
-			ret = drained(c, d, &removable, &remaining);
-			if (ret)
-				return ctl_exit_for(ret);
-		}
-		age_ms = now > d->last_heartbeat_unix_ms ? now - d->last_heartbeat_unix_ms : 0;
-		if (c->json) {
-			ctl_json_begin_object(NULL);
-			ctl_json_string("uuid", d->uuid_text);
-			ctl_json_string("state", ctl_state_name(d->state));
-			if (draining) {
-				ctl_json_bool("drained", removable);
-				ctl_json_u64("files_remaining", remaining);
-			}
-			json_addresses(d);
-			ctl_json_u64("capacity_bytes", d->capacity_bytes);
-			ctl_json_u64("used_bytes", d->used_bytes);
-			ctl_json_u64("last_heartbeat_unix_ms", d->last_heartbeat_unix_ms);
-			if (d->last_heartbeat_unix_ms)
-				ctl_json_u64("heartbeat_age_ms", age_ms);
-			else
-				ctl_json_null("heartbeat_age_ms");
-			ctl_json_end_object();
-			continue;
-		}
-		if (d->last_heartbeat_unix_ms)
-			snprintf(hb, sizeof(hb), "%.1fs ago", (double)age_ms / 1000);
-		else
-			snprintf(hb, sizeof(hb), "never");
-		printf("%-36s  %-9s  %10s  %10s  %10s  %s\n", d->uuid_text,
-		       draining && removable ? "drained" : ctl_state_name(d->state),
-		       ctl_fmt_bytes(d->capacity_bytes, cap, sizeof(cap)),
-		       ctl_fmt_bytes(d->used_bytes, used, sizeof(used)), hb,
-		       d->address_count ? d->addresses[0] : "-");
-		if (draining && !removable)
-			printf("%-36s  (%" PRIu64 " files still to move: rdmafsctl drain %.8s)\n",
-			       "", remaining, d->uuid_text);
-	}
-	if (c->json) {
-		ctl_json_end_array();
-		ctl_json_end_object();
-		ctl_json_finish();
-	}
-	return CTL_EXIT_OK;
-}
-
-int ctl_cmd_daemons(struct ctl *c, int argc, char **argv)
-{
-	int ret = ctl_map_load(c, false);
-
-	if (ret)
-		return ctl_exit_for(ret);
+		if (strlen(c->map.daemons[i].label) > name_width)
+			name_width = strlen(c->map.daemons[i].label);
 	if (c->json) {
 		ctl_json_begin_object(NULL);
 		ctl_json_u64("epoch", c->map.epoch);
 		ctl_json_begin_array("daemons");
 	} else {
-		printf("%-36s  %-9s  %s\n", "UUID", "STATE", "ADDRESSES");
+		printf("%-*s  %-36s  %-9s  %s\n", (int)name_width, "NAME", "UUID", "STATE",
+		       "ADDRESSES");
 	}
 	for (size_t i = 0; i < c->map.count; i++) {
 		const struct ctl_daemon *d = &c->map.daemons[i];
@@ -139,12 +373,14 @@ int ctl_cmd_daemons(struct ctl *c, int argc, char **argv)
 		if (c->json) {
 			ctl_json_begin_object(NULL);
 			ctl_json_string("uuid", d->uuid_text);
+			ctl_json_string("name", d->name);
 			ctl_json_string("state", ctl_state_name(d->state));
 			json_addresses(d);
 			ctl_json_end_object();
 			continue;
 		}
-		printf("%-36s  %-9s ", d->uuid_text, ctl_state_name(d->state));
+		printf("%-*s  %-36s  %-9s ", (int)name_width, d->label, d->uuid_text,
+		       ctl_state_name(d->state));
 		for (size_t a = 0; a < d->address_count; a++)
 			printf(" %s", d->addresses[a]);
 		printf("%s\n", d->address_count ? "" : " -");

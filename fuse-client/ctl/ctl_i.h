@@ -27,6 +27,7 @@ enum ctl_exit {
 	CTL_EXIT_USAGE = 2,	  /* bad command line or configuration */
 	CTL_EXIT_UNREACHABLE = 3, /* the metadata service or a daemon could not be reached */
 	CTL_EXIT_FAILED = 4,	  /* the service refused, or the operation failed midway */
+	CTL_EXIT_UNHEALTHY = 5,	  /* status: the cluster's health is ERROR (1: DEGRADED) */
 };
 
 /* Flags only some commands take; main() checks they fit the command. */
@@ -42,15 +43,20 @@ enum ctl_flag {
 extern unsigned ctl_flags;
 
 #define CTL_MAX_ADDRESSES 16
+#define CTL_MAX_LABEL	  64 /* a daemon's name or disk id (DaemonInfo) */
 
 /* One storage daemon of the cluster map, and our connection to it. */
 struct ctl_daemon {
 	uint8_t uuid[RDMAFS_UUID_LEN];
 	char uuid_text[37];
+	char name[CTL_MAX_LABEL + 1];	 /* "" from a service older than names */
+	char disk_id[CTL_MAX_LABEL + 1]; /* daemons with one disk_id share a disk */
+	char label[CTL_MAX_LABEL + 1];	 /* the name, or the UUID's first 8 digits */
+	bool hosts_metadata;
 	char *addresses[CTL_MAX_ADDRESSES];
 	size_t address_count;
-	uint64_t capacity_bytes, used_bytes;
-	uint32_t state; /* Rdmafs__DaemonState, maybe a value we do not know */
+	uint64_t capacity_bytes, used_bytes; /* what it may use, what it stores */
+	uint32_t state;			     /* Rdmafs__DaemonState, maybe a value we do not know */
 	uint64_t last_heartbeat_unix_ms;
 	struct rfs_daemon *handle; /* NULL until ctl_daemon() */
 	int conn_error;		   /* the last connect error, 0 if none */
@@ -104,8 +110,8 @@ int ctl_map_load(struct ctl *c, bool reload);
 struct ctl_daemon *ctl_map_find(struct ctl *c, const uint8_t *uuid);
 
 /*
- * Finds the daemon named by @arg: a full UUID, a unique prefix of it (dashes
- * optional), or one of its addresses (with or without the scheme). Prints
+ * Finds the daemon named by @arg: its name, a full UUID, a unique prefix of it
+ * (dashes optional), or one of its addresses (with or without the scheme). Prints
  * why and returns -ENOENT or -EINVAL (ambiguous) when there is no single one.
  */
 int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out);
@@ -119,6 +125,7 @@ int ctl_daemon(struct ctl *c, struct ctl_daemon *d, struct rfs_daemon **out);
 
 const char *ctl_state_name(uint32_t state);
 void ctl_uuid_format(const uint8_t *uuid, char out[37]);
+
 /* xprt_strerror() for transport and peer errors. */
 const char *ctl_strerror(int err);
 

@@ -201,6 +201,14 @@ static int daemon_from(const Rdmafs__DaemonInfo *info, struct ctl_daemon *d)
 			return -ENOMEM;
 		d->address_count++;
 	}
+	if ((info->name && strlen(info->name) > CTL_MAX_LABEL) ||
+	    (info->disk_id && strlen(info->disk_id) > CTL_MAX_LABEL))
+		return -EBADMSG;
+	snprintf(d->name, sizeof(d->name), "%s", info->name ? info->name : "");
+	snprintf(d->disk_id, sizeof(d->disk_id), "%s", info->disk_id ? info->disk_id : "");
+	snprintf(d->label, sizeof(d->label), "%.*s", d->name[0] ? CTL_MAX_LABEL : 8,
+		 d->name[0] ? d->name : d->uuid_text);
+	d->hosts_metadata = info->hosts_metadata;
 	d->capacity_bytes = info->capacity_bytes;
 	d->used_bytes = info->used_bytes;
 	d->state = (uint32_t)info->state;
@@ -302,6 +310,12 @@ int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out)
 
 	if (ret)
 		return ret;
+	for (size_t i = 0; i < c->map.count; i++) {
+		if (c->map.daemons[i].name[0] && strcmp(c->map.daemons[i].name, arg) == 0) {
+			*out = &c->map.daemons[i];
+			return 0;
+		}
+	}
 	is_hex = hex_key(arg, key, sizeof(key));
 	for (size_t i = 0; is_hex && i < c->map.count; i++) {
 		struct ctl_daemon *d = &c->map.daemons[i];
@@ -329,8 +343,9 @@ int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out)
 		return 0;
 	}
 	if (matches == 0) {
-		ctl_err("no daemon in the cluster map matches \"%s\" (give a UUID, a unique UUID "
-			"prefix or an address; `rdmafsctl daemons` lists them)",
+		ctl_err("no daemon in the cluster map matches \"%s\" (give a name, a UUID, a "
+			"unique "
+			"UUID prefix or an address; `rdmafsctl daemons` lists them)",
 			arg);
 		return -ENOENT;
 	}

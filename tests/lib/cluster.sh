@@ -159,14 +159,17 @@ rctl() {
 # per daemon: STATE LAST_HEARTBEAT_UNIX_MS ADDRESS... (from the JSON of
 # rdmafsctl --json status, one value per line once split at , { } [ ]).
 map_lines() {
-	local json
-	json=$(rctl --json status 2>/dev/null) || return 1
+	local json rc
+	# status exits 1 (DEGRADED) or 5 (ERROR) with the map printed all the same
+	json=$(rctl --json status 2>/dev/null)
+	rc=$?
+	[ $rc -eq 0 ] || [ $rc -eq 1 ] || [ $rc -eq 5 ] || return 1
 	tr ',{}[]' '\n' <<<"$json" | awk '
 		# hb stays the string of digits it came as: mawk prints a number this
 		# large as "1.79545e+12", which would lose the milliseconds ready() compares.
 		function flush() { if (state != "") print state, (hb ~ /^[0-9]+$/ ? hb : "0"), addrs; state = ""; hb = ""; addrs = "" }
 		function value(line) { sub(/^[^:]*: */, "", line); gsub(/"/, "", line); return line }
-		/"uuid":/ { flush(); state = "?" }
+		/"uuid":/ { flush(); state = "?"; addrs = "" }
 		/"state":/ { state = value($0) }
 		/"last_heartbeat_unix_ms":/ { hb = value($0); gsub(/[ \t\r]/, "", hb) }
 		/^ *"[^"]*" *$/ { s = $0; gsub(/[ "]/, "", s); addrs = addrs " " s }

@@ -13,7 +13,9 @@
  * Cases: cli (status, daemons, stats in text and JSON, usage, configuration
  * and unreachable errors), drain (drain a daemon while a reader thread keeps
  * reading and checking every file, then remove it), scrub (a chunk corrupted
- * on disk is found), fsck (orphan chunks found, then removed by --repair).
+ * on disk is found), fsck (orphan chunks found, then removed by --repair),
+ * health (status's health line and exit status with a daemon down, what
+ * the daemons store, a shared disk counted once).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -497,12 +499,21 @@ static void test_cli(void)
 	/* status, text: every daemon with its state and address */
 	REQUIRE(ctl("status", NULL, NULL, NULL) == 0, "status: %s", ctl_errbuf);
 	REQUIRE(strstr(ctl_out, "epoch"), "status prints the epoch:\n%s", ctl_out);
+	REQUIRE(strncmp(ctl_out, "health: OK\n", 11) == 0, "status opens with its health:\n%s",
+		ctl_out);
 	for (int i = 0; i < DAEMONS; i++) {
-		const char *line = strstr(ctl_out, daemons[i].uuid_text);
+		char start[64], line[512], uuid8[16];
+		const char *at;
 
-		REQUIRE(line, "status lists %s:\n%s", daemons[i].uuid_text, ctl_out);
-		REQUIRE(strstr(line, "up") && strstr(line, daemons[i].uri), "status line of %s",
-			daemons[i].uuid_text);
+		snprintf(start, sizeof(start), "\n%s ", daemons[i].name);
+		at = strstr(ctl_out, start);
+		REQUIRE(at, "status lists %s by name:\n%s", daemons[i].name, ctl_out);
+		snprintf(line, sizeof(line), "%.*s", (int)strcspn(at + 1, "\n"), at + 1);
+		snprintf(uuid8, sizeof(uuid8), " %.8s ", daemons[i].uuid_text);
+		REQUIRE(strstr(line, " up ") && strstr(line, daemons[i].uri) &&
+				strstr(line, i == 0 ? " meta+data " : " data ") &&
+				strstr(line, uuid8),
+			"status line of %s: %s", daemons[i].name, line);
 	}
 
 	/* status --json */
@@ -524,7 +535,15 @@ static void test_cli(void)
 		REQUIRE(strcmp(jstr(jat(jget(d, "addresses"), 0)), cd->uri) == 0, "address");
 		REQUIRE(jnum(jget(d, "capacity_bytes"), 0) > 0, "capacity");
 		REQUIRE(jnum(jget(d, "heartbeat_age_ms"), 1e9) < 30000, "heartbeat age");
+		REQUIRE(strcmp(jstr(jget(d, "name")), cd->name) == 0, "name %s of %s",
+			jstr(jget(d, "name")), cd->name);
+		REQUIRE(jget(d, "hosts_metadata") &&
+				jget(d, "hosts_metadata")->b == (cd == daemons),
+			"%s hosts_metadata", cd->name);
 	}
+	REQUIRE(strcmp(jstr(jget(jget(v, "health"), "status")), "OK") == 0 &&
+			jlen(jget(jget(v, "health"), "reasons")) == 0,
+		"health in status --json:\n%s", ctl_out);
 	json_free(v);
 
 	/* daemons, text and JSON */
@@ -779,6 +798,102 @@ static void check_fenced(struct cluster_daemon *victim)
 	free(buf);
 }
 
+/* status --json until its exit status is @want (bounded); returns the parsed JSON. */
+static struct jv *status_until(int want, const char *what)
+{
+	uint64_t deadline = rdmafs_now_ms() + 120000;
+	int rc;
+
+	while ((rc = ctl("--json", "status", NULL, NULL)) != want) {
+		REQUIRE(rc == 0 || rc == 1 || rc == 5,
+			"status exited %d while waiting for %s:\n%s%s", rc, what, ctl_out,
+			ctl_errbuf);
+		REQUIRE(rdmafs_now_ms() < deadline,
+			"status still exits %d, not %d, after 120 s "
+			"waiting for %s:\n%s",
+			rc, want, what, ctl_out);
+		usleep(200000);
+	}
+	return ctl_json();
+}
+
+/*
+ * Health: OK with every daemon up; ERROR naming the daemon that is down;
+ * OK again when it returns. Capacity: what the daemons store adds up to what
+ * was written, and the one disk they share counts once (in status and in
+ * STATFS, which is df on a mount).
+ */
+static void test_health(void)
+{
+	Rdmafs__StatfsReq sreq = RDMAFS__STATFS_REQ__INIT;
+	Rdmafs__StatfsResp *sf;
+	struct cluster_daemon *victim = &daemons[2];
+	uint64_t written = 0, deadline, max_cap = 0, stored;
+	const char *disk;
+	struct jv *v, *ds;
+	char want[128];
+
+	write_files();
+	for (size_t i = 0; i < file_count; i++)
+		written += files[i].size - (files[i].hole != UINT64_MAX ? files[i].chunk_size : 0);
+
+	/* every chunk byte written, counted by the daemons that store it */
+	deadline = rdmafs_now_ms() + 120000;
+	for (;;) {
+		v = status_until(0, "every daemon up");
+		stored = (uint64_t)jnum(jget(v, "stored_bytes"), 0);
+		if (stored == written)
+			break;
+		REQUIRE(rdmafs_now_ms() < deadline,
+			"status says %" PRIu64 " bytes stored, %" PRIu64 " were written", stored,
+			written);
+		json_free(v);
+		usleep(500000);
+	}
+	/* the test's daemons share one file system: one disk, counted once */
+	ds = jget(v, "daemons");
+	disk = jstr(jget(jat(ds, 0), "disk_id"));
+	REQUIRE(disk && disk[0], "a disk id");
+	for (size_t i = 0; i < jlen(ds); i++) {
+		REQUIRE(strcmp(jstr(jget(jat(ds, i), "disk_id")), disk) == 0,
+			"daemons on one file system with different disk ids:\n%s", ctl_out);
+		if (jnum(jget(jat(ds, i), "capacity_bytes"), 0) > (double)max_cap)
+			max_cap = (uint64_t)jnum(jget(jat(ds, i), "capacity_bytes"), 0);
+	}
+	REQUIRE(jnum(jget(v, "disks"), 0) == 1, "disks: %s", ctl_out);
+	/* the sum would be 4 times one daemon's; writes between heartbeats move it a little */
+	REQUIRE(jnum(jget(v, "capacity_bytes"), 0) < 1.5 * (double)max_cap,
+		"status counts the shared disk more than once:\n%s", ctl_out);
+	json_free(v);
+	REQUIRE(meta_call(RDMAFS__METHOD__METHOD_STATFS, &sreq.base,
+			  &rdmafs__statfs_resp__descriptor, (ProtobufCMessage **)&sf) == 0,
+		"STATFS");
+	REQUIRE((double)sf->blocks * sf->frsize < 1.5 * (double)max_cap &&
+			(double)sf->blocks * sf->frsize > 0.5 * (double)max_cap,
+		"STATFS counts %" PRIu64 " bytes for a disk of at most %" PRIu64,
+		sf->blocks * sf->frsize, max_cap);
+	rdmafs__statfs_resp__free_unpacked(sf, NULL);
+
+	/* a daemon down: ERROR, exit 5, the daemon named */
+	kill_daemon(victim);
+	v = status_until(5, "the killed daemon marked down");
+	snprintf(want, sizeof(want), "down: %s (", victim->name);
+	REQUIRE(strcmp(jstr(jget(jget(v, "health"), "status")), "ERROR") == 0 &&
+			strstr(jstr(jat(jget(jget(v, "health"), "reasons"), 0)), want),
+		"health with %s down:\n%s", victim->name, ctl_out);
+	json_free(v);
+	REQUIRE(ctl("status", NULL, NULL, NULL) == 5, "status text with a daemon down");
+	REQUIRE(strncmp(ctl_out, "health: ERROR\n", 14) == 0 && strstr(ctl_out, want),
+		"status text with %s down:\n%s", victim->name, ctl_out);
+
+	/* back: OK again */
+	REQUIRE(test_cluster_ctl(&cluster, "start", victim->name, NULL) == 0, "restart %s",
+		victim->name);
+	v = status_until(0, "the daemon back up");
+	REQUIRE(strcmp(jstr(jget(jget(v, "health"), "status")), "OK") == 0, "health: %s", ctl_out);
+	json_free(v);
+}
+
 static void test_drain(void)
 {
 	struct cluster_daemon *victim = &daemons[2];
@@ -825,8 +940,11 @@ static void test_drain(void)
 	REQUIRE(r.reads_stale > 0 && r.reads_fresh > 0, "the reader read with both layouts");
 	check_fenced(victim);
 
-	REQUIRE(ctl("--json", "status", NULL, NULL) == 0, "status after the drain");
+	/* drained and not yet removed: DEGRADED, exit 1 */
+	REQUIRE(ctl("--json", "status", NULL, NULL) == 1, "status after the drain");
 	v = ctl_json();
+	REQUIRE(strcmp(jstr(jget(jget(v, "health"), "status")), "DEGRADED") == 0,
+		"health after the drain: %s", ctl_out);
 	for (size_t i = 0; i < jlen(jget(v, "daemons")); i++) {
 		struct jv *d = jat(jget(v, "daemons"), i);
 
@@ -837,7 +955,8 @@ static void test_drain(void)
 			"status shows the daemon drained");
 	}
 	json_free(v);
-	REQUIRE(ctl("status", NULL, NULL, NULL) == 0 && strstr(ctl_out, "drained"),
+	REQUIRE(ctl("status", NULL, NULL, NULL) == 1 && strstr(ctl_out, "drained") &&
+			strncmp(ctl_out, "health: DEGRADED\n", 17) == 0,
 		"status text says drained:\n%s", ctl_out);
 
 	/* no file needs the daemon any more: stop it and read everything */
@@ -1039,7 +1158,8 @@ static void test_fsck(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3)
-		check_error("usage: %s RDMAFSCTL cli|drain|scrub|fsck (under tests/lib/cluster.sh)",
+		check_error("usage: %s RDMAFSCTL cli|drain|scrub|fsck|health (under "
+			    "tests/lib/cluster.sh)",
 			    argv[0]);
 	ctl_path = argv[1];
 	check_test_name = argv[2];
@@ -1053,6 +1173,8 @@ int main(int argc, char **argv)
 		test_scrub();
 	else if (strcmp(argv[2], "fsck") == 0)
 		test_fsck();
+	else if (strcmp(argv[2], "health") == 0)
+		test_health();
 	else
 		check_error("unknown case %s", argv[2]);
 	for (int i = 0; i < DAEMONS; i++)
