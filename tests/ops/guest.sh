@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
-# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck),
+# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, health),
 # rdmafs-copy's round trip and the logs, each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
@@ -27,7 +27,7 @@ run() {
 	status=$(check_merge "$status" "$rc")
 }
 # The guest runs under TCG, about 10x slower than the host: ten times the host's limits.
-for name in cli drain scrub fsck; do
+for name in cli drain scrub fsck health; do
 	run "$name" 3000 "$build/tests/ops/ops-test" "$ctl" "$name"
 done
 # rdmafs-copy's round trip. Not yet here: resume.sh and errors.sh, whose
