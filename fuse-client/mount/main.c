@@ -149,6 +149,14 @@ static int parse_transport(const char *s, enum rfs_transport *out)
 	return 0;
 }
 
+static bool has_subtype(const struct fuse_args *args)
+{
+	for (int i = 0; i < args->argc; i++)
+		if (strstr(args->argv[i], "subtype="))
+			return true;
+	return false;
+}
+
 static int parse_ms(const char *s, uint32_t *out)
 {
 	char *end;
@@ -162,6 +170,69 @@ static int parse_ms(const char *s, uint32_t *out)
 		return -EINVAL;
 	*out = (uint32_t)v;
 	return 0;
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void mountinfo_unescape(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/*
+ * Whether an rdmafs mount (fstype fuse.rdmafs, or fuse.rdmafs-fuse from
+ * versions that did not set the subtype) sits on @mountpoint; its source
+ * goes to @source.
+ */
+static bool rdmafs_mounted_at(const char *mountpoint, char *source, size_t len)
+{
+	char path[PATH_MAX], *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	FILE *f;
+
+	if (!realpath(mountpoint, path))
+		return false;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+	while (!found && getline(&line, &cap, f) > 0) {
+		char *fields[5], *save = NULL, *dash = strstr(line, " - "), *type, *src;
+		size_t n = 0;
+
+		if (!dash)
+			continue;
+		*dash = '\0';
+		for (char *t = strtok_r(line, " ", &save); t && n < 5;
+		     t = strtok_r(NULL, " ", &save))
+			fields[n++] = t;
+		type = strtok_r(dash + 3, " \n", &save);
+		src = strtok_r(NULL, " \n", &save);
+		if (n < 5 || !type ||
+		    (strcmp(type, "fuse.rdmafs") != 0 && strcmp(type, "fuse.rdmafs-fuse") != 0))
+			continue;
+		mountinfo_unescape(fields[4]);
+		if (strcmp(fields[4], path) != 0)
+			continue;
+		found = true;
+		if (src)
+			mountinfo_unescape(src);
+		snprintf(source, len, "%s", src ? src : "?");
+	}
+	free(line);
+	fclose(f);
+	return found;
 }
 
 /*
@@ -238,6 +309,9 @@ int main(int argc, char *argv[])
 	}
 	if (mo.nonopt_count >= 1 && fuse_opt_add_arg(&args, mo.nonopt[mo.nonopt_count - 1]) == -1)
 		goto out_free_args;
+	/* fstype fuse.rdmafs, as the mount helper gives, unless the command line names one */
+	if (!has_subtype(&args) && fuse_opt_add_arg(&args, "-osubtype=rdmafs") == -1)
+		goto out_free_args;
 	if (mo.meta)
 		meta_uri = mo.meta;
 	/*
@@ -302,6 +376,14 @@ int main(int argc, char *argv[])
 	ro.secret = secret;
 	ro.secret_len = secret_len;
 
+	/* a second rdmafs on the same mount point would hide the first one's files */
+	if (rdmafs_mounted_at(cmd.mountpoint, why, sizeof(why))) {
+		fprintf(stderr,
+			"rdmafs-fuse: %s is already an rdmafs mount (of %s); unmount it first "
+			"(umount %s)\n",
+			cmd.mountpoint, why, cmd.mountpoint);
+		goto out_free_secret;
+	}
 	/* connect once before mounting, so a wrong address or secret fails here, not later */
 	if (probe_cluster(&ro, !cmd.foreground))
 		goto out_free_secret;
