@@ -68,8 +68,17 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	int ret;
 
 	if (req->uuid.len != RDMAFS_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES ||
-	    !daemon_label_ok(req->name) || !daemon_label_ok(req->disk_id))
+	    !daemon_label_ok(req->name) || !daemon_label_ok(req->disk_id) ||
+	    (req->cluster_id.len != 0 && req->cluster_id.len != RDMAFS_UUID_LEN))
 		return -EINVAL;
+	if (req->cluster_id.len &&
+	    memcmp(req->cluster_id.data, t->m->cluster_id, RDMAFS_UUID_LEN) != 0) {
+		meta_log(t->m, META_LOG_WARN,
+			 "refused daemon %s (%s): its data directory belongs to another cluster",
+			 uuid_text(req->uuid.data, text, sizeof(text)),
+			 req->name && req->name[0] ? req->name : "no name");
+		return -EXDEV;
+	}
 	for (size_t i = 0; i < req->n_addresses; i++) {
 		size_t len = strlen(req->addresses[i]);
 
@@ -126,6 +135,8 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 
 	rdmafs__register_daemon_resp__init(out);
 	ret = meta_store_counter_get(t, "epoch", &out->epoch);
+	out->cluster_id.data = t->m->cluster_id;
+	out->cluster_id.len = RDMAFS_UUID_LEN;
 	out->heartbeat_interval_ms = t->m->opts.heartbeat_interval_ms;
 	out->state = d->r.state;
 	*resp = &out->base;
@@ -220,6 +231,8 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 	if (!w.out)
 		return -ENOMEM;
 	rdmafs__get_cluster_map_resp__init(w.out);
+	w.out->cluster_id.data = t->m->cluster_id;
+	w.out->cluster_id.len = RDMAFS_UUID_LEN;
 	ret = meta_store_counter_get(t, "epoch", &w.out->epoch);
 	if (ret)
 		return ret;

@@ -178,6 +178,32 @@ static int format_store(struct meta_txn *t)
 	return ret;
 }
 
+/*
+ * The cluster id: 16 random bytes made with the store (or at the first open
+ * of a store older than cluster ids), kept as two counters. Daemons and
+ * clients learn it from the service and hold it against the next service
+ * they meet.
+ */
+static int load_cluster_id(struct meta *m, struct meta_txn *t)
+{
+	uint64_t half[2];
+	int ret = meta_store_counter_get(t, "cluster_id.0", &half[0]);
+
+	if (!ret)
+		ret = meta_store_counter_get(t, "cluster_id.1", &half[1]);
+	if (ret == -ENOENT) {
+		if (getrandom(half, sizeof(half), 0) != sizeof(half))
+			return -EIO;
+		ret = meta_store_counter_put(t, "cluster_id.0", half[0]);
+		if (!ret)
+			ret = meta_store_counter_put(t, "cluster_id.1", half[1]);
+	}
+	if (ret)
+		return ret;
+	memcpy(m->cluster_id, half, sizeof(m->cluster_id));
+	return 0;
+}
+
 static int check_format(struct meta *m, struct meta_txn *t)
 {
 	uint64_t version;
@@ -202,6 +228,8 @@ static int check_format(struct meta *m, struct meta_txn *t)
 	ret = meta_store_counter_next(t, "runs", &m->run_id);
 	if (!ret)
 		ret = meta_store_counter_get(t, "salt", &m->salt);
+	if (!ret)
+		ret = load_cluster_id(m, t);
 	m->run_id++;
 	return ret;
 }

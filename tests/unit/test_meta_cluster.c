@@ -396,6 +396,56 @@ static void test_statfs_shared_disk(void **state)
 	protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
+static int register_in(struct meta *m, unsigned n, const uint8_t *cluster_id, size_t len)
+{
+	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
+	uint8_t uuid[16];
+
+	tm_uuid(uuid, n);
+	req.uuid.data = uuid;
+	req.uuid.len = sizeof(uuid);
+	req.cluster_id.data = (uint8_t *)cluster_id;
+	req.cluster_id.len = len;
+	return tm_call(m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL, NULL);
+}
+
+/* The cluster id: made once, kept, told to daemons and clients; another cluster's refused. */
+static void test_cluster_id(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
+	Rdmafs__RegisterDaemonResp *rr;
+	Rdmafs__GetClusterMapResp *map;
+	uint8_t id[16], other[16], uuid[16];
+
+	tm_uuid(uuid, 1);
+	req.uuid.data = uuid;
+	req.uuid.len = sizeof(uuid);
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req,
+				 &rdmafs__register_daemon_resp__descriptor, (void **)&rr),
+			 0);
+	assert_int_equal(rr->cluster_id.len, 16);
+	memcpy(id, rr->cluster_id.data, 16);
+	protobuf_c_message_free_unpacked(&rr->base, NULL);
+	memset(other, 0, sizeof(other));
+	assert_memory_not_equal(id, other, 16);
+
+	/* kept across a restart, and in every cluster map */
+	tm_reopen(e);
+	assert_int_equal(tm_cluster_map(e->m, 0, &map), 0);
+	assert_int_equal(map->cluster_id.len, 16);
+	assert_memory_equal(map->cluster_id.data, id, 16);
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+
+	/* a daemon of this cluster comes back; one of another is refused */
+	assert_int_equal(register_in(e->m, 1, id, 16), 0);
+	memcpy(other, id, 16);
+	other[15] ^= 1;
+	assert_int_equal(register_in(e->m, 2, other, 16), -EXDEV);
+	assert_int_equal(tm_daemon_state(e->m, 2), -1);
+	assert_int_equal(register_in(e->m, 2, id, 8), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -407,6 +457,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_custom_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_statfs_shared_disk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cluster_id, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("meta-cluster", tests, NULL, NULL) ? 1 : 0;
