@@ -105,6 +105,15 @@ int datadir_open(const char *path, struct datadir *out);
  */
 int datadir_check(const char *path);
 void datadir_close(struct datadir *dd);
+/*
+ * The cluster the directory joined (its "cluster-id" file): *@known false
+ * when it never joined one. 0, -EINVAL for a damaged file, or an errno.
+ */
+int datadir_cluster_get(const struct datadir *dd, uint8_t *id, bool *known);
+/* Records the cluster joined (written atomically). 0 or -errno. */
+int datadir_cluster_set(const struct datadir *dd, const uint8_t *id);
+/* A UUID as text, 36 characters and a NUL. */
+void datadir_uuid_format(const uint8_t *uuid, char out[37]);
 
 /* ---- chunk store (store.c) ---- */
 

@@ -11,6 +11,10 @@
  * directory that has files but no marker, a marker that is not ours, or a
  * newer format is refused and left untouched. The marker is flock()ed while
  * a daemon runs, so a second daemon on the same directory is refused too.
+ *
+ * "cluster-id" holds the line "cluster UUID" of the cluster the directory
+ * joined at its first registration (written the same way), so that it never
+ * joins another.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,7 +30,7 @@
 #include "daemon_i.h"
 
 #define MARKER_MAGIC "rdmafs-daemon data directory"
-#define MARKER_TMP   DATADIR_MARKER ".tmp"
+#define CLUSTER_FILE "cluster-id"
 
 static void uuid_format(const uint8_t *u, char *out, size_t size)
 {
@@ -99,41 +103,52 @@ static void not_ours(const char *path)
 		   path);
 }
 
+/* Writes @name in @dir_fd atomically: a temporary file, fsync, rename, fsync of the directory. */
+static int write_atomically(int dir_fd, const char *name, const char *text)
+{
+	char tmp[64];
+	size_t len = strlen(text);
+	ssize_t done;
+	int fd, ret;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	done = write(fd, text, len);
+	if (done != (ssize_t)len || fsync(fd)) {
+		ret = done < 0 || done == (ssize_t)len ? -errno : -ENOSPC;
+		close(fd);
+		unlinkat(dir_fd, tmp, 0);
+		return ret;
+	}
+	close(fd);
+	if (renameat(dir_fd, tmp, dir_fd, name) || fsync(dir_fd)) {
+		ret = -errno;
+		unlinkat(dir_fd, tmp, 0);
+		return ret;
+	}
+	return 0;
+}
+
 static int marker_create(int dir_fd, const char *path, uint8_t *uuid)
 {
 	char text[128], uuid_text[37];
-	ssize_t len, done;
-	int fd, ret;
+	int ret;
 
 	if (getrandom(uuid, 16, 0) != 16)
 		return -EIO;
 	uuid[6] = (uint8_t)((uuid[6] & 0x0f) | 0x40); /* version 4 */
 	uuid[8] = (uint8_t)((uuid[8] & 0x3f) | 0x80); /* RFC 4122 variant */
 	uuid_format(uuid, uuid_text, sizeof(uuid_text));
-	len = snprintf(text, sizeof(text), MARKER_MAGIC "\nformat %d\nuuid %s\n",
-		       DATADIR_FORMAT_VERSION, uuid_text);
-	fd = openat(dir_fd, MARKER_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	done = write(fd, text, (size_t)len);
-	if (done != len || fsync(fd)) {
-		ret = done < 0 || done == len ? -errno : -ENOSPC;
-		goto err_unlink_tmp;
-	}
-	close(fd);
-	if (renameat(dir_fd, MARKER_TMP, dir_fd, DATADIR_MARKER) || fsync(dir_fd)) {
-		ret = -errno;
-		unlinkat(dir_fd, MARKER_TMP, 0);
+	snprintf(text, sizeof(text), MARKER_MAGIC "\nformat %d\nuuid %s\n", DATADIR_FORMAT_VERSION,
+		 uuid_text);
+	ret = write_atomically(dir_fd, DATADIR_MARKER, text);
+	if (ret)
 		return ret;
-	}
 	rdmafs_log(RDMAFS_LOG_INFO, "initialised data directory %s (format %d, uuid %s)", path,
 		   DATADIR_FORMAT_VERSION, uuid_text);
 	return 0;
-
-err_unlink_tmp:
-	close(fd);
-	unlinkat(dir_fd, MARKER_TMP, 0);
-	return ret;
 }
 
 static int marker_check(int fd, const char *path, uint8_t *uuid)
@@ -316,6 +331,43 @@ int datadir_check(const char *path)
 	}
 	close(dir_fd);
 	return ret;
+}
+
+int datadir_cluster_get(const struct datadir *dd, uint8_t *id, bool *known)
+{
+	char text[64];
+	ssize_t len;
+	int fd = openat(dd->dir_fd, CLUSTER_FILE, O_RDONLY | O_CLOEXEC);
+
+	*known = false;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	len = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (len < 0)
+		return -errno;
+	text[len] = '\0';
+	if (strncmp(text, "cluster ", 8) != 0 || strlen(text) != 8 + 36 + 1 || text[44] != '\n')
+		return -EINVAL;
+	text[44] = '\0';
+	if (uuid_parse(text + 8, id))
+		return -EINVAL;
+	*known = true;
+	return 0;
+}
+
+int datadir_cluster_set(const struct datadir *dd, const uint8_t *id)
+{
+	char text[64], uuid_text[37];
+
+	uuid_format(id, uuid_text, sizeof(uuid_text));
+	snprintf(text, sizeof(text), "cluster %s\n", uuid_text);
+	return write_atomically(dd->dir_fd, CLUSTER_FILE, text);
+}
+
+void datadir_uuid_format(const uint8_t *uuid, char out[37])
+{
+	uuid_format(uuid, out, 37);
 }
 
 void datadir_close(struct datadir *dd)
