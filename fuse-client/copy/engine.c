@@ -1018,6 +1018,10 @@ static int add_job(struct engine *e, struct dirnode *dir, const struct cp_dirent
 	} else if (g->state == GROUP_DONE) {
 		pthread_mutex_unlock(&e->lock);
 		queue_job(e, j);
+	} else if (e->stop) {
+		/* its first name was abandoned by the stop: both are left to do */
+		pthread_mutex_unlock(&e->lock);
+		job_free(j);
 	} else {
 		pthread_mutex_unlock(&e->lock);
 		fail(e, j->src.path, "hard link not made, its first name failed", -EIO);
