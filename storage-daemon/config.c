@@ -63,6 +63,7 @@ static const struct option longopts[] = {
 	{"metadata-uri", required_argument, NULL, 'U'},
 	{"advertise", required_argument, NULL, 'A'},
 	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
 };
 
@@ -400,6 +401,7 @@ static void usage(FILE *out)
 		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise "
 		"URI]...\n"
 		"       rdmafs-daemon --check-config [FILE] [flags as above]\n"
+		"       rdmafs-daemon --help | --version\n"
 		"  URI: rdma://host:port, tcp://host:port or auto://host:port (port 0: any)\n"
 		"  --port-file: write the first listener's port there once serving\n"
 		"  --metadata: host the metadata service (default: yes without metadata-uri,\n"
@@ -409,6 +411,7 @@ static void usage(FILE *out)
 		"  --check-config: check the configuration (FILE, as --config, and the flags),\n"
 		"              the secret file and the data directory; start nothing, create\n"
 		"              nothing, bind no port; print 'FILE: OK' or every error\n"
+		"  --version, -V: print 'rdmafs-daemon VERSION' and exit\n"
 		"  The daemon never forks; --foreground is accepted for scripts.\n"
 		"  Exit status: 0 stopped cleanly (--check-config: the configuration is valid),\n"
 		"  1 refused to start (--check-config: errors found; each one is printed).\n");
@@ -511,7 +514,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	/* Flags go to their own config first so they can override the file. */
 	flags.log_level = RDMAFS_LOG_INFO;
 	flags.metadata = -1;
-	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhM:U:A:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhVM:U:A:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			ret = set_string(&flags.config_file, optarg);
@@ -526,6 +529,10 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			continue;
 		case 'h':
 			usage(stdout);
+			ret = 1;
+			goto err_free_flags;
+		case 'V':
+			printf("rdmafs-daemon %s\n", RDMAFS_VERSION);
 			ret = 1;
 			goto err_free_flags;
 		case '?':

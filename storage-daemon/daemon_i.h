@@ -55,7 +55,7 @@ struct daemon_config {
  * decides whether this daemon hosts the metadata service (see config.c).
  * Reports every unknown key, bad value, missing setting or conflict, each
  * with the file line or flag it came from and what is allowed, then returns
- * -EINVAL; 1 when --help was asked for, else 0. Whatever it returns, the
+ * -EINVAL; 1 when --help or --version was answered, else 0. Whatever it returns, the
  * caller frees @cfg with config_free(). Touches nothing outside the process:
  * no name is resolved, no socket opened.
  */

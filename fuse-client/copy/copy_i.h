@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "rdmafs_common.h"
@@ -146,6 +147,27 @@ uint32_t cp_crc_shift(uint32_t crc, uint64_t len);
 /* The standard CRC-32C of a @len-byte message from its raw CRC. */
 uint32_t cp_crc_finish(uint32_t raw, uint64_t len);
 const char *cp_strerror(int err);
+/* CLOCK_MONOTONIC in seconds. */
+double cp_now(void);
+
+/* ---- the terminal (term.c) ----------------------------------------------------------- */
+
+/* The columns of the terminal @fd is, or 0 when it is none (a file, a pipe). */
+unsigned cp_term_width(int fd);
+/*
+ * Writes @text to @out in lines of fewer than @width columns, broken at
+ * spaces (a word longer than a line is cut), continuation lines indented by
+ * two; @width 0: as it is. Ends with a newline.
+ */
+void cp_term_wrap(FILE *out, unsigned width, const char *text);
+/*
+ * Writes the command @words as one shell command line, each word quoted
+ * where the shell needs it, indented by two. With @width (a terminal), in
+ * lines of fewer than @width columns joined by backslash-newline, which the
+ * shell removes: pasted whole, it runs @words exactly, even where a long
+ * word had to be cut. Ends with a newline.
+ */
+void cp_term_command(FILE *out, unsigned width, char *const *words, size_t count);
 
 /* ---- the engine (engine.c) -------------------------------------------------------- */
 
@@ -157,7 +179,8 @@ struct cp_options {
 	bool verify_existing; /* a complete-looking destination is checked by CRC */
 	bool quiet;
 	bool verbose;
-	bool owner; /* preserve uid/gid (root) */
+	bool owner;	  /* preserve uid/gid (root) */
+	uint64_t bwlimit; /* bytes read from the source per second at most; 0: no limit */
 };
 
 /* Counters, updated atomically by the workers, read by the progress thread. */
@@ -175,14 +198,32 @@ struct cp_stats {
  * copy becomes; if @dst is an existing directory and @src is not the same
  * kind of thing, the copy goes inside it as the basename of @src (cp's rule).
  * Returns 0 when everything copied, -EIO when some files failed (each one was
- * reported on stderr), or the error that stopped the whole copy.
+ * reported on stderr), -EINTR when cp_stop() stopped it, or the error that
+ * stopped the whole copy.
  */
 int cp_run(const struct cp_options *opts, struct cp_side *from, struct cp_loc *src,
 	   struct cp_side *to, struct cp_loc *dst, struct cp_stats *stats);
+/*
+ * Stops the cp_run() of this process, now or as soon as it starts (any
+ * thread; not async-signal-safe): nothing new is started, the files under
+ * way stop after the pieces in flight and their temporaries are removed
+ * (they count neither as done nor as failed), and directory attributes are
+ * not set. Files renamed into place stay: a later run of the same copy
+ * skips them and copies the rest.
+ */
+void cp_stop(void);
 
-/* Prints a line on stderr, clearing a progress bar first (thread-safe). */
+/*
+ * Prints a line on stderr, clearing a progress bar first and wrapped to the
+ * terminal's width (thread-safe).
+ */
 __attribute__((format(printf, 1, 2))) void cp_msg(const char *fmt, ...);
-/* Progress display (main.c) tells cp_msg() how to clear its line. */
-void cp_msg_set_bar(bool on);
+/*
+ * The progress display (main.c) tells cp_msg() whether a bar is on stderr
+ * and how wide the terminal is (0: no terminal, no wrapping).
+ */
+void cp_msg_set_term(bool bar, unsigned width);
+/* Runs @fn(@arg) with cp_msg()'s lock held, so no message cuts into its output. */
+void cp_msg_locked(void (*fn)(void *arg), void *arg);
 
 #endif /* RDMAFS_COPY_I_H */

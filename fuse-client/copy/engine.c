@@ -16,6 +16,11 @@
  * skips. Temporaries a killed run left are removed when their directory is
  * walked again.
  *
+ * cp_stop() ends a copy early: the walk and the file queue stop, the pieces
+ * in flight finish and the files under way are abandoned, their temporaries
+ * removed, so that what is left on the destination is what a killed run
+ * leaves, less the temporaries: complete files a re-run skips.
+ *
  * Hard links: the first name of a source inode with several links is copied;
  * the others wait for it and become links to its copy. Directory modes and
  * times are set at the end, deepest first, as writing into a directory
@@ -27,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "copy_i.h"
@@ -107,13 +113,76 @@ struct engine {
 	struct group *groups[GROUP_BUCKETS];
 	uint64_t tmp_seq;
 	int fatal;
+	int stop;	   /* cp_stop() was called: set under lock, read atomically */
+	double start;	   /* cp_now() when the copy began, for --bwlimit */
+	uint64_t admitted; /* bytes --bwlimit let through so far */
 };
+
+/* The cp_run() of this process, for cp_stop(); taken before any engine lock. */
+static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct engine *running;
+static bool stop_asked;
 
 static __thread void *thread_buf;
 
 static void stat_add(uint64_t *counter, uint64_t v)
 {
 	__atomic_fetch_add(counter, v, __ATOMIC_RELAXED);
+}
+
+static bool stopping(struct engine *e)
+{
+	return __atomic_load_n(&e->stop, __ATOMIC_RELAXED);
+}
+
+/* Did @ret come from cp_stop() rather than from a side? */
+static bool stopped(struct engine *e, int ret)
+{
+	return ret == -EINTR && stopping(e);
+}
+
+void cp_stop(void)
+{
+	pthread_mutex_lock(&running_lock);
+	stop_asked = true;
+	if (running) {
+		pthread_mutex_lock(&running->lock);
+		__atomic_store_n(&running->stop, 1, __ATOMIC_RELAXED);
+		pthread_cond_broadcast(&running->cond);
+		pthread_cond_broadcast(&running->space);
+		pthread_mutex_unlock(&running->lock);
+	}
+	pthread_mutex_unlock(&running_lock);
+}
+
+/*
+ * --bwlimit: a piece of @len bytes may start once the bytes let through
+ * before it fit the rate since the start. Sleeps in short steps so that a
+ * stop is noticed; -EINTR then.
+ */
+static int throttle(struct engine *e, size_t len)
+{
+	uint64_t before;
+	double due;
+
+	if (!e->opts->bwlimit)
+		return 0;
+	before = __atomic_fetch_add(&e->admitted, len, __ATOMIC_RELAXED);
+	due = e->start + (double)before / (double)e->opts->bwlimit;
+	for (;;) {
+		double wait = due - cp_now();
+		struct timespec ts;
+
+		if (stopping(e))
+			return -EINTR;
+		if (wait <= 0)
+			return 0;
+		if (wait > 0.1)
+			wait = 0.1;
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)(wait * 1e9);
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* A fresh temporary name (CP_NAME_MAX + 1 bytes). */
@@ -231,6 +300,9 @@ static void group_settle(struct engine *e, struct group *g, bool ok, const struc
 		next = w->next;
 		if (g->state == GROUP_DONE) {
 			push_file_locked(e, w);
+		} else if (e->stop) {
+			/* not failed: left for the next run, as the first name is */
+			job_free(w);
 		} else {
 			pthread_mutex_unlock(&e->lock);
 			fail(e, w->src.path, "hard link not made, its first name failed", -EIO);
@@ -360,6 +432,10 @@ static void run_piece(struct engine *e, struct piece *p)
 	pthread_mutex_unlock(&e->lock);
 	if (error)
 		goto out_done;
+	if (stopping(e)) {
+		ret = -EINTR;
+		goto out_done;
+	}
 	if (!buf) {
 		ret = -ENOMEM;
 		goto out_done;
@@ -368,7 +444,9 @@ static void run_piece(struct engine *e, struct piece *p)
 		ret = fc->check_side->ops->read(fc->check_side, fc->check_file, p->off, p->len,
 						buf);
 	} else {
-		ret = e->from->ops->read(e->from, &fc->in, p->off, p->len, buf);
+		ret = throttle(e, p->len);
+		if (!ret)
+			ret = e->from->ops->read(e->from, &fc->in, p->off, p->len, buf);
 		if (!ret)
 			ret = write_sparse(e, &fc->out, p->off, p->len, buf);
 		if (!ret) {
@@ -546,7 +624,7 @@ static int copy_regular(struct engine *e, struct job *j)
 	struct cp_loc tmp = {0}, final = {0};
 	char tname[CP_NAME_MAX + 1];
 	struct cp_attr dattr;
-	uint64_t ino = 0;
+	uint64_t ino = 0, counted = 0;
 	int ret;
 	const char *what = NULL;
 
@@ -571,6 +649,7 @@ static int copy_regular(struct engine *e, struct job *j)
 	ret = run_all_pieces(e, &fc);
 	/* holes count as done: the total is the files' sizes */
 	stat_add(&e->stats->bytes_done, j->sattr.size - fc.moved);
+	counted = j->sattr.size;
 	if (!ret)
 		ret = e->to->ops->finish(e->to, &fc.out, j->sattr.size);
 	if (ret)
@@ -626,7 +705,12 @@ err_unlink:
 err_close_in:
 	e->from->ops->close(e->from, &fc.in);
 out:
-	fail(e, j->src.path, what, ret);
+	if (stopped(e, ret))
+		/* abandoned, not failed: the file is still to do */
+		__atomic_fetch_sub(&e->stats->bytes_done, counted ? counted : fc.moved,
+				   __ATOMIC_RELAXED);
+	else
+		fail(e, j->src.path, what, ret);
 	if (j->group)
 		group_settle(e, j->group, false, NULL, NULL);
 	cp_loc_free(&tmp);
@@ -639,7 +723,8 @@ static bool same_time(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
 }
 
-static void job_regular(struct engine *e, struct job *j)
+/* 0, or the error that ended the copy of this file (-EINTR: cp_stop()) */
+static int job_regular(struct engine *e, struct job *j)
 {
 	if (j->dst_exists && S_ISREG(j->dattr.mode) && j->dattr.size == j->sattr.size &&
 	    same_time(&j->dattr.mtime, &j->sattr.mtime)) {
@@ -651,7 +736,8 @@ static void job_regular(struct engine *e, struct job *j)
 		if (!ret && e->opts->verify_existing)
 			ret = compare_existing(e, j, &final, &same);
 		if (ret) {
-			fail(e, j->src.path, "checking the existing copy", ret);
+			if (!stopped(e, ret))
+				fail(e, j->src.path, "checking the existing copy", ret);
 			if (j->group)
 				group_settle(e, j->group, false, NULL, NULL);
 		} else if (same) {
@@ -660,15 +746,15 @@ static void job_regular(struct engine *e, struct job *j)
 			if (j->group)
 				group_settle(e, j->group, true, &final, &j->dattr);
 			cp_loc_free(&final);
-			return;
+			return 0;
 		}
 		cp_loc_free(&final);
 		if (ret)
-			return;
+			return ret;
 		if (e->opts->verbose)
 			cp_msg("%s: existing copy differs, copying again", j->src.path);
 	}
-	copy_regular(e, j);
+	return copy_regular(e, j);
 }
 
 /* ---- links, symlinks, special files -------------------------------------------------- */
@@ -792,15 +878,19 @@ static void job_link(struct engine *e, struct job *j)
 
 static void run_job(struct engine *e, struct job *j)
 {
+	int ret = 0;
+
+	/* links, symbolic links and special files are one call or two: they finish */
 	if (j->is_link)
 		job_link(e, j);
 	else if (S_ISREG(j->sattr.mode))
-		job_regular(e, j);
+		ret = job_regular(e, j);
 	else if (S_ISLNK(j->sattr.mode))
 		job_symlink(e, j);
 	else
 		job_special(e, j);
-	stat_add(&e->stats->files_done, 1);
+	if (!stopped(e, ret))
+		stat_add(&e->stats->files_done, 1);
 	job_free(j);
 }
 
@@ -829,7 +919,7 @@ static void *worker_main(void *arg)
 			pthread_mutex_lock(&e->lock);
 			continue;
 		}
-		j = w->takes_files ? pop_file_locked(e) : NULL;
+		j = w->takes_files && !e->stop ? pop_file_locked(e) : NULL;
 		if (j) {
 			e->active++;
 			pthread_mutex_unlock(&e->lock);
@@ -839,7 +929,8 @@ static void *worker_main(void *arg)
 			pthread_cond_broadcast(&e->cond);
 			continue;
 		}
-		if (e->walk_done && !e->files && !e->pieces && e->active == 0)
+		/* stopping: the pieces of the files under way still end, in error */
+		if (!e->pieces && e->active == 0 && (e->stop || (e->walk_done && !e->files)))
 			break;
 		pthread_cond_wait(&e->cond, &e->lock);
 	}
@@ -855,9 +946,12 @@ static void *worker_main(void *arg)
 static void queue_job(struct engine *e, struct job *j)
 {
 	pthread_mutex_lock(&e->lock);
-	while (e->nfiles >= MAX_QUEUED_FILES)
+	while (e->nfiles >= MAX_QUEUED_FILES && !e->stop)
 		pthread_cond_wait(&e->space, &e->lock);
-	push_file_locked(e, j);
+	if (e->stop)
+		job_free(j); /* counted in files_total: left to do */
+	else
+		push_file_locked(e, j);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -924,6 +1018,10 @@ static int add_job(struct engine *e, struct dirnode *dir, const struct cp_dirent
 	} else if (g->state == GROUP_DONE) {
 		pthread_mutex_unlock(&e->lock);
 		queue_job(e, j);
+	} else if (e->stop) {
+		/* its first name was abandoned by the stop: both are left to do */
+		pthread_mutex_unlock(&e->lock);
+		job_free(j);
 	} else {
 		pthread_mutex_unlock(&e->lock);
 		fail(e, j->src.path, "hard link not made, its first name failed", -EIO);
@@ -991,7 +1089,7 @@ static int walk_dir(struct engine *e, struct dirnode *dir, bool dst_fresh, struc
 				       ret ? cp_strerror(ret) : "");
 		}
 	}
-	for (size_t i = 0; i < src.count; i++) {
+	for (size_t i = 0; i < src.count && !stopping(e); i++) {
 		const struct cp_dirent *se = &src.ents[i];
 		const struct cp_dirent *de = cp_dir_find(&dst, se->name);
 
@@ -1075,7 +1173,7 @@ static void *walker_main(void *arg)
 		queue_job(e, wa->root_job);
 	} else if (wa->root) {
 		walk_dir(e, wa->root, wa->root_fresh, &stack, &depth, &cap);
-		while (depth) {
+		while (depth && !stopping(e)) {
 			uintptr_t v = (uintptr_t)stack[--depth];
 
 			walk_dir(e, (struct dirnode *)(v & ~(uintptr_t)1), v & 1, &stack, &depth,
@@ -1112,6 +1210,12 @@ static void finish_dirs(struct engine *e)
 
 static void engine_free(struct engine *e)
 {
+	/* what a stop left queued */
+	while (e->files) {
+		struct job *j = pop_file_locked(e);
+
+		job_free(j);
+	}
 	while (e->dirs) {
 		struct dirnode *d = e->dirs;
 
@@ -1125,6 +1229,12 @@ static void engine_free(struct engine *e)
 			struct group *g = e->groups[b];
 
 			e->groups[b] = g->next;
+			while (g->waiters) {
+				struct job *w = g->waiters;
+
+				g->waiters = w->next;
+				job_free(w);
+			}
 			cp_loc_free(&g->dst);
 			free(g);
 		}
@@ -1165,6 +1275,11 @@ int cp_run(const struct cp_options *opts, struct cp_side *from, struct cp_loc *s
 	pthread_cond_init(&e.cond, NULL);
 	pthread_cond_init(&e.space, NULL);
 	from->owner = to->owner = opts->owner;
+	e.start = cp_now();
+	pthread_mutex_lock(&running_lock);
+	running = &e;
+	e.stop = stop_asked;
+	pthread_mutex_unlock(&running_lock);
 
 	ret = from->ops->stat(from, src, &sattr);
 	if (ret) {
@@ -1311,10 +1426,18 @@ int cp_run(const struct cp_options *opts, struct cp_side *from, struct cp_loc *s
 		fail(&e, src->path, "cannot start threads", ret);
 		goto out_free;
 	}
+	/* stopped: directories keep the modes they were made with, as after a kill */
+	if (stopping(&e)) {
+		ret = -EINTR;
+		goto out_free;
+	}
 	finish_dirs(&e);
 	ret = 0;
 
 out_free:
+	pthread_mutex_lock(&running_lock);
+	running = NULL;
+	pthread_mutex_unlock(&running_lock);
 	free(workers);
 	free(dparent);
 	free(sparent);

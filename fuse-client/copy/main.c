@@ -5,11 +5,15 @@
  * summary; the copy itself is engine.c.
  *
  * Exit status: 0 everything copied, 1 some files failed (each named on
- * stderr), 2 usage or configuration error, 3 the service is unreachable.
+ * stderr), 2 usage or configuration error, 3 the service is unreachable,
+ * 130 interrupted (SIGINT, SIGTERM): a summary and the command that resumes.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +28,8 @@
 #define EXIT_FAILED	 1
 #define EXIT_USAGE	 2
 #define EXIT_UNREACHABLE 3
+/* as a shell reports a command that Ctrl-C ended (128 + SIGINT) */
+#define EXIT_INTERRUPTED 130
 #define DEFAULT_SECRET	 "/etc/rdmafs/secret"
 #define MIB		 (1024u * 1024u)
 
@@ -65,6 +71,8 @@ static void usage(FILE *out)
 		"      --no-verify         do not read the copies back to compare checksums\n"
 		"      --verify-existing   a destination file with the source's size and mtime\n"
 		"                          is compared by checksum before it is skipped\n"
+		"      --bwlimit RATE      read at most RATE bytes/s from the source, with K, M\n"
+		"                          or G suffix (binary), 1K..1024G [no limit]\n"
 		"      --owner / --no-owner\n"
 		"                          preserve uid and gid [on when run as root]\n"
 		"  -q, --quiet             no progress and no summary; errors only\n"
@@ -72,14 +80,19 @@ static void usage(FILE *out)
 		"      --log-level LEVEL   debug, info, warning or error: messages of the client\n"
 		"                          library and the transport at LEVEL and worse on\n"
 		"                          stderr [warning]\n"
-		"  -V, --version           print the version and exit\n"
+		"  -V, --version           print \"rdmafs-copy VERSION\" and exit\n"
 		"  -h, --help              print this and exit\n"
 		"\n"
-		"Progress: a bar refreshed 4 times a second on a terminal (stderr), else a\n"
-		"line every 5 seconds. The summary goes to stdout.\n"
+		"Progress: a line refreshed 4 times a second on a terminal (stderr), fitted to\n"
+		"its width, else a line every 5 seconds. The summary goes to stdout.\n"
+		"\n"
+		"Ctrl-C (SIGINT) or SIGTERM stops the copy: the pieces in flight end, the files\n"
+		"under way are removed, complete ones stay; it prints what is done and left,\n"
+		"and the command that resumes the copy. A second one stops at once.\n"
 		"\n"
 		"exit status: 0 everything copied, 1 some files failed (each is named on\n"
-		"stderr), 2 usage or configuration error, 3 the service is unreachable.\n",
+		"stderr), 2 usage or configuration error, 3 the service is unreachable,\n"
+		"130 interrupted by SIGINT or SIGTERM (run the printed command to resume).\n",
 		prog);
 }
 
@@ -121,6 +134,35 @@ static int parse_size(const char *s, size_t *out)
 		return -EINVAL;
 	v *= mult;
 	if (v < 64 * 1024 || v > 64ul * MIB)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* A rate in bytes/s, with K, M or G (binary) suffix, 1K..1024G. */
+static int parse_rate(const char *s, uint64_t *out)
+{
+	unsigned long long v, mult = 1;
+	char *end;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		mult = 1024;
+	else if (*end == 'M' || *end == 'm')
+		mult = MIB;
+	else if (*end == 'G' || *end == 'g')
+		mult = 1024ull * MIB;
+	if (mult != 1)
+		end++;
+	if (*end || v > (1024ull * 1024 * MIB) / mult)
+		return -EINVAL;
+	v *= mult;
+	if (v < 1024)
 		return -EINVAL;
 	*out = v;
 	return 0;
@@ -183,15 +225,7 @@ static int parse_target(const char *arg, struct target *t)
 	return strip_slashes(t->path);
 }
 
-/* ---- progress ---------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+/* ---- progress, signals and the summary ------------------------------------------------ */
 
 static void human(double bytes, char *out, size_t size)
 {
@@ -210,139 +244,372 @@ static uint64_t load(const uint64_t *v)
 	return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
 
-struct progress {
+/*
+ * Set by the handlers, read by the watcher thread, the only thread that takes
+ * these signals: every other one blocks them, and the watcher unblocks them
+ * only inside ppoll(), so a signal always ends its wait at once.
+ */
+static volatile sig_atomic_t stop_signal;  /* the first SIGINT or SIGTERM */
+static volatile sig_atomic_t stop_signals; /* how many came */
+static volatile sig_atomic_t resized;	   /* SIGWINCH */
+
+static void on_stop_signal(int sig)
+{
+	if (!stop_signal)
+		stop_signal = sig;
+	stop_signals = stop_signals + 1;
+}
+
+static void on_resize(int sig)
+{
+	resized = 1;
+}
+
+/* The command that resumes this copy (main() fills it): the same copy again. */
+struct resume {
+	char **words;
+	size_t count, cap;
+};
+
+/*
+ * Progress on stderr and the signals: a thread that redraws the line (4 times
+ * a second on a terminal, fitted to its width; else a line every 5 seconds),
+ * follows SIGWINCH and turns SIGINT and SIGTERM into cp_stop().
+ */
+struct watch {
 	struct cp_stats *stats;
-	bool tty;
+	const struct resume *resume;
+	bool draw;	/* progress at all (not --quiet) */
+	unsigned width; /* stderr's terminal columns; 0: not a terminal */
+	int wake[2];	/* a pipe: written when the copy ended */
 	double start;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
 	pthread_t thread;
 	double last_t;
 	uint64_t last_bytes;
 	double rate; /* smoothed bytes/s */
 };
 
-static void progress_line(struct progress *p, bool final_line)
+/*
+ * The progress line in fewer than @width columns. The fields go from the
+ * least needed as the terminal narrows: the bar, then the rate, the file
+ * count, the time left; the bytes stay (cut if even they do not fit).
+ */
+static void fit_line(char *line, size_t size, unsigned width, bool counting, double fraction,
+		     char *const fields[4])
 {
-	const struct cp_stats *s = p->stats;
+	/* display order: files, bytes, rate, ETA; dropped: rate, files, ETA */
+	static const unsigned drop_order[] = {2, 0, 3};
+	size_t max = width > 1 ? width - 1 : 1, len = 0, pos = 0;
+	bool shown[4] = {true, true, true, true};
+	int bar = 0;
+
+	for (unsigned i = 0; i < 4; i++)
+		len += strlen(fields[i]) + (i ? 2 : 0);
+	for (unsigned d = 0; len > max && d < 3; d++) {
+		unsigned f = drop_order[d];
+
+		shown[f] = false;
+		len = 0;
+		for (unsigned i = 0; i < 4; i++)
+			if (shown[i])
+				len += strlen(fields[i]) + (len ? 2 : 0);
+	}
+	/* the bar takes what is left, 10 to 40 cells between its brackets */
+	if (len + 2 + 2 + 10 <= max) {
+		bar = (int)(max - len - 4);
+		if (bar > 40)
+			bar = 40;
+	}
+	line[0] = '\0';
+	if (bar) {
+		int fill = counting ? 0 : (int)(fraction * bar);
+
+		fill = fill < 0 ? 0 : fill > bar ? bar : fill;
+		pos += (size_t)snprintf(line + pos, size - pos, "[%.*s%.*s]  ", fill,
+					"########################################", bar - fill,
+					"........................................");
+	}
+	for (unsigned i = 0, n = 0; i < 4; i++) {
+		if (!shown[i])
+			continue;
+		if (pos < size)
+			pos += (size_t)snprintf(line + pos, size - pos, "%s%s", n++ ? "  " : "",
+						fields[i]);
+	}
+	if (strlen(line) > max)
+		line[max] = '\0';
+}
+
+static void progress_line(struct watch *w, bool final_line)
+{
+	const struct cp_stats *s = w->stats;
 	uint64_t files = load(&s->files_done), ftotal = load(&s->files_total);
 	uint64_t bytes = load(&s->bytes_done), btotal = load(&s->bytes_total);
 	bool counting = !__atomic_load_n(&s->walk_done, __ATOMIC_ACQUIRE);
-	double t = now_s(), dt = t - p->last_t;
+	double t = cp_now(), dt = t - w->last_t, fraction = 0;
 	char b[32], bt[32], r[32], eta[32] = "--:--";
-	char line[256];
+	char f_files[64], f_bytes[80], f_rate[48], f_eta[48];
+	char *fields[4] = {f_files, f_bytes, f_rate, f_eta};
+	char line[512];
 
 	if (dt > 0.2) {
-		double inst = (double)(bytes - p->last_bytes) / dt;
+		double inst = (double)(bytes - w->last_bytes) / dt;
 
-		p->rate = p->rate == 0 ? inst : 0.7 * p->rate + 0.3 * inst;
-		p->last_t = t;
-		p->last_bytes = bytes;
+		w->rate = w->rate == 0 ? inst : 0.7 * w->rate + 0.3 * inst;
+		w->last_t = t;
+		w->last_bytes = bytes;
 	}
 	human((double)bytes, b, sizeof(b));
 	human((double)btotal, bt, sizeof(bt));
-	human(p->rate, r, sizeof(r));
-	if (!counting && p->rate > 1 && btotal >= bytes) {
-		double left = (double)(btotal - bytes) / p->rate;
+	human(w->rate, r, sizeof(r));
+	if (!counting && w->rate > 1 && btotal >= bytes) {
+		double left = (double)(btotal - bytes) / w->rate;
 		unsigned long sec = (unsigned long)left;
 
 		snprintf(eta, sizeof(eta), "%lu:%02lu:%02lu", sec / 3600, sec / 60 % 60, sec % 60);
 	}
-	if (p->tty) {
-		unsigned width = 20, fill = 0;
-		char bar[24];
-
-		if (btotal && !counting)
-			fill = (unsigned)((double)bytes / (double)btotal * width);
-		else if (ftotal && !counting)
-			fill = (unsigned)((double)files / (double)ftotal * width);
-		if (fill > width)
-			fill = width;
-		memset(bar, '#', fill);
-		memset(bar + fill, '.', width - fill);
-		bar[width] = '\0';
-		snprintf(line, sizeof(line),
-			 "[%s] files %" PRIu64 "/%" PRIu64 "%s  %s/%s%s  %s/s  ETA %s", bar, files,
-			 ftotal, counting ? "+" : "", b, bt, counting ? "+" : "", r, eta);
-		fprintf(stderr, "\r\033[K%s%s", line, final_line ? "\n" : "");
-	} else {
+	if (!w->width) {
 		fprintf(stderr,
 			"rdmafs-copy: %" PRIu64 "/%" PRIu64 "%s files, %s/%s, %s/s, ETA %s\n",
 			files, ftotal, counting ? "+" : "", b, bt, r, eta);
+		fflush(stderr);
+		return;
 	}
+	if (btotal)
+		fraction = (double)bytes / (double)btotal;
+	else if (ftotal)
+		fraction = (double)files / (double)ftotal;
+	snprintf(f_files, sizeof(f_files), "files %" PRIu64 "/%" PRIu64 "%s", files, ftotal,
+		 counting ? "+" : "");
+	snprintf(f_bytes, sizeof(f_bytes), "%s/%s%s", b, bt, counting ? "+" : "");
+	snprintf(f_rate, sizeof(f_rate), "%s/s", r);
+	snprintf(f_eta, sizeof(f_eta), "ETA %s", eta);
+	fit_line(line, sizeof(line), w->width, counting, fraction, fields);
+	fprintf(stderr, "\r\033[K%s%s", line, final_line ? "\n" : "");
 	fflush(stderr);
 }
 
-static void *progress_main(void *arg)
+struct draw_arg {
+	struct watch *w;
+	bool final_line;
+};
+
+static void draw_locked(void *arg)
 {
-	struct progress *p = arg;
-	double period = p->tty ? 0.25 : 5.0;
+	struct draw_arg *d = arg;
 
-	pthread_mutex_lock(&p->lock);
-	while (!p->stop) {
-		struct timespec ts;
-		double when;
+	progress_line(d->w, d->final_line);
+}
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		when = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + period;
-		ts.tv_sec = (time_t)when;
-		ts.tv_nsec = (long)((when - (double)ts.tv_sec) * 1e9);
-		pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-		if (p->stop)
-			break;
-		progress_line(p, false);
+/* Draws under cp_msg()'s lock, so a message never lands inside the line. */
+static void draw(struct watch *w, bool final_line)
+{
+	struct draw_arg d = {w, final_line};
+
+	cp_msg_locked(draw_locked, &d);
+}
+
+static void print_resume(void *arg)
+{
+	const struct watch *w = arg;
+
+	fputs(w->width ? "\r\033[K" : "", stderr);
+	cp_term_wrap(stderr, w->width,
+		     "rdmafs-copy: interrupted again: stopped at once, the files under way are "
+		     "left as temporaries, which the next run removes.");
+	cp_term_wrap(stderr, w->width, "rdmafs-copy: to resume, run:");
+	cp_term_command(stderr, w->width, w->resume->words, w->resume->count);
+	fflush(stderr);
+}
+
+/* A signal came: the first one stops the copy, a second one the process. */
+static void watch_signal(struct watch *w, bool *asked)
+{
+	if (stop_signals > 1) {
+		cp_msg_locked(print_resume, w);
+		_exit(EXIT_INTERRUPTED);
 	}
-	pthread_mutex_unlock(&p->lock);
+	if (*asked)
+		return;
+	*asked = true;
+	cp_msg("%s: stopping after the pieces in flight (again: at once)",
+	       stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+	cp_stop();
+}
+
+static void *watch_main(void *arg)
+{
+	struct watch *w = arg;
+	double period = w->width ? 0.25 : 5.0, next = cp_now() + period;
+	sigset_t during;
+	bool asked = false;
+
+	/* the signals come in only while ppoll() waits */
+	pthread_sigmask(SIG_SETMASK, NULL, &during);
+	sigdelset(&during, SIGINT);
+	sigdelset(&during, SIGTERM);
+	sigdelset(&during, SIGWINCH);
+	for (;;) {
+		struct pollfd pfd = {.fd = w->wake[0], .events = POLLIN};
+		double left;
+		struct timespec ts;
+
+		if (stop_signals)
+			watch_signal(w, &asked);
+		if (resized) {
+			resized = 0;
+			if (w->width) {
+				w->width = cp_term_width(STDERR_FILENO);
+				cp_msg_set_term(w->draw, w->width);
+				/* the new width at once, not at the next tick */
+				if (w->draw)
+					draw(w, false);
+			}
+		}
+		left = next - cp_now();
+		if (left <= 0) {
+			if (w->draw)
+				draw(w, false);
+			next += period * (1 + (double)(long)(-left / period));
+			continue;
+		}
+		ts.tv_sec = (time_t)left;
+		ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+		if (ppoll(&pfd, 1, &ts, &during) > 0)
+			break;
+	}
 	return NULL;
 }
 
-static int progress_start(struct progress *p, struct cp_stats *stats)
+/*
+ * Starts the watcher. The caller has blocked SIGINT, SIGTERM and SIGWINCH
+ * in every thread and installed their handlers.
+ */
+static int watch_start(struct watch *w, struct cp_stats *stats, const struct resume *resume,
+		       bool draw_progress)
 {
-	pthread_condattr_t ca;
+	int ret;
 
-	memset(p, 0, sizeof(*p));
-	p->stats = stats;
-	p->tty = isatty(STDERR_FILENO);
-	p->start = p->last_t = now_s();
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	if (p->tty)
-		cp_msg_set_bar(true);
-	return -pthread_create(&p->thread, NULL, progress_main, p);
+	memset(w, 0, sizeof(*w));
+	w->stats = stats;
+	w->resume = resume;
+	w->draw = draw_progress;
+	w->width = cp_term_width(STDERR_FILENO);
+	w->start = w->last_t = cp_now();
+	if (pipe2(w->wake, O_CLOEXEC))
+		return -errno;
+	cp_msg_set_term(w->draw && w->width, w->width);
+	ret = -pthread_create(&w->thread, NULL, watch_main, w);
+	if (ret) {
+		close(w->wake[0]);
+		close(w->wake[1]);
+		cp_msg_set_term(false, 0);
+	}
+	return ret;
 }
 
-static void progress_stop(struct progress *p)
+static void watch_stop(struct watch *w)
 {
-	pthread_mutex_lock(&p->lock);
-	p->stop = true;
-	pthread_cond_signal(&p->cond);
-	pthread_mutex_unlock(&p->lock);
-	pthread_join(p->thread, NULL);
-	if (p->tty) {
-		progress_line(p, true);
-		cp_msg_set_bar(false);
-	}
-	pthread_mutex_destroy(&p->lock);
-	pthread_cond_destroy(&p->cond);
+	ssize_t n;
+
+	do
+		n = write(w->wake[1], "", 1);
+	while (n < 0 && errno == EINTR);
+	pthread_join(w->thread, NULL);
+	close(w->wake[0]);
+	close(w->wake[1]);
+	if (w->draw && w->width)
+		draw(w, true);
+	cp_msg_set_term(false, w->width);
 }
 
 static void summary(const struct cp_stats *s, double secs)
 {
-	char b[32], r[32];
+	char b[32], r[32], line[512];
 	double rate = secs > 0 ? (double)s->bytes_copied / secs : 0;
 
 	human((double)s->bytes_copied, b, sizeof(b));
 	human(rate, r, sizeof(r));
-	printf("rdmafs-copy: %" PRIu64 " files (%s) copied, %" PRIu64 " directories, %" PRIu64
-	       " hard links, %" PRIu64 " symlinks, %" PRIu64 " special, %" PRIu64
-	       " skipped, %" PRIu64 " failed in %.2f s (%s/s, %.0f files/s)\n",
-	       s->files_copied, b, s->dirs, s->links, s->symlinks, s->specials, s->skipped,
-	       s->failed, secs, r, secs > 0 ? (double)s->files_done / secs : 0.0);
+	snprintf(line, sizeof(line),
+		 "rdmafs-copy: %" PRIu64 " files (%s) copied, %" PRIu64 " directories, %" PRIu64
+		 " hard links, %" PRIu64 " symlinks, %" PRIu64 " special, %" PRIu64
+		 " skipped, %" PRIu64 " failed in %.2f s (%s/s, %.0f files/s)",
+		 s->files_copied, b, s->dirs, s->links, s->symlinks, s->specials, s->skipped,
+		 s->failed, secs, r, secs > 0 ? (double)s->files_done / secs : 0.0);
+	cp_term_wrap(stdout, cp_term_width(STDOUT_FILENO), line);
 	fflush(stdout);
+}
+
+/*
+ * After a stop: what was done, what is left and the command that does it,
+ * on stderr (with --quiet too).
+ */
+static void interrupted(const struct cp_stats *s, double secs, int sig, const struct resume *resume)
+{
+	unsigned width = cp_term_width(STDERR_FILENO);
+	uint64_t files_left = s->files_total - s->files_done, bytes_left = 0;
+	char b[32], bl[32], line[1024];
+
+	if (s->bytes_total > s->bytes_done)
+		bytes_left = s->bytes_total - s->bytes_done;
+	human((double)s->bytes_copied, b, sizeof(b));
+	human((double)bytes_left, bl, sizeof(bl));
+	snprintf(line, sizeof(line),
+		 "rdmafs-copy: interrupted by %s after %.1f s: %" PRIu64
+		 " files (%s) copied, %" PRIu64 " skipped as complete, %" PRIu64
+		 " failed; left: %" PRIu64 " files (%s)%s. What "
+		 "was copied stays; the files that were under way were removed.",
+		 sig == SIGTERM ? "SIGTERM" : "SIGINT", secs, s->files_copied, b, s->skipped,
+		 s->failed, files_left, bl,
+		 s->walk_done ? "" : " and the part of the tree not listed yet");
+	cp_term_wrap(stderr, width, line);
+	cp_term_wrap(stderr, width, "rdmafs-copy: to resume, run:");
+	cp_term_command(stderr, width, resume->words, resume->count);
+	fflush(stderr);
+}
+
+static int resume_add(struct resume *r, const char *word)
+{
+	if (r->count == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 32;
+		char **n = realloc(r->words, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		r->words = n;
+		r->cap = cap;
+	}
+	r->words[r->count] = strdup(word);
+	if (!r->words[r->count])
+		return -ENOMEM;
+	r->count++;
+	return 0;
+}
+
+static void resume_free(struct resume *r)
+{
+	for (size_t i = 0; i < r->count; i++)
+		free(r->words[i]);
+	free(r->words);
+	memset(r, 0, sizeof(*r));
+}
+
+/* A local path as an absolute one, so the command works from any directory. */
+static int resume_add_path(struct resume *r, const char *arg, bool rdmafs)
+{
+	char cwd[PATH_MAX], *path;
+	int ret;
+
+	if (rdmafs || arg[0] == '/')
+		return resume_add(r, arg);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	path = cp_path_join(cwd, arg);
+	if (!path)
+		return -ENOMEM;
+	ret = resume_add(r, path);
+	free(path);
+	return ret;
 }
 
 /* ---- main ---------------------------------------------------------------------------- */
@@ -356,6 +623,7 @@ enum {
 	OPT_OWNER,
 	OPT_NO_OWNER,
 	OPT_LOG_LEVEL,
+	OPT_BWLIMIT,
 };
 
 static const struct option long_opts[] = {
@@ -373,10 +641,78 @@ static const struct option long_opts[] = {
 	{"quiet", no_argument, NULL, 'q'},
 	{"verbose", no_argument, NULL, 'v'},
 	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+	{"bwlimit", required_argument, NULL, OPT_BWLIMIT},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
+
+/* --NAME [VALUE] of option @c into the resume command, as the long option */
+static int resume_add_option(struct resume *r, int c, const char *arg)
+{
+	char flag[64];
+	int ret;
+
+	for (const struct option *o = long_opts; o->name; o++) {
+		if (o->val != c)
+			continue;
+		snprintf(flag, sizeof(flag), "--%s", o->name);
+		ret = resume_add(r, flag);
+		if (!ret && o->has_arg)
+			ret = resume_add(r, arg);
+		return ret;
+	}
+	return 0;
+}
+
+/* The program as run: found in PATH again, or by its absolute path. */
+static int resume_add_program(struct resume *r, const char *argv0)
+{
+	char path[PATH_MAX];
+
+	if (strchr(argv0, '/') && realpath(argv0, path))
+		return resume_add(r, path);
+	return resume_add(r, argv0);
+}
+
+static const int watched_signals[] = {SIGINT, SIGTERM, SIGWINCH};
+
+/*
+ * Blocks SIGINT, SIGTERM and SIGWINCH in this thread and the ones it starts
+ * (the watcher takes them) and installs their handlers.
+ */
+static void block_signals(void)
+{
+	struct sigaction sa;
+	sigset_t set;
+
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof(watched_signals) / sizeof(watched_signals[0]); i++)
+		sigaddset(&set, watched_signals[i]);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_mask = set;
+	for (size_t i = 0; i < sizeof(watched_signals) / sizeof(watched_signals[0]); i++) {
+		sa.sa_handler = watched_signals[i] == SIGWINCH ? on_resize : on_stop_signal;
+		sigaction(watched_signals[i], &sa, NULL);
+	}
+}
+
+/* Back to the default actions, unblocked: for when no watcher runs. */
+static void unblock_signals(void)
+{
+	struct sigaction sa;
+	sigset_t set;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof(watched_signals) / sizeof(watched_signals[0]); i++) {
+		sigaction(watched_signals[i], &sa, NULL);
+		sigaddset(&set, watched_signals[i]);
+	}
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
@@ -400,28 +736,35 @@ int main(int argc, char *argv[])
 	struct cp_loc src = {0}, dst = {0};
 	struct cp_stats stats = {0};
 	struct rfs_options ro;
-	struct progress prog_state;
+	struct resume resume = {0};
+	struct watch watch;
 	struct rfs *fs = NULL;
 	uint8_t *secret = NULL;
 	size_t secret_len = 0;
 	char meta_buf[512], why[1024];
 	unsigned long v;
-	int owner = -1, c, ret, status = EXIT_USAGE, rt;
+	int owner = -1, c, ret, status = EXIT_USAGE;
 	enum rdmafs_log_level log_level = RDMAFS_LOG_WARN;
-	bool progress_on = false;
+	bool watching = false, meta_flag = false, secret_flag = false;
 	double t0;
 
 	rdmafs_log_init("rdmafs-copy", RDMAFS_LOG_WARN);
 	/* a peer that went away must be an error of one call, not the end of the process */
 	signal(SIGPIPE, SIG_IGN);
 	rfs_options_init(&ro);
+	if (resume_add_program(&resume, argv[0])) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return EXIT_USAGE;
+	}
 	while ((c = getopt_long(argc, argv, "m:s:t:j:qvVh", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			meta = optarg;
+			meta_flag = true;
 			break;
 		case 's':
 			secret_file = optarg;
+			secret_flag = true;
 			break;
 		case 't':
 			if (strcmp(optarg, "auto") == 0)
@@ -430,30 +773,41 @@ int main(int argc, char *argv[])
 				ro.transport = RFS_TRANSPORT_RDMA;
 			else if (strcmp(optarg, "tcp") == 0)
 				ro.transport = RFS_TRANSPORT_TCP;
-			else
-				return usage_error("--transport takes auto, rdma or tcp, not '%s'",
-						   optarg);
+			else {
+				status = usage_error(
+					"--transport takes auto, rdma or tcp, not '%s'", optarg);
+				goto out_free;
+			}
 			transport = optarg;
 			break;
 		case OPT_TIMEOUT:
-			if (parse_uint(optarg, 100, 600000, &v))
-				return usage_error("--timeout takes 100..600000 ms, not '%s'",
-						   optarg);
+			if (parse_uint(optarg, 100, 600000, &v)) {
+				status = usage_error("--timeout takes 100..600000 ms, not '%s'",
+						     optarg);
+				goto out_free;
+			}
 			ro.call_timeout_ms = (uint32_t)v;
 			break;
 		case 'j':
-			if (parse_uint(optarg, 1, 256, &v))
-				return usage_error("--jobs takes 1..256, not '%s'", optarg);
+			if (parse_uint(optarg, 1, 256, &v)) {
+				status = usage_error("--jobs takes 1..256, not '%s'", optarg);
+				goto out_free;
+			}
 			opts.jobs = (unsigned)v;
 			break;
 		case OPT_INFLIGHT:
-			if (parse_uint(optarg, 0, 256, &v))
-				return usage_error("--inflight takes 0..256, not '%s'", optarg);
+			if (parse_uint(optarg, 0, 256, &v)) {
+				status = usage_error("--inflight takes 0..256, not '%s'", optarg);
+				goto out_free;
+			}
 			opts.inflight = (unsigned)v;
 			break;
 		case OPT_PIECE:
-			if (parse_size(optarg, &opts.piece_size))
-				return usage_error("--piece-size takes 64K..64M, not '%s'", optarg);
+			if (parse_size(optarg, &opts.piece_size)) {
+				status = usage_error("--piece-size takes 64K..64M, not '%s'",
+						     optarg);
+				goto out_free;
+			}
 			break;
 		case OPT_NO_VERIFY:
 			opts.verify = false;
@@ -474,28 +828,45 @@ int main(int argc, char *argv[])
 			opts.verbose = true;
 			break;
 		case OPT_LOG_LEVEL:
-			if (rdmafs_log_parse_level(optarg, &log_level))
-				return usage_error(
+			if (rdmafs_log_parse_level(optarg, &log_level)) {
+				status = usage_error(
 					"--log-level takes debug, info, warning or error, "
 					"not '%s'",
 					optarg);
+				goto out_free;
+			}
+			break;
+		case OPT_BWLIMIT:
+			if (parse_rate(optarg, &opts.bwlimit)) {
+				status = usage_error("--bwlimit takes 1K..1024G bytes/s, not '%s'",
+						     optarg);
+				goto out_free;
+			}
 			break;
 		case 'V':
 			printf("rdmafs-copy %s\n", RDMAFS_VERSION);
-			return 0;
+			status = 0;
+			goto out_free;
 		case 'h':
 			usage(stdout);
-			return 0;
+			status = 0;
+			goto out_free;
 		default:
 			fprintf(stderr, "(%s --help lists the options)\n", prog);
-			return EXIT_USAGE;
+			goto out_free;
+		}
+		if (resume_add_option(&resume, c, optarg)) {
+			fprintf(stderr, "%s: out of memory\n", prog);
+			goto out_free;
 		}
 	}
 	rdmafs_log_set_level(log_level);
 	rdmafs_log_hook_xprt();
-	if (argc - optind != 2)
-		return usage_error("needs exactly two arguments, SRC and DST (got %d)",
-				   argc - optind);
+	if (argc - optind != 2) {
+		status = usage_error("needs exactly two arguments, SRC and DST (got %d)",
+				     argc - optind);
+		goto out_free;
+	}
 	opts.owner = owner < 0 ? geteuid() == 0 : owner == 1;
 	for (int i = 0; i < 2; i++) {
 		if (parse_target(argv[optind + i], &t[i])) {
@@ -514,11 +885,26 @@ int main(int argc, char *argv[])
 			snprintf(meta_buf, sizeof(meta_buf), "%s://%s", transport, r->authority);
 			meta = meta_buf;
 		}
-	}
-	if (!meta || !*meta) {
-		status = usage_error("no metadata service: give -m URI, RDMAFS_META or "
-				     "rdmafs://HOST:PORT/path");
-		goto out_free;
+		if (!meta || !*meta) {
+			status = usage_error("no metadata service: give -m URI, RDMAFS_META or "
+					     "rdmafs://HOST:PORT/path");
+			goto out_free;
+		}
+		/* what the environment said goes into the resume command, which may run elsewhere
+		 */
+		ret = 0;
+		if (!meta_flag && !r->authority)
+			ret = resume_add_option(&resume, 'm', meta);
+		if (!ret && !secret_flag && secret_file)
+			ret = resume_add_option(&resume, 's', secret_file);
+		if (!ret)
+			ret = resume_add(&resume, "--");
+		for (int i = 0; i < 2 && !ret; i++)
+			ret = resume_add_path(&resume, argv[optind + i], t[i].rdmafs);
+		if (ret) {
+			fprintf(stderr, "%s: %s\n", prog, cp_strerror(ret));
+			goto out_free;
+		}
 	}
 	if (!secret_file)
 		secret_file = DEFAULT_SECRET;
@@ -537,6 +923,8 @@ int main(int argc, char *argv[])
 	ro.secret = secret;
 	ro.secret_len = secret_len;
 	ro.name = "rdmafs-copy";
+	/* before any thread starts, so that all of them inherit it */
+	block_signals();
 	ret = rfs_create(&ro, &fs);
 	if (ret) {
 		fprintf(stderr, "%s: cannot reach the cluster at %s: %s\n", prog, meta,
@@ -550,22 +938,28 @@ int main(int argc, char *argv[])
 	src.path = t[0].path;
 	dst.path = t[1].path;
 	t[0].path = t[1].path = NULL;
-	if (!opts.quiet) {
-		rt = progress_start(&prog_state, &stats);
-		progress_on = rt == 0;
-	}
-	t0 = now_s();
+	watching = watch_start(&watch, &stats, &resume, !opts.quiet) == 0;
+	if (!watching)
+		/* nobody would take the signals: let them end the process, as a kill does */
+		unblock_signals();
+	t0 = cp_now();
 	ret = t[0].rdmafs ? cp_run(&opts, &remote, &src, &local, &dst, &stats)
 			  : cp_run(&opts, &local, &src, &remote, &dst, &stats);
-	if (progress_on)
-		progress_stop(&prog_state);
+	if (watching)
+		watch_stop(&watch);
 	if (!opts.quiet)
-		summary(&stats, now_s() - t0);
+		summary(&stats, cp_now() - t0);
+	if (ret == -EINTR) {
+		interrupted(&stats, cp_now() - t0, stop_signal, &resume);
+		status = EXIT_INTERRUPTED;
+		goto out_destroy;
+	}
 	status = ret == 0 ? 0 : EXIT_FAILED;
 	/* the service went away under us: say so with the exit status */
 	if (ret && ret != -EIO && (ret == -ETIMEDOUT || ret == -ECONNREFUSED))
 		status = EXIT_UNREACHABLE;
 
+out_destroy:
 	rfs_destroy(fs);
 out_free:
 	if (secret)
@@ -575,5 +969,6 @@ out_free:
 	cp_loc_free(&dst);
 	target_free(&t[0]);
 	target_free(&t[1]);
+	resume_free(&resume);
 	return status;
 }

@@ -14,6 +14,7 @@
 
 static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool msg_bar;
+static unsigned msg_width;
 
 char *cp_path_join(const char *dir, const char *name)
 {
@@ -172,10 +173,26 @@ const char *cp_strerror(int err)
 	}
 }
 
-void cp_msg_set_bar(bool on)
+double cp_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void cp_msg_set_term(bool bar, unsigned width)
 {
 	pthread_mutex_lock(&msg_lock);
-	msg_bar = on;
+	msg_bar = bar;
+	msg_width = width;
+	pthread_mutex_unlock(&msg_lock);
+}
+
+void cp_msg_locked(void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&msg_lock);
+	fn(arg);
 	pthread_mutex_unlock(&msg_lock);
 }
 
@@ -183,11 +200,16 @@ void cp_msg(const char *fmt, ...)
 {
 	char line[8192];
 	va_list ap;
+	int n;
 
+	n = snprintf(line, sizeof(line), "rdmafs-copy: ");
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
 	pthread_mutex_lock(&msg_lock);
-	fprintf(stderr, "%srdmafs-copy: %s\n", msg_bar ? "\r\033[K" : "", line);
+	if (msg_bar)
+		fputs("\r\033[K", stderr);
+	cp_term_wrap(stderr, msg_width, line);
+	fflush(stderr);
 	pthread_mutex_unlock(&msg_lock);
 }

@@ -119,6 +119,8 @@ static void usage(const char *prog)
 	       "    log_level=LEVEL        debug, info, warning or error [info]; also\n"
 	       "                           --log-level LEVEL\n"
 	       "    ro                     read-only mount\n"
+	       "\n"
+	       "-V, --version              print \"rdmafs-fuse VERSION\" and exit\n"
 	       "\n",
 	       prog);
 }
@@ -325,7 +327,8 @@ int main(int argc, char *argv[])
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
 		goto out_free_args;
 	if (cmd.show_version) {
-		printf("rdmafs-fuse %s, FUSE library %s\n", RDMAFS_VERSION, fuse_pkgversion());
+		/* one line, PROGRAM VERSION, as every rdmafs program prints it */
+		printf("rdmafs-fuse %s\n", RDMAFS_VERSION);
 		ret = 0;
 		goto out_free_cmd;
 	}
