@@ -63,11 +63,11 @@ struct meta_store_txn;
 struct meta {
 	struct meta_store *store; /* meta_store_open() .. meta_store_close() */
 	struct meta_options opts;
-	uint64_t run_id;     /* "runs" counter at open: tells stale heartbeat stamps */
-	uint64_t salt;	     /* per-filesystem, mixed into placement seeds */
+	uint64_t run_id; /* "runs" counter at open: tells stale heartbeat stamps */
+	uint64_t salt;	 /* per-filesystem, mixed into placement seeds */
 	uint8_t cluster_id[RDMAFS_UUID_LEN]; /* counters "cluster_id.0" and ".1" */
-	uint64_t now_sec;    /* meta_tick() clock, read and written atomically */
-	uint64_t first_tick; /* now_sec of the first tick of this run, 0 before */
+	uint64_t now_sec;		     /* meta_tick() clock, read and written atomically */
+	uint64_t first_tick;		     /* now_sec of the first tick of this run, 0 before */
 };
 
 struct inode_rec {
