@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -45,8 +46,11 @@ struct agent {
 	uint32_t heartbeat_ms;
 	char name[LABEL_MAX + 1];
 	char disk_id[LABEL_MAX + 1];
-	uint64_t stored_bytes; /* the last walk's sum */
-	uint64_t next_scan_ms; /* when to walk again */
+	uint8_t cluster_id[16]; /* the cluster the data directory joined ... */
+	bool cluster_known;	/* ... if it joined one */
+	bool refused;		/* the service refused us for good: agent_refused() */
+	uint64_t stored_bytes;	/* the last walk's sum */
+	uint64_t next_scan_ms;	/* when to walk again */
 	bool reported_scan_error;
 	uint8_t reply[AGENT_REPLY_MAX];
 };
@@ -146,11 +150,27 @@ out_free:
 	return ret;
 }
 
+/*
+ * The service will never take this daemon: say why, stop trying and ask the
+ * daemon to stop (SIGTERM to ourselves; main() asks agent_refused()).
+ */
+static int refuse(struct agent *a, const char *why, int err)
+{
+	rdmafs_log(RDMAFS_LOG_ERR, "the metadata service at %s refused this daemon: %s",
+		   a->p.meta ? "(hosted here)" : a->p.metadata_uri, why);
+	pthread_mutex_lock(&a->lock);
+	a->refused = true;
+	pthread_mutex_unlock(&a->lock);
+	kill(getpid(), SIGTERM);
+	return err;
+}
+
 static int do_register(struct agent *a)
 {
 	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
 	Rdmafs__RegisterDaemonResp *resp;
 	size_t len = 0;
+	char text[37];
 	int ret;
 
 	req.uuid.data = (uint8_t *)a->p.uuid;
@@ -160,13 +180,42 @@ static int do_register(struct agent *a)
 	req.name = a->name;
 	req.disk_id = a->disk_id;
 	req.hosts_metadata = a->p.meta != NULL;
+	if (a->cluster_known) {
+		req.cluster_id.data = a->cluster_id;
+		req.cluster_id.len = sizeof(a->cluster_id);
+	}
 	capacity(a, &req.capacity_bytes, &req.used_bytes);
 	ret = agent_call(a, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req.base, &len);
+	if (ret == -EXDEV) {
+		char why[256];
+
+		datadir_uuid_format(a->cluster_id, text);
+		snprintf(why, sizeof(why),
+			 "its data directory belongs to another cluster (%s): point "
+			 "metadata_uri at that cluster's metadata service, or give this daemon "
+			 "an empty data directory to join this one",
+			 text);
+		return refuse(a, why, ret);
+	}
 	if (ret)
 		return ret;
 	resp = rdmafs__register_daemon_resp__unpack(NULL, len, a->reply);
 	if (!resp)
 		return -EBADMSG;
+	if (!a->cluster_known && resp->cluster_id.len == sizeof(a->cluster_id)) {
+		/* the first cluster we join is ours for good: remember it before serving */
+		ret = datadir_cluster_set(a->p.datadir, resp->cluster_id.data);
+		if (ret) {
+			rdmafs_log(RDMAFS_LOG_ERR, "cannot record the cluster joined: %s",
+				   strerror(-ret));
+			rdmafs__register_daemon_resp__free_unpacked(resp, NULL);
+			return ret;
+		}
+		memcpy(a->cluster_id, resp->cluster_id.data, sizeof(a->cluster_id));
+		a->cluster_known = true;
+		datadir_uuid_format(a->cluster_id, text);
+		rdmafs_log(RDMAFS_LOG_INFO, "joined cluster %s", text);
+	}
 	if (resp->heartbeat_interval_ms >= 100 && resp->heartbeat_interval_ms <= 60000)
 		a->heartbeat_ms = resp->heartbeat_interval_ms;
 	rdmafs_log(RDMAFS_LOG_INFO, "registered with the metadata service%s%s (epoch %llu)",
@@ -199,7 +248,7 @@ static void *agent_main(void *arg)
 	uint64_t next_beat = 0, backoff = AGENT_TICK_MS;
 
 	pthread_mutex_lock(&a->lock);
-	while (!a->stopping) {
+	while (!a->stopping && !a->refused) {
 		uint64_t now = monotonic_ms();
 		struct timespec until;
 		int ret = 0;
@@ -260,6 +309,13 @@ int agent_start(const struct agent_params *p, struct agent **out)
 	a->heartbeat_ms = DEFAULT_HEARTBEAT_MS;
 	snprintf(a->name, sizeof(a->name), "%s", p->name ? p->name : "");
 	disk_identity(store_data_fd(p->store), a->disk_id, sizeof(a->disk_id));
+	ret = datadir_cluster_get(p->datadir, a->cluster_id, &a->cluster_known);
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot read the cluster id of the data directory: %s",
+			   ret == -EINVAL ? "cluster-id is damaged" : strerror(-ret));
+		free(a);
+		return ret;
+	}
 	/* protobuf-c wants char **; the strings are the caller's and outlive us. */
 	a->addresses = calloc(p->address_count ? p->address_count : 1, sizeof(char *));
 	if (!a->addresses) {
@@ -283,6 +339,18 @@ err_cond:
 err_free:
 	free(a);
 	return ret;
+}
+
+bool agent_refused(struct agent *a)
+{
+	bool refused;
+
+	if (!a)
+		return false;
+	pthread_mutex_lock(&a->lock);
+	refused = a->refused;
+	pthread_mutex_unlock(&a->lock);
+	return refused;
 }
 
 void agent_stop(struct agent *a)

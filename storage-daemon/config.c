@@ -328,6 +328,8 @@ static char *config_ini_read(char *str, int num, void *stream)
 			while (c != '\n' && c != EOF)
 				c = getc(st->f);
 			line_error(st, "line longer than %d characters", num - 2);
+			/* inih sees an empty line: nothing of a cut line may set a key */
+			snprintf(str, (size_t)num, "\n");
 		}
 	}
 	return str;

@@ -297,8 +297,9 @@ struct agent_params {
 	const uint8_t *uuid;
 	const char *const *addresses; /* advertised URIs */
 	unsigned address_count;
-	struct store *store; /* for capacity: what it stores, and its file system */
-	const char *name;    /* the config's name, or NULL: host:port */
+	struct store *store;	       /* for capacity: what it stores, and its file system */
+	const struct datadir *datadir; /* the cluster it joined */
+	const char *name;	       /* the config's name, or NULL: host:port */
 };
 
 /*
@@ -310,5 +311,11 @@ struct agent_params {
 int agent_start(const struct agent_params *p, struct agent **out);
 /* Stops and frees the agent. NULL is a no-op. */
 void agent_stop(struct agent *a);
+/*
+ * Whether the metadata service refused this daemon for good (its data
+ * directory belongs to another cluster). The agent then logged why, stopped
+ * and sent the process SIGTERM: the daemon exits with status 1.
+ */
+bool agent_refused(struct agent *a);
 
 #endif /* RDMAFS_DAEMON_I_H */

@@ -308,6 +308,7 @@ int main(int argc, char **argv)
 	ap.uuid = dd.uuid;
 	ap.addresses = advertise_ptrs;
 	ap.store = store;
+	ap.datadir = &dd;
 	ap.name = cfg.name ? cfg.name
 			   : default_name(xprt_listener_port(listeners[0]), name, sizeof(name));
 	ret = agent_start(&ap, &agent);
@@ -327,7 +328,7 @@ int main(int argc, char **argv)
 	}
 	notify("STOPPING=1");
 	rdmafs_log(RDMAFS_LOG_INFO, "stopping: draining requests in flight");
-	status = 0;
+	status = agent_refused(agent) ? 1 : 0;
 
 	agent_stop(agent);
 out_close_listeners:

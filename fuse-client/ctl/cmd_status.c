@@ -222,6 +222,7 @@ static void status_json(const struct ctl *c, const struct health *h, const struc
 		ctl_json_string(NULL, h->reasons[i]);
 	ctl_json_end_array();
 	ctl_json_end_object();
+	ctl_json_string("cluster_id", c->map.cluster_id);
 	ctl_json_string("metadata_service", c->meta_uri);
 	ctl_json_u64("epoch", c->map.epoch);
 	ctl_json_u64("stored_bytes", stored);
@@ -273,8 +274,9 @@ static void status_text(const struct ctl *c, const struct health *h, const struc
 		if (strlen(c->map.daemons[i].label) > name_width)
 			name_width = strlen(c->map.daemons[i].label);
 	}
-	printf("metadata service %s, cluster map epoch %" PRIu64 ": %zu daemons, %zu up\n",
-	       c->meta_uri, c->map.epoch, c->map.count, up);
+	printf("cluster %s, metadata service %s, map epoch %" PRIu64 ": %zu daemons, %zu up\n",
+	       c->map.cluster_id[0] ? c->map.cluster_id : "(no id)", c->meta_uri, c->map.epoch,
+	       c->map.count, up);
 	printf("stored %s of %s on %zu disk%s (daemons sharing a disk count it once)\n\n",
 	       ctl_fmt_bytes(stored, a, sizeof(a)), ctl_fmt_bytes(capacity, b, sizeof(b)),
 	       disk_count, disk_count == 1 ? "" : "s");

@@ -65,6 +65,7 @@ struct ctl_daemon {
 
 struct ctl_map {
 	uint64_t epoch;
+	char cluster_id[37]; /* "" from a service older than cluster ids */
 	struct ctl_daemon *daemons;
 	size_t count;
 };

@@ -235,6 +235,8 @@ int ctl_map_load(struct ctl *c, bool reload)
 		return ret;
 	}
 	map.epoch = resp->epoch;
+	if (resp->cluster_id.len == RDMAFS_UUID_LEN)
+		ctl_uuid_format(resp->cluster_id.data, map.cluster_id);
 	map.daemons = calloc(resp->n_daemons + 1, sizeof(*map.daemons));
 	if (!map.daemons) {
 		ret = -ENOMEM;

@@ -192,8 +192,12 @@ static int load_cluster_id(struct meta *m, struct meta_txn *t)
 	if (!ret)
 		ret = meta_store_counter_get(t, "cluster_id.1", &half[1]);
 	if (ret == -ENOENT) {
+		uint8_t *b = (uint8_t *)half;
+
 		if (getrandom(half, sizeof(half), 0) != sizeof(half))
 			return -EIO;
+		b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* a version 4 UUID */
+		b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
 		ret = meta_store_counter_put(t, "cluster_id.0", half[0]);
 		if (!ret)
 			ret = meta_store_counter_put(t, "cluster_id.1", half[1]);
