@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rdmafs_conf.h"
 #include "copy_i.h"
 
 #define EXIT_FAILED	 1
@@ -30,7 +31,6 @@
 #define EXIT_UNREACHABLE 3
 /* as a shell reports a command that Ctrl-C ended (128 + SIGINT) */
 #define EXIT_INTERRUPTED 130
-#define DEFAULT_SECRET	 "/etc/rdmafs/secret"
 #define MIB		 (1024u * 1024u)
 
 static const char *prog = "rdmafs-copy";
@@ -59,8 +59,9 @@ static void usage(FILE *out)
 		"options:\n"
 		"  -m, --meta URI          metadata service: tcp://, rdma:// or auto://HOST:PORT\n"
 		"                          [$RDMAFS_META]\n"
-		"  -s, --secret-file FILE  cluster secret [$RDMAFS_SECRET_FILE, " DEFAULT_SECRET
-		"]\n"
+		"  -s, --secret-file FILE  cluster secret [$RDMAFS_SECRET_FILE, %s]\n"
+		"  -c, --config FILE       client settings ([client] meta, secret_file,\n"
+		"                          transport) [$RDMAFS_CLIENT_CONF, %s]\n"
 		"  -t, --transport auto|rdma|tcp\n"
 		"                          how to reach the storage daemons [auto]\n"
 		"      --timeout MS        per-RPC timeout, 100..600000 [5000]\n"
@@ -93,7 +94,7 @@ static void usage(FILE *out)
 		"exit status: 0 everything copied, 1 some files failed (each is named on\n"
 		"stderr), 2 usage or configuration error, 3 the service is unreachable,\n"
 		"130 interrupted by SIGINT or SIGTERM (run the printed command to resume).\n",
-		prog);
+		prog, rfs_default_secret_file(), rfs_client_conf_path());
 }
 
 /* ---- option values ----------------------------------------------------------------- */
@@ -630,6 +631,7 @@ static const struct option long_opts[] = {
 	{"meta", required_argument, NULL, 'm'},
 	{"secret-file", required_argument, NULL, 's'},
 	{"transport", required_argument, NULL, 't'},
+	{"config", required_argument, NULL, 'c'},
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"jobs", required_argument, NULL, 'j'},
 	{"inflight", required_argument, NULL, OPT_INFLIGHT},
@@ -745,7 +747,9 @@ int main(int argc, char *argv[])
 	unsigned long v;
 	int owner = -1, c, ret, status = EXIT_USAGE;
 	enum rdmafs_log_level log_level = RDMAFS_LOG_WARN;
-	bool watching = false, meta_flag = false, secret_flag = false;
+	bool watching = false, meta_flag = false, secret_flag = false, transport_flag = false;
+	const char *config_path = NULL;
+	struct rfs_client_conf conf = {0};
 	double t0;
 
 	rdmafs_log_init("rdmafs-copy", RDMAFS_LOG_WARN);
@@ -756,7 +760,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return EXIT_USAGE;
 	}
-	while ((c = getopt_long(argc, argv, "m:s:t:j:qvVh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:s:t:c:j:qvVh", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			meta = optarg;
@@ -779,7 +783,12 @@ int main(int argc, char *argv[])
 				goto out_free;
 			}
 			transport = optarg;
+			transport_flag = true;
 			break;
+		case 'c':
+			/* not into the resume command: what it said goes there instead, below */
+			config_path = optarg;
+			continue;
 		case OPT_TIMEOUT:
 			if (parse_uint(optarg, 100, 600000, &v)) {
 				status = usage_error("--timeout takes 100..600000 ms, not '%s'",
@@ -862,6 +871,28 @@ int main(int argc, char *argv[])
 	}
 	rdmafs_log_set_level(log_level);
 	rdmafs_log_hook_xprt();
+	/* client.conf under the environment and the flags */
+	ret = rfs_client_conf_load(config_path ? config_path : rfs_client_conf_path(),
+				   config_path != NULL, "rdmafs-copy", NULL, NULL, &conf, why,
+				   sizeof(why));
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", prog, why);
+		goto out_free;
+	}
+	if ((!meta || !*meta) && conf.meta_uri)
+		meta = conf.meta_uri;
+	if (!secret_file && conf.secret_file)
+		secret_file = conf.secret_file;
+	if (!transport_flag && conf.transport) {
+		transport = conf.transport;
+		ro.transport = strcmp(transport, "rdma") == 0  ? RFS_TRANSPORT_RDMA
+			       : strcmp(transport, "tcp") == 0 ? RFS_TRANSPORT_TCP
+								: RFS_TRANSPORT_AUTO;
+		if (config_path && resume_add_option(&resume, 't', transport)) {
+			fprintf(stderr, "%s: out of memory\n", prog);
+			goto out_free;
+		}
+	}
 	if (argc - optind != 2) {
 		status = usage_error("needs exactly two arguments, SRC and DST (got %d)",
 				     argc - optind);
@@ -886,16 +917,20 @@ int main(int argc, char *argv[])
 			meta = meta_buf;
 		}
 		if (!meta || !*meta) {
-			status = usage_error("no metadata service: give -m URI, RDMAFS_META or "
-					     "rdmafs://HOST:PORT/path");
+			status = usage_error("no metadata service: give -m URI, RDMAFS_META, "
+					     "rdmafs://HOST:PORT/path or meta = URI in %s",
+					     config_path ? config_path : rfs_client_conf_path());
 			goto out_free;
 		}
-		/* what the environment said goes into the resume command, which may run elsewhere
+		/*
+		 * what the environment or a --config file said goes into the resume
+		 * command, which may run elsewhere (the default client.conf is read again)
 		 */
 		ret = 0;
-		if (!meta_flag && !r->authority)
+		if (!meta_flag && !r->authority && (meta != conf.meta_uri || config_path))
 			ret = resume_add_option(&resume, 'm', meta);
-		if (!ret && !secret_flag && secret_file)
+		if (!ret && !secret_flag && secret_file &&
+		    (secret_file != conf.secret_file || config_path))
 			ret = resume_add_option(&resume, 's', secret_file);
 		if (!ret)
 			ret = resume_add(&resume, "--");
@@ -907,7 +942,7 @@ int main(int argc, char *argv[])
 		}
 	}
 	if (!secret_file)
-		secret_file = DEFAULT_SECRET;
+		secret_file = rfs_default_secret_file();
 	ret = rdmafs_read_secret(secret_file, &secret, &secret_len);
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", prog,
@@ -970,5 +1005,6 @@ out_free:
 	target_free(&t[0]);
 	target_free(&t[1]);
 	resume_free(&resume);
+	rfs_client_conf_free(&conf);
 	return status;
 }

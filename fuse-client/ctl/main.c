@@ -20,21 +20,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <ini.h>
-
 #include "xprt.h"
+#include "rdmafs_conf.h"
 #include "ctl_i.h"
 
-#ifndef CTL_SYSCONFDIR
-#define CTL_SYSCONFDIR "/etc"
-#endif
 #ifndef RDMAFS_VERSION
 #define RDMAFS_VERSION "unknown"
 #endif
 
 #define DEFAULT_META	    "tcp://127.0.0.1:7471"
-#define DEFAULT_SECRET	    CTL_SYSCONFDIR "/rdmafs/secret"
-#define DEFAULT_CONFIG	    CTL_SYSCONFDIR "/rdmafs/rdmafsctl.conf"
 #define DEFAULT_TIMEOUT_SEC 10
 
 /* Settings gathered from every source; strings are owned. */
@@ -44,8 +38,6 @@ struct settings {
 	unsigned timeout_sec;
 	const char *config_path;
 	bool config_given;
-	int bad_line; /* first bad line of the config file, 0 if none */
-	char bad_text[160];
 };
 
 struct command {
@@ -87,7 +79,7 @@ static void usage(FILE *f)
 		"  fsck [--repair]         metadata against chunks: orphan chunks, lost files,\n"
 		"                          bad chunks; --repair removes the orphans\n"
 		"\n"
-		"DAEMON is a UUID, a unique UUID prefix, or one of its addresses.\n"
+		"DAEMON is a name, a UUID, a unique UUID prefix, or one of its addresses.\n"
 		"\n"
 		"Options:\n"
 		"  -m, --meta URI          the metadata service (default %s)\n"
@@ -103,12 +95,14 @@ static void usage(FILE *f)
 		"  -V, --version           print \"rdmafsctl VERSION\" and exit\n"
 		"\n"
 		"Environment: RDMAFS_META, RDMAFS_SECRET_FILE (flags win over them, they over\n"
-		"the config file: [rdmafsctl] meta = URI, secret_file = FILE, timeout = SEC).\n"
+		"the config file: [client] meta = URI, secret_file = FILE; [rdmafsctl]\n"
+		"timeout = SEC), RDMAFS_CLIENT_CONF (the config file).\n"
 		"\n"
-		"Exit status: 0 ok, 1 problems found (scrub, fsck), 2 usage or configuration\n"
-		"error, 3 the metadata service or a daemon unreachable, 4 the operation failed\n"
-		"or was refused.\n",
-		DEFAULT_META, DEFAULT_SECRET, DEFAULT_CONFIG, DEFAULT_TIMEOUT_SEC);
+		"Exit status: 0 ok, 1 problems found (scrub, fsck) or a DEGRADED cluster\n"
+		"(status), 2 usage or configuration error, 3 the metadata service or a daemon\n"
+		"unreachable, 4 the operation failed or was refused, 5 the cluster's health is\n"
+		"ERROR (status).\n",
+		DEFAULT_META, rfs_default_secret_file(), rfs_client_conf_path(), DEFAULT_TIMEOUT_SEC);
 }
 
 static int set_string(char **dst, const char *value)
@@ -135,47 +129,35 @@ static int parse_timeout(const char *text, unsigned *out)
 	return 0;
 }
 
-static int config_line(void *arg, const char *section, const char *name, const char *value)
+/* [rdmafsctl] in client.conf: timeout = SEC. */
+static int config_key(void *arg, const char *key, const char *value, char *why, size_t why_len)
 {
 	struct settings *s = arg;
 
-	if (strcmp(section, "rdmafsctl") != 0) {
-		snprintf(s->bad_text, sizeof(s->bad_text), "unknown section [%s]", section);
+	if (strcmp(key, "timeout") != 0)
+		return -ENOENT;
+	if (parse_timeout(value, &s->timeout_sec) == 0)
 		return 0;
-	}
-	if (strcmp(name, "meta") == 0)
-		return set_string(&s->meta, value) == 0;
-	if (strcmp(name, "secret_file") == 0)
-		return set_string(&s->secret_file, value) == 0;
-	if (strcmp(name, "timeout") == 0) {
-		if (parse_timeout(value, &s->timeout_sec) == 0)
-			return 1;
-		snprintf(s->bad_text, sizeof(s->bad_text), "timeout must be 1..3600 seconds");
-		return 0;
-	}
-	snprintf(s->bad_text, sizeof(s->bad_text), "unknown key %s", name);
-	return 0;
+	snprintf(why, why_len, "timeout = %s: must be 1..3600 seconds", value);
+	return -EINVAL;
 }
 
-/* Reads the config file; a missing default file is fine, a missing named one is not. */
+/* Reads client.conf; a missing default file is fine, a missing named one is not. */
 static int load_config(struct settings *s)
 {
-	FILE *f = fopen(s->config_path, "r");
-	int line;
+	struct rfs_client_conf conf;
+	char why[512];
+	int ret = rfs_client_conf_load(s->config_path, s->config_given, "rdmafsctl", config_key, s,
+				       &conf, why, sizeof(why));
 
-	if (!f) {
-		if (errno == ENOENT && !s->config_given)
-			return 0;
-		ctl_err("cannot read %s: %s", s->config_path, strerror(errno));
-		return -errno;
+	if (ret) {
+		ctl_err("%s", why);
+		return ret;
 	}
-	line = ini_parse_file(f, config_line, s);
-	fclose(f);
-	if (line) {
-		ctl_err("%s:%d: %s", s->config_path, line,
-			s->bad_text[0] ? s->bad_text : "syntax error");
-		return -EINVAL;
-	}
+	s->meta = conf.meta_uri;
+	s->secret_file = conf.secret_file;
+	conf.meta_uri = conf.secret_file = NULL;
+	rfs_client_conf_free(&conf);
 	return 0;
 }
 
@@ -212,7 +194,8 @@ int main(int argc, char **argv)
 		{"force", no_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
-	struct settings s = {.timeout_sec = DEFAULT_TIMEOUT_SEC, .config_path = DEFAULT_CONFIG};
+	struct settings s = {.timeout_sec = DEFAULT_TIMEOUT_SEC,
+			     .config_path = rfs_client_conf_path()};
 	char *flag_meta = NULL, *flag_secret = NULL;
 	unsigned flag_timeout = 0;
 	const struct command *cmd = NULL;
@@ -322,7 +305,7 @@ int main(int argc, char **argv)
 	if (flag_timeout)
 		s.timeout_sec = flag_timeout;
 	if ((!s.meta && set_string(&s.meta, DEFAULT_META)) ||
-	    (!s.secret_file && set_string(&s.secret_file, DEFAULT_SECRET)))
+	    (!s.secret_file && set_string(&s.secret_file, rfs_default_secret_file())))
 		goto out_free;
 	if (xprt_uri_parse(s.meta, &(enum xprt_kind){0}, (char[256]){0}, 256, &(uint16_t){0})) {
 		ctl_err("\"%s\" is not a metadata service address (tcp://HOST:PORT, "
