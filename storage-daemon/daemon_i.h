@@ -255,6 +255,39 @@ struct server_params {
  * server_request_cb().
  */
 int server_create(const struct server_params *p, struct server **out);
+/* Methods counted one by one in struct server_stats (the last one: all others). */
+#define SERVER_OPS 10
+
+struct server_op_stats {
+	uint32_t method; /* an rdmafs Method; METHOD_UNSPECIFIED: every other method */
+	uint64_t count, errors;
+	uint64_t bytes; /* payload moved by one-sided RDMA */
+	struct rdmafs_latency latency;
+};
+
+/* What the server counted since it started, for DAEMON_STATS and /metrics. */
+struct server_stats {
+	uint64_t uptime_ns;
+	struct server_op_stats ops[SERVER_OPS];
+	uint64_t bytes_read, bytes_written;
+	uint64_t errors, checksum_errors;
+	uint64_t busy; /* requests refused with -EBUSY: the queue was full */
+	uint32_t in_flight, queued, queue_capacity, workers;
+	uint64_t rdma_bytes_in_flight;
+	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
+	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */
+	uint32_t connections;				      /* served, past HELLO */
+	uint32_t connections_verbs, connections_tcp, connections_handshaking;
+	bool capacity_known;
+	uint64_t capacity_bytes, free_bytes; /* of the data directory's file system */
+	uint64_t chunks;
+};
+
+/*
+ * Fills @out with the server's counters now, each read atomically (a
+ * snapshot taken while workers count, not one instant). Any thread.
+ */
+void server_stats_get(struct server *srv, struct server_stats *out);
 /* The xprt_request_cb to pass to xprt_listen(); @arg is the server. */
 void server_request_cb(struct xprt_req *req, void *arg);
 /*
