@@ -51,6 +51,44 @@ uint64_t rdmafs_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t rdmafs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+const uint64_t rdmafs_latency_bounds_us[RDMAFS_LATENCY_BOUNDS] = {
+	50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000,
+};
+
+void rdmafs_latency_record(struct rdmafs_latency *h, uint64_t ns)
+{
+	unsigned b = 0;
+
+	while (b < RDMAFS_LATENCY_BOUNDS && ns > rdmafs_latency_bounds_us[b] * 1000u)
+		b++;
+	__atomic_add_fetch(&h->buckets[b], 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&h->sum_ns, ns, __ATOMIC_RELAXED);
+}
+
+void rdmafs_latency_read(const struct rdmafs_latency *h, struct rdmafs_latency *out)
+{
+	for (unsigned b = 0; b <= RDMAFS_LATENCY_BOUNDS; b++)
+		out->buckets[b] = __atomic_load_n(&h->buckets[b], __ATOMIC_RELAXED);
+	out->sum_ns = __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED);
+}
+
+uint64_t rdmafs_latency_count(const struct rdmafs_latency *h)
+{
+	uint64_t n = 0;
+
+	for (unsigned b = 0; b <= RDMAFS_LATENCY_BOUNDS; b++)
+		n += h->buckets[b];
+	return n;
+}
+
 int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len)
 {
 	/* one byte more than allowed, to tell a secret that is too long */

@@ -119,9 +119,8 @@ static int conf_line(void *user, const char *section, const char *key, const cha
 	return 0;
 }
 
-int rfs_client_conf_load(const char *path, bool must_exist, const char *own,
-			 rfs_conf_key_fn key_fn, void *arg, struct rfs_client_conf *out, char *why,
-			 size_t why_len)
+int rfs_client_conf_load(const char *path, bool must_exist, const char *own, rfs_conf_key_fn key_fn,
+			 void *arg, struct rfs_client_conf *out, char *why, size_t why_len)
 {
 	struct conf_state st = {.out = out, .own = own, .key_fn = key_fn, .arg = arg};
 	FILE *f;

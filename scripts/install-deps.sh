@@ -8,12 +8,12 @@ build_packages=(
 	libibverbs-dev librdmacm-dev rdma-core ibverbs-utils
 	libfuse3-dev fuse3 liburing-dev
 	libprotobuf-c-dev protobuf-c-compiler
-	liblmdb-dev libisal-dev libinih-dev libsodium-dev libsystemd-dev
+	liblmdb-dev libisal-dev libinih-dev libsodium-dev libsystemd-dev libmicrohttpd-dev
 	libcmocka-dev
 )
 test_packages=(
 	qemu-system-x86 busybox-static kmod cpio perftest rdmacm-utils
-	fio bindfs rsync attr acl xfsprogs e2fsprogs python3 valgrind
+	fio bindfs rsync attr acl xfsprogs e2fsprogs python3 python3-prometheus-client curl valgrind
 	dpkg-dev debhelper devscripts
 )
 

@@ -10,6 +10,8 @@
 #
 # Environment: RDMAFS_HOME (default /var/lib/rdmafs-local: data, secret, logs),
 # RDMAFS_MOUNT (default /mnt/rdmafs), RDMAFS_PORT (default 7471),
+# RDMAFS_METRICS_PORT (default 9471: Prometheus metrics at
+# http://127.0.0.1:PORT/metrics, docs/metrics.md),
 # RDMAFS_BUILD (default ./build), RDMAFS_SKIP_DEPS=1 to skip the package
 # installation.
 #
@@ -23,6 +25,7 @@ top=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 home=${RDMAFS_HOME:-/var/lib/rdmafs-local}
 mnt=${RDMAFS_MOUNT:-/mnt/rdmafs}
 port=${RDMAFS_PORT:-7471}
+metrics_port=${RDMAFS_METRICS_PORT:-9471}
 build=${RDMAFS_BUILD:-$top/build}
 cluster=$top/tests/lib/cluster.sh
 
@@ -82,7 +85,7 @@ up() {
 	# the cluster secret (every client and daemon proves it knows it) is made
 	# once, in $home/secret; the data lives in $home/data
 	"$cluster" up --build "$build" --dir "$home" --transport tcp --addr 127.0.0.1 \
-		--port "$port" --storage 0 --meta-data "$home/data" --mount "$mnt" |
+		--port "$port" --metrics-port "$metrics_port" --storage 0 --meta-data "$home/data" --mount "$mnt" |
 		sed 's/^cluster.sh: /rdmafs-up: /' ||
 		die "the filesystem did not come up (logs in $home)"
 	status

@@ -52,6 +52,9 @@ struct agent {
 	uint64_t stored_bytes;	/* the last walk's sum */
 	uint64_t next_scan_ms;	/* when to walk again */
 	bool reported_scan_error;
+	/* for agent_state(), written with atomics: another thread reads them */
+	uint32_t map_state;
+	bool registered_shown;
 	uint8_t reply[AGENT_REPLY_MAX];
 };
 
@@ -218,6 +221,7 @@ static int do_register(struct agent *a)
 	}
 	if (resp->heartbeat_interval_ms >= 100 && resp->heartbeat_interval_ms <= 60000)
 		a->heartbeat_ms = resp->heartbeat_interval_ms;
+	__atomic_store_n(&a->map_state, (uint32_t)resp->state, __ATOMIC_RELAXED);
 	rdmafs_log(RDMAFS_LOG_INFO, "registered with the metadata service%s%s (epoch %llu)",
 		   a->p.meta ? "" : " at ", a->p.meta ? " hosted here" : a->p.metadata_uri,
 		   (unsigned long long)resp->epoch);
@@ -229,6 +233,7 @@ static int do_register(struct agent *a)
 static int do_heartbeat(struct agent *a)
 {
 	Rdmafs__HeartbeatReq req = RDMAFS__HEARTBEAT_REQ__INIT;
+	Rdmafs__HeartbeatResp *resp;
 	size_t len = 0;
 	int ret;
 
@@ -239,7 +244,15 @@ static int do_heartbeat(struct agent *a)
 	/* A service that lost us (a new store, or a restart that forgot us): register again. */
 	if (ret == -ENOENT)
 		a->registered = false;
-	return ret;
+	if (ret)
+		return ret;
+	/* the state only feeds /metrics: a reply without one is no failure */
+	resp = rdmafs__heartbeat_resp__unpack(NULL, len, a->reply);
+	if (resp) {
+		__atomic_store_n(&a->map_state, (uint32_t)resp->state, __ATOMIC_RELAXED);
+		rdmafs__heartbeat_resp__free_unpacked(resp, NULL);
+	}
+	return 0;
 }
 
 static void *agent_main(void *arg)
@@ -283,6 +296,7 @@ static void *agent_main(void *arg)
 				backoff = AGENT_TICK_MS;
 				next_beat = now + a->heartbeat_ms;
 			}
+			__atomic_store_n(&a->registered_shown, a->registered, __ATOMIC_RELAXED);
 		}
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_nsec += (long)AGENT_TICK_MS * 1000000L;
@@ -351,6 +365,12 @@ bool agent_refused(struct agent *a)
 	refused = a->refused;
 	pthread_mutex_unlock(&a->lock);
 	return refused;
+}
+
+void agent_state(struct agent *a, uint32_t *state, bool *registered)
+{
+	*state = __atomic_load_n(&a->map_state, __ATOMIC_RELAXED);
+	*registered = __atomic_load_n(&a->registered_shown, __ATOMIC_RELAXED);
 }
 
 void agent_stop(struct agent *a)

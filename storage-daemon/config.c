@@ -19,6 +19,8 @@
  *   metadata_uri = tcp://meta1:7471   ; register there instead (needed with metadata = no)
  *   advertise = rdma://10.0.0.2:7471  ; repeatable: addresses clients use (default: listen)
  *   port_file = /run/rdmafs/daemon/port
+ *   metrics_listen = 127.0.0.1:9471  ; Prometheus /metrics (HOST:PORT, port 0: any); empty: off
+ *   metrics_port_file = /run/rdmafs/daemon/metrics-port
  *
  * Every error names where the setting came from ("daemon.conf:12: workers =
  * 0: must be 1..64", or the flag) and what is allowed, and all of them are
@@ -62,6 +64,8 @@ static const struct option longopts[] = {
 	{"metadata", required_argument, NULL, 'M'},
 	{"metadata-uri", required_argument, NULL, 'U'},
 	{"advertise", required_argument, NULL, 'A'},
+	{"metrics-listen", required_argument, NULL, 'm'},
+	{"metrics-port-file", required_argument, NULL, 'P'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -143,6 +147,21 @@ static int check_uri(const char *uri, bool port_zero_ok, char *why, size_t why_s
 	return 0;
 }
 
+int config_split_host_port(const char *value, char *host, size_t host_size, uint16_t *port,
+			   char *why, size_t why_size)
+{
+	enum xprt_kind kind;
+
+	/* the transport's parser reads a bare HOST:PORT, brackets for IPv6 included */
+	if (strstr(value, "://") || xprt_uri_parse(value, &kind, host, host_size, port)) {
+		snprintf(why, why_size,
+			 "must be HOST:PORT ([ADDR]:PORT for IPv6) with PORT 0..65535 (0: any "
+			 "free port), or empty for no metrics");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /*
  * Checks @uri and appends it to a list of at most DAEMON_MAX_LISTEN
  * addresses, remembering the file line it came from (0: a flag).
@@ -213,9 +232,12 @@ static bool name_ok(const char *name)
 static int config_set(struct daemon_config *cfg, const char *key, const char *value, unsigned line,
 		      char *why, size_t why_size)
 {
-	static const char *const strings[] = {"data_dir", "secret_file", "port_file", "name"};
+	static const char *const strings[] = {"data_dir", "secret_file", "port_file", "name",
+					      "metrics_port_file"};
 	char **const string_slots[] = {&cfg->data_dir, &cfg->secret_file, &cfg->port_file,
-				       &cfg->name};
+				       &cfg->name, &cfg->metrics_port_file};
+	char host[256];
+	uint16_t port;
 	uint64_t v;
 	int ret = 0;
 
@@ -247,6 +269,15 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 			ret = set_string(&cfg->metadata_uri, value);
 		if (!ret)
 			cfg->metadata_uri_line = line;
+	} else if (strcmp(key, "metrics_listen") == 0) {
+		/* empty: off (a flag can so turn off what the file set) */
+		ret = *value ? config_split_host_port(value, host, sizeof(host), &port, why,
+						      why_size)
+			     : 0;
+		if (!ret)
+			ret = set_string(&cfg->metrics_listen, value);
+		if (!ret)
+			cfg->metrics_line = line;
 	} else if (strcmp(key, "workers") == 0) {
 		ret = parse_range(value, 1, 64, &v, why, why_size);
 		if (!ret)
@@ -402,6 +433,7 @@ static void usage(FILE *out)
 		"                     [--workers N] [--log-level LEVEL] [--foreground]\n"
 		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise "
 		"URI]...\n"
+		"                     [--metrics-listen HOST:PORT] [--metrics-port-file FILE]\n"
 		"       rdmafs-daemon --check-config [FILE] [flags as above]\n"
 		"       rdmafs-daemon --help | --version\n"
 		"  URI: rdma://host:port, tcp://host:port or auto://host:port (port 0: any)\n"
@@ -410,6 +442,9 @@ static void usage(FILE *out)
 		"              no with it; yes together with --metadata-uri is an error)\n"
 		"  --metadata-uri: the metadata service to register with (default: this daemon)\n"
 		"  --advertise: an address clients use for this daemon (default: the listeners)\n"
+		"  --metrics-listen: serve Prometheus metrics at http://HOST:PORT/metrics\n"
+		"              (port 0: any free port; empty: off, the default)\n"
+		"  --metrics-port-file: write the metrics port there once serving\n"
 		"  --check-config: check the configuration (FILE, as --config, and the flags),\n"
 		"              the secret file and the data directory; start nothing, create\n"
 		"              nothing, bind no port; print 'FILE: OK' or every error\n"
@@ -431,6 +466,8 @@ void config_free(struct daemon_config *cfg)
 	free(cfg->metadata_uri);
 	for (unsigned i = 0; i < cfg->advertise_count; i++)
 		free(cfg->advertise[i]);
+	free(cfg->metrics_listen);
+	free(cfg->metrics_port_file);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -516,7 +553,8 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	/* Flags go to their own config first so they can override the file. */
 	flags.log_level = RDMAFS_LOG_INFO;
 	flags.metadata = -1;
-	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhVM:U:A:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhVM:U:A:m:P:", longopts, NULL)) !=
+	       -1) {
 		switch (opt) {
 		case 'c':
 			ret = set_string(&flags.config_file, optarg);
@@ -551,6 +589,8 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			      : opt == 'M' ? "metadata"
 			      : opt == 'U' ? "metadata_uri"
 			      : opt == 'A' ? "advertise"
+			      : opt == 'm' ? "metrics_listen"
+			      : opt == 'P' ? "metrics_port_file"
 					   : "log_level";
 			ret = config_set(&flags, key, optarg, 0, why, sizeof(why));
 			if (ret == -ENOMEM)
@@ -600,6 +640,11 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	}
 	take_list(cfg->advertise, cfg->advertise_line, &cfg->advertise_count, flags.advertise,
 		  flags.advertise_line, &flags.advertise_count);
+	if (flags.metrics_listen) {
+		take_string(&cfg->metrics_listen, &flags.metrics_listen);
+		cfg->metrics_line = 0;
+	}
+	take_string(&cfg->metrics_port_file, &flags.metrics_port_file);
 	if (log_level_flag)
 		cfg->log_level = flags.log_level;
 	cfg->foreground = flags.foreground;
@@ -627,19 +672,6 @@ err_free_flags:
 	return ret;
 }
 
-/* An error about listen address @i, named by the line or flag that set it. */
-__attribute__((format(printf, 3, 4))) static void listen_error(const struct daemon_config *cfg,
-							       unsigned i, const char *fmt, ...)
-{
-	char why[WHY_MAX + 300];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
-	setting_error(cfg->config_file, cfg->listen_line[i], "listen", cfg->listen[i], "%s", why);
-}
-
 /* Why bind() failed, in an operator's words. */
 static const char *bind_hint(int err)
 {
@@ -655,56 +687,88 @@ static const char *bind_hint(int err)
 	}
 }
 
-int config_check_listen(const struct daemon_config *cfg, bool try_bind)
+/*
+ * Resolves @host and, with @try_bind, binds and closes a TCP socket on it
+ * and @port; a failure is an error about the setting @key = @value of file
+ * line @line (0: a flag). @prefer_v4: bind an IPv4 address if it has one,
+ * as the verbs backend does; else the first, as the tcp backend and the
+ * metrics server do.
+ */
+static int check_address(const struct daemon_config *cfg, const char *key, const char *value,
+			 unsigned line, const char *host, uint16_t port, bool prefer_v4,
+			 bool try_bind)
 {
 	const struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
 				       .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	const struct addrinfo *ai;
+	struct addrinfo *res;
+	char service[8];
+	int fd, one = 1, ret;
+
+	snprintf(service, sizeof(service), "%u", port);
+	/* as the transports resolve it: "*" is the wildcard */
+	ret = getaddrinfo(strcmp(host, "*") == 0 ? NULL : host, service, &hints, &res);
+	if (ret) {
+		setting_error(cfg->config_file, line, key, value, "cannot resolve %s: %s", host,
+			      ret == EAI_SYSTEM ? strerror(errno) : gai_strerror(ret));
+		return -EINVAL;
+	}
+	if (!try_bind) {
+		freeaddrinfo(res);
+		return 0;
+	}
+	ai = res;
+	for (const struct addrinfo *a = res; prefer_v4 && a; a = a->ai_next) {
+		if (a->ai_family == AF_INET) {
+			ai = a;
+			break;
+		}
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ret = 0;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen)) {
+		int err = errno;
+
+		setting_error(cfg->config_file, line, key, value, "cannot bind: %s%s",
+			      strerror(err), bind_hint(err));
+		ret = -EINVAL;
+	}
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+	return ret;
+}
+
+int config_check_listen(const struct daemon_config *cfg, bool try_bind)
+{
 	unsigned errors = 0;
+	enum xprt_kind kind;
+	char host[256], why[WHY_MAX];
+	uint16_t port;
 
 	for (unsigned i = 0; i < cfg->listen_count; i++) {
-		const struct addrinfo *ai;
-		struct addrinfo *res;
-		enum xprt_kind kind;
-		char host[256], service[8];
-		uint16_t port;
-		int fd, one = 1, ret;
-
 		if (xprt_uri_parse(cfg->listen[i], &kind, host, sizeof(host), &port)) {
-			listen_error(cfg, i, "not a URI"); /* config_set() let it through */
+			/* config_set() let it through */
+			setting_error(cfg->config_file, cfg->listen_line[i], "listen",
+				      cfg->listen[i], "not a URI");
 			errors++;
 			continue;
 		}
-		snprintf(service, sizeof(service), "%u", port);
-		/* as the transports resolve it: "*" is the wildcard */
-		ret = getaddrinfo(strcmp(host, "*") == 0 ? NULL : host, service, &hints, &res);
-		if (ret) {
-			listen_error(cfg, i, "cannot resolve %s: %s", host,
-				     ret == EAI_SYSTEM ? strerror(errno) : gai_strerror(ret));
+		if (check_address(cfg, "listen", cfg->listen[i], cfg->listen_line[i], host, port,
+				  kind == XPRT_KIND_VERBS, try_bind))
 			errors++;
-			continue;
-		}
-		if (!try_bind) {
-			freeaddrinfo(res);
-			continue;
-		}
-		/* the verbs backend prefers an IPv4 address, the tcp one takes the first */
-		ai = res;
-		for (const struct addrinfo *a = res; kind == XPRT_KIND_VERBS && a; a = a->ai_next) {
-			if (a->ai_family == AF_INET) {
-				ai = a;
-				break;
-			}
-		}
-		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-		    bind(fd, ai->ai_addr, ai->ai_addrlen)) {
-			ret = errno;
-			listen_error(cfg, i, "cannot bind: %s%s", strerror(ret), bind_hint(ret));
+	}
+	if (cfg->metrics_listen && *cfg->metrics_listen) {
+		if (config_split_host_port(cfg->metrics_listen, host, sizeof(host), &port, why,
+					   sizeof(why))) {
+			setting_error(cfg->config_file, cfg->metrics_line, "metrics_listen",
+				      cfg->metrics_listen, "%s", why);
+			errors++;
+		} else if (check_address(cfg, "metrics_listen", cfg->metrics_listen,
+					 cfg->metrics_line, host, port, false, try_bind)) {
 			errors++;
 		}
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(res);
 	}
 	return errors ? -EINVAL : 0;
 }

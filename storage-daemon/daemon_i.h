@@ -48,6 +48,9 @@ struct daemon_config {
 	char *advertise[DAEMON_MAX_LISTEN]; /* URIs put in the cluster map */
 	unsigned advertise_line[DAEMON_MAX_LISTEN];
 	unsigned advertise_count;
+	char *metrics_listen;	 /* "HOST:PORT" for /metrics; NULL: no metrics */
+	unsigned metrics_line;	 /* its line in the file; 0: a flag */
+	char *metrics_port_file; /* where to write the metrics port */
 };
 
 /*
@@ -72,9 +75,17 @@ int config_parse_file(struct daemon_config *cfg, FILE *f, const char *path);
  * that it can be bound now (a TCP socket is bound and closed at once: an
  * address this host does not have, a port in use or a privileged port is
  * found before the data directory is touched). Reports each failure with the
- * line or flag that set the address. Returns 0 or -EINVAL.
+ * line or flag that set the address. metrics_listen is checked the same way.
+ * Returns 0 or -EINVAL.
  */
 int config_check_listen(const struct daemon_config *cfg, bool try_bind);
+/*
+ * Splits metrics_listen's "HOST:PORT" ("[ADDR]:PORT" for IPv6) into @host
+ * and @port: -EINVAL, with what is allowed in @why, unless the host is
+ * non-empty and the port 0..65535. Touches nothing outside the process.
+ */
+int config_split_host_port(const char *value, char *host, size_t host_size, uint16_t *port,
+			   char *why, size_t why_size);
 /* Frees what @cfg holds and zeroes it; calling it again is harmless. */
 void config_free(struct daemon_config *cfg);
 
@@ -270,6 +281,39 @@ struct server_params {
  * server_request_cb().
  */
 int server_create(const struct server_params *p, struct server **out);
+/* Methods counted one by one in struct server_stats (the last one: all others). */
+#define SERVER_OPS 10
+
+struct server_op_stats {
+	uint32_t method; /* an rdmafs Method; METHOD_UNSPECIFIED: every other method */
+	uint64_t count, errors;
+	uint64_t bytes; /* payload moved by one-sided RDMA */
+	struct rdmafs_latency latency;
+};
+
+/* What the server counted since it started, for DAEMON_STATS and /metrics. */
+struct server_stats {
+	uint64_t uptime_ns;
+	struct server_op_stats ops[SERVER_OPS];
+	uint64_t bytes_read, bytes_written;
+	uint64_t errors, checksum_errors;
+	uint64_t busy; /* requests refused with -EBUSY: the queue was full */
+	uint32_t in_flight, queued, queue_capacity, workers;
+	uint64_t rdma_bytes_in_flight;
+	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
+	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */
+	uint32_t connections;				      /* served, past HELLO */
+	uint32_t connections_verbs, connections_tcp, connections_handshaking;
+	bool capacity_known;
+	uint64_t capacity_bytes, free_bytes; /* of the data directory's file system */
+	uint64_t chunks;
+};
+
+/*
+ * Fills @out with the server's counters now, each read atomically (a
+ * snapshot taken while workers count, not one instant). Any thread.
+ */
+void server_stats_get(struct server *srv, struct server_stats *out);
 /* The xprt_request_cb to pass to xprt_listen(); @arg is the server. */
 void server_request_cb(struct xprt_req *req, void *arg);
 /*
@@ -317,5 +361,44 @@ void agent_stop(struct agent *a);
  * and sent the process SIGTERM: the daemon exits with status 1.
  */
 bool agent_refused(struct agent *a);
+
+/*
+ * This daemon's state in the cluster map as the metadata service last
+ * answered it (an rdmafs DaemonState; 0 before it answered once), and
+ * whether it is registered now. Any thread.
+ */
+void agent_state(struct agent *a, uint32_t *state, bool *registered);
+
+/* ---- metrics (metrics.c) ---- */
+
+struct metrics;
+
+/* What /metrics reads; every pointer but @server may be NULL. */
+struct metrics_params {
+	const char *listen;    /* "HOST:PORT" (port 0: any free port) */
+	const char *port_file; /* where to write the bound port, or NULL */
+	struct server *server;
+	struct meta *meta; /* the metadata service hosted here */
+	struct agent *agent;
+	const char *name; /* this daemon's name, for a label */
+	const char *uuid_text;
+};
+
+/*
+ * Serves /metrics in Prometheus' text format on @p->listen from a thread of
+ * libmicrohttpd's own, and logs "metrics at http://HOST:PORT/metrics" with
+ * the port bound. Binding errors are logged in an operator's words.
+ * Returns 0, -EADDRINUSE, -EADDRNOTAVAIL, -EACCES, -EINVAL or another errno.
+ */
+int metrics_start(const struct metrics_params *p, struct metrics **out);
+/* The port bound. */
+uint16_t metrics_port(const struct metrics *mx);
+/* Stops serving (waits for a scrape in progress) and frees. NULL is a no-op. */
+void metrics_stop(struct metrics *mx);
+/*
+ * Writes every metric of @p in Prometheus' text exposition format (0.0.4)
+ * to @f. Returns 0 or -EIO when a write failed.
+ */
+int metrics_render(const struct metrics_params *p, FILE *f);
 
 #endif /* RDMAFS_DAEMON_I_H */

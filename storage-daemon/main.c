@@ -16,9 +16,12 @@
  * checks the configuration, the secret file and the data directory, starts
  * nothing and changes nothing: "FILE: OK" and 0, or every error and 1.
  *
+ * With metrics_listen (--metrics-listen HOST:PORT) it serves Prometheus
+ * metrics at http://HOST:PORT/metrics once it serves requests (metrics.c).
+ *
  * Start order: everything that can be checked without side effects (the
- * configuration, then whether each listen address can be bound, then the
- * secret) comes before the data directory is created, so a daemon refused
+ * configuration, then whether each listen address and the metrics address
+ * can be bound, then the secret) comes before the data directory is created, so a daemon refused
  * for a bad address leaves no new directory behind.
  */
 #include <errno.h>
@@ -205,6 +208,8 @@ int main(int argc, char **argv)
 	struct agent_params ap = {0};
 	char name[DAEMON_NAME_MAX + 1];
 	struct agent *agent = NULL;
+	struct metrics_params mp = {0};
+	struct metrics *metrics = NULL;
 	struct meta *meta = NULL;
 	struct server_params sp = {0};
 	struct daemon_config cfg;
@@ -316,6 +321,17 @@ int main(int argc, char **argv)
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot start cluster membership: %s", strerror(-ret));
 		goto out_close_listeners;
 	}
+	if (cfg.metrics_listen && *cfg.metrics_listen) {
+		mp.listen = cfg.metrics_listen;
+		mp.port_file = cfg.metrics_port_file;
+		mp.server = srv;
+		mp.meta = meta;
+		mp.agent = agent;
+		mp.name = cfg.name ? cfg.name : "rdmafs-daemon";
+		mp.uuid_text = dd.uuid_text;
+		if (metrics_start(&mp, &metrics))
+			goto out_stop_agent;
+	}
 	notify("READY=1");
 	rdmafs_log(RDMAFS_LOG_INFO, "serving data directory %s (uuid %s, %u workers%s)",
 		   cfg.data_dir, dd.uuid_text, cfg.workers, meta ? ", metadata service" : "");
@@ -330,6 +346,8 @@ int main(int argc, char **argv)
 	rdmafs_log(RDMAFS_LOG_INFO, "stopping: draining requests in flight");
 	status = agent_refused(agent) ? 1 : 0;
 
+	metrics_stop(metrics);
+out_stop_agent:
 	agent_stop(agent);
 out_close_listeners:
 	for (unsigned i = 0; i < cfg.listen_count; i++)

@@ -34,12 +34,10 @@
 /* Chunks a scrub lists at once. */
 #define SCRUB_PAGE 256u
 
-static const uint64_t latency_bounds_us[] = {
-	50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000,
-};
-#define BOUNDS	(sizeof(latency_bounds_us) / sizeof(latency_bounds_us[0]))
+#define BOUNDS	RDMAFS_LATENCY_BOUNDS
 #define BUCKETS (BOUNDS + 1)
 
+/* The methods counted one by one (SERVER_OPS in daemon_i.h); the rest as "other". */
 enum op_slot {
 	OP_WRITE,
 	OP_READ,
@@ -62,9 +60,11 @@ static const uint32_t op_methods[OP_COUNT] = {
 	RDMAFS__METHOD__METHOD_SCRUB,	     RDMAFS__METHOD__METHOD_UNSPECIFIED,
 };
 
+_Static_assert(OP_COUNT == SERVER_OPS, "daemon_i.h's SERVER_OPS counts enum op_slot");
+
 struct op_counters {
 	uint64_t count, errors, bytes;
-	uint64_t buckets[BUCKETS];
+	struct rdmafs_latency latency;
 };
 
 struct queued {
@@ -124,17 +124,11 @@ struct server {
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
 	uint32_t in_flight;
 	uint64_t rdma_bytes_in_flight;
+	/* time spent in one-sided transfers and in the store, by direction */
+	uint64_t rdma_read_ns, rdma_write_ns, disk_read_ns, disk_write_ns, disk_commit_ns;
 
 	struct scrub_job scrub;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 #define STAT_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 #define STAT_GET(field)	   __atomic_load_n(&(field), __ATOMIC_RELAXED)
@@ -151,13 +145,9 @@ static void account(struct server *srv, uint32_t method, int status, uint64_t by
 		    uint64_t start_ns)
 {
 	struct op_counters *c = &srv->ops[op_slot_of(method)];
-	uint64_t us = (now_ns() - start_ns) / 1000u;
-	unsigned b = 0;
 
-	while (b < BOUNDS && us > latency_bounds_us[b])
-		b++;
 	STAT_ADD(c->count, 1);
-	STAT_ADD(c->buckets[b], 1);
+	rdmafs_latency_record(&c->latency, rdmafs_now_ns() - start_ns);
 	STAT_ADD(c->bytes, bytes);
 	if (status) {
 		STAT_ADD(c->errors, 1);
@@ -215,6 +205,7 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	struct store_chunk_info info;
 	struct store_chunk_id id;
 	uint8_t *base = xprt_buf_data(w->buf), *payload;
+	uint64_t t;
 	int ret;
 
 	if (!m)
@@ -228,8 +219,10 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	}
 	payload = base + m->offset % STORE_BLOCK_SIZE;
 	rdma_account(srv, m->length);
+	t = rdmafs_now_ns();
 	ret = xprt_rdma_read(xprt_req_conn(req), payload, xprt_buf_mr(w->buf), m->buf->addr,
 			     m->buf->rkey, m->length, 0);
+	STAT_ADD(srv->rdma_read_ns, rdmafs_now_ns() - t);
 	rdma_account(srv, -(int64_t)m->length);
 	if (ret)
 		goto out_free;
@@ -248,8 +241,10 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
 	if (ret)
 		goto out_free;
+	t = rdmafs_now_ns();
 	ret = store_write(w->io, id, m->offset, m->length, base, m->commit, m->zeros_as_hole,
 			  &info);
+	STAT_ADD(srv->disk_write_ns, rdmafs_now_ns() - t);
 	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
@@ -275,6 +270,7 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	struct store_chunk_id id;
 	uint8_t *base = xprt_buf_data(w->buf), *data;
 	uint32_t bytes, chunk_length;
+	uint64_t t;
 	int ret;
 
 	if (!m)
@@ -290,7 +286,9 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
 	if (ret)
 		goto out_free;
+	t = rdmafs_now_ns();
 	ret = store_read(w->io, id, m->offset, m->length, base, &bytes, &chunk_length);
+	STAT_ADD(srv->disk_read_ns, rdmafs_now_ns() - t);
 	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
@@ -300,8 +298,10 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 		goto out_free;
 	if (bytes) {
 		rdma_account(srv, bytes);
+		t = rdmafs_now_ns();
 		ret = xprt_rdma_write(xprt_req_conn(req), data, xprt_buf_mr(w->buf), m->buf->addr,
 				      m->buf->rkey, bytes, 0);
+		STAT_ADD(srv->rdma_write_ns, rdmafs_now_ns() - t);
 		rdma_account(srv, -(int64_t)bytes);
 		if (ret)
 			goto out_free;
@@ -330,8 +330,11 @@ static int do_commit(struct worker *w, const void *body, size_t len, size_t *rep
 	if (!ret)
 		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
 	if (!ret) {
+		uint64_t t = rdmafs_now_ns();
+
 		if (!m->report_only)
 			ret = store_commit(w->io, &sel);
+		STAT_ADD(w->srv->disk_commit_ns, rdmafs_now_ns() - t);
 		/*
 		 * The client reports it to the metadata service: st_blocks without a
 		 * stat here. Inside the fence, so that a drained daemon answers -ESTALE
@@ -500,51 +503,100 @@ out_free:
 	return ret;
 }
 
+void server_stats_get(struct server *srv, struct server_stats *out)
+{
+	struct xprt_ctx_stats conns;
+	struct statvfs vfs;
+
+	memset(out, 0, sizeof(*out));
+	out->uptime_ns = rdmafs_now_ns() - srv->start_ns;
+	for (unsigned i = 0; i < OP_COUNT; i++) {
+		out->ops[i].method = op_methods[i];
+		out->ops[i].count = STAT_GET(srv->ops[i].count);
+		out->ops[i].errors = STAT_GET(srv->ops[i].errors);
+		out->ops[i].bytes = STAT_GET(srv->ops[i].bytes);
+		rdmafs_latency_read(&srv->ops[i].latency, &out->ops[i].latency);
+	}
+	out->bytes_read = STAT_GET(srv->bytes_read);
+	out->bytes_written = STAT_GET(srv->bytes_written);
+	out->errors = STAT_GET(srv->errors);
+	out->checksum_errors = STAT_GET(srv->checksum_errors);
+	out->rdma_bytes_in_flight = STAT_GET(srv->rdma_bytes_in_flight);
+	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
+	out->rdma_write_ns = STAT_GET(srv->rdma_write_ns);
+	out->disk_read_ns = STAT_GET(srv->disk_read_ns);
+	out->disk_write_ns = STAT_GET(srv->disk_write_ns);
+	out->disk_commit_ns = STAT_GET(srv->disk_commit_ns);
+	pthread_mutex_lock(&srv->lock);
+	out->in_flight = srv->in_flight;
+	out->queued = srv->queue_len;
+	out->busy = srv->busy;
+	pthread_mutex_unlock(&srv->lock);
+	out->queue_capacity = srv->queue_cap;
+	out->workers = srv->worker_count;
+	xprt_ctx_stats(srv->ctx, &conns);
+	for (unsigned k = 0; k <= XPRT_KIND_TCP; k++)
+		out->connections += conns.served[k];
+	out->connections_verbs = conns.served[XPRT_KIND_VERBS];
+	out->connections_tcp = conns.served[XPRT_KIND_TCP];
+	out->connections_handshaking = conns.handshaking;
+	if (fstatvfs(store_data_fd(srv->store), &vfs) == 0) {
+		out->capacity_known = true;
+		out->capacity_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+		out->free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	}
+	out->chunks = store_chunk_count(srv->store);
+}
+
 static int do_stats(struct worker *w, const void *body, size_t len, size_t *reply_len)
 {
 	struct server *srv = w->srv;
 	Rdmafs__DaemonStatsReq *m = rdmafs__daemon_stats_req__unpack(NULL, len, body);
 	Rdmafs__DaemonStatsResp resp = RDMAFS__DAEMON_STATS_RESP__INIT;
 	Rdmafs__OpStats ops[OP_COUNT], *op_ptrs[OP_COUNT];
-	uint64_t buckets[OP_COUNT][BUCKETS], bounds[BOUNDS];
-	struct statvfs vfs;
+	uint64_t bounds[BOUNDS];
+	struct server_stats *st;
+	int ret;
 
 	if (!m)
 		return -EBADMSG;
 	rdmafs__daemon_stats_req__free_unpacked(m, NULL);
+	st = malloc(sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	server_stats_get(srv, st);
 	resp.uuid.data = srv->uuid;
 	resp.uuid.len = sizeof(srv->uuid);
 	resp.version = (char *)RDMAFS_VERSION;
-	resp.uptime_sec = (now_ns() - srv->start_ns) / 1000000000u;
-	memcpy(bounds, latency_bounds_us, sizeof(bounds));
+	resp.uptime_sec = st->uptime_ns / 1000000000u;
+	memcpy(bounds, rdmafs_latency_bounds_us, sizeof(bounds));
 	resp.latency_bounds_us = bounds;
 	resp.n_latency_bounds_us = BOUNDS;
 	for (unsigned i = 0; i < OP_COUNT; i++) {
 		rdmafs__op_stats__init(&ops[i]);
-		ops[i].method = (Rdmafs__Method)op_methods[i];
-		ops[i].count = STAT_GET(srv->ops[i].count);
-		ops[i].errors = STAT_GET(srv->ops[i].errors);
-		ops[i].bytes = STAT_GET(srv->ops[i].bytes);
-		for (unsigned b = 0; b < BUCKETS; b++)
-			buckets[i][b] = STAT_GET(srv->ops[i].buckets[b]);
-		ops[i].latency_buckets = buckets[i];
+		ops[i].method = (Rdmafs__Method)st->ops[i].method;
+		ops[i].count = st->ops[i].count;
+		ops[i].errors = st->ops[i].errors;
+		ops[i].bytes = st->ops[i].bytes;
+		ops[i].latency_buckets = st->ops[i].latency.buckets;
 		ops[i].n_latency_buckets = BUCKETS;
 		op_ptrs[i] = &ops[i];
 	}
 	resp.ops = op_ptrs;
 	resp.n_ops = OP_COUNT;
-	resp.bytes_read = STAT_GET(srv->bytes_read);
-	resp.bytes_written = STAT_GET(srv->bytes_written);
-	resp.errors = STAT_GET(srv->errors);
-	resp.checksum_errors = STAT_GET(srv->checksum_errors);
-	if (fstatvfs(store_data_fd(srv->store), &vfs) == 0) {
-		resp.capacity_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
-		resp.free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-	}
-	resp.chunks = store_chunk_count(srv->store);
-	resp.requests_in_flight = STAT_GET(srv->in_flight);
-	resp.rdma_bytes_in_flight = STAT_GET(srv->rdma_bytes_in_flight);
-	return pack_reply(w, &resp.base, reply_len);
+	resp.bytes_read = st->bytes_read;
+	resp.bytes_written = st->bytes_written;
+	resp.errors = st->errors;
+	resp.checksum_errors = st->checksum_errors;
+	resp.capacity_bytes = st->capacity_bytes;
+	resp.free_bytes = st->free_bytes;
+	resp.chunks = st->chunks;
+	resp.connections = st->connections;
+	resp.requests_in_flight = st->in_flight;
+	resp.rdma_bytes_in_flight = st->rdma_bytes_in_flight;
+	ret = pack_reply(w, &resp.base, reply_len);
+	free(st);
+	return ret;
 }
 
 /* ---- scrub ---- */
@@ -896,7 +948,7 @@ void server_request_cb(struct xprt_req *req, void *arg)
 		srv->busy++;
 	} else {
 		srv->queue[(srv->queue_head + srv->queue_len) % srv->queue_cap] =
-			(struct queued){.req = req, .start_ns = now_ns()};
+			(struct queued){.req = req, .start_ns = rdmafs_now_ns()};
 		srv->queue_len++;
 		pthread_cond_signal(&srv->cond);
 	}
@@ -917,7 +969,7 @@ int server_create(const struct server_params *p, struct server **out)
 	srv->store = p->store;
 	memcpy(srv->uuid, p->uuid, sizeof(srv->uuid));
 	srv->max_chunk_size = p->max_chunk_size;
-	srv->start_ns = now_ns();
+	srv->start_ns = rdmafs_now_ns();
 	srv->queue_cap = p->queue_depth;
 	srv->worker_count = p->workers;
 	pthread_mutex_init(&srv->lock, NULL);

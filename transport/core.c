@@ -1226,6 +1226,27 @@ int xprt_conn_stats(struct xprt_conn *conn, struct xprt_conn_stats *out)
 	return 0;
 }
 
+void xprt_ctx_stats(struct xprt_ctx *ctx, struct xprt_ctx_stats *out)
+{
+	struct list_head *pos;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&ctx->lock);
+	list_for_each (pos, &ctx->conns) {
+		const struct xprt_conn *c = list_entry(pos, struct xprt_conn, link);
+
+		if (c->state == XPRT_CONN_DEAD || c->closing)
+			continue;
+		if (!c->is_server)
+			out->outgoing++;
+		else if (c->state != XPRT_CONN_READY)
+			out->handshaking++;
+		else if (c->ops->kind <= XPRT_KIND_TCP)
+			out->served[c->ops->kind]++;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 int xprt_conn_send_raw(struct xprt_conn *conn, const void *bytes, size_t len)
 {
 	int ret;

@@ -8,6 +8,7 @@
  *  - crc32c: the checksum every chunk carries on the wire and on disk;
  *  - errno mapping: what a transport failure is to the caller of a client;
  *  - logging: one helper for daemons, clients and tools;
+ *  - latency histograms: the buckets every daemon counts requests in;
  *  - small helpers every program needs: the monotonic clock, the secret file.
  *
  * Linked by rdmafs-daemon (and its metadata service), the client library,
@@ -173,10 +174,46 @@ void rdmafs_vlog(enum rdmafs_log_level level, const char *fmt, va_list ap)
  */
 void rdmafs_log_hook_xprt(void);
 
+/* ---- latency histograms ----------------------------------------------------------- */
+
+/*
+ * Every request latency the daemons count goes into these buckets: their
+ * upper bounds in microseconds, ascending, the same for every operation.
+ * DAEMON_STATS sends them (latency_bounds_us) and /metrics prints them as
+ * le= in seconds, so rdmafsctl and Prometheus read the same histogram.
+ */
+#define RDMAFS_LATENCY_BOUNDS 13
+extern const uint64_t rdmafs_latency_bounds_us[RDMAFS_LATENCY_BOUNDS];
+
+/*
+ * One histogram. Bucket i counts latencies in (bound[i-1], bound[i]]; the
+ * last bucket, RDMAFS_LATENCY_BOUNDS, everything above the largest bound.
+ * The number of observations is the sum of the buckets. Zero it to start.
+ */
+struct rdmafs_latency {
+	uint64_t buckets[RDMAFS_LATENCY_BOUNDS + 1];
+	uint64_t sum_ns;
+};
+
+/* Counts one latency of @ns nanoseconds. Atomic: any thread, no lock. */
+void rdmafs_latency_record(struct rdmafs_latency *h, uint64_t ns);
+
+/*
+ * Copies @h into @out field by field, each read atomically, for a reader
+ * while others record: the copy's count (its buckets' sum) always matches
+ * its buckets, though sum_ns may hold an observation more or less.
+ */
+void rdmafs_latency_read(const struct rdmafs_latency *h, struct rdmafs_latency *out);
+
+/* The observations in @h: the sum of its buckets. */
+uint64_t rdmafs_latency_count(const struct rdmafs_latency *h);
+
 /* ---- small helpers -------------------------------------------------------------- */
 
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t rdmafs_now_ms(void);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t rdmafs_now_ns(void);
 
 /* Longest cluster secret, in bytes. */
 #define RDMAFS_SECRET_MAX 4095

@@ -887,7 +887,7 @@ int main(int argc, char *argv[])
 		transport = conf.transport;
 		ro.transport = strcmp(transport, "rdma") == 0  ? RFS_TRANSPORT_RDMA
 			       : strcmp(transport, "tcp") == 0 ? RFS_TRANSPORT_TCP
-								: RFS_TRANSPORT_AUTO;
+							       : RFS_TRANSPORT_AUTO;
 		if (config_path && resume_add_option(&resume, 't', transport)) {
 			fprintf(stderr, "%s: out of memory\n", prog);
 			goto out_free;

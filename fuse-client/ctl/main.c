@@ -102,7 +102,8 @@ static void usage(FILE *f)
 		"(status), 2 usage or configuration error, 3 the metadata service or a daemon\n"
 		"unreachable, 4 the operation failed or was refused, 5 the cluster's health is\n"
 		"ERROR (status).\n",
-		DEFAULT_META, rfs_default_secret_file(), rfs_client_conf_path(), DEFAULT_TIMEOUT_SEC);
+		DEFAULT_META, rfs_default_secret_file(), rfs_client_conf_path(),
+		DEFAULT_TIMEOUT_SEC);
 }
 
 static int set_string(char **dst, const char *value)

@@ -4,7 +4,8 @@
  * checks the store's format and makes a new store's counters and root
  * directory; meta_handle() unpacks a request, runs its operation in one
  * store transaction, packs the reply, and commits only when the reply fits,
- * so a caller that gets an error knows nothing changed.
+ * so a caller that gets an error knows nothing changed. It also counts every
+ * call per method (meta_method_stats()), for the daemon's /metrics.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -63,12 +64,78 @@ static const struct meta_method methods[] = {
 	METHOD(SET_LAYOUT, true, set_layout_req, set_layout),
 };
 
+#define METHOD_COUNT (sizeof(methods) / sizeof(methods[0]))
+_Static_assert(METHOD_COUNT <= META_METHODS_MAX, "raise META_METHODS_MAX in meta.h");
+
+/* One per entry of methods[], updated with atomics by every caller of meta_handle(). */
+struct meta_method_counters {
+	uint64_t errors, request_bytes, reply_bytes;
+	struct rdmafs_latency latency;
+};
+
 static const struct meta_method *find_method(uint32_t id)
 {
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+	for (size_t i = 0; i < METHOD_COUNT; i++)
 		if (methods[i].id == id)
 			return &methods[i];
 	return NULL;
+}
+
+static void count_call(struct meta *m, const struct meta_method *mm, size_t req_len,
+		       size_t resp_len, int ret, uint64_t start_ns)
+{
+	struct meta_method_counters *c = &m->method_counters[mm - methods];
+
+	if (ret)
+		__atomic_add_fetch(&c->errors, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&c->request_bytes, req_len, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&c->reply_bytes, resp_len, __ATOMIC_RELAXED);
+	rdmafs_latency_record(&c->latency, rdmafs_now_ns() - start_ns);
+}
+
+size_t meta_method_stats(struct meta *m, struct meta_method_stats *out, size_t max)
+{
+	size_t n = 0;
+
+	for (; n < METHOD_COUNT && n < max; n++) {
+		const struct meta_method_counters *c = &m->method_counters[n];
+
+		out[n].method = methods[n].id;
+		out[n].errors = __atomic_load_n(&c->errors, __ATOMIC_RELAXED);
+		out[n].request_bytes = __atomic_load_n(&c->request_bytes, __ATOMIC_RELAXED);
+		out[n].reply_bytes = __atomic_load_n(&c->reply_bytes, __ATOMIC_RELAXED);
+		rdmafs_latency_read(&c->latency, &out[n].latency);
+	}
+	return n;
+}
+
+static int count_daemon(struct meta_txn *t, struct daemon *d, void *arg)
+{
+	struct meta_store_stats *out = arg;
+
+	if (d->r.state < sizeof(out->daemons) / sizeof(out->daemons[0]))
+		out->daemons[d->r.state]++;
+	return 0;
+}
+
+int meta_store_stats(struct meta *m, struct meta_store_stats *out)
+{
+	struct meta_txn t = {.m = m};
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	clock_gettime(CLOCK_REALTIME, &t.now);
+	ret = meta_store_txn_begin(&t, false);
+	if (ret)
+		return ret;
+	ret = meta_store_counter_get(&t, "inodes", &out->inodes);
+	if (!ret)
+		ret = meta_store_counter_get(&t, "epoch", &out->epoch);
+	if (!ret)
+		ret = meta_store_daemons_each(&t, count_daemon, out);
+	meta_store_txn_abort(&t);
+	meta_arena_free(t.arena);
+	return ret;
 }
 
 bool meta_handles_method(uint32_t method)
@@ -96,18 +163,16 @@ static void read_cred(const ProtobufCMessageDescriptor *desc, const ProtobufCMes
 	cred->groups = c->groups;
 }
 
-int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len, void *resp_buf,
-		size_t resp_cap, size_t *resp_len)
+/* meta_handle() but for the counting. */
+static int handle(struct meta *m, const struct meta_method *mm, const void *req, size_t req_len,
+		  void *resp_buf, size_t resp_cap, size_t *resp_len)
 {
-	const struct meta_method *mm = find_method(method);
 	struct meta_txn t = {.m = m, .resp_cap = resp_cap};
 	ProtobufCMessage *msg, *resp = NULL;
 	size_t size;
 	int ret;
 
 	*resp_len = 0;
-	if (!mm)
-		return -EOPNOTSUPP;
 	if (!req && req_len)
 		return -EINVAL;
 	msg = protobuf_c_message_unpack(mm->request, NULL, req_len, req);
@@ -145,6 +210,21 @@ out_free_arena:
 	meta_arena_free(t.arena);
 out_free_msg:
 	protobuf_c_message_free_unpacked(msg, NULL);
+	return ret;
+}
+
+int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len, void *resp_buf,
+		size_t resp_cap, size_t *resp_len)
+{
+	const struct meta_method *mm = find_method(method);
+	uint64_t start_ns = rdmafs_now_ns();
+	int ret;
+
+	*resp_len = 0;
+	if (!mm)
+		return -EOPNOTSUPP;
+	ret = handle(m, mm, req, req_len, resp_buf, resp_cap, resp_len);
+	count_call(m, mm, req_len, *resp_len, ret, start_ns);
 	return ret;
 }
 
@@ -247,6 +327,11 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
+	m->method_counters = calloc(METHOD_COUNT, sizeof(*m->method_counters));
+	if (!m->method_counters) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
 	if (opts)
 		m->opts = *opts;
 	if (!m->opts.map_size)
@@ -289,6 +374,7 @@ err_abort:
 err_close_store:
 	meta_store_close(m);
 err_free:
+	free(m->method_counters);
 	free(m);
 	return ret;
 }
@@ -298,5 +384,6 @@ void meta_close(struct meta *m)
 	if (!m)
 		return;
 	meta_store_close(m);
+	free(m->method_counters);
 	free(m);
 }

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdmafs_common.h"
+
 struct meta;
 
 enum meta_log_level { META_LOG_ERR = 0, META_LOG_WARN, META_LOG_INFO, META_LOG_DEBUG };
@@ -68,6 +70,35 @@ bool meta_handles_method(uint32_t method);
  */
 int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len, void *resp_buf,
 		size_t resp_cap, size_t *resp_len);
+
+/* Room for every method meta_handle() serves, for meta_method_stats(). */
+#define META_METHODS_MAX 40
+
+/* What meta_handle() counted for one method since meta_open(). */
+struct meta_method_stats {
+	uint32_t method; /* an rdmafs Method */
+	uint64_t errors; /* calls that returned an error (ENOENT and the like too) */
+	uint64_t request_bytes, reply_bytes; /* protobuf bodies */
+	struct rdmafs_latency latency;	     /* its count is the calls */
+};
+
+/*
+ * Copies the counters of every method meta_handle() serves into @out (room
+ * for @max, at most META_METHODS_MAX are needed), in the order of the
+ * method table; returns how many it wrote. Any thread, no lock.
+ */
+size_t meta_method_stats(struct meta *m, struct meta_method_stats *out, size_t max);
+
+/* The state of the service's store, for /metrics. */
+struct meta_store_stats {
+	uint64_t inodes; /* the "inodes" counter: every inode but the root */
+	uint64_t epoch;	 /* of the cluster map */
+	/* daemons in the cluster map by DaemonState (0 unspecified .. 4 removed) */
+	uint32_t daemons[5];
+};
+
+/* Reads @out in one read transaction. Returns 0 or the LMDB failure's errno. */
+int meta_store_stats(struct meta *m, struct meta_store_stats *out);
 
 /*
  * Advances the service clock to @now_sec (any monotonic clock, e.g.

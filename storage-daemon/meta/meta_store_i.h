@@ -68,6 +68,8 @@ struct meta {
 	uint8_t cluster_id[RDMAFS_UUID_LEN]; /* counters "cluster_id.0" and ".1" */
 	uint64_t now_sec;		     /* meta_tick() clock, read and written atomically */
 	uint64_t first_tick;		     /* now_sec of the first tick of this run, 0 before */
+	/* dispatch.c's, one per method of its table, for meta_method_stats() */
+	struct meta_method_counters *method_counters;
 };
 
 struct inode_rec {

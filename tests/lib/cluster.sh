@@ -56,12 +56,18 @@
 #                      then is a hang, and fails
 #   --log-level LEVEL  the daemons' --log-level and the mounts' log_level=
 #                      (debug, info, warning, error; default: theirs, info)
+#   --metrics          every daemon serves Prometheus metrics on ADDR (any
+#                      free port, written to NAME.metrics-port):
+#                      http://ADDR:PORT/metrics
+#   --metrics-port PORT  the metadata daemon's metrics port (implies
+#                      --metrics; default 0: any)
 #
 # The state directory holds cluster.env (this script's settings, KEY='VALUE'
 # lines a shell can source: meta_uri, transport, addr, ...), daemons (one
 # line per daemon: NAME URI DATA_DIR, read by tests/lib/cluster.c), the
-# secret, and per daemon NAME.pid, NAME.port, NAME.log and the data in NAME/
-# (meta, storage1, ...); per mount fuseM.pid, fuseM.log and mntM.
+# secret, and per daemon NAME.pid, NAME.port, NAME.log (NAME.metrics-port with
+# --metrics) and the data in NAME/ (meta, storage1, ...); per mount
+# fuseM.pid, fuseM.log and mntM.
 #
 # COMMAND's arguments %MOUNT% and %MOUNT2% become the mount paths. COMMAND
 # gets the environment RDMAFS_MOUNT, RDMAFS_MOUNT2, RDMAFS_CLUSTER_DIR,
@@ -220,13 +226,28 @@ wait_ready() {
 	done
 }
 
+# host_port HOST PORT: HOST:PORT, [HOST]:PORT for an IPv6 address.
+host_port() {
+	case $1 in
+	*:*) echo "[$1]:$2" ;;
+	*) echo "$1:$2" ;;
+	esac
+}
+
 # start_daemon NAME PORT: starts rdmafs-daemon and waits for its port file
 # (its first listener serves). Returns 1 if it exits or does not serve.
 start_daemon() {
-	local name=$1 port=$2 pid deadline role
+	local name=$1 port=$2 pid deadline role mport
 	role=(--metadata no --metadata-uri "$meta_uri")
 	[ "$name" = meta ] && role=(--metadata yes)
 	[ -n "${log_level:-}" ] && role+=(--log-level "$log_level")
+	if [ "${metrics:-0}" = 1 ]; then
+		# a restarted daemon keeps its metrics port, as it keeps its port
+		mport=$(cat "$dir/$name.metrics-port" 2>/dev/null) ||
+			mport=$([ "$name" = meta ] && echo "${metrics_port:-0}" || echo 0)
+		role+=(--metrics-listen "$(host_port "$addr" "$mport")"
+			--metrics-port-file "$dir/$name.metrics-port")
+	fi
 	rm -f "$dir/$name.port"
 	"${detach[@]}" "$daemon" --data-dir "$(data_dir_of "$name")" --listen "$transport://$addr:$port" \
 		--secret-file "$dir/secret" --port-file "$dir/$name.port" \
@@ -357,6 +378,8 @@ mount1='$mount1'
 meta_data='$meta_data'
 temporary='$temporary'
 log_level='$log_level'
+metrics='$metrics'
+metrics_port='$metrics_port'
 EOF
 	: >"$dir/daemons.new"
 	for name in "${names[@]}"; do
@@ -380,13 +403,26 @@ print_logs() {
 	done
 }
 
+# metrics_url NAME: where NAME serves its metrics (empty when it does not).
+metrics_url() {
+	[ "${metrics:-0}" = 1 ] && [ -s "$dir/$1.metrics-port" ] || return 0
+	echo "http://$(host_port "$addr" "$(cat "$dir/$1.metrics-port")")/metrics"
+}
+
+# metrics_note NAME: ", metrics at URL" when NAME serves metrics.
+metrics_note() {
+	local url
+	url=$(metrics_url "$1")
+	[ -n "$url" ] && echo ", metrics at $url"
+}
+
 # status_lines: what runs, for people; returns 1 if anything does not.
 status_lines() {
 	local name n m pid all=0
 	echo "metadata service at $meta_uri ($transport)"
 	for name in "${names[@]}"; do
 		if pid=$(daemon_pid "$name"); then
-			echo "$name: running (pid $pid), data in $(data_dir_of "$name")"
+			echo "$name: running (pid $pid), data in $(data_dir_of "$name")$(metrics_note "$name")"
 		else
 			echo "$name: not running (data in $(data_dir_of "$name"))"
 			all=1
@@ -512,7 +548,7 @@ if [ "${1:-}" = up ]; then
 	shift
 fi
 build='' daemon='' fuse='' fuse_set=0 rdmafsctl='' transport=tcp addr='' port=0 storage=3
-mounts=1 mount1='' meta_data='' timeout=600 log_level=''
+mounts=1 mount1='' meta_data='' timeout=600 log_level='' metrics=0 metrics_port=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -530,6 +566,8 @@ while [ $# -gt 0 ]; do
 	--dir) dir=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
 	--log-level) log_level=$2; shift 2 ;;
+	--metrics) metrics=1; shift ;;
+	--metrics-port) metrics=1; metrics_port=$2; shift 2 ;;
 	--) shift; break ;;
 	*) die "unknown argument $1 (see the header of $self)" ;;
 	esac
@@ -540,6 +578,7 @@ fi
 case $mounts in 0 | 1 | 2) ;; *) die "--mounts takes 0, 1 or 2" ;; esac
 case $transport in tcp | rdma) ;; *) die "--transport takes tcp or rdma" ;; esac
 case $storage in *[!0-9]* | '') die "--storage takes a number" ;; esac
+case $metrics_port in *[!0-9]* | '') die "--metrics-port takes a number" ;; esac
 case $log_level in '' | debug | info | warning | error) ;; *) die "--log-level takes debug, info, warning or error" ;; esac
 
 substitute() {
@@ -680,6 +719,7 @@ wait_ready "$since" "${fresh[@]}" || exit 1
 if [ ${#fresh[@]} -lt ${#names[@]} ]; then
 	wait_ready 0 "${names[@]}" || exit 1
 fi
+[ "$metrics" = 1 ] && say "metadata daemon's metrics at $(metrics_url meta)"
 if [ "$storage" = 0 ]; then
 	say "metadata service at $meta_uri ($transport), its daemon registered and answering"
 else

@@ -10,7 +10,9 @@
 #  - metadata = yes with metadata_uri is refused; metadata_uri alone registers
 #    with that service and starts no second one;
 #  - a secret file others may read is refused by the daemon and by a client
-#    (rdmafsctl), as ssh refuses such a key; mode 0600 works.
+#    (rdmafsctl), as ssh refuses such a key; mode 0600 works;
+#  - metrics_listen: a bad one named with file:line, a port in use refused at
+#    start before the data directory, port 0 logged with the port bound.
 # Starts its own single daemons on 127.0.0.1 (tcp), no mount.
 set -u
 daemon=$(readlink -f "$1") ctl=$(readlink -f "$2")
@@ -270,6 +272,52 @@ registered() {
 	return 1
 }
 check_run "metadata_uri alone: registers there, no metadata store of its own" registered
+
+# --- metrics_listen: checked as listen is -------------------------------------
+
+cat >metrics-bad.conf <<EOF || check_error "writing metrics-bad.conf"
+[daemon]
+data_dir = $work/metrics-data
+listen = tcp://127.0.0.1:0
+secret_file = $work/secret
+metrics_listen = 127.0.0.1:99999
+metrics_listen = tcp://127.0.0.1:9100
+EOF
+metrics_why="must be HOST:PORT ([ADDR]:PORT for IPv6) with PORT 0..65535 (0: any free port), or empty for no metrics"
+metrics_bad() {
+	run metricsbad --check-config metrics-bad.conf
+	expect_exit metricsbad 1 &&
+		expect_line metricsbad "metrics-bad.conf:5: metrics_listen = 127.0.0.1:99999: $metrics_why" &&
+		expect_line metricsbad "metrics-bad.conf:6: metrics_listen = tcp://127.0.0.1:9100: $metrics_why" &&
+		absent "$work/metrics-data"
+}
+check_run "bad metrics_listen: --check-config names file:line and what is allowed" metrics_bad
+metrics_off() {
+	run metricsoff --check-config --data-dir "$work/metrics-data" \
+		--listen tcp://127.0.0.1:0 --secret-file "$work/secret" --metrics-listen ""
+	expect_exit metricsoff 0 && grep -qxF "command line: OK" metricsoff.out
+}
+check_run "--metrics-listen '' (off): OK" metrics_off
+# a daemon serving metrics logs where; a second one on its metrics port is refused
+start metrics --secret-file "$work/secret" --metadata-uri "tcp://127.0.0.1:$meta_port" \
+	--metrics-listen 127.0.0.1:0 --metrics-port-file "$work/metrics.metrics-port" ||
+	check_fail "a daemon with --metrics-listen 127.0.0.1:0 did not start (log above)"
+metrics_port=$(cat "$work/metrics.metrics-port")
+metrics_logged() {
+	grep -qE "rdmafs-daemon\[[0-9]+\]: info: metrics at http://127\.0\.0\.1:$metrics_port/metrics$" \
+		"$work/metrics.log" && return 0
+	cat "$work/metrics.log" >&2
+	return 1
+}
+check_run "port 0: 'metrics at http://127.0.0.1:PORT/metrics' with the port bound" metrics_logged
+metrics_in_use() {
+	run metricsinuse --data-dir "$work/metrics-data" --listen tcp://127.0.0.1:0 \
+		--secret-file "$work/secret" --metrics-listen "127.0.0.1:$metrics_port"
+	expect_exit metricsinuse 1 &&
+		expect_line metricsinuse "rdmafs-daemon: --metrics-listen 127.0.0.1:$metrics_port: cannot bind: Address already in use (another program, or another rdmafs-daemon, listens there)" &&
+		absent "$work/metrics-data"
+}
+check_run "metrics port in use: exit 1 at start, said, no data directory" metrics_in_use
 
 # --- secret file permissions --------------------------------------------------
 

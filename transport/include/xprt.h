@@ -317,6 +317,19 @@ struct xprt_conn_stats {
 
 int xprt_conn_stats(struct xprt_conn *conn, struct xprt_conn_stats *out);
 
+struct xprt_ctx_stats {
+	/*
+	 * Connections this context's listeners accepted that are alive and past
+	 * HELLO (the peers it serves), by enum xprt_kind (VERBS, TCP; AUTO is 0).
+	 */
+	uint32_t served[XPRT_KIND_TCP + 1];
+	uint32_t handshaking; /* accepted, HELLO not finished yet */
+	uint32_t outgoing;    /* its own connections (xprt_connect()) that are alive */
+};
+
+/* Counts @ctx's live connections now. Any thread; takes the context's lock. */
+void xprt_ctx_stats(struct xprt_ctx *ctx, struct xprt_ctx_stats *out);
+
 /* Logging: the library writes through this (default: stderr, level WARN). */
 enum xprt_log_level { XPRT_LOG_ERR = 0, XPRT_LOG_WARN, XPRT_LOG_INFO, XPRT_LOG_DEBUG };
 typedef void (*xprt_log_cb)(enum xprt_log_level level, const char *msg, void *arg);

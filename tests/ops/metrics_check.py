@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# metrics_check.py CLUSTER_DIR TRANSPORT: scrapes /metrics of every daemon of
+# the cluster in CLUSTER_DIR (tests/lib/cluster.sh --metrics: the daemons
+# file, NAME.metrics-port) and checks it with Prometheus' own parser
+# (python3-prometheus-client), after metrics.sh made metadata and chunk
+# operations and while its client holds a connection to every daemon.
+# Prints one line per check; exit 0 pass, 1 FAIL, 99 the test's own trouble.
+import sys
+import urllib.error
+import urllib.request
+
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError:
+    print("ERROR: python3-prometheus-client is not installed (a failure of the test itself)")
+    sys.exit(99)
+
+failures = 0
+
+
+def check(ok, what, detail=""):
+    global failures
+    if ok:
+        print(f"ok: {what}")
+    else:
+        failures += 1
+        print(f"FAIL: {what}{': ' + detail if detail else ''}")
+
+
+def trouble(what):
+    print(f"ERROR: {what} (a failure of the test itself, not a verdict on the daemons)")
+    sys.exit(99)
+
+
+# Every daemon serves these, with these types. The parser names a counter's
+# family without its _total, as the format's families are named.
+COMMON = {
+    "rdmafs_build_info": "gauge",
+    "rdmafs_daemon_info": "gauge",
+    "rdmafs_uptime_seconds": "gauge",
+    "rdmafs_daemon_state": "gauge",
+    "rdmafs_daemon_registered": "gauge",
+    "rdmafs_requests": "counter",
+    "rdmafs_request_errors": "counter",
+    "rdmafs_request_bytes": "counter",
+    "rdmafs_request_duration_seconds": "histogram",
+    "rdmafs_requests_busy": "counter",
+    "rdmafs_checksum_errors": "counter",
+    "rdmafs_requests_in_flight": "gauge",
+    "rdmafs_request_queue_length": "gauge",
+    "rdmafs_request_queue_capacity": "gauge",
+    "rdmafs_workers": "gauge",
+    "rdmafs_rdma_bytes_in_flight": "gauge",
+    "rdmafs_rdma_seconds": "counter",
+    "rdmafs_disk_seconds": "counter",
+    "rdmafs_connections": "gauge",
+    "rdmafs_connections_handshaking": "gauge",
+    "rdmafs_chunks": "gauge",
+    "rdmafs_capacity_bytes": "gauge",
+    "rdmafs_free_bytes": "gauge",
+}
+# The daemon that hosts the metadata service adds these.
+META = {
+    "rdmafs_meta_requests": "counter",
+    "rdmafs_meta_request_errors": "counter",
+    "rdmafs_meta_request_bytes": "counter",
+    "rdmafs_meta_reply_bytes": "counter",
+    "rdmafs_meta_request_duration_seconds": "histogram",
+    "rdmafs_meta_inodes": "gauge",
+    "rdmafs_cluster_epoch": "gauge",
+    "rdmafs_cluster_daemons": "gauge",
+}
+# Metadata methods metrics.sh's work calls for sure (rdmafs-copy in and out,
+# the daemons' registration before the cluster was ready). Not HEARTBEAT: the
+# first comes 2 s after registration, and the test may be faster.
+META_OPS_USED = ["MKDIR", "CREATE", "SETATTR", "OPEN", "RELEASE", "LOOKUP", "READDIR",
+                 "GET_CLUSTER_MAP", "REGISTER_DAEMON"]
+
+
+def scrape(url):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), ""
+
+
+def value(families, family, **labels):
+    """The value of @family's sample whose labels include @labels (None: none)."""
+    f = families.get(family)
+    if not f:
+        return None
+    for s in f.samples:
+        if all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    return None
+
+
+def by_op(families, family, suffix=""):
+    """{op: value} of @family's samples named family + suffix (e.g. _total)."""
+    f = families.get(family)
+    if not f:
+        return {}
+    return {s.labels["op"]: s.value for s in f.samples
+            if s.name == family + suffix and "op" in s.labels}
+
+
+def check_histograms(name, families, family):
+    """Each op's buckets are cumulative, end with +Inf, and +Inf == _count."""
+    f = families[family]
+    ops = {}
+    for s in f.samples:
+        ops.setdefault(s.labels.get("op"), []).append(s)
+    bad = []
+    for op, samples in ops.items():
+        buckets = [(s.labels["le"], s.value) for s in samples if s.name == family + "_bucket"]
+        count = [s.value for s in samples if s.name == family + "_count"]
+        total = [s.value for s in samples if s.name == family + "_sum"]
+        if not buckets or buckets[-1][0] != "+Inf" or len(count) != 1 or len(total) != 1:
+            bad.append(f"{op}: buckets {buckets} count {count} sum {total}")
+            continue
+        bounds = [float(le) for le, _ in buckets]
+        values = [v for _, v in buckets]
+        if bounds != sorted(bounds) or values != sorted(values):
+            bad.append(f"{op}: not cumulative in ascending le: {buckets}")
+        if values[-1] != count[0]:
+            bad.append(f"{op}: +Inf {values[-1]} != _count {count[0]}")
+        if total[0] < 0 or (count[0] > 0 and total[0] <= 0):
+            bad.append(f"{op}: _sum {total[0]} with _count {count[0]}")
+    check(not bad and ops, f"{name}: {family}: {len(ops)} histograms cumulative, +Inf == _count",
+          "; ".join(bad) or "no histogram")
+
+
+def main():
+    if len(sys.argv) != 3:
+        trouble("usage: metrics_check.py CLUSTER_DIR TRANSPORT")
+    cluster, transport = sys.argv[1], sys.argv[2]
+    try:
+        with open(f"{cluster}/daemons") as f:
+            daemons = [line.split()[:2] for line in f if line.strip()]
+    except OSError as e:
+        trouble(f"cannot read {cluster}/daemons: {e}")
+
+    totals = {"CHUNK_WRITE": 0, "CHUNK_READ": 0, "CHUNK_COMMIT": 0}
+    write_bytes = read_bytes = disk_write = chunks = 0
+    for name, uri in daemons:
+        host = uri.split("://", 1)[1].rsplit(":", 1)[0]
+        try:
+            with open(f"{cluster}/{name}.metrics-port") as f:
+                port = int(f.read())
+        except (OSError, ValueError) as e:
+            trouble(f"{name}: no metrics port file: {e}")
+        url = f"http://{host}:{port}/metrics"
+        status, ctype, text = scrape(url)
+        check(status == 200 and ctype.startswith("text/plain; version=0.0.4"),
+              f"{name}: GET {url}: 200, text format 0.0.4", f"{status} {ctype!r}")
+        status, _, _ = scrape(f"http://{host}:{port}/nothing")
+        check(status == 404, f"{name}: another path: 404", f"{status}")
+        try:
+            families = {f.name: f for f in text_string_to_metric_families(text)}
+        except Exception as e:  # the parser refuses the text: that is the verdict
+            check(False, f"{name}: Prometheus' parser reads the text", repr(e))
+            continue
+        check(True, f"{name}: Prometheus' parser reads {len(families)} families")
+
+        want = dict(COMMON, **(META if name == "meta" else {}))
+        wrong = [f"{fam} ({families[fam].type if fam in families else 'missing'}, want {t})"
+                 for fam, t in want.items()
+                 if fam not in families or families[fam].type != t]
+        check(not wrong, f"{name}: every family there with its type", ", ".join(wrong))
+        if name != "meta":
+            extra = [fam for fam in META if fam in families]
+            check(not extra, f"{name}: no metadata service families", ", ".join(extra))
+
+        version = [s.labels.get("version") for s in families["rdmafs_build_info"].samples]
+        check(version and version[0], f"{name}: build_info has the version {version}")
+        check((value(families, "rdmafs_uptime_seconds") or 0) > 0, f"{name}: uptime > 0")
+        check(value(families, "rdmafs_daemon_state", state="up") == 1 and
+              value(families, "rdmafs_daemon_registered") == 1,
+              f"{name}: daemon_state up, registered")
+        label = "rdma" if transport == "rdma" else "tcp"
+        conns = value(families, "rdmafs_connections", transport=label)
+        check(conns is not None and conns >= 1,
+              f"{name}: connections{{transport=\"{label}\"}} >= 1 while a client holds one",
+              f"{conns}")
+        requests = by_op(families, "rdmafs_requests", "_total")
+        errors = by_op(families, "rdmafs_request_errors", "_total")
+        check(requests.get("DAEMON_STATS", 0) > 0, f"{name}: DAEMON_STATS counted",
+              f"{requests}")
+        check(errors.get("CHUNK_TRUNCATE", 0) > 0,
+              f"{name}: the refused CHUNK_TRUNCATE counted as an error", f"{errors}")
+        check((value(families, "rdmafs_capacity_bytes") or 0) > 0,
+              f"{name}: capacity_bytes > 0")
+        check((value(families, "rdmafs_workers") or 0) > 0, f"{name}: workers > 0")
+        for op in totals:
+            totals[op] += requests.get(op, 0)
+        moved = by_op(families, "rdmafs_request_bytes", "_total")
+        write_bytes += moved.get("CHUNK_WRITE", 0)
+        read_bytes += moved.get("CHUNK_READ", 0)
+        disk_write += value(families, "rdmafs_disk_seconds", op="write") or 0
+        chunks += value(families, "rdmafs_chunks") or 0
+        check_histograms(name, families, "rdmafs_request_duration_seconds")
+
+        if name != "meta":
+            continue
+        meta_ops = by_op(families, "rdmafs_meta_requests", "_total")
+        check(len(meta_ops) >= 25 and "OTHER" not in meta_ops,
+              f"{name}: {len(meta_ops)} metadata methods, each by name",
+              ", ".join(sorted(meta_ops)))
+        unused = [op for op in META_OPS_USED if meta_ops.get(op, 0) <= 0]
+        check(not unused, f"{name}: the metadata calls made are counted ({', '.join(META_OPS_USED)})",
+              f"none counted for {unused}: {meta_ops}")
+        meta_errors = by_op(families, "rdmafs_meta_request_errors", "_total")
+        check(meta_errors.get("LOOKUP", 0) > 0,
+              f"{name}: a LOOKUP of a missing name counted as an error", f"{meta_errors}")
+        replies = by_op(families, "rdmafs_meta_reply_bytes", "_total")
+        check(replies.get("GET_CLUSTER_MAP", 0) > 0, f"{name}: reply bytes counted")
+        check_histograms(name, families, "rdmafs_meta_request_duration_seconds")
+        inodes = value(families, "rdmafs_meta_inodes") or 0
+        check(inodes >= 4, f"{name}: meta_inodes {inodes} >= the 4 made")
+        up = value(families, "rdmafs_cluster_daemons", state="up")
+        check(up == len(daemons), f"{name}: cluster_daemons up == {len(daemons)}", f"{up}")
+        check((value(families, "rdmafs_cluster_epoch") or 0) > 0, f"{name}: cluster epoch > 0")
+
+    for op, n in totals.items():
+        check(n > 0, f"all daemons: {op} requests > 0", f"{n}")
+    check(write_bytes > 0 and read_bytes > 0,
+          "all daemons: bytes moved by CHUNK_WRITE and CHUNK_READ > 0",
+          f"{write_bytes} {read_bytes}")
+    check(disk_write > 0, "all daemons: disk_seconds_total{op=\"write\"} > 0", f"{disk_write}")
+    check(chunks > 0, "all daemons: chunks > 0", f"{chunks}")
+    sys.exit(1 if failures else 0)
+
+
+main()
