@@ -57,9 +57,8 @@ const char *rfs_default_secret_file(void);
  * value or a syntax error is an error. Returns 0, or -ENOENT, -EACCES, ... or
  * -EINVAL with "FILE:LINE: what is wrong" in @why.
  */
-int rfs_client_conf_load(const char *path, bool must_exist, const char *own,
-			 rfs_conf_key_fn key_fn, void *arg, struct rfs_client_conf *out, char *why,
-			 size_t why_len);
+int rfs_client_conf_load(const char *path, bool must_exist, const char *own, rfs_conf_key_fn key_fn,
+			 void *arg, struct rfs_client_conf *out, char *why, size_t why_len);
 
 void rfs_client_conf_free(struct rfs_client_conf *c);
 
