@@ -33,9 +33,8 @@
 #include <sys/wait.h>
 
 #include "rdmafs_common.h"
+#include "rdmafs_conf.h"
 #include "mount_i.h"
-
-#define DEFAULT_SECRET "/etc/rdmafs/secret"
 
 /* ---- command line ------------------------------------------------------------------------ */
 
@@ -46,6 +45,7 @@ struct mount_opts {
 	char *timeout;
 	char *log_file;	 /* log=FILE: append the log there */
 	char *log_level; /* log_level=LEVEL */
+	char *config;	 /* config=FILE: client.conf to read */
 	unsigned readahead_kb;
 	int server_permissions;
 	double attr_timeout, entry_timeout;
@@ -62,7 +62,8 @@ enum { KEY_HELP, KEY_DISCARD };
 	}
 static const struct fuse_opt mount_spec[] = {
 	MOPT("meta=%s", meta), MOPT("secret=%s", secret), MOPT("transport=%s", transport),
-	MOPT("timeout=%s", timeout), MOPT("log=%s", log_file), MOPT("log_level=%s", log_level),
+	MOPT("config=%s", config), MOPT("timeout=%s", timeout), MOPT("log=%s", log_file),
+	MOPT("log_level=%s", log_level),
 	/* what the other programs take, for people who start it by hand */
 	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
 	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
@@ -106,8 +107,10 @@ static void usage(const char *prog)
 	       "rdmafs options (-o):\n"
 	       "    meta=URI               metadata service: tcp://host:port, rdma://host:port\n"
 	       "                           (or give it as SOURCE)\n"
-	       "    secret=FILE            cluster secret file [" DEFAULT_SECRET "]\n"
+	       "    secret=FILE            cluster secret file [%s]\n"
 	       "    transport=auto|rdma|tcp  how to reach the storage daemons [auto]\n"
+	       "    config=FILE            client settings: [client] meta, secret_file,\n"
+	       "                           transport [$RDMAFS_CLIENT_CONF, %s]\n"
 	       "    timeout=MS             per-RPC timeout [5000]\n"
 	       "    readahead=KB           kernel read-ahead, set as root; 0: leave it [1024]\n"
 	       "    attr_timeout=SEC       kernel attribute cache [1.0]\n"
@@ -121,8 +124,11 @@ static void usage(const char *prog)
 	       "    ro                     read-only mount\n"
 	       "\n"
 	       "-V, --version              print \"rdmafs-fuse VERSION\" and exit\n"
+	       "\n"
+	       "Options win over RDMAFS_META and RDMAFS_SECRET_FILE, which win over the\n"
+	       "settings file.\n"
 	       "\n",
-	       prog);
+	       prog, rfs_default_secret_file(), rfs_client_conf_path());
 }
 
 /*
@@ -281,7 +287,8 @@ int main(int argc, char *argv[])
 	struct fs *fs = NULL;
 	uint8_t *secret = NULL;
 	size_t secret_len = 0;
-	const char *meta_uri = NULL;
+	const char *meta_uri = NULL, *secret_file, *env;
+	struct rfs_client_conf conf = {0};
 	enum rdmafs_log_level log_level;
 	char why[1024];
 	int ret = 1, err;
@@ -332,13 +339,31 @@ int main(int argc, char *argv[])
 		ret = 0;
 		goto out_free_cmd;
 	}
+	/* client.conf under the environment under the options */
+	err = rfs_client_conf_load(mo.config ? mo.config : rfs_client_conf_path(),
+				   mo.config != NULL, "rdmafs-fuse", NULL, NULL, &conf, why,
+				   sizeof(why));
+	if (err) {
+		fprintf(stderr, "rdmafs-fuse: %s\n", why);
+		goto out_free_cmd;
+	}
+	env = getenv("RDMAFS_META");
+	if (!meta_uri)
+		meta_uri = env && *env ? env : conf.meta_uri;
+	env = getenv("RDMAFS_SECRET_FILE");
+	secret_file = mo.secret		 ? mo.secret
+		      : env && *env	 ? env
+		      : conf.secret_file ? conf.secret_file
+					 : rfs_default_secret_file();
 	if (!cmd.mountpoint || !meta_uri) {
 		usage(argv[0]);
 		fprintf(stderr, "rdmafs-fuse: %s\n",
-			!cmd.mountpoint ? "no mount point" : "no metadata service: -o meta=URI");
+			!cmd.mountpoint ? "no mount point"
+					: "no metadata service: -o meta=URI, RDMAFS_META or meta = "
+					  "URI in the settings file");
 		goto out_free_cmd;
 	}
-	if (parse_transport(mo.transport, &ro.transport) ||
+	if (parse_transport(mo.transport ? mo.transport : conf.transport, &ro.transport) ||
 	    parse_ms(mo.timeout, &ro.call_timeout_ms) || mo.attr_timeout < 0 ||
 	    mo.entry_timeout < 0) {
 		fprintf(stderr,
@@ -368,11 +393,10 @@ int main(int argc, char *argv[])
 		}
 	}
 	rdmafs_log_hook_xprt();
-	err = rdmafs_read_secret(mo.secret ? mo.secret : DEFAULT_SECRET, &secret, &secret_len);
+	err = rdmafs_read_secret(secret_file, &secret, &secret_len);
 	if (err) {
 		fprintf(stderr, "rdmafs-fuse: %s\n",
-			rdmafs_secret_strerror(mo.secret ? mo.secret : DEFAULT_SECRET, err, why,
-					       sizeof(why)));
+			rdmafs_secret_strerror(secret_file, err, why, sizeof(why)));
 		goto out_free_cmd;
 	}
 	ro.meta_uri = meta_uri;
@@ -464,6 +488,7 @@ out_free_secret:
 	free(secret);
 out_free_cmd:
 	free(cmd.mountpoint);
+	rfs_client_conf_free(&conf);
 out_free_args:
 	for (int i = 0; i < mo.nonopt_count; i++)
 		free(mo.nonopt[i]);
@@ -473,6 +498,7 @@ out_free_args:
 	free(mo.timeout);
 	free(mo.log_file);
 	free(mo.log_level);
+	free(mo.config);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -55,7 +55,8 @@ for path in ./usr/sbin/rdmafs-daemon \
 	expect "$daemon_deb" "$path"
 done
 for path in ./usr/bin/rdmafs-fuse ./usr/bin/rdmafs-copy ./usr/sbin/rdmafsctl \
-	./usr/sbin/mount.fuse.rdmafs ./usr/share/man/man8/rdmafs-fuse.8.gz \
+	./usr/sbin/mount.fuse.rdmafs ./etc/rdmafs/client.conf.example \
+	./usr/share/man/man8/rdmafs-fuse.8.gz \
 	./usr/share/man/man8/mount.fuse.rdmafs.8.gz ./usr/share/man/man8/rdmafsctl.8.gz \
 	./usr/share/man/man1/rdmafs-copy.1.gz; do
 	expect "$client_deb" "$path"

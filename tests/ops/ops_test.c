@@ -652,11 +652,13 @@ static void test_cli(void)
 	}
 
 	/* the config file, then the environment over it, then flags over both */
-	snprintf(cfg_path, sizeof(cfg_path), "%s/rdmafsctl.conf", work_dir);
+	snprintf(cfg_path, sizeof(cfg_path), "%s/client.conf", work_dir);
 	f = fopen(cfg_path, "w");
 	REQUIRE(f, "config file");
-	fprintf(f, "[rdmafsctl]\nmeta = %s\nsecret_file = %s\ntimeout = 5\n", daemons[0].uri,
-		secret_path);
+	fprintf(f,
+		"[client]\nmeta = %s\nsecret_file = %s\n[rdmafs-fuse]\nanything = else\n"
+		"[rdmafsctl]\ntimeout = 5\n",
+		daemons[0].uri, secret_path);
 	fclose(f);
 	{
 		const char *args[] = {"--config", cfg_path, "--json", "daemons", NULL};
@@ -678,13 +680,14 @@ static void test_cli(void)
 	}
 	f = fopen(cfg_path, "w");
 	REQUIRE(f, "config file");
-	fputs("[rdmafsctl]\nmetta = tcp://x:1\n", f);
+	fputs("[client]\nmetta = tcp://x:1\n", f);
 	fclose(f);
 	{
 		const char *args[] = {"--config", cfg_path, "status", NULL};
 
 		REQUIRE(run_ctl_env(args, environ, ctl_out, ctl_errbuf) == 2, "unknown config key");
-		REQUIRE(strstr(ctl_errbuf, "metta"), "names the bad key: %s", ctl_errbuf);
+		REQUIRE(strstr(ctl_errbuf, "metta") && strstr(ctl_errbuf, "client.conf:2:"),
+			"names the bad key and its line: %s", ctl_errbuf);
 	}
 	{
 		const char *args[] = {"--help", NULL};
