@@ -61,6 +61,8 @@ struct rfs {
 
 	pthread_rwlock_t map_lock; /* guards epoch and the daemons array (not the peers) */
 	uint64_t epoch;
+	uint8_t cluster_id[RFS_UUID_LEN]; /* the cluster we belong to ... */
+	bool cluster_known;		  /* ... once the first map (or the options) said */
 	struct rfs_peer **daemons;
 	size_t daemon_count, daemon_cap;
 	pthread_mutex_t refresh_lock; /* one refresh at a time */
@@ -124,6 +126,80 @@ static void request_refresh(struct rfs *fs)
 	pthread_mutex_unlock(&fs->poll_lock);
 }
 
+static void uuid_text(const uint8_t *u, char out[37])
+{
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
+}
+
+/*
+ * Whether the cluster id @id (of @len bytes) is ours; the first one met
+ * becomes ours. -EXDEV (logged) for another cluster's.
+ */
+static int cluster_check(struct rfs *fs, const uint8_t *id, size_t len, const char *where)
+{
+	char ours[37], theirs[37];
+	int ret = 0;
+
+	if (len != RFS_UUID_LEN)
+		return 0; /* a service older than cluster ids */
+	pthread_rwlock_wrlock(&fs->map_lock);
+	if (!fs->cluster_known) {
+		memcpy(fs->cluster_id, id, RFS_UUID_LEN);
+		fs->cluster_known = true;
+	} else if (memcmp(fs->cluster_id, id, RFS_UUID_LEN) != 0) {
+		uuid_text(fs->cluster_id, ours);
+		uuid_text(id, theirs);
+		rdmafs_log(RDMAFS_LOG_ERR,
+			   "the metadata service at %s belongs to cluster %s, not %s: refusing it",
+			   where, theirs, ours);
+		ret = -EXDEV;
+	}
+	pthread_rwlock_unlock(&fs->map_lock);
+	return ret;
+}
+
+/*
+ * A new connection to the metadata service must lead to our cluster: the
+ * address may now serve another one (a service rebuilt or moved). Asks for
+ * the map (unchanged if it is ours, so the answer is short) and checks its id.
+ */
+static int meta_conn_check(struct rfs *fs, struct xprt_conn *conn, const char *uri)
+{
+	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
+	Rdmafs__GetClusterMapResp *resp;
+	size_t len = protobuf_c_message_get_packed_size(&req.base), cap, reply_len = 0;
+	uint8_t body[32], *reply;
+	int ret;
+
+	pthread_rwlock_rdlock(&fs->map_lock);
+	req.known_epoch = fs->epoch;
+	if (!fs->cluster_known) {
+		pthread_rwlock_unlock(&fs->map_lock);
+		return 0;
+	}
+	pthread_rwlock_unlock(&fs->map_lock);
+	len = protobuf_c_message_pack(&req.base, body);
+	cap = xprt_conn_max_body(conn);
+	reply = malloc(cap);
+	if (!reply)
+		return -ENOMEM;
+	ret = rdmafs_status_from_peer(xprt_call(conn, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, body,
+						len, reply, cap, &reply_len, fs->timeout_ms));
+	if (!ret) {
+		resp = rdmafs__get_cluster_map_resp__unpack(NULL, reply_len, reply);
+		if (!resp) {
+			ret = -EBADMSG;
+		} else {
+			ret = cluster_check(fs, resp->cluster_id.data, resp->cluster_id.len, uri);
+			rdmafs__get_cluster_map_resp__free_unpacked(resp, NULL);
+		}
+	}
+	free(reply);
+	return ret;
+}
+
 /*
  * A live connection to @p with a reference for the caller. A dead one is
  * replaced at once (the peer may just have restarted); a failed connect makes
@@ -147,6 +223,14 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 	ret = -EIO;
 	for (i = 0; i < p->uri_count; i++) {
 		ret = xprt_connect(fs->ctx, p->uris[i], &fresh);
+		if (!ret && p == &fs->meta) {
+			ret = meta_conn_check(fs, fresh, p->uris[i]);
+			if (ret) {
+				xprt_conn_close(fresh);
+				fresh = NULL;
+				continue;
+			}
+		}
 		if (!ret)
 			break;
 		rdmafs_log(RDMAFS_LOG_WARN, "%s: cannot connect to %s: %s", p->label, p->uris[i],
@@ -416,7 +500,9 @@ int rfs_map_refresh(struct rfs *fs, bool force)
 	if (ret)
 		goto out_unlock;
 	resp = (Rdmafs__GetClusterMapResp *)msg;
-	if (!resp->unchanged) {
+	ret = cluster_check(fs, resp->cluster_id.data, resp->cluster_id.len,
+			    fs->meta.uri_count ? fs->meta.uris[0] : "?");
+	if (!ret && !resp->unchanged) {
 		for (size_t i = 0; i < resp->n_daemons && !ret; i++)
 			ret = apply_daemon(fs, resp->daemons[i]);
 		if (!ret) {

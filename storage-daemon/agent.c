@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -48,7 +47,6 @@ struct agent {
 	char disk_id[LABEL_MAX + 1];
 	uint8_t cluster_id[16]; /* the cluster the data directory joined ... */
 	bool cluster_known;	/* ... if it joined one */
-	bool refused;		/* the service refused us for good: agent_refused() */
 	uint64_t stored_bytes;	/* the last walk's sum */
 	uint64_t next_scan_ms;	/* when to walk again */
 	bool reported_scan_error;
@@ -153,21 +151,6 @@ out_free:
 	return ret;
 }
 
-/*
- * The service will never take this daemon: say why, stop trying and ask the
- * daemon to stop (SIGTERM to ourselves; main() asks agent_refused()).
- */
-static int refuse(struct agent *a, const char *why, int err)
-{
-	rdmafs_log(RDMAFS_LOG_ERR, "the metadata service at %s refused this daemon: %s",
-		   a->p.meta ? "(hosted here)" : a->p.metadata_uri, why);
-	pthread_mutex_lock(&a->lock);
-	a->refused = true;
-	pthread_mutex_unlock(&a->lock);
-	kill(getpid(), SIGTERM);
-	return err;
-}
-
 static int do_register(struct agent *a)
 {
 	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
@@ -189,16 +172,22 @@ static int do_register(struct agent *a)
 	}
 	capacity(a, &req.capacity_bytes, &req.used_bytes);
 	ret = agent_call(a, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req.base, &len);
+	/*
+	 * Another cluster's service: never join it, but keep asking (the address
+	 * may serve ours again: a service moved or rebuilt). Said once, as an error.
+	 */
 	if (ret == -EXDEV) {
-		char why[256];
-
 		datadir_uuid_format(a->cluster_id, text);
-		snprintf(why, sizeof(why),
-			 "its data directory belongs to another cluster (%s): point "
-			 "metadata_uri at that cluster's metadata service, or give this daemon "
-			 "an empty data directory to join this one",
-			 text);
-		return refuse(a, why, ret);
+		if (!a->reported_unreachable)
+			rdmafs_log(
+				RDMAFS_LOG_ERR,
+				"the metadata service at %s refused this daemon: its data "
+				"directory belongs to another cluster (%s); point metadata_uri at "
+				"that cluster's metadata service, or give this daemon an empty "
+				"data directory to join this one (retrying)",
+				a->p.meta ? "(hosted here)" : a->p.metadata_uri, text);
+		a->reported_unreachable = true;
+		return ret;
 	}
 	if (ret)
 		return ret;
@@ -261,7 +250,7 @@ static void *agent_main(void *arg)
 	uint64_t next_beat = 0, backoff = AGENT_TICK_MS;
 
 	pthread_mutex_lock(&a->lock);
-	while (!a->stopping && !a->refused) {
+	while (!a->stopping) {
 		uint64_t now = monotonic_ms();
 		struct timespec until;
 		int ret = 0;
@@ -353,18 +342,6 @@ err_cond:
 err_free:
 	free(a);
 	return ret;
-}
-
-bool agent_refused(struct agent *a)
-{
-	bool refused;
-
-	if (!a)
-		return false;
-	pthread_mutex_lock(&a->lock);
-	refused = a->refused;
-	pthread_mutex_unlock(&a->lock);
-	return refused;
 }
 
 void agent_state(struct agent *a, uint32_t *state, bool *registered)

@@ -356,13 +356,6 @@ int agent_start(const struct agent_params *p, struct agent **out);
 /* Stops and frees the agent. NULL is a no-op. */
 void agent_stop(struct agent *a);
 /*
- * Whether the metadata service refused this daemon for good (its data
- * directory belongs to another cluster). The agent then logged why, stopped
- * and sent the process SIGTERM: the daemon exits with status 1.
- */
-bool agent_refused(struct agent *a);
-
-/*
  * This daemon's state in the cluster map as the metadata service last
  * answered it (an rdmafs DaemonState; 0 before it answered once), and
  * whether it is registered now. Any thread.

@@ -344,7 +344,7 @@ int main(int argc, char **argv)
 	}
 	notify("STOPPING=1");
 	rdmafs_log(RDMAFS_LOG_INFO, "stopping: draining requests in flight");
-	status = agent_refused(agent) ? 1 : 0;
+	status = 0;
 
 	metrics_stop(metrics);
 out_stop_agent:

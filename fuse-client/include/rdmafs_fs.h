@@ -8,7 +8,10 @@
  *    filesystem" below). The wire format stays inside the library.
  *  - The cluster map (GET_CLUSTER_MAP), fetched at start, polled in the
  *    background and refetched when a daemon cannot be reached or a layout
- *    names a daemon we do not know.
+ *    names a daemon we do not know. Its cluster id becomes the handle's: a
+ *    metadata service that answers for another cluster later (its address
+ *    reused) is refused, on every new connection to it, and calls fail with
+ *    -EIO rather than reach another cluster's files.
  *  - One connection per storage daemon (by UUID), to the addresses of the map
  *    in their order, rdma:// only when this host has an RDMA device (or the
  *    transport is forced). A daemon that cannot be reached is retried with

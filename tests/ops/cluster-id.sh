@@ -3,16 +3,19 @@
 #
 # The cluster id keeps two clusters apart: a storage daemon of this cluster
 # (cluster.sh's) pointed at another cluster's metadata service, with the same
-# secret, is refused: it exits 1 saying why, the other cluster's map never
-# lists it, and its data directory is unchanged; back with its own service it
-# registers as before. rdmafsctl status shows the cluster id.
-# Runs under tests/lib/cluster.sh --no-fuse (a metadata daemon and storage daemons).
-# Usage: cluster-id.sh RDMAFS_DAEMON RDMAFSCTL
+# secret, is refused: it says why and keeps asking, the other cluster's map
+# never lists it, and its data directory is unchanged; back with its own
+# service it registers as before. rdmafsctl status shows the cluster id. A mount whose
+# metadata service's address comes to serve another cluster refuses it
+# (EIO, never the other cluster's files) and works again when its own is back.
+# Runs under tests/lib/cluster.sh (a metadata daemon, storage daemons, a mount).
+# Usage: cluster-id.sh RDMAFS_DAEMON RDMAFSCTL MOUNT
 # Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test could not check.
 set -u
 . "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
 daemon=${1:?usage: cluster-id.sh RDMAFS_DAEMON RDMAFSCTL}
-ctl=${2:?usage: cluster-id.sh RDMAFS_DAEMON RDMAFSCTL}
+ctl=${2:?usage: cluster-id.sh RDMAFS_DAEMON RDMAFSCTL MOUNT}
+mnt=${3:?usage: cluster-id.sh RDMAFS_DAEMON RDMAFSCTL MOUNT}
 if [ -z "${RDMAFS_CLUSTER_DIR:-}" ] || [ -z "${RDMAFS_CLUSTER_CTL:-}" ]; then
 	echo "SKIP: cluster-id.sh needs an rdmafs cluster started by cluster.sh"
 	exit 77
@@ -31,6 +34,23 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# start_meta NAME DATA_DIR LISTEN: a metadata service of its own; sets other_pid and started_uri
+start_meta() {
+	local name=$1 data=$2 listen=$3
+	rm -f "$work/$name.port"
+	"$daemon" --data-dir "$data" --listen "$listen" --secret-file "$secret" \
+		--port-file "$work/$name.port" --name "$name" --foreground --metadata yes \
+		</dev/null >"$work/$name.log" 2>&1 &
+	other_pid=$!
+	for _ in $(seq 600); do
+		[ -s "$work/$name.port" ] && break
+		kill -0 "$other_pid" 2>/dev/null ||
+			check_error "metadata service $name exited: $(cat "$work/$name.log")"
+		sleep 0.1
+	done
+	[ -s "$work/$name.port" ] || check_error "metadata service $name did not start in 60 s"
+	started_uri=$transport://127.0.0.1:$(cat "$work/$name.port")
+}
 ctl_json() { # URI ARGS...
 	local uri=$1
 	shift
@@ -53,17 +73,8 @@ grep -qx "cluster $ours" "$victim_dir/cluster-id" ||
 echo "ok   this cluster is $ours, and $victim's data directory says so"
 
 # another cluster: its own metadata service, the same secret
-"$daemon" --data-dir "$work/other" --listen "$transport://127.0.0.1:0" --secret-file "$secret" \
-	--port-file "$work/other.port" --name other-meta --foreground --metadata yes \
-	</dev/null >"$work/other.log" 2>&1 &
-other_pid=$!
-for _ in $(seq 600); do
-	[ -s "$work/other.port" ] && break
-	kill -0 "$other_pid" 2>/dev/null || check_error "the second metadata service exited: $(cat "$work/other.log")"
-	sleep 0.1
-done
-[ -s "$work/other.port" ] || check_error "the second metadata service did not start in 60 s"
-other_uri=$transport://127.0.0.1:$(cat "$work/other.port")
+start_meta other "$work/other" "$transport://127.0.0.1:0"
+other_uri=$started_uri
 theirs=$(cluster_of "$other_uri")
 [ -n "$theirs" ] && [ "$theirs" != "$ours" ] ||
 	check_fail "two clusters, one id: '$ours' and '$theirs'"
@@ -72,20 +83,50 @@ echo "ok   another cluster is $theirs"
 # the victim, stopped, then pointed at the other cluster
 "$RDMAFS_CLUSTER_CTL" ctl kill "${victim#storage}" TERM || check_error "stopping $victim"
 before=$(digest "$victim_dir") || check_error "reading $victim_dir"
-timeout 120 "$daemon" --data-dir "$victim_dir" --listen "$transport://127.0.0.1:0" \
+"$daemon" --data-dir "$victim_dir" --listen "$transport://127.0.0.1:0" \
 	--secret-file "$secret" --name "$victim" --foreground --metadata no \
-	--metadata-uri "$other_uri" </dev/null >"$work/victim.log" 2>&1
-rc=$?
-[ $rc -ne 124 ] || check_fail "$victim pointed at another cluster kept running for 120 s: $(tail -n 5 "$work/victim.log")"
-[ $rc -eq 1 ] || check_fail "$victim pointed at another cluster exited $rc, not 1: $(tail -n 5 "$work/victim.log")"
+	--metadata-uri "$other_uri" </dev/null >"$work/victim.log" 2>&1 &
+victim_pid=$!
+for _ in $(seq 1200); do
+	grep -q "refused this daemon" "$work/victim.log" && break
+	kill -0 "$victim_pid" 2>/dev/null || break
+	sleep 0.1
+done
 grep -q "belongs to another cluster ($ours)" "$work/victim.log" ||
-	check_fail "$victim did not say why it stopped: $(tail -n 5 "$work/victim.log")"
+	check_fail "$victim pointed at another cluster did not say it was refused: $(tail -n 5 "$work/victim.log")"
+kill -0 "$victim_pid" 2>/dev/null ||
+	check_fail "$victim exited when refused (it must keep asking): $(tail -n 5 "$work/victim.log")"
 ctl_json "$other_uri" status | grep -q "\"name\": \"$victim\"" &&
 	check_fail "the other cluster lists $victim: $(ctl_json "$other_uri" status)"
+kill "$victim_pid" && wait "$victim_pid" 2>/dev/null
 [ "$(digest "$victim_dir")" = "$before" ] || check_fail "$victim_dir changed while refused"
-echo "ok   refused by the other cluster: $(grep -m 1 'refused this daemon' "$work/victim.log" | cut -c1-160)"
+echo "ok   refused by the other cluster, still running: $(grep -m 1 'refused this daemon' "$work/victim.log" | cut -c1-160)"
 
 # back with its own service
 "$RDMAFS_CLUSTER_CTL" ctl start "${victim#storage}" || check_fail "$victim does not register with its own cluster again"
 echo "ok   $victim is back in its own cluster"
+
+# the mount: its metadata service's address comes to serve the other cluster
+printf 'ours\n' >"$mnt/cluster-id-probe" || check_fail "writing through $mnt"
+kill "$other_pid" && wait "$other_pid" 2>/dev/null
+other_pid=
+"$RDMAFS_CLUSTER_CTL" ctl kill meta TERM || check_error "stopping the metadata daemon"
+start_meta intruder "$work/other" "$meta"
+out=$(timeout 120 ls "$mnt" 2>&1)
+rc=$?
+[ $rc -ne 124 ] || check_fail "ls hung with another cluster's service at $meta"
+[ $rc -ne 0 ] || check_fail "the mount listed another cluster's root: $out"
+grep -q "Input/output error" <<<"$out" || check_fail "ls: expected EIO, got: $out"
+grep -q "belongs to cluster $theirs, not $ours: refusing it" "$RDMAFS_CLUSTER_DIR"/fuse*.log ||
+	check_fail "the mount did not log why: $(tail -n 5 "$RDMAFS_CLUSTER_DIR"/fuse*.log 2>&1)"
+echo "ok   the mount refuses another cluster's service at its address: $out"
+kill "$other_pid" && wait "$other_pid" 2>/dev/null
+other_pid=
+"$RDMAFS_CLUSTER_CTL" ctl start meta || check_fail "restarting our metadata daemon"
+for _ in $(seq 120); do
+	grep -qx ours "$mnt/cluster-id-probe" 2>/dev/null && break
+	sleep 1
+done
+grep -qx ours "$mnt/cluster-id-probe" || check_fail "the mount did not come back to its own cluster in 120 s"
+echo "ok   the mount works again with its own service"
 echo "pass"
