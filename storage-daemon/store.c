@@ -1296,6 +1296,21 @@ int store_remove(struct store_io *io, const struct store_selection *sel, uint64_
 	return 0;
 }
 
+/* A read-only transaction and a cursor on the chunk index. 0 or -errno. */
+static int index_cursor(struct store *st, MDB_txn **txn, MDB_cursor **cur)
+{
+	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
+
+	if (rc)
+		return lmdb_errno(rc);
+	rc = mdb_cursor_open(*txn, st->dbi, cur);
+	if (rc) {
+		mdb_txn_abort(*txn);
+		return lmdb_errno(rc);
+	}
+	return 0;
+}
+
 int store_list(struct store *st, const struct store_chunk_id *after, struct store_list_entry *out,
 	       size_t max, size_t *count, bool *done)
 {
@@ -1308,14 +1323,9 @@ int store_list(struct store *st, const struct store_chunk_id *after, struct stor
 
 	*count = 0;
 	*done = false;
-	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	rc = index_cursor(st, &txn, &cur);
 	if (rc)
-		return lmdb_errno(rc);
-	rc = mdb_cursor_open(txn, st->dbi, &cur);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return lmdb_errno(rc);
-	}
+		return rc;
 	if (after) {
 		key_encode(*after, key);
 		op = MDB_SET_RANGE;
@@ -1354,16 +1364,10 @@ int store_bytes(struct store *st, uint64_t *out)
 	MDB_txn *txn;
 	MDB_val k, v;
 	uint64_t sum = 0;
-	int rc;
+	int rc = index_cursor(st, &txn, &cur);
 
-	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return lmdb_errno(rc);
-	rc = mdb_cursor_open(txn, st->dbi, &cur);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return lmdb_errno(rc);
-	}
+		return rc;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		struct chunk_meta cm;

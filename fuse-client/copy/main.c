@@ -114,34 +114,8 @@ static int parse_uint(const char *s, unsigned long min, unsigned long max, unsig
 	return 0;
 }
 
-static int parse_size(const char *s, size_t *out)
-{
-	unsigned long v, mult = 1;
-	char *end;
-
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	if (*end == 'K' || *end == 'k')
-		mult = 1024;
-	else if (*end == 'M' || *end == 'm')
-		mult = MIB;
-	if (mult != 1)
-		end++;
-	if (*end || v > (64ul * MIB) / mult)
-		return -EINVAL;
-	v *= mult;
-	if (v < 64 * 1024 || v > 64ul * MIB)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* A rate in bytes/s, with K, M or G (binary) suffix, 1K..1024G. */
-static int parse_rate(const char *s, uint64_t *out)
+/* A number of bytes with an optional K, M or G (binary) suffix, in @min..@max. */
+static int parse_scaled(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	unsigned long long v, mult = 1;
 	char *end;
@@ -160,13 +134,30 @@ static int parse_rate(const char *s, uint64_t *out)
 		mult = 1024ull * MIB;
 	if (mult != 1)
 		end++;
-	if (*end || v > (1024ull * 1024 * MIB) / mult)
+	if (*end || v > max / mult)
 		return -EINVAL;
 	v *= mult;
-	if (v < 1024)
+	if (v < min)
 		return -EINVAL;
 	*out = v;
 	return 0;
+}
+
+/* A piece size: 64K..64M. */
+static int parse_size(const char *s, size_t *out)
+{
+	uint64_t v;
+	int ret = parse_scaled(s, 64 * 1024, 64ull * MIB, &v);
+
+	if (!ret)
+		*out = (size_t)v;
+	return ret;
+}
+
+/* A rate in bytes/s: 1K..1024G. */
+static int parse_rate(const char *s, uint64_t *out)
+{
+	return parse_scaled(s, 1024, 1024ull * 1024 * MIB, out);
 }
 
 /* A side of the copy as written on the command line. */
