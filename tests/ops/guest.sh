@@ -3,7 +3,7 @@
 #
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
 # rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, health),
-# rdmafs-copy's round trip, the logs and every daemon's /metrics, each on
+# rdmafs-copy (round trip, resume, errors), the logs and every daemon's /metrics, each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
 # Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
@@ -30,12 +30,16 @@ run() {
 for name in cli drain scrub fsck health; do
 	run "$name" 3000 "$build/tests/ops/ops-test" "$ctl" "$name"
 done
-# rdmafs-copy's round trip. Not yet here: resume.sh and errors.sh, whose
-# bounds assume the host's speed (a 60 s limit for a copy of 90 MiB that a
-# daemon dies under; 5 s calls while 300 MiB move); in a loaded TCG guest they
-# failed on those bounds, not on the data. They run over tcp on the host.
+# rdmafs-copy: the round trip; resume after SIGKILL on a smaller tree, with
+# 30 s calls; the errors, their hang bounds ten times the host's
 run copy-roundtrip 4000 "$here/copy/roundtrip.sh" "$build/fuse-client/rdmafs-copy" \
 	"$build/tests/ops/copy/copy-treecmp"
+export RDMAFS_COPY_BIG_MIB=8 RDMAFS_COPY_DIRS=4 RDMAFS_COPY_TIMEOUT_MS=30000 RDMAFS_TEST_SLOW=10
+for name in resume errors; do
+	run "copy-$name" 4000 "$here/copy/$name.sh" "$build/fuse-client/rdmafs-copy" \
+		"$build/tests/ops/copy/copy-treecmp"
+done
+unset RDMAFS_COPY_BIG_MIB RDMAFS_COPY_DIRS RDMAFS_COPY_TIMEOUT_MS RDMAFS_TEST_SLOW
 # the logs (the daemons at debug): over verbs an orderly close must still
 # be one (the CLOSE reaches the daemon before the QP goes to ERR, and the
 # daemon takes it from its CQ before the DISCONNECTED event kills the

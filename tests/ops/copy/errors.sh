@@ -7,6 +7,8 @@
 # storage daemon down in the middle of a copy (1, every failed file named),
 # after which a re-run with the daemon back completes the copy. Runs inside
 # tests/lib/cluster.sh --no-fuse.
+# No clock on speed: each run is bounded only to catch a hang, and
+# RDMAFS_TEST_SLOW (1; the rdma-vm guest's TCG, 10) scales those bounds.
 set -u
 copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/errors
@@ -17,17 +19,28 @@ check() {
 	check_run "$@"
 }
 
-# expect STATUS PATTERN SECONDS ARGS...: runs the copy, checks its exit
-# status, that stderr matches PATTERN and that it took at most SECONDS
+slow=${RDMAFS_TEST_SLOW:-1}
+# RDMAFS_COPY_TIMEOUT_MS: a longer per-call timeout (the guest's)
+copy_timeout=()
+[ -n "${RDMAFS_COPY_TIMEOUT_MS:-}" ] && copy_timeout=(--timeout "$RDMAFS_COPY_TIMEOUT_MS")
+
+# expect STATUS PATTERN HANG_SECONDS ARGS...: runs the copy, checks its exit
+# status and that stderr matches PATTERN; a copy still running after
+# HANG_SECONDS (times RDMAFS_TEST_SLOW) is a hang
 expect() {
-	local want=$1 pattern=$2 limit=$3 rc start took
+	local want=$1 pattern=$2 limit=$(($3 * slow)) rc start took
 	shift 3
 	start=$(date +%s)
-	timeout 120 "$copy" "$@" >"$work/out" 2>"$work/err"
+	timeout "$limit" "$copy" "${copy_timeout[@]}" "$@" >"$work/out" 2>"$work/err"
 	rc=$?
 	took=$(($(date +%s) - start))
-	if [ $rc -ne "$want" ] || ! grep -Eq -- "$pattern" "$work/err" || [ $took -gt "$limit" ]; then
-		echo "  exit $rc (want $want), ${took}s (limit $limit), stderr:" >&2
+	if [ $rc -eq 124 ]; then
+		echo "  still running after ${limit}s: a hang; stderr:" >&2
+		sed 's/^/    /' "$work/err" | head -20 >&2
+		return 1
+	fi
+	if [ $rc -ne "$want" ] || ! grep -Eq -- "$pattern" "$work/err"; then
+		echo "  exit $rc (want $want) after ${took}s, stderr:" >&2
 		sed 's/^/    /' "$work/err" | head -20 >&2
 		return 1
 	fi
@@ -39,18 +52,18 @@ for i in $(seq 30); do
 	head -c $((3 * 1024 * 1024 + i)) /dev/urandom >"$work/src/sub/f$i"
 done
 
-check "no arguments: usage, exit 2" expect 2 "needs exactly two arguments" 5
-check "two local paths: exit 2" expect 2 "exactly one of SRC and DST" 5 /tmp /tmp/x
-check "bad option value: exit 2" expect 2 "jobs takes" 5 -j 0 "$work/src" rdmafs:/x
-check "no secret file: exit 2" expect 2 "cannot read the secret file" 5 \
+check "no arguments: usage, exit 2" expect 2 "needs exactly two arguments" 60
+check "two local paths: exit 2" expect 2 "exactly one of SRC and DST" 60 /tmp /tmp/x
+check "bad option value: exit 2" expect 2 "jobs takes" 60 -j 0 "$work/src" rdmafs:/x
+check "no secret file: exit 2" expect 2 "cannot read the secret file" 60 \
 	-s "$work/no-such-secret" "$work/src" rdmafs:/x
-check "unreachable service: exit 3" expect 3 "cannot reach the cluster" 15 \
+check "unreachable service: exit 3" expect 3 "cannot reach the cluster" 120 \
 	-m tcp://127.0.0.1:1 "$work/src" rdmafs:/x
-check "missing local source: exit 1, named" expect 1 "$work/missing: source: No such file" 10 \
+check "missing local source: exit 1, named" expect 1 "$work/missing: source: No such file" 120 \
 	"$work/missing" rdmafs:/x
-check "missing rdmafs source: exit 1, named" expect 1 "/no/such/dir: source: No such file" 10 \
+check "missing rdmafs source: exit 1, named" expect 1 "/no/such/dir: source: No such file" 120 \
 	rdmafs:/no/such/dir "$work/out-dir"
-check "missing rdmafs destination parent: exit 1" expect 1 "/no/such: destination directory" 10 \
+check "missing rdmafs destination parent: exit 1" expect 1 "/no/such: destination directory" 120 \
 	"$work/src" rdmafs:/no/such/dir
 check "--help documents every option" bash -c '
 	help=$("$1" --help) || exit 1
@@ -84,30 +97,32 @@ fi
 
 # a storage daemon down: the files that need it fail (named) without a hang,
 # the others are copied; with the daemon back, a re-run completes the copy
-check "copy with every daemon up" "$copy" -q "$work/src" rdmafs:/before
+check "copy with every daemon up" "$copy" "${copy_timeout[@]}" -q "$work/src" rdmafs:/before
 "$RDMAFS_CLUSTER_CTL" ctl kill 2 KILL
-check "daemon down: exit 1, failures named, bounded time" \
-	expect 1 "sub/f[0-9]+: .*(timed out|connection refused|Input/output error)" 60 \
+check "daemon down: exit 1, failures named, no hang" \
+	expect 1 "sub/f[0-9]+: .*(timed out|connection refused|Input/output error)" 600 \
 	"$work/src" rdmafs:/during
 echo "  $(grep -c "sub/f" "$work/err") files failed; summary: $(cat "$work/out")"
 head -n 3 "$work/err"
 check "daemon down: reading a copy that needs it fails, named" \
-	expect 1 "/before/sub/f[0-9]+: " 60 rdmafs:/before "$work/back-during"
+	expect 1 "/before/sub/f[0-9]+: " 600 rdmafs:/before "$work/back-during"
 "$RDMAFS_CLUSTER_CTL" ctl start 2
-check "daemon back: the re-run completes the copy" "$copy" -q "$work/src" rdmafs:/during
-check "and it reads back identical" "$copy" -q rdmafs:/during "$work/back"
+check "daemon back: the re-run completes the copy" "$copy" "${copy_timeout[@]}" -q "$work/src" rdmafs:/during
+check "and it reads back identical" "$copy" "${copy_timeout[@]}" -q rdmafs:/during "$work/back"
 check "identical" "$treecmp" "$work/src" "$work/back"
 
-# a daemon killed in the middle of a running copy
+# a daemon killed in the middle of a running copy, which --bwlimit keeps
+# running for 15 s at least (90 MiB at 6 MiB/s), however fast the machine
 (sleep 0.3; "$RDMAFS_CLUSTER_CTL" ctl kill 3 KILL) &
 killer=$!
-check "daemon killed mid-copy: exit 1, failures named, bounded time" \
-	expect 1 "sub/f[0-9]+: " 60 -j 1 --inflight 0 --piece-size 256K "$work/src" rdmafs:/midway
+check "daemon killed mid-copy: exit 1, failures named, no hang" \
+	expect 1 "sub/f[0-9]+: " 600 -j 1 --inflight 0 --piece-size 256K --bwlimit 6M \
+	"$work/src" rdmafs:/midway
 wait $killer
 "$RDMAFS_CLUSTER_CTL" ctl start 3
-check "daemon back: the re-run completes it" "$copy" -q "$work/src" rdmafs:/midway
+check "daemon back: the re-run completes it" "$copy" "${copy_timeout[@]}" -q "$work/src" rdmafs:/midway
 rm -rf "$work/back"
-check "and it reads back identical" "$copy" -q rdmafs:/midway "$work/back"
+check "and it reads back identical" "$copy" "${copy_timeout[@]}" -q rdmafs:/midway "$work/back"
 check "identical" "$treecmp" "$work/src" "$work/back"
 
 check_summary

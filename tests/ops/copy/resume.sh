@@ -6,13 +6,19 @@
 # the temporaries of the killed run removed and the result identical to the
 # source. Runs inside tests/lib/cluster.sh --no-fuse.
 # RDMAFS_COPY_BIG_MIB (48) and RDMAFS_COPY_DIRS (20) size the tree: the
-# rdma-vm guest, about ten times slower, copies a smaller one.
+# rdma-vm guest, about ten times slower, copies a smaller one;
+# RDMAFS_COPY_TIMEOUT_MS gives its copies a longer per-call timeout.
 set -u
 copy=$(readlink -f "$1") treecmp=$(readlink -f "$2")
 work=$RDMAFS_CLUSTER_DIR/resume
 src=$work/src
 big_mib=${RDMAFS_COPY_BIG_MIB:-48}
 dirs=${RDMAFS_COPY_DIRS:-20}
+if [ -n "${RDMAFS_COPY_TIMEOUT_MS:-}" ]; then
+	copy_timeout=(--timeout "$RDMAFS_COPY_TIMEOUT_MS")
+else
+	copy_timeout=()
+fi
 . "$(dirname "$(readlink -f "$0")")/../../lib/check.sh"
 
 # check WHAT COMMAND...: exit 0 ok, 1 FAIL, other: the check could not run
@@ -25,7 +31,7 @@ check() {
 kill_when() {
 	local test=$1 pid deadline
 	shift
-	"$copy" -q "$@" &
+	"$copy" "${copy_timeout[@]}" -q "$@" &
 	pid=$!
 	deadline=$(($(date +%s) + 600)) # a hang guard: a slow copy is waited for
 	until "$test"; do
@@ -77,14 +83,14 @@ owner_flag=
 # local -> rdmafs, one file at a time so that the kill lands midway
 check "killed midway (local -> rdmafs)" \
 	kill_when two_big_files_in_rdmafs -j 1 --inflight 1 "$src" rdmafs:/resume
-out=$("$copy" -v "$src" rdmafs:/resume 2>&1)
+out=$("$copy" "${copy_timeout[@]}" -v "$src" rdmafs:/resume 2>&1)
 rc=$?
 echo "$out" | tail -n 3
 check "resumed copy exits 0" test $rc -eq 0
 check "resumed copy removed the killed run's temporaries" \
 	grep -q "stale temporary of an interrupted copy removed" <<<"$out"
 check "resumed copy skipped what was complete" grep -Eq " [1-9][0-9]* skipped" <<<"$out"
-out=$("$copy" -v "$src" rdmafs:/resume 2>&1)
+out=$("$copy" "${copy_timeout[@]}" -v "$src" rdmafs:/resume 2>&1)
 check "a third run finds no temporaries" bash -c '! grep -q "stale temporary" <<<"$1"' _ "$out"
 check "a third run copies nothing" grep -q " 0 files (0 B) copied.* 0 failed" <<<"$out"
 
@@ -93,7 +99,7 @@ check "killed midway (rdmafs -> local)" \
 	kill_when big_file_in_flight_locally -j 1 --inflight 1 rdmafs:/resume "$work/back"
 left=$(find "$work/back" -name '.rdmafs-copy.*.tmp' | wc -l)
 check "the killed run left a temporary ($left)" test "$left" -ge 1
-out=$("$copy" -v rdmafs:/resume "$work/back" 2>&1)
+out=$("$copy" "${copy_timeout[@]}" -v rdmafs:/resume "$work/back" 2>&1)
 rc=$?
 check "resumed copy back exits 0 ($rc)" test $rc -eq 0
 check "resumed copy back removed the temporaries" \
@@ -106,7 +112,7 @@ check "identical after both interruptions" "$treecmp" $owner_flag "$src" "$work/
 # --verify-existing catches a complete-looking file whose bytes differ
 printf 'X' | dd of="$work/back/big3" bs=1 seek=1000 conv=notrunc status=none
 touch -r "$src/big3" "$work/back/big3"
-out=$("$copy" --verify-existing rdmafs:/resume "$work/back" 2>&1)
+out=$("$copy" "${copy_timeout[@]}" --verify-existing rdmafs:/resume "$work/back" 2>&1)
 check "--verify-existing copies the damaged file again" \
 	grep -q " 1 files (.*) copied.* 0 failed" <<<"$out"
 check "identical again" "$treecmp" $owner_flag "$src" "$work/back"
