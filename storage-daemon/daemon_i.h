@@ -295,4 +295,15 @@ int agent_start(const struct agent_params *p, struct agent **out);
 /* Stops and frees the agent. NULL is a no-op. */
 void agent_stop(struct agent *a);
 
+/* The exit status of a daemon the metadata service refused as removed. */
+#define DAEMON_EXIT_REMOVED 3
+
+/*
+ * True once the metadata service refused this daemon because it was removed
+ * from the cluster (-EIDRM). The agent has then logged why and sent the
+ * process SIGTERM (unless the metadata service runs here: it keeps serving).
+ * NULL gives false.
+ */
+bool agent_removed(const struct agent *a);
+
 #endif /* RDMAFS_DAEMON_I_H */
