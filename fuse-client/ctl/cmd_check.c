@@ -103,8 +103,7 @@ static const char *job_state_name(Rdmafs__JobState s)
 
 static void report_daemon_error(struct ctl_daemon *d, int err)
 {
-	ctl_err("daemon %s at %s: %s", d->uuid_text, d->conn_address ? d->conn_address : "-",
-		ctl_strerror(err));
+	ctl_report_daemon_error(d, err);
 }
 
 int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
@@ -190,10 +189,11 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 			if (c->json) {
 				ctl_json_begin_object(NULL);
 				ctl_json_string("uuid", d->uuid_text);
-				ctl_json_string("error", ctl_strerror(errs[i]));
+				ctl_json_string("error", ctl_daemon_strerror(d, errs[i]));
 				ctl_json_end_object();
 			} else {
-				printf("%-36s  %-10s\n", d->uuid_text, "unreachable");
+				printf("%-36s  %-10s\n", d->uuid_text,
+				       ctl_daemon_skipped(d, errs[i]) ? "down" : "unreachable");
 			}
 			continue;
 		}
@@ -774,7 +774,8 @@ static void fsck_print(struct fsck *f, bool repair)
 				continue;
 			ctl_json_begin_object(NULL);
 			ctl_json_string("uuid", c->map.daemons[i].uuid_text);
-			ctl_json_string("error", ctl_strerror(f->daemon_err[i]));
+			ctl_json_string("error",
+					ctl_daemon_strerror(&c->map.daemons[i], f->daemon_err[i]));
 			ctl_json_end_object();
 		}
 		ctl_json_end_array();

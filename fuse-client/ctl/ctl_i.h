@@ -57,10 +57,17 @@ struct ctl_daemon {
 	const char *conn_address;  /* the address that answered or failed last */
 };
 
+/*
+ * The cluster map: the daemons it lists, and apart from them the REMOVED
+ * ones, which the map forgets (rdmafsctl asks for them only to name them
+ * in its messages and in fsck's lost files; it never contacts them).
+ */
 struct ctl_map {
 	uint64_t epoch;
 	struct ctl_daemon *daemons;
 	size_t count;
+	struct ctl_daemon *removed;
+	size_t removed_count;
 };
 
 struct ctl {
@@ -101,21 +108,33 @@ int ctl_meta_call(struct ctl *c, uint32_t method, const ProtobufCMessage *req,
 
 /* Loads the cluster map (once; @reload fetches it again). 0 or a negative errno. */
 int ctl_map_load(struct ctl *c, bool reload);
+/* The daemon @uuid of the map, or a removed one; NULL if neither. */
 struct ctl_daemon *ctl_map_find(struct ctl *c, const uint8_t *uuid);
 
 /*
  * Finds the daemon named by @arg: a full UUID, a unique prefix of it (dashes
  * optional), or one of its addresses (with or without the scheme). Prints
  * why and returns -ENOENT or -EINVAL (ambiguous) when there is no single one.
+ * A daemon of the map is preferred to a removed one; ctl_resolve() refuses
+ * a removed one (-EIDRM, saying so), ctl_resolve_any() hands it out.
  */
 int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out);
+int ctl_resolve_any(struct ctl *c, const char *arg, struct ctl_daemon **out);
 
 /*
  * A handle on @d, opened on first use with its addresses tried in order (a
  * dead connection is made again by the handle's next call). On failure
  * d->conn_error and d->conn_address say what failed; nothing is printed.
+ * A daemon the map shows DOWN (or REMOVED) is not contacted: -EHOSTDOWN at
+ * once, rather than a connect timeout per command (ctl_daemon_skipped()).
  */
 int ctl_daemon(struct ctl *c, struct ctl_daemon *d, struct rfs_daemon **out);
+/* True when @err from ctl_daemon() means @d was skipped for its map state. */
+bool ctl_daemon_skipped(const struct ctl_daemon *d, int err);
+/* What @err means for @d, for tables and JSON ("down in the cluster map: ..."). */
+const char *ctl_daemon_strerror(const struct ctl_daemon *d, int err);
+/* Prints why @d failed with @err: "daemon UUID at ADDRESS: ...", or that it was skipped. */
+void ctl_report_daemon_error(const struct ctl_daemon *d, int err);
 
 const char *ctl_state_name(uint32_t state);
 void ctl_uuid_format(const uint8_t *uuid, char out[37]);
@@ -171,6 +190,7 @@ int ctl_cmd_status(struct ctl *c, int argc, char **argv);
 int ctl_cmd_daemons(struct ctl *c, int argc, char **argv);
 int ctl_cmd_stats(struct ctl *c, int argc, char **argv);
 int ctl_cmd_drain(struct ctl *c, int argc, char **argv);
+int ctl_cmd_undrain(struct ctl *c, int argc, char **argv);
 int ctl_cmd_remove(struct ctl *c, int argc, char **argv);
 int ctl_cmd_scrub(struct ctl *c, int argc, char **argv);
 int ctl_cmd_fsck(struct ctl *c, int argc, char **argv);
