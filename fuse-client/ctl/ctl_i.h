@@ -165,6 +165,21 @@ int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino);
  */
 int ctl_inode_list(struct ctl *c, uint64_t after, Rdmafs__InodeListResp **out);
 
+/* ---- paths of inodes (paths.c) ---- */
+
+struct ctl_paths;
+
+/*
+ * Looks up the paths of @inos (@n of them, repeats allowed) at the metadata
+ * service into *@out, which ctl_paths_free() frees. Best effort: inodes
+ * without a path keep a reason (a failed lookup is said on stderr once).
+ * Returns 0, or -ENOMEM.
+ */
+int ctl_paths_resolve(struct ctl *c, const uint64_t *inos, size_t n, struct ctl_paths **out);
+/* The path of @ino, or NULL and *@why says why there is none. @p may be NULL. */
+const char *ctl_path_of(const struct ctl_paths *p, uint64_t ino, const char **why);
+void ctl_paths_free(struct ctl_paths *p);
+
 /* ---- output (out.c) ---- */
 
 /* A small JSON writer to stdout, pretty-printed. Keys are NULL inside arrays. */
