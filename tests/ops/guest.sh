@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
-# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck),
+# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, undrain,
+# a removed daemon, a daemon down),
 # rdmafs-copy's round trip and the logs, each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
@@ -27,8 +28,9 @@ run() {
 	status=$(check_merge "$status" "$rc")
 }
 # The guest runs under TCG, about 10x slower than the host: ten times the host's limits.
-for name in cli drain scrub fsck; do
-	run "$name" 3000 "$build/tests/ops/ops-test" "$ctl" "$name"
+for name in cli drain scrub fsck undrain removed down; do
+	run "$name" 3000 "$build/tests/ops/ops-test" "$ctl" "$name" \
+		"$build/storage-daemon/rdmafs-daemon"
 done
 # rdmafs-copy's round trip. Not yet here: resume.sh and errors.sh, whose
 # bounds assume the host's speed (a 60 s limit for a copy of 90 MiB that a
