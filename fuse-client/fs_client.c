@@ -493,6 +493,8 @@ int rfs_map_refresh(struct rfs *fs, bool force)
 	pthread_mutex_lock(&fs->refresh_lock);
 	pthread_rwlock_rdlock(&fs->map_lock);
 	req.known_epoch = force ? 0 : fs->epoch;
+	/* a layout naming a removed daemon is stale (layout_peer()): keep knowing them */
+	req.include_removed = true;
 	pthread_rwlock_unlock(&fs->map_lock);
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base,
 			    &rdmafs__get_cluster_map_resp__descriptor, true, &msg);

@@ -5,9 +5,16 @@
  * it in the cluster map and a daemon that stops is marked down. Where the
  * metadata service runs in this daemon the calls go to it directly, and the
  * agent also ticks it once a second.
+ *
+ * A daemon removed from the cluster (rdmafsctl remove) is refused by the
+ * service with -EIDRM: the agent says so once and stops the daemon, which
+ * exits with DAEMON_EXIT_REMOVED, rather than heartbeating in vain forever.
+ * Where the service runs in this daemon it keeps serving metadata.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -42,6 +49,7 @@ struct agent {
 	struct xprt_conn *conn;
 	bool registered;
 	bool reported_unreachable;
+	bool removed; /* refused with -EIDRM: no more registering; read by agent_removed() */
 	uint32_t heartbeat_ms;
 	char name[LABEL_MAX + 1];
 	char disk_id[LABEL_MAX + 1];
@@ -244,6 +252,40 @@ static int do_heartbeat(struct agent *a)
 	return 0;
 }
 
+/* The metadata service refused us with -EIDRM (see the top of this file). */
+static void refused_as_removed(struct agent *a)
+{
+	const uint8_t *u = a->p.uuid;
+	char uuid[37];
+
+	snprintf(uuid, sizeof(uuid),
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+		 u[15]);
+	__atomic_store_n(&a->removed, true, __ATOMIC_RELEASE);
+	if (a->p.meta) {
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "this daemon (uuid %s) was removed from the cluster as a storage daemon "
+			   "(rdmafsctl remove): it stores no new chunks but keeps serving the "
+			   "metadata service",
+			   uuid);
+		return;
+	}
+	rdmafs_log(RDMAFS_LOG_ERR,
+		   "this daemon (uuid %s) was removed from the cluster (rdmafsctl remove) and the "
+		   "metadata service at %s refuses it: stopping. No file uses its chunks any "
+		   "more; to join the cluster again as a new daemon, empty its data directory "
+		   "(or give it a new one) and start it",
+		   uuid, a->p.metadata_uri);
+	/* main() waits for the signal; agent_removed() gives it the exit status */
+	kill(getpid(), SIGTERM);
+}
+
+bool agent_removed(const struct agent *a)
+{
+	return a && __atomic_load_n(&a->removed, __ATOMIC_ACQUIRE);
+}
+
 static void *agent_main(void *arg)
 {
 	struct agent *a = arg;
@@ -258,14 +300,16 @@ static void *agent_main(void *arg)
 		pthread_mutex_unlock(&a->lock);
 		if (a->p.meta)
 			meta_tick(a->p.meta, now / 1000u);
-		if (now >= next_beat) {
+		if (now >= next_beat && !a->removed) {
 			bool was_registered = a->registered;
 
 			ret = was_registered ? do_heartbeat(a) : do_register(a);
 			/* The service forgot us (a new or restored store): register at once. */
 			if (ret && was_registered && !a->registered)
 				ret = do_register(a);
-			if (ret) {
+			if (ret == -EIDRM) {
+				refused_as_removed(a);
+			} else if (ret) {
 				if (!a->reported_unreachable)
 					rdmafs_log(RDMAFS_LOG_WARN,
 						   "cannot reach the metadata service at %s: %s "

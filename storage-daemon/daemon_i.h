@@ -394,4 +394,15 @@ void metrics_stop(struct metrics *mx);
  */
 int metrics_render(const struct metrics_params *p, FILE *f);
 
+/* The exit status of a daemon the metadata service refused as removed. */
+#define DAEMON_EXIT_REMOVED 3
+
+/*
+ * True once the metadata service refused this daemon because it was removed
+ * from the cluster (-EIDRM). The agent has then logged why and sent the
+ * process SIGTERM (unless the metadata service runs here: it keeps serving).
+ * NULL gives false.
+ */
+bool agent_removed(const struct agent *a);
+
 #endif /* RDMAFS_DAEMON_I_H */

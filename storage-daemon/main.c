@@ -344,7 +344,8 @@ int main(int argc, char **argv)
 	}
 	notify("STOPPING=1");
 	rdmafs_log(RDMAFS_LOG_INFO, "stopping: draining requests in flight");
-	status = 0;
+	/* removed from the cluster: a status that tells systemd not to restart us */
+	status = agent_removed(agent) && !meta ? DAEMON_EXIT_REMOVED : 0;
 
 	metrics_stop(metrics);
 out_stop_agent:
@@ -365,7 +366,7 @@ out_close_datadir:
 out_free_config:
 	free(secret);
 	config_free(&cfg);
-	if (status == 0)
+	if (status == 0 || status == DAEMON_EXIT_REMOVED)
 		rdmafs_log(RDMAFS_LOG_INFO, "stopped");
 	return status;
 }

@@ -24,6 +24,10 @@
  *           never a problem. Without per-chunk records in the metadata,
  *           "missing data" cannot be told from a hole.
  *
+ * Every file reported is named by its path too (INODE_PATHS), or says why
+ * it has none. Daemons the map shows DOWN are not contacted (their chunks
+ * are not checked, as for one that does not answer).
+ *
  * Not judged: chunks on DRAINING daemons (they keep serving old layouts
  * until removal), chunks of files whose layout names a draining daemon (a
  * drain may be copying them), and chunks past the end of files that are open
@@ -54,6 +58,30 @@ static const char *chunk_error_name(int32_t err)
 	default:
 		return "error";
 	}
+}
+
+/* "path": the path of @ino, or null and "path_error": why there is none. */
+static void json_path(const struct ctl_paths *p, uint64_t ino)
+{
+	const char *why, *path = ctl_path_of(p, ino, &why);
+
+	if (path) {
+		ctl_json_string("path", path);
+	} else {
+		ctl_json_null("path");
+		ctl_json_string("path_error", why);
+	}
+}
+
+/* The path of @ino for a table, or "(no path: why)". */
+static const char *text_path(const struct ctl_paths *p, uint64_t ino, char *buf, size_t len)
+{
+	const char *why, *path = ctl_path_of(p, ino, &why);
+
+	if (path)
+		return path;
+	snprintf(buf, len, "(no path: %s)", why);
+	return buf;
 }
 
 /* ---- scrub ---- */
@@ -103,14 +131,39 @@ static const char *job_state_name(Rdmafs__JobState s)
 
 static void report_daemon_error(struct ctl_daemon *d, int err)
 {
-	ctl_err("daemon %s at %s: %s", d->uuid_text, d->conn_address ? d->conn_address : "-",
-		ctl_strerror(err));
+	ctl_report_daemon_error(d, err);
+}
+
+/* The paths of the files of every bad chunk the scrubs found (NULL if none). */
+static struct ctl_paths *scrub_paths(struct ctl *c, Rdmafs__ScrubResp **res, const int *errs,
+				     size_t n)
+{
+	struct ctl_paths *paths = NULL;
+	uint64_t *inos;
+	size_t count = 0;
+
+	for (size_t i = 0; i < n; i++)
+		count += res[i] && errs[i] == 0 ? res[i]->n_bad : 0;
+	if (count == 0)
+		return NULL;
+	inos = malloc(count * sizeof(*inos));
+	if (!inos)
+		return NULL;
+	count = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; res[i] && errs[i] == 0 && k < res[i]->n_bad; k++)
+			inos[count++] = res[i]->bad[k]->chunk->inode;
+	if (ctl_paths_resolve(c, inos, count, &paths))
+		paths = NULL;
+	free(inos);
+	return paths;
 }
 
 int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 {
 	bool status_only = ctl_flags & CTL_FLAG_STATUS, no_wait = ctl_flags & CTL_FLAG_NO_WAIT;
 	struct ctl_daemon *one = NULL;
+	struct ctl_paths *paths;
 	Rdmafs__ScrubResp **res;
 	int *errs, ret, status = CTL_EXIT_OK;
 	uint64_t bad_total = 0;
@@ -170,6 +223,7 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 			usleep(POLL_US);
 	} while (running);
 
+	paths = scrub_paths(c, res, errs, n);
 	if (c->json) {
 		ctl_json_begin_object(NULL);
 		ctl_json_begin_array("daemons");
@@ -190,10 +244,11 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 			if (c->json) {
 				ctl_json_begin_object(NULL);
 				ctl_json_string("uuid", d->uuid_text);
-				ctl_json_string("error", ctl_strerror(errs[i]));
+				ctl_json_string("error", ctl_daemon_strerror(d, errs[i]));
 				ctl_json_end_object();
 			} else {
-				printf("%-36s  %-10s\n", d->uuid_text, "unreachable");
+				printf("%-36s  %-10s\n", d->uuid_text,
+				       ctl_daemon_skipped(d, errs[i]) ? "down" : "unreachable");
 			}
 			continue;
 		}
@@ -217,6 +272,7 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 				ctl_json_u64("index", r->bad[k]->chunk->index);
 				ctl_json_u64("block", r->bad[k]->block);
 				ctl_json_string("error", chunk_error_name(r->bad[k]->error));
+				json_path(paths, r->bad[k]->chunk->inode);
 				ctl_json_end_object();
 			}
 			ctl_json_end_array();
@@ -229,15 +285,17 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 		       r->error && r->error[0] ? "  " : "", r->error ? r->error : "");
 	}
 	if (!c->json && bad_total) {
-		printf("\n%-36s  %20s  %10s  %6s  %s\n", "BAD CHUNK ON", "INODE", "INDEX", "BLOCK",
-		       "ERROR");
+		printf("\n%-36s  %20s  %10s  %6s  %-17s  %s\n", "BAD CHUNK ON", "INODE", "INDEX",
+		       "BLOCK", "ERROR", "PATH");
 		for (size_t i = 0; i < n; i++) {
 			for (size_t k = 0; res[i] && errs[i] == 0 && k < res[i]->n_bad; k++) {
 				const Rdmafs__BadChunk *bc = res[i]->bad[k];
+				char why[128];
 
-				printf("%-36s  %20" PRIu64 "  %10" PRIu64 "  %6u  %s\n",
+				printf("%-36s  %20" PRIu64 "  %10" PRIu64 "  %6u  %-17s  %s\n",
 				       c->map.daemons[i].uuid_text, bc->chunk->inode,
-				       bc->chunk->index, bc->block, chunk_error_name(bc->error));
+				       bc->chunk->index, bc->block, chunk_error_name(bc->error),
+				       text_path(paths, bc->chunk->inode, why, sizeof(why)));
 			}
 			if (res[i] && errs[i] == 0 && res[i]->bad_count > res[i]->n_bad)
 				printf("%-36s  ... and %" PRIu64 " more\n",
@@ -258,6 +316,7 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 	for (size_t i = 0; i < n; i++)
 		if (res[i])
 			rdmafs__scrub_resp__free_unpacked(res[i], NULL);
+	ctl_paths_free(paths);
 	free(res);
 	free(errs);
 	return status;
@@ -337,6 +396,7 @@ struct fsck {
 	uint64_t skipped_draining, skipped_in_drain, skipped_open;
 	uint64_t holes;
 	bool scrub_never_run;
+	struct ctl_paths *paths; /* of every file reported */
 };
 
 static void *grow(void *p, size_t *cap, size_t need, size_t size)
@@ -696,6 +756,29 @@ static int fsck_repair(struct fsck *f)
 	return ret;
 }
 
+/* Looks up the paths of every inode reported: orphans', lost files', bad chunks'. */
+static int fsck_paths(struct fsck *f)
+{
+	size_t n = f->orphan_count + f->lost_count + f->bad_count, k = 0;
+	uint64_t *inos;
+	int ret;
+
+	if (n == 0)
+		return 0;
+	inos = malloc(n * sizeof(*inos));
+	if (!inos)
+		return -ENOMEM;
+	for (size_t i = 0; i < f->orphan_count; i++)
+		inos[k++] = f->orphans[i].chunk.ino;
+	for (size_t i = 0; i < f->lost_count; i++)
+		inos[k++] = f->lost[i].ino;
+	for (size_t i = 0; i < f->bad_count; i++)
+		inos[k++] = f->bad[i].ino;
+	ret = ctl_paths_resolve(f->c, inos, n, &f->paths);
+	free(inos);
+	return ret;
+}
+
 static int orphan_cmp(const void *a, const void *b)
 {
 	const struct fsck_chunk *x = &((const struct orphan *)a)->chunk;
@@ -711,7 +794,7 @@ static int orphan_cmp(const void *a, const void *b)
 static void fsck_print(struct fsck *f, bool repair)
 {
 	struct ctl *c = f->c;
-	char text[37];
+	char text[37], why[128];
 
 	if (c->json) {
 		ctl_json_begin_object(NULL);
@@ -730,6 +813,7 @@ static void fsck_print(struct fsck *f, bool repair)
 			ctl_json_u64("index", o->chunk.index);
 			ctl_json_u64("length", o->chunk.length);
 			ctl_json_string("reason", reason_text[o->reason]);
+			json_path(f->paths, o->chunk.ino);
 			ctl_json_bool("removed", o->removed);
 			ctl_json_end_object();
 		}
@@ -744,6 +828,7 @@ static void fsck_print(struct fsck *f, bool repair)
 			ctl_json_string("daemon_state", f->lost[i].state == UINT32_MAX
 								? "not in the cluster map"
 								: ctl_state_name(f->lost[i].state));
+			json_path(f->paths, f->lost[i].ino);
 			ctl_json_end_object();
 		}
 		ctl_json_end_array();
@@ -756,6 +841,7 @@ static void fsck_print(struct fsck *f, bool repair)
 			ctl_json_u64("index", f->bad[i].index);
 			ctl_json_u64("block", f->bad[i].block);
 			ctl_json_string("error", chunk_error_name(f->bad[i].error));
+			json_path(f->paths, f->bad[i].ino);
 			ctl_json_end_object();
 		}
 		ctl_json_end_array();
@@ -774,7 +860,8 @@ static void fsck_print(struct fsck *f, bool repair)
 				continue;
 			ctl_json_begin_object(NULL);
 			ctl_json_string("uuid", c->map.daemons[i].uuid_text);
-			ctl_json_string("error", ctl_strerror(f->daemon_err[i]));
+			ctl_json_string("error",
+					ctl_daemon_strerror(&c->map.daemons[i], f->daemon_err[i]));
 			ctl_json_end_object();
 		}
 		ctl_json_end_array();
@@ -801,36 +888,41 @@ static void fsck_print(struct fsck *f, bool repair)
 	       " of files being drained, %" PRIu64 " past the end of open files\n",
 	       f->skipped_draining, f->skipped_in_drain, f->skipped_open);
 	if (f->unreachable)
-		printf("  UNREACHABLE     %zu daemons: their chunks were not checked\n",
+		printf("  UNREACHABLE     %zu daemons (down or not answering): their chunks were "
+		       "not checked\n",
 		       f->unreachable);
 	if (f->orphan_count)
-		printf("\n%-36s  %12s  %8s  %10s  %s\n", "ORPHAN ON", "INODE", "INDEX", "LENGTH",
-		       "REASON");
+		printf("\n%-36s  %12s  %8s  %10s  %-35s  %s\n", "ORPHAN ON", "INODE", "INDEX",
+		       "LENGTH", "REASON", "PATH");
 	for (size_t i = 0; i < f->orphan_count && i < LIST_IN_TABLES; i++) {
 		const struct orphan *o = &f->orphans[i];
 
-		printf("%-36s  %12" PRIu64 "  %8" PRIu64 "  %10u  %s%s\n",
+		printf("%-36s  %12" PRIu64 "  %8" PRIu64 "  %10u  %-35s  %s%s\n",
 		       c->map.daemons[o->chunk.daemon].uuid_text, o->chunk.ino, o->chunk.index,
-		       o->chunk.length, reason_text[o->reason], o->removed ? " [removed]" : "");
+		       o->chunk.length, reason_text[o->reason],
+		       text_path(f->paths, o->chunk.ino, why, sizeof(why)),
+		       o->removed ? " [removed]" : "");
 	}
 	if (f->orphan_count > LIST_IN_TABLES)
 		printf("... and %zu more (--json lists them all)\n",
 		       f->orphan_count - LIST_IN_TABLES);
 	if (f->lost_count)
-		printf("\n%-12s  %-36s  %s\n", "LOST INODE", "DAEMON", "ITS STATE");
+		printf("\n%-12s  %-36s  %-22s  %s\n", "LOST INODE", "DAEMON", "ITS STATE", "PATH");
 	for (size_t i = 0; i < f->lost_count && i < LIST_IN_TABLES; i++) {
 		ctl_uuid_format(f->lost[i].uuid, text);
-		printf("%-12" PRIu64 "  %-36s  %s\n", f->lost[i].ino, text,
+		printf("%-12" PRIu64 "  %-36s  %-22s  %s\n", f->lost[i].ino, text,
 		       f->lost[i].state == UINT32_MAX ? "not in the cluster map"
-						      : ctl_state_name(f->lost[i].state));
+						      : ctl_state_name(f->lost[i].state),
+		       text_path(f->paths, f->lost[i].ino, why, sizeof(why)));
 	}
 	if (f->bad_count)
-		printf("\n%-36s  %12s  %8s  %6s  %s\n", "BAD CHUNK ON", "INODE", "INDEX", "BLOCK",
-		       "ERROR");
+		printf("\n%-36s  %12s  %8s  %6s  %-17s  %s\n", "BAD CHUNK ON", "INODE", "INDEX",
+		       "BLOCK", "ERROR", "PATH");
 	for (size_t i = 0; i < f->bad_count && i < LIST_IN_TABLES; i++)
-		printf("%-36s  %12" PRIu64 "  %8" PRIu64 "  %6u  %s\n",
+		printf("%-36s  %12" PRIu64 "  %8" PRIu64 "  %6u  %-17s  %s\n",
 		       c->map.daemons[f->bad[i].daemon].uuid_text, f->bad[i].ino, f->bad[i].index,
-		       f->bad[i].block, chunk_error_name(f->bad[i].error));
+		       f->bad[i].block, chunk_error_name(f->bad[i].error),
+		       text_path(f->paths, f->bad[i].ino, why, sizeof(why)));
 }
 
 int ctl_cmd_fsck(struct ctl *c, int argc, char **argv)
@@ -856,6 +948,8 @@ int ctl_cmd_fsck(struct ctl *c, int argc, char **argv)
 		qsort(f.orphans, f.orphan_count, sizeof(*f.orphans), orphan_cmp);
 	if (!ret && repair && f.orphan_count)
 		ret = fsck_repair(&f);
+	if (!ret || f.orphans_removed)
+		fsck_paths(&f);
 	if (ret && ret != -ENOMEM && ctl_exit_for(ret) == CTL_EXIT_FAILED)
 		ctl_err("fsck: %s", ctl_strerror(ret));
 	if (!ret || f.orphans_removed)
@@ -877,5 +971,6 @@ int ctl_cmd_fsck(struct ctl *c, int argc, char **argv)
 	free(f.lost);
 	free(f.bad);
 	free(f.daemon_err);
+	ctl_paths_free(f.paths);
 	return status;
 }

@@ -41,6 +41,25 @@
  * REMOVED; a reader holding a moved file's old layout is fenced as a writer
  * is and rereads through the new one. Interrupting a drain is safe: the
  * daemon stays DRAINING and running the drain again finishes it.
+ *
+ * Undrain takes a DRAINING daemon D back to UP. While D is still DRAINING
+ * (so no new file is placed on it and no drain of another daemon can pick
+ * it as a replacement):
+ *
+ *   1. every file whose layout (generation g) still names D gets its fence
+ *      g + 1 on D lifted: only an interrupted drain leaves one (between its
+ *      steps 2 and 4), and it would block that file's writers for good;
+ *   2. every chunk D holds of a file whose layout no longer names D is
+ *      removed from D: it is the stale copy a finished move left behind
+ *      (the data lives on under the new layout; the fence g + 1 keeps any
+ *      old-layout request off it). Were it kept, a later move of the file
+ *      back to D would mix it with the new data. Chunks of inodes that no
+ *      longer exist are left to fsck --repair;
+ *   3. SET_DAEMON_STATE UP: new files may be placed on D again.
+ *
+ * Files already moved stay where they are (no rebalancing). Never run an
+ * undrain while a drain of the same daemon runs: step 1 would lift the
+ * fence of the file that drain is copying.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -170,7 +189,7 @@ static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 			ret = ctl_daemon(c, dst, &handle);
 			if (ret) {
 				ctl_err("cannot reach daemon %s at %s: %s", dst->uuid_text,
-					dst->conn_address, ctl_strerror(ret));
+					dst->conn_address, ctl_daemon_strerror(dst, ret));
 				break;
 			}
 			used[slot] = true;
@@ -420,7 +439,7 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 	uint64_t touched;
 	int ret, status;
 
-	ret = ctl_resolve(c, argv[0], &dr.src);
+	ret = ctl_resolve_any(c, argv[0], &dr.src);
 	if (ret)
 		return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE : ctl_exit_for(ret);
 	if (ctl_flags & CTL_FLAG_STATUS)
@@ -439,7 +458,7 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 	ret = ctl_daemon(c, dr.src, &dr.src_handle);
 	if (ret) {
 		ctl_err("cannot reach daemon %s at %s to read its chunks: %s", dr.src->uuid_text,
-			dr.src->conn_address, ctl_strerror(ret));
+			dr.src->conn_address, ctl_daemon_strerror(dr.src, ret));
 		return CTL_EXIT_UNREACHABLE;
 	}
 	if (dr.src->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING) {
@@ -521,9 +540,13 @@ int ctl_cmd_remove(struct ctl *c, int argc, char **argv)
 	uint64_t epoch = 0;
 	int ret;
 
-	ret = ctl_resolve(c, argv[0], &d);
+	ret = ctl_resolve_any(c, argv[0], &d);
 	if (ret)
 		return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE : ctl_exit_for(ret);
+	if (d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
+		printf("daemon %s is already removed\n", d->uuid_text);
+		return CTL_EXIT_OK;
+	}
 	if (!force) {
 		ret = drain_status(c, d, &s);
 		if (ret)
@@ -561,6 +584,189 @@ int ctl_cmd_remove(struct ctl *c, int argc, char **argv)
 	} else {
 		printf("daemon %s removed (cluster map epoch %" PRIu64 ")%s\n", d->uuid_text, epoch,
 		       force ? "; forced: files that named it have lost that data" : "");
+	}
+	return CTL_EXIT_OK;
+}
+
+/* ---- undrain ---- */
+
+struct undrain {
+	struct ctl *c;
+	struct ctl_daemon *d;
+	struct rfs_daemon *handle;
+	uint64_t files_kept, files_cleaned, chunks_left;
+};
+
+/* Step 1: lifts the fence an interrupted drain left on each file still naming the daemon. */
+static int undrain_fences(struct undrain *u)
+{
+	Rdmafs__InodeListResp *page;
+	uint64_t after = 0;
+	bool end = false;
+	int ret = 0;
+
+	while (!end && !ret) {
+		ret = ctl_inode_list(u->c, after, &page);
+		if (ret)
+			return ret;
+		end = page->done;
+		for (size_t i = 0; i < page->n_inodes && !ret; i++) {
+			const Rdmafs__InodeListEntry *e = page->inodes[i];
+
+			after = e->ino;
+			if (!e->layout || !layout_names(e->layout, u->d->uuid))
+				continue;
+			u->files_kept++;
+			/* lifted only if it is exactly what a drain of this layout set */
+			ret = rfs_chunk_fence(u->handle, e->ino, e->layout->generation + 1, true,
+					      NULL);
+			if (ret)
+				ctl_err("inode %" PRIu64 ": cannot lift its fence on %s: %s",
+					e->ino, u->d->uuid_text, ctl_strerror(ret));
+		}
+		rdmafs__inode_list_resp__free_unpacked(page, NULL);
+	}
+	return ret;
+}
+
+/*
+ * Whether the chunks of @ino on the daemon are stale copies: the file exists
+ * and its layout no longer names the daemon. *@gone: it does not exist.
+ */
+static int stale_copy(struct undrain *u, uint64_t ino, bool *stale, bool *gone)
+{
+	Rdmafs__GetattrReq req = RDMAFS__GETATTR_REQ__INIT;
+	Rdmafs__AttrResp *resp;
+	int ret;
+
+	*stale = *gone = false;
+	req.ino = ino;
+	ret = ctl_meta_call(u->c, RDMAFS__METHOD__METHOD_GETATTR, &req.base,
+			    &rdmafs__attr_resp__descriptor, (ProtobufCMessage **)&resp);
+	if (ret == -ENOENT) {
+		*gone = true;
+		return 0;
+	}
+	if (ret)
+		return ret;
+	*stale = resp->layout && !layout_names(resp->layout, u->d->uuid);
+	rdmafs__attr_resp__free_unpacked(resp, NULL);
+	return 0;
+}
+
+/* Step 2: removes the stale copies of moved files from the daemon. */
+static int undrain_stale(struct undrain *u)
+{
+	struct rfs_chunk_entry page[CTL_LIST_PAGE];
+	uint64_t after_ino = 0, after_index = 0, last = 0;
+	bool first = true, end = false, stale = false, gone = false;
+	size_t count;
+	int ret = 0;
+
+	while (!end && !ret) {
+		ret = rfs_chunk_list(u->handle, after_ino, after_index, first, page, CTL_LIST_PAGE,
+				     &count, &end);
+		if (ret) {
+			ctl_err("cannot list the chunks of daemon %s: %s", u->d->uuid_text,
+				ctl_strerror(ret));
+			return ret;
+		}
+		first = false;
+		for (size_t i = 0; i < count && !ret; i++) {
+			const struct rfs_chunk_entry *e = &page[i];
+
+			after_ino = e->inode;
+			after_index = e->index;
+			if (e->inode == last) {
+				/* counted with the first chunk of the inode */
+				continue;
+			}
+			last = e->inode;
+			ret = stale_copy(u, e->inode, &stale, &gone);
+			if (!ret && gone)
+				u->chunks_left++;
+			if (ret || !stale)
+				continue;
+			ret = rfs_chunk_remove(
+				u->handle,
+				&(struct rfs_chunk_sel){.inode = e->inode,
+							.generation = RFS_GENERATION_ADMIN,
+							.range = true},
+				NULL, NULL);
+			if (ret) {
+				ctl_err("inode %" PRIu64
+					": cannot remove its stale chunks from %s: %s",
+					e->inode, u->d->uuid_text, ctl_strerror(ret));
+				break;
+			}
+			u->files_cleaned++;
+		}
+	}
+	return ret;
+}
+
+int ctl_cmd_undrain(struct ctl *c, int argc, char **argv)
+{
+	struct undrain u = {.c = c};
+	uint64_t epoch = 0;
+	int ret;
+
+	ret = ctl_resolve_any(c, argv[0], &u.d);
+	if (ret)
+		return ret == -ENOENT || ret == -EINVAL ? CTL_EXIT_USAGE : ctl_exit_for(ret);
+	if (u.d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
+		ctl_err("daemon %s was removed from the cluster: it cannot come back (a new data "
+			"directory makes it join again as a new daemon)",
+			u.d->uuid_text);
+		return CTL_EXIT_FAILED;
+	}
+	if (u.d->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING) {
+		ctl_err("daemon %s is %s, not draining: nothing to undrain", u.d->uuid_text,
+			ctl_state_name(u.d->state));
+		return CTL_EXIT_FAILED;
+	}
+	ret = ctl_daemon(c, u.d, &u.handle);
+	if (ret) {
+		ctl_err("cannot reach daemon %s at %s to lift its drain fences: %s (it stays "
+			"draining)",
+			u.d->uuid_text, u.d->conn_address, ctl_daemon_strerror(u.d, ret));
+		return CTL_EXIT_UNREACHABLE;
+	}
+	ret = undrain_fences(&u);
+	if (!ret)
+		ret = undrain_stale(&u);
+	if (!ret) {
+		ret = set_state(c, u.d, RDMAFS__DAEMON_STATE__DAEMON_STATE_UP, false, &epoch);
+		if (ret)
+			ctl_err("cannot mark daemon %s up: %s", u.d->uuid_text, ctl_strerror(ret));
+	}
+	if (ret) {
+		ctl_err("the undrain did not finish: daemon %s stays draining; run it again",
+			u.d->uuid_text);
+		return ctl_exit_for(ret);
+	}
+	if (c->json) {
+		ctl_json_begin_object(NULL);
+		ctl_json_string("uuid", u.d->uuid_text);
+		ctl_json_string("state", "up");
+		ctl_json_u64("epoch", epoch);
+		ctl_json_u64("files_kept", u.files_kept);
+		ctl_json_u64("stale_files_removed", u.files_cleaned);
+		ctl_json_u64("orphan_files_left", u.chunks_left);
+		ctl_json_end_object();
+		ctl_json_finish();
+	} else {
+		printf("daemon %s is up again (cluster map epoch %" PRIu64 "): new files may be "
+		       "placed on it\n",
+		       u.d->uuid_text, epoch);
+		printf("  %" PRIu64 " files still on it (any fence a drain left on them lifted); "
+		       "stale copies of %" PRIu64 " moved files removed; moved files stay where "
+		       "they are\n",
+		       u.files_kept, u.files_cleaned);
+		if (u.chunks_left)
+			printf("  chunks of %" PRIu64 " deleted files left on it: `rdmafsctl fsck "
+			       "--repair` removes them\n",
+			       u.chunks_left);
 	}
 	return CTL_EXIT_OK;
 }

@@ -589,12 +589,11 @@ int ctl_cmd_stats(struct ctl *c, int argc, char **argv)
 			json_addresses(d);
 		}
 		if (ret) {
-			ctl_err("daemon %s at %s: %s", d->uuid_text,
-				d->conn_address ? d->conn_address : "-", ctl_strerror(ret));
+			ctl_report_daemon_error(d, ret);
 			if (ctl_exit_for(ret) > status)
 				status = ctl_exit_for(ret);
 			if (c->json) {
-				ctl_json_string("error", ctl_strerror(ret));
+				ctl_json_string("error", ctl_daemon_strerror(d, ret));
 				ctl_json_end_object();
 			}
 			continue;

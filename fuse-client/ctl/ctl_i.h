@@ -63,11 +63,18 @@ struct ctl_daemon {
 	const char *conn_address;  /* the address that answered or failed last */
 };
 
+/*
+ * The cluster map: the daemons it lists, and apart from them the REMOVED
+ * ones, which the map forgets (rdmafsctl asks for them only to name them
+ * in its messages and in fsck's lost files; it never contacts them).
+ */
 struct ctl_map {
 	uint64_t epoch;
 	char cluster_id[37]; /* "" from a service older than cluster ids */
 	struct ctl_daemon *daemons;
 	size_t count;
+	struct ctl_daemon *removed;
+	size_t removed_count;
 };
 
 struct ctl {
@@ -108,21 +115,33 @@ int ctl_meta_call(struct ctl *c, uint32_t method, const ProtobufCMessage *req,
 
 /* Loads the cluster map (once; @reload fetches it again). 0 or a negative errno. */
 int ctl_map_load(struct ctl *c, bool reload);
+/* The daemon @uuid of the map, or a removed one; NULL if neither. */
 struct ctl_daemon *ctl_map_find(struct ctl *c, const uint8_t *uuid);
 
 /*
  * Finds the daemon named by @arg: its name, a full UUID, a unique prefix of it
  * (dashes optional), or one of its addresses (with or without the scheme). Prints
  * why and returns -ENOENT or -EINVAL (ambiguous) when there is no single one.
+ * A daemon of the map is preferred to a removed one; ctl_resolve() refuses
+ * a removed one (-EIDRM, saying so), ctl_resolve_any() hands it out.
  */
 int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out);
+int ctl_resolve_any(struct ctl *c, const char *arg, struct ctl_daemon **out);
 
 /*
  * A handle on @d, opened on first use with its addresses tried in order (a
  * dead connection is made again by the handle's next call). On failure
  * d->conn_error and d->conn_address say what failed; nothing is printed.
+ * A daemon the map shows DOWN (or REMOVED) is not contacted: -EHOSTDOWN at
+ * once, rather than a connect timeout per command (ctl_daemon_skipped()).
  */
 int ctl_daemon(struct ctl *c, struct ctl_daemon *d, struct rfs_daemon **out);
+/* True when @err from ctl_daemon() means @d was skipped for its map state. */
+bool ctl_daemon_skipped(const struct ctl_daemon *d, int err);
+/* What @err means for @d, for tables and JSON ("down in the cluster map: ..."). */
+const char *ctl_daemon_strerror(const struct ctl_daemon *d, int err);
+/* Prints why @d failed with @err: "daemon UUID at ADDRESS: ...", or that it was skipped. */
+void ctl_report_daemon_error(const struct ctl_daemon *d, int err);
 
 const char *ctl_state_name(uint32_t state);
 void ctl_uuid_format(const uint8_t *uuid, char out[37]);
@@ -154,6 +173,21 @@ int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino);
  */
 int ctl_inode_list(struct ctl *c, uint64_t after, Rdmafs__InodeListResp **out);
 
+/* ---- paths of inodes (paths.c) ---- */
+
+struct ctl_paths;
+
+/*
+ * Looks up the paths of @inos (@n of them, repeats allowed) at the metadata
+ * service into *@out, which ctl_paths_free() frees. Best effort: inodes
+ * without a path keep a reason (a failed lookup is said on stderr once).
+ * Returns 0, or -ENOMEM.
+ */
+int ctl_paths_resolve(struct ctl *c, const uint64_t *inos, size_t n, struct ctl_paths **out);
+/* The path of @ino, or NULL and *@why says why there is none. @p may be NULL. */
+const char *ctl_path_of(const struct ctl_paths *p, uint64_t ino, const char **why);
+void ctl_paths_free(struct ctl_paths *p);
+
 /* ---- output (out.c) ---- */
 
 /* A small JSON writer to stdout, pretty-printed. Keys are NULL inside arrays. */
@@ -179,6 +213,7 @@ int ctl_cmd_status(struct ctl *c, int argc, char **argv);
 int ctl_cmd_daemons(struct ctl *c, int argc, char **argv);
 int ctl_cmd_stats(struct ctl *c, int argc, char **argv);
 int ctl_cmd_drain(struct ctl *c, int argc, char **argv);
+int ctl_cmd_undrain(struct ctl *c, int argc, char **argv);
 int ctl_cmd_remove(struct ctl *c, int argc, char **argv);
 int ctl_cmd_scrub(struct ctl *c, int argc, char **argv);
 int ctl_cmd_fsck(struct ctl *c, int argc, char **argv);

@@ -54,6 +54,7 @@ static const struct command commands[] = {
 	{"stats", ctl_cmd_stats, 0, 0, 1, "stats [DAEMON]"},
 	{"drain", ctl_cmd_drain, CTL_FLAG_WAIT | CTL_FLAG_STATUS, 1, 1,
 	 "drain [--wait|--status] DAEMON"},
+	{"undrain", ctl_cmd_undrain, 0, 1, 1, "undrain DAEMON"},
 	{"remove", ctl_cmd_remove, CTL_FLAG_FORCE, 1, 1, "remove [--force] DAEMON"},
 	{"scrub", ctl_cmd_scrub, CTL_FLAG_NO_WAIT | CTL_FLAG_STATUS, 0, 1,
 	 "scrub [--no-wait|--status] [DAEMON]"},
@@ -69,10 +70,12 @@ static void usage(FILE *f)
 		"\n"
 		"Commands:\n"
 		"  status                  the cluster map: epoch, daemons, state, capacity, use\n"
+		"                          (removed daemons are no longer listed)\n"
 		"  daemons                 the storage daemons and their addresses\n"
 		"  stats [DAEMON]          ops, bandwidth, latency percentiles, errors\n"
 		"  drain [--wait] DAEMON   move every chunk off DAEMON, then mark it removable\n"
 		"  drain --status DAEMON   what is left to move\n"
+		"  undrain DAEMON          end a drain: DAEMON is up again, new chunks land on it\n"
 		"  remove [--force] DAEMON take a drained daemon out of the cluster\n"
 		"  scrub [DAEMON]          read every chunk and verify its checksums\n"
 		"        [--no-wait]       start and return; [--status]: the last result\n"
@@ -80,6 +83,7 @@ static void usage(FILE *f)
 		"                          bad chunks; --repair removes the orphans\n"
 		"\n"
 		"DAEMON is a name, a UUID, a unique UUID prefix, or one of its addresses.\n"
+		"Commands that visit every daemon skip those the map shows down, and say so.\n"
 		"\n"
 		"Options:\n"
 		"  -m, --meta URI          the metadata service (default %s)\n"

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "xprt.h"
 #include "rdmafs_common.h"
@@ -99,14 +100,20 @@ int ctl_session_open(struct ctl *c)
 	return CTL_EXIT_OK;
 }
 
+static void daemons_free(struct ctl_daemon *list, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		rfs_daemon_close(list[i].handle);
+		for (size_t a = 0; a < list[i].address_count; a++)
+			free(list[i].addresses[a]);
+	}
+	free(list);
+}
+
 static void map_free(struct ctl_map *map)
 {
-	for (size_t i = 0; i < map->count; i++) {
-		rfs_daemon_close(map->daemons[i].handle);
-		for (size_t a = 0; a < map->daemons[i].address_count; a++)
-			free(map->daemons[i].addresses[a]);
-	}
-	free(map->daemons);
+	daemons_free(map->daemons, map->count);
+	daemons_free(map->removed, map->removed_count);
 	memset(map, 0, sizeof(*map));
 }
 
@@ -225,6 +232,8 @@ int ctl_map_load(struct ctl *c, bool reload)
 
 	if (c->map_loaded && !reload)
 		return 0;
+	/* the removed too, kept apart: to name them, never to list or contact them */
+	req.include_removed = true;
 	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base,
 			    &rdmafs__get_cluster_map_resp__descriptor, (ProtobufCMessage **)&resp);
 	if (ret) {
@@ -238,13 +247,19 @@ int ctl_map_load(struct ctl *c, bool reload)
 	if (resp->cluster_id.len == RDMAFS_UUID_LEN)
 		ctl_uuid_format(resp->cluster_id.data, map.cluster_id);
 	map.daemons = calloc(resp->n_daemons + 1, sizeof(*map.daemons));
-	if (!map.daemons) {
+	map.removed = calloc(resp->n_daemons + 1, sizeof(*map.removed));
+	if (!map.daemons || !map.removed) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
 	for (size_t i = 0; i < resp->n_daemons; i++) {
-		ret = daemon_from(resp->daemons[i], &map.daemons[i]);
-		map.count = i + 1;
+		bool removed =
+			resp->daemons[i] &&
+			resp->daemons[i]->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED;
+		struct ctl_daemon *d =
+			removed ? &map.removed[map.removed_count++] : &map.daemons[map.count++];
+
+		ret = daemon_from(resp->daemons[i], d);
 		if (ret) {
 			ctl_err("the cluster map from %s has a malformed daemon entry",
 				c->meta_uri);
@@ -262,8 +277,7 @@ int ctl_map_load(struct ctl *c, bool reload)
 	}
 	map_free(&c->map);
 	c->map = map;
-	map.daemons = NULL;
-	map.count = 0;
+	memset(&map, 0, sizeof(map));
 	c->map_loaded = true;
 out_free:
 	map_free(&map);
@@ -276,6 +290,9 @@ struct ctl_daemon *ctl_map_find(struct ctl *c, const uint8_t *uuid)
 	for (size_t i = 0; i < c->map.count; i++)
 		if (memcmp(c->map.daemons[i].uuid, uuid, RDMAFS_UUID_LEN) == 0)
 			return &c->map.daemons[i];
+	for (size_t i = 0; i < c->map.removed_count; i++)
+		if (memcmp(c->map.removed[i].uuid, uuid, RDMAFS_UUID_LEN) == 0)
+			return &c->map.removed[i];
 	return NULL;
 }
 
@@ -302,44 +319,56 @@ static bool address_matches(const char *address, const char *arg)
 	return strcmp(address, arg) == 0 || (rest && strcmp(rest + 3, arg) == 0);
 }
 
-int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out)
+/* The daemons of @list matching @arg (see ctl_resolve()); the last one in *@found. */
+static size_t matches_in(struct ctl_daemon *list, size_t count, const char *arg,
+			 struct ctl_daemon **found)
 {
-	struct ctl_daemon *found = NULL;
 	char key[40], hex[33];
 	size_t matches = 0;
-	bool is_hex;
-	int ret = ctl_map_load(c, false);
+	bool is_hex = hex_key(arg, key, sizeof(key));
 
-	if (ret)
-		return ret;
-	for (size_t i = 0; i < c->map.count; i++) {
-		if (c->map.daemons[i].name[0] && strcmp(c->map.daemons[i].name, arg) == 0) {
-			*out = &c->map.daemons[i];
-			return 0;
+	/* a name is exact, and wins */
+	for (size_t i = 0; i < count; i++) {
+		if (list[i].name[0] && strcmp(list[i].name, arg) == 0) {
+			*found = &list[i];
+			return 1;
 		}
 	}
-	is_hex = hex_key(arg, key, sizeof(key));
-	for (size_t i = 0; is_hex && i < c->map.count; i++) {
-		struct ctl_daemon *d = &c->map.daemons[i];
+	for (size_t i = 0; is_hex && i < count; i++) {
+		struct ctl_daemon *d = &list[i];
 
 		for (int b = 0; b < RDMAFS_UUID_LEN; b++)
 			snprintf(hex + 2 * b, 3, "%02x", d->uuid[b]);
 		if (strncmp(hex, key, strlen(key)) == 0) {
-			found = d;
+			*found = d;
 			matches++;
 		}
 	}
-	for (size_t i = 0; matches == 0 && i < c->map.count; i++) {
-		struct ctl_daemon *d = &c->map.daemons[i];
+	for (size_t i = 0; matches == 0 && i < count; i++) {
+		struct ctl_daemon *d = &list[i];
 
 		for (size_t a = 0; a < d->address_count; a++) {
 			if (address_matches(d->addresses[a], arg)) {
-				found = d;
+				*found = d;
 				matches++;
 				break;
 			}
 		}
 	}
+	return matches;
+}
+
+int ctl_resolve_any(struct ctl *c, const char *arg, struct ctl_daemon **out)
+{
+	struct ctl_daemon *found = NULL;
+	size_t matches;
+	int ret = ctl_map_load(c, false);
+
+	if (ret)
+		return ret;
+	matches = matches_in(c->map.daemons, c->map.count, arg, &found);
+	if (matches == 0)
+		matches = matches_in(c->map.removed, c->map.removed_count, arg, &found);
 	if (matches == 1) {
 		*out = found;
 		return 0;
@@ -355,6 +384,20 @@ int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out)
 	return -EINVAL;
 }
 
+int ctl_resolve(struct ctl *c, const char *arg, struct ctl_daemon **out)
+{
+	int ret = ctl_resolve_any(c, arg, out);
+
+	if (!ret && (*out)->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
+		ctl_err("daemon %s was removed from the cluster (rdmafsctl remove): it is no "
+			"longer "
+			"in the cluster map",
+			(*out)->uuid_text);
+		return -EIDRM;
+	}
+	return ret;
+}
+
 int ctl_daemon(struct ctl *c, struct ctl_daemon *d, struct rfs_daemon **out)
 {
 	struct rfs_daemon *meta;
@@ -363,6 +406,13 @@ int ctl_daemon(struct ctl *c, struct ctl_daemon *d, struct rfs_daemon **out)
 	if (d->handle) {
 		*out = d->handle;
 		return 0;
+	}
+	/* the map says nobody answers there: do not wait a connect timeout to learn it */
+	if (d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
+	    d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
+		d->conn_address = d->address_count ? d->addresses[0] : "(no address)";
+		d->conn_error = -EHOSTDOWN;
+		return -EHOSTDOWN;
 	}
 	/* the handles share the metadata service's transport context */
 	ret = ctl_meta(c, &meta);
@@ -382,6 +432,55 @@ int ctl_daemon(struct ctl *c, struct ctl_daemon *d, struct rfs_daemon **out)
 	}
 	d->conn_error = ret;
 	return ret;
+}
+
+/* Seconds since @d's last heartbeat, -1 if it never sent one. */
+static double heartbeat_age_sec(const struct ctl_daemon *d)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	if (!d->last_heartbeat_unix_ms)
+		return -1;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return now > d->last_heartbeat_unix_ms ? (double)(now - d->last_heartbeat_unix_ms) / 1000
+					       : 0;
+}
+
+bool ctl_daemon_skipped(const struct ctl_daemon *d, int err)
+{
+	return err == -EHOSTDOWN && d->conn_error == -EHOSTDOWN &&
+	       (d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
+		d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED);
+}
+
+const char *ctl_daemon_strerror(const struct ctl_daemon *d, int err)
+{
+	if (ctl_daemon_skipped(d, err))
+		return d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN
+			       ? "down in the cluster map: not contacted"
+			       : "removed from the cluster: not contacted";
+	return ctl_strerror(err);
+}
+
+void ctl_report_daemon_error(const struct ctl_daemon *d, int err)
+{
+	double age = heartbeat_age_sec(d);
+
+	if (!ctl_daemon_skipped(d, err)) {
+		ctl_err("daemon %s at %s: %s", d->uuid_text,
+			d->conn_address ? d->conn_address : "-", ctl_strerror(err));
+		return;
+	}
+	if (age < 0)
+		ctl_err("daemon %s at %s is %s in the cluster map (never heartbeated): skipped, "
+			"not contacted",
+			d->uuid_text, d->conn_address, ctl_state_name(d->state));
+	else
+		ctl_err("daemon %s at %s is %s in the cluster map (last heartbeat %.0f s ago): "
+			"skipped, not contacted",
+			d->uuid_text, d->conn_address, ctl_state_name(d->state), age);
 }
 
 int ctl_chunk_commit_inode(struct rfs_daemon *d, uint64_t ino)

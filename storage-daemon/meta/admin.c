@@ -3,10 +3,12 @@
  * Methods for rdmafsctl: INODE_LIST pages through every inode (fsck compares
  * it with the daemons' chunk lists, drain finds the files to move) and
  * SET_LAYOUT switches a file to another daemon list once drain has copied its
- * chunks. Both trust nothing in the request: ids, lengths and counts are
- * checked before use.
+ * chunks, and INODE_PATHS names files by path for fsck and scrub. They
+ * trust nothing in the request: ids, lengths and counts are checked before
+ * use.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -166,4 +168,159 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 	ret = meta_layout_out(t, in, &out->layout);
 	*resp = &out->base;
 	return ret;
+}
+
+/* Inodes one INODE_PATHS request may ask for. */
+#define INODE_PATHS_MAX 256
+/* The longest path reported: PATH_MAX - 1 bytes. */
+#define INODE_PATH_MAX 4095
+
+struct wanted_path {
+	uint64_t ino;
+	Rdmafs__InodePath *out;
+};
+
+struct path_walk {
+	struct wanted_path *wanted; /* sorted by ino; only those still unresolved */
+	size_t count, pending;
+	bool too_long; /* a subtree was skipped: its path would be too long */
+	size_t len;
+	char path[INODE_PATH_MAX + 1];
+};
+
+static int wanted_cmp(const void *a, const void *b)
+{
+	const struct wanted_path *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static struct wanted_path *wanted_find(struct path_walk *w, uint64_t ino)
+{
+	struct wanted_path key = {.ino = ino};
+
+	return bsearch(&key, w->wanted, w->count, sizeof(key), wanted_cmp);
+}
+
+/*
+ * One entry of the depth-first walk from the root: records the path of a
+ * wanted inode, descends into directories. The tree has no cycles (RENAME
+ * refuses to make one) and its depth is bounded by the path length.
+ */
+static int path_visit(struct meta_txn *t, const struct meta_store_dirent *e, void *arg)
+{
+	struct path_walk *w = arg;
+	struct wanted_path *found;
+	size_t saved = w->len;
+	int ret = 0;
+
+	if (w->len + 1 + e->name_len > INODE_PATH_MAX) {
+		w->too_long = true;
+		return 0;
+	}
+	w->path[w->len++] = '/';
+	memcpy(w->path + w->len, e->name, e->name_len);
+	w->len += e->name_len;
+	found = wanted_find(w, e->ino);
+	/* several asks of one inode sit side by side in the sorted array */
+	while (found && found > w->wanted && found[-1].ino == e->ino)
+		found--;
+	for (; found && found < w->wanted + w->count && found->ino == e->ino; found++) {
+		if (found->out->state != RDMAFS__PATH_STATE__PATH_STATE_UNSPECIFIED)
+			continue;
+		found->out->path.data = meta_dup(t, w->path, w->len);
+		if (!found->out->path.data) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		found->out->path.len = w->len;
+		found->out->state = RDMAFS__PATH_STATE__PATH_STATE_FOUND;
+		w->pending--;
+	}
+	if (w->pending == 0) {
+		ret = 1;
+		goto out;
+	}
+	if (S_ISDIR(e->type))
+		ret = meta_store_dirents_from(t, e->ino, 0, path_visit, w);
+out:
+	w->len = saved;
+	return ret;
+}
+
+int meta_op_inode_paths(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__InodePathsReq *req = (const void *)msg;
+	Rdmafs__InodePathsResp *out;
+	struct path_walk *w;
+	struct inode *in;
+	size_t used = 0;
+	int ret;
+
+	if (req->n_inos == 0 || req->n_inos > INODE_PATHS_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < req->n_inos; i++)
+		if (req->inos[i] == 0)
+			return -EINVAL;
+	out = meta_alloc(t, sizeof(*out));
+	w = meta_alloc(t, sizeof(*w));
+	in = meta_alloc(t, sizeof(*in));
+	if (!out || !w || !in)
+		return -ENOMEM;
+	rdmafs__inode_paths_resp__init(out);
+	out->paths = meta_alloc(t, req->n_inos * sizeof(*out->paths));
+	w->wanted = meta_alloc(t, req->n_inos * sizeof(*w->wanted));
+	if (!out->paths || !w->wanted)
+		return -ENOMEM;
+	for (size_t i = 0; i < req->n_inos; i++) {
+		Rdmafs__InodePath *p = meta_alloc(t, sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		rdmafs__inode_path__init(p);
+		p->ino = req->inos[i];
+		out->paths[i] = p;
+		ret = meta_store_inode_get(t, p->ino, in);
+		if (ret == -ENOENT)
+			p->state = RDMAFS__PATH_STATE__PATH_STATE_NO_INODE;
+		else if (ret)
+			return ret;
+		else if (p->ino == META_ROOT_INO)
+			p->state = RDMAFS__PATH_STATE__PATH_STATE_FOUND;
+		else if (in->r.nlink == 0)
+			p->state = RDMAFS__PATH_STATE__PATH_STATE_UNLINKED;
+		if (p->state == RDMAFS__PATH_STATE__PATH_STATE_FOUND) {
+			p->path.data = (uint8_t *)"/";
+			p->path.len = 1;
+		}
+		if (p->state != RDMAFS__PATH_STATE__PATH_STATE_UNSPECIFIED)
+			continue;
+		w->wanted[w->count].ino = p->ino;
+		w->wanted[w->count++].out = p;
+	}
+	w->pending = w->count;
+	if (w->pending) {
+		qsort(w->wanted, w->count, sizeof(*w->wanted), wanted_cmp);
+		ret = meta_store_dirents_from(t, META_ROOT_INO, 0, path_visit, w);
+		if (ret < 0)
+			return ret;
+	}
+	/* as many as fit, in the order asked */
+	for (size_t i = 0; i < req->n_inos; i++) {
+		Rdmafs__InodePath *p = out->paths[i];
+		size_t size;
+
+		if (p->state == RDMAFS__PATH_STATE__PATH_STATE_UNSPECIFIED)
+			p->state = w->too_long ? RDMAFS__PATH_STATE__PATH_STATE_TOO_LONG
+					       : RDMAFS__PATH_STATE__PATH_STATE_NOT_FOUND;
+		size = field_size(protobuf_c_message_get_packed_size(&p->base));
+		if (used + size + INODE_LIST_SLACK > t->resp_cap)
+			break;
+		used += size;
+		out->n_paths++;
+	}
+	if (out->n_paths == 0)
+		return -EMSGSIZE;
+	*resp = &out->base;
+	return 0;
 }

@@ -3,8 +3,10 @@
  * The cluster map: storage daemons register and heartbeat, the map has an
  * epoch bumped by every change that clients care about (a daemon added, its
  * addresses, capacity or state changed; never by a plain heartbeat), and new
- * files get their layout from the daemons that are UP. Also STATFS, which
- * sums the daemons' capacity.
+ * files get their layout from the daemons that are UP. A REMOVED daemon
+ * leaves the map (unless a caller asks for the removed too) but its record
+ * stays, so that it is refused if it comes back. Also STATFS, which sums the
+ * daemons' capacity.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -57,6 +59,22 @@ static bool daemon_label_ok(const char *s)
 	return len <= META_MAX_DAEMON_NAME;
 }
 
+/*
+ * A REMOVED daemon's record stays as a tombstone so that the daemon, if it
+ * runs again, is told so: -EIDRM to its REGISTER_DAEMON and HEARTBEAT, on
+ * which it stops. It may join again only under a new UUID (a new data
+ * directory): its chunks left every layout when it was drained or removed.
+ */
+static int refuse_removed(struct meta_txn *t, const struct daemon *d, const char *what)
+{
+	char text[40];
+
+	meta_log(t->m, META_LOG_WARN,
+		 "daemon %s was removed from the cluster: its %s is refused (it stops)",
+		 uuid_text(d->uuid, text, sizeof(text)), what);
+	return -EIDRM;
+}
+
 int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 			    ProtobufCMessage **resp)
 {
@@ -95,6 +113,8 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	if (ret && ret != -ENOENT)
 		return ret;
 	known = ret == 0;
+	if (known && old->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED)
+		return refuse_removed(t, old, "registration");
 	memcpy(d->uuid, req->uuid.data, RDMAFS_UUID_LEN);
 	if (known)
 		d->r = old->r;
@@ -161,6 +181,8 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	ret = meta_store_daemon_get(t, req->uuid.data, d);
 	if (ret)
 		return ret;
+	if (d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED)
+		return refuse_removed(t, d, "heartbeat");
 	d->r.capacity_bytes = req->capacity_bytes;
 	d->r.used_bytes = req->used_bytes;
 	stamp_heartbeat(t, d);
@@ -185,6 +207,7 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 struct cluster_map_walk {
 	Rdmafs__GetClusterMapResp *out;
 	size_t max; /* room in out->daemons */
+	bool include_removed;
 };
 
 static int cluster_map_add(struct meta_txn *t, struct daemon *d, void *arg)
@@ -194,6 +217,9 @@ static int cluster_map_add(struct meta_txn *t, struct daemon *d, void *arg)
 
 	if (w->out->n_daemons == w->max)
 		return 1;
+	/* removed daemons are forgotten by the map, but for those who ask */
+	if (d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED && !w->include_removed)
+		return 0;
 	info = meta_alloc(t, sizeof(*info));
 	if (!info)
 		return -ENOMEM;
@@ -224,7 +250,7 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 			    ProtobufCMessage **resp)
 {
 	const Rdmafs__GetClusterMapReq *req = (const void *)msg;
-	struct cluster_map_walk w;
+	struct cluster_map_walk w = {.include_removed = req->include_removed};
 	int ret;
 
 	w.out = meta_alloc(t, sizeof(*w.out));
@@ -343,6 +369,22 @@ int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *msg, Protob
 	return 0;
 }
 
+/*
+ * Whether an operator may move daemon @d to @state: REMOVED is final, and UP
+ * only ends a drain (a DOWN daemon comes up by heartbeating, not by decree).
+ */
+static int state_change_allowed(const struct daemon *d, uint32_t state)
+{
+	if (d->r.state == state)
+		return 0;
+	if (d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED)
+		return -EIDRM;
+	if (state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP &&
+	    d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING)
+		return -EHOSTDOWN;
+	return 0;
+}
+
 int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 			     ProtobufCMessage **resp)
 {
@@ -368,6 +410,8 @@ int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *msg,
 	if (!d || !out)
 		return -ENOMEM;
 	ret = meta_store_daemon_get(t, req->uuid.data, d);
+	if (!ret)
+		ret = state_change_allowed(d, (uint32_t)req->state);
 	if (ret)
 		return ret;
 	if (req->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED && !req->force &&

@@ -62,6 +62,7 @@ static const struct meta_method methods[] = {
 	METHOD(DRAIN_STATUS, false, drain_status_req, drain_status),
 	METHOD(INODE_LIST, false, inode_list_req, inode_list),
 	METHOD(SET_LAYOUT, true, set_layout_req, set_layout),
+	METHOD(INODE_PATHS, false, inode_paths_req, inode_paths),
 };
 
 #define METHOD_COUNT (sizeof(methods) / sizeof(methods[0]))

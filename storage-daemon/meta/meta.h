@@ -2,7 +2,7 @@
 /*
  * The metadata service: inodes, directories, symlinks, xattrs, open handles
  * and the cluster map, kept in one LMDB environment. It speaks the protobuf
- * messages of proto/rdmafs.proto (methods 200-220, 300-303, 401, 404, 405) and knows
+ * messages of proto/rdmafs.proto (methods 200-220, 300-303, 401, 404-406) and knows
  * nothing of the network: the daemon hands it a request body and gets a reply
  * body back. Every request runs in one LMDB transaction, so rename, link and
  * unlink are atomic.
@@ -53,7 +53,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 /* Closes the store. No call may be running on it. NULL is a no-op. */
 void meta_close(struct meta *m);
 
-/* True for the method ids meta_handle() serves (200-220, 300-303, 401, 404, 405). */
+/* True for the method ids meta_handle() serves (200-220, 300-303, 401, 404-406). */
 bool meta_handles_method(uint32_t method);
 
 /*

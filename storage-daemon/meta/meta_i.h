@@ -6,7 +6,7 @@
  *   dispatch.c  meta_open() (the format check, a new store's counters),
  *               meta_close(), meta_handle(): unpack -> transaction -> pack,
  *               through the method table
- *   admin.c     rdmafsctl's methods: INODE_LIST, SET_LAYOUT
+ *   admin.c     rdmafsctl's methods: INODE_LIST, SET_LAYOUT, INODE_PATHS
  *   ops.c       the filesystem operations and their permission checks
  *   cluster.c   the cluster map: daemons, epoch, STATFS, the daemons of a
  *               new file's layout, meta_tick()
@@ -94,5 +94,6 @@ int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout *
 
 int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_inode_paths(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 
 #endif

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
-# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, health),
+# rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, health,
+# undrain, a removed daemon, a daemon down),
 # rdmafs-copy (round trip, resume, errors), the logs and every daemon's /metrics, each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
@@ -27,8 +28,9 @@ run() {
 	status=$(check_merge "$status" "$rc")
 }
 # The guest runs under TCG, about 10x slower than the host: ten times the host's limits.
-for name in cli drain scrub fsck health; do
-	run "$name" 3000 "$build/tests/ops/ops-test" "$ctl" "$name"
+for name in cli drain scrub fsck health undrain removed down; do
+	run "$name" 3000 "$build/tests/ops/ops-test" "$ctl" "$name" \
+		"$build/storage-daemon/rdmafs-daemon"
 done
 # rdmafs-copy: the round trip; resume after SIGKILL on a smaller tree, with
 # 30 s calls; the errors, their hang bounds ten times the host's

@@ -15,7 +15,11 @@
  * reading and checking every file, then remove it), scrub (a chunk corrupted
  * on disk is found), fsck (orphan chunks found, then removed by --repair),
  * health (status's health line and exit status with a daemon down, what
- * the daemons store, a shared disk counted once).
+ * the daemons store, a shared disk counted once),
+ * undrain (an interrupted drain's fence lifted, a finished drain undone:
+ * nothing lost, new chunks land on the daemon again), removed (a removed
+ * daemon leaves the map, stops, and is refused when started again) and down
+ * (commands skip a daemon the map shows down without contacting it).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -967,15 +971,15 @@ static void test_drain(void)
 	verify_all_fresh(victim->uuid);
 
 	REQUIRE(ctl("remove", victim->uuid_text, NULL, NULL) == 0, "remove: %s", ctl_errbuf);
+	/* the map forgets a removed daemon */
 	REQUIRE(ctl("--json", "daemons", NULL, NULL) == 0, "daemons after remove");
 	v = ctl_json();
-	for (size_t i = 0; i < jlen(jget(v, "daemons")); i++) {
-		struct jv *d = jat(jget(v, "daemons"), i);
-
-		if (strcmp(jstr(jget(d, "uuid")), victim->uuid_text) == 0)
-			REQUIRE(strcmp(jstr(jget(d, "state")), "removed") == 0,
-				"state after remove");
-	}
+	REQUIRE(jlen(jget(v, "daemons")) == DAEMONS - 1, "daemons after remove: %zu listed",
+		jlen(jget(v, "daemons")));
+	for (size_t i = 0; i < jlen(jget(v, "daemons")); i++)
+		REQUIRE(strcmp(jstr(jget(jat(jget(v, "daemons"), i), "uuid")), victim->uuid_text) !=
+				0,
+			"the removed daemon is still listed");
 	json_free(v);
 	/* new files go to the others; the whole filesystem checks clean */
 	write_file("after-remove", 3u << 20, UINT64_MAX);
@@ -1014,7 +1018,7 @@ static void test_scrub(void)
 	const struct file *f;
 	struct cluster_daemon *bad, *good = NULL;
 	struct jv *v, *ds;
-	char prefix[9];
+	char prefix[9], path[40];
 	uint64_t found = 0;
 	int rc;
 
@@ -1034,6 +1038,8 @@ static void test_scrub(void)
 	REQUIRE(rc == 1, "scrub with a corrupted chunk exits %d:\n%s%s", rc, ctl_out, ctl_errbuf);
 	REQUIRE(strstr(ctl_out, bad->uuid_text) && strstr(ctl_out, "checksum mismatch"),
 		"scrub names the daemon and the damage:\n%s", ctl_out);
+	snprintf(path, sizeof(path), "/%s", f->name);
+	REQUIRE(strstr(ctl_out, path), "scrub names the damaged file %s:\n%s", path, ctl_out);
 
 	REQUIRE(ctl("--json", "scrub", NULL, NULL) == 1, "scrub --json");
 	v = ctl_json();
@@ -1056,6 +1062,8 @@ static void test_scrub(void)
 					jnum(jget(b, "block"), -1) == 0 &&
 					strcmp(jstr(jget(b, "error")), "checksum mismatch") == 0,
 				"the bad chunk's identity");
+			REQUIRE(strcmp(jstr(jget(b, "path")), path) == 0, "the bad chunk's path %s",
+				jstr(jget(b, "path")));
 			found++;
 		}
 	}
@@ -1077,6 +1085,8 @@ static void test_scrub(void)
 	v = ctl_json();
 	REQUIRE(jnum(jget(v, "bad_count"), 0) == 1 && jnum(jget(v, "orphan_count"), -1) == 0,
 		"fsck: bad 1, no orphans");
+	REQUIRE(strcmp(jstr(jget(jat(jget(v, "bad"), 0), "path")), path) == 0,
+		"fsck names the file of the bad chunk");
 	json_free(v);
 }
 
@@ -1127,6 +1137,8 @@ static void test_fsck(void)
 	REQUIRE(rc == 1, "fsck with orphans exits %d:\n%s%s", rc, ctl_out, ctl_errbuf);
 	REQUIRE(strstr(ctl_out, "987654321") && strstr(ctl_out, "no such inode"),
 		"fsck names the orphan:\n%s", ctl_out);
+	REQUIRE(strstr(ctl_out, "/small") && strstr(ctl_out, "(no path: no such inode)"),
+		"fsck names the file by path, or says why it cannot:\n%s", ctl_out);
 	REQUIRE(ctl("--json", "fsck", NULL, NULL) == 1, "fsck --json with orphans");
 	v = ctl_json();
 	orphans = jget(v, "orphans");
@@ -1137,10 +1149,14 @@ static void test_fsck(void)
 
 		if (ino == no_ino)
 			seen_no_inode = strcmp(jstr(jget(o, "daemon")), d1->uuid_text) == 0 &&
-					strcmp(jstr(jget(o, "reason")), "no such inode") == 0;
+					strcmp(jstr(jget(o, "reason")), "no such inode") == 0 &&
+					jget(o, "path") && jget(o, "path")->type == J_NULL &&
+					strcmp(jstr(jget(o, "path_error")), "no such inode") == 0;
 		if (ino == small->ino)
-			seen_eof = jnum(jget(o, "index"), 0) == 7 &&
-				   strcmp(jstr(jget(o, "reason")), "past the end of the file") == 0;
+			seen_eof =
+				jnum(jget(o, "index"), 0) == 7 &&
+				strcmp(jstr(jget(o, "reason")), "past the end of the file") == 0 &&
+				strcmp(jstr(jget(o, "path")), "/small") == 0;
 		REQUIRE(jget(o, "removed") && !jget(o, "removed")->b,
 			"not removed without --repair");
 	}
@@ -1158,13 +1174,366 @@ static void test_fsck(void)
 	verify_all_fresh(NULL);
 }
 
+/* ---- undrain, removed, down: a daemon's lifecycle ---- */
+
+static const char *daemon_path; /* rdmafs-daemon, for the cases that start one */
+
+static void set_state(struct cluster_daemon *d, Rdmafs__DaemonState state)
+{
+	Rdmafs__SetDaemonStateReq req = RDMAFS__SET_DAEMON_STATE_REQ__INIT;
+	ProtobufCMessage *r;
+	int ret;
+
+	req.uuid.data = d->uuid;
+	req.uuid.len = 16;
+	req.state = state;
+	ret = meta_call(RDMAFS__METHOD__METHOD_SET_DAEMON_STATE, &req.base,
+			&rdmafs__set_daemon_state_resp__descriptor, &r);
+	REQUIRE(ret == 0, "SET_DAEMON_STATE: %s", strerror(-ret));
+	protobuf_c_message_free_unpacked(r, NULL);
+}
+
+/* Writes chunk @index of @f again (the same bytes) with layout generation @gen. */
+static int rewrite_chunk(struct cluster_daemon *d, const struct file *f, uint64_t index,
+			 uint64_t gen)
+{
+	uint64_t start = index * f->chunk_size;
+	uint32_t len =
+		(uint32_t)(f->size - start < f->chunk_size ? f->size - start : f->chunk_size);
+	uint8_t *buf = malloc(f->chunk_size);
+	int ret;
+
+	REQUIRE(buf, "out of memory");
+	for (uint32_t k = 0; k < len; k++)
+		buf[k] = expected_byte(f, start + k);
+	ret = rfs_chunk_write(d->client, (struct rfs_chunk_id){f->ino, index, gen}, f->chunk_size,
+			      0, buf, len, true, NULL);
+	free(buf);
+	return ret;
+}
+
+/* The state `rdmafsctl --json status` shows for @d, "" if it does not list it. */
+static const char *status_state(struct cluster_daemon *d, char *out, size_t len)
+{
+	struct jv *v;
+	int rc = ctl("--json", "status", NULL, NULL);
+
+	/* 1 and 5: DEGRADED and ERROR (a daemon down), the map printed all the same */
+	REQUIRE(rc == 0 || rc == 1 || rc == 5, "status exited %d: %s", rc, ctl_errbuf);
+	v = ctl_json();
+	out[0] = '\0';
+	for (size_t i = 0; i < jlen(jget(v, "daemons")); i++) {
+		struct jv *e = jat(jget(v, "daemons"), i);
+
+		if (strcmp(jstr(jget(e, "uuid")), d->uuid_text) == 0)
+			snprintf(out, len, "%s", jstr(jget(e, "state")));
+	}
+	json_free(v);
+	return out;
+}
+
+static void test_undrain(void)
+{
+	struct cluster_daemon *victim = &daemons[2];
+	const struct file *fenced = NULL, *after;
+	uint64_t fenced_index = 0;
+	bool lands = false;
+	char state[32];
+	struct jv *v;
+	int rc;
+
+	write_files();
+	REQUIRE(daemon_chunks(victim) > 0, "the daemon to drain holds no chunk: nothing to test");
+
+	/* only a draining daemon can be undrained */
+	REQUIRE(ctl("undrain", victim->uuid_text, NULL, NULL) == 4, "undrain of an up daemon");
+	REQUIRE(strstr(ctl_errbuf, "not draining"), "says why: %s", ctl_errbuf);
+
+	/*
+	 * A drain killed between its fence and its layout switch: the daemon is
+	 * draining and one file is fenced on it at generation + 1, which blocks
+	 * every writer of the file that uses its (still current) layout.
+	 */
+	set_state(victim, RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING);
+	for (size_t i = 0; i < file_count && !fenced; i++) {
+		for (uint64_t idx = 0; idx * files[i].chunk_size < files[i].size; idx++) {
+			if (placed(&files[i], idx) == victim && idx != files[i].hole) {
+				fenced = &files[i];
+				fenced_index = idx;
+				break;
+			}
+		}
+	}
+	REQUIRE(fenced, "no file has a chunk on the daemon");
+	REQUIRE(rfs_chunk_fence(victim->client, fenced->ino, fenced->generation + 1, false, NULL) ==
+			0,
+		"fence");
+	REQUIRE(rewrite_chunk(victim, fenced, fenced_index, fenced->generation) == -ESTALE,
+		"the fence refuses the file's writers");
+
+	rc = ctl("--json", "undrain", victim->uuid_text, NULL);
+	REQUIRE(rc == 0, "undrain exits %d: %s", rc, ctl_errbuf);
+	v = ctl_json();
+	REQUIRE(strcmp(jstr(jget(v, "state")), "up") == 0 && jnum(jget(v, "files_kept"), 0) > 0,
+		"undrain --json:\n%s", ctl_out);
+	json_free(v);
+	REQUIRE(strcmp(status_state(victim, state, sizeof(state)), "up") == 0,
+		"status after undrain: %s", state);
+	REQUIRE(rewrite_chunk(victim, fenced, fenced_index, fenced->generation) == 0,
+		"the interrupted drain's fence is lifted: the file's writers go on");
+	verify_all_fresh(NULL);
+
+	/* a finished drain, then undrain: nothing lost, the stale copies go */
+	rc = ctl("drain", "--wait", victim->uuid_text, NULL);
+	REQUIRE(rc == 0, "drain exits %d: %s", rc, ctl_errbuf);
+	REQUIRE(daemon_chunks(victim) > 0, "the drained daemon keeps its old copies until undrain");
+	rc = ctl("undrain", victim->uuid_text, NULL, NULL);
+	REQUIRE(rc == 0, "undrain exits %d: %s", rc, ctl_errbuf);
+	REQUIRE(strstr(ctl_out, "up again"), "undrain says so:\n%s", ctl_out);
+	REQUIRE(daemon_chunks(victim) == 0, "%" PRIu64 " stale chunks left on the daemon",
+		daemon_chunks(victim));
+	verify_all_fresh(victim->uuid);
+
+	/* new files are placed on it again, and their chunks land there */
+	write_file("after-undrain", 8u << 20, UINT64_MAX);
+	after = &files[file_count - 1];
+	for (uint64_t idx = 0; idx * after->chunk_size < after->size; idx++)
+		lands |= placed(after, idx) == victim;
+	REQUIRE(lands, "a new file's layout leaves the undrained daemon out");
+	REQUIRE(daemon_chunks(victim) > 0, "no chunk landed on the undrained daemon");
+	verify_all_fresh(NULL);
+	REQUIRE(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after undrain: %s\n%s", ctl_errbuf,
+		ctl_out);
+}
+
+/* The pid cluster.sh recorded for daemon @d. */
+static pid_t daemon_pid(const struct cluster_daemon *d)
+{
+	char path[sizeof(cluster.dir) + 32];
+	long pid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.pid", cluster.dir, d->name);
+	f = fopen(path, "r");
+	REQUIRE(f && fscanf(f, "%ld", &pid) == 1 && pid > 1, "pid of %s", d->name);
+	fclose(f);
+	return (pid_t)pid;
+}
+
+/* Whether file @path holds @text. */
+static bool file_has(const char *path, const char *text)
+{
+	char *buf = malloc(OUT_MAX);
+	bool found = false;
+	ssize_t len;
+	int fd = open(path, O_RDONLY);
+
+	REQUIRE(buf, "out of memory");
+	if (fd >= 0) {
+		len = read(fd, buf, OUT_MAX - 1);
+		buf[len > 0 ? len : 0] = '\0';
+		found = strstr(buf, text) != NULL;
+		close(fd);
+	}
+	free(buf);
+	return found;
+}
+
+#define REMOVED_MESSAGE "was removed from the cluster (rdmafsctl remove)"
+
+static void test_removed(void)
+{
+	struct cluster_daemon *victim = &daemons[3];
+	char log[sizeof(cluster.dir) + 32], state[32], line_start[80];
+	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
+	Rdmafs__GetClusterMapResp *map;
+	pid_t pid = daemon_pid(victim), child;
+	int rc, status;
+
+	write_files();
+	rc = ctl("drain", "--wait", victim->uuid_text, NULL);
+	REQUIRE(rc == 0, "drain exits %d: %s", rc, ctl_errbuf);
+	/* removed while it still runs */
+	REQUIRE(ctl("remove", victim->uuid_text, NULL, NULL) == 0, "remove: %s", ctl_errbuf);
+
+	/* the map forgets it: status, daemons and GET_CLUSTER_MAP */
+	snprintf(line_start, sizeof(line_start), "\n%s ", victim->name);
+	REQUIRE(ctl("status", NULL, NULL, NULL) == 0 && !strstr(ctl_out, line_start),
+		"status still lists the removed daemon:\n%s", ctl_out);
+	REQUIRE(status_state(victim, state, sizeof(state))[0] == '\0', "status --json lists it");
+	REQUIRE(ctl("daemons", NULL, NULL, NULL) == 0 && !strstr(ctl_out, victim->uuid_text),
+		"daemons still lists the removed daemon:\n%s", ctl_out);
+	REQUIRE(meta_call(RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base,
+			  &rdmafs__get_cluster_map_resp__descriptor,
+			  (ProtobufCMessage **)&map) == 0,
+		"GET_CLUSTER_MAP");
+	REQUIRE(map->n_daemons == DAEMONS - 1, "the map lists %zu daemons", map->n_daemons);
+	for (size_t i = 0; i < map->n_daemons; i++)
+		REQUIRE(memcmp(map->daemons[i]->uuid.data, victim->uuid, 16) != 0,
+			"the map lists the removed daemon");
+	rdmafs__get_cluster_map_resp__free_unpacked(map, NULL);
+
+	/* commands that name it say it was removed */
+	REQUIRE(ctl("stats", victim->uuid_text, NULL, NULL) == 4 && strstr(ctl_errbuf, "removed"),
+		"stats of a removed daemon: %s", ctl_errbuf);
+	REQUIRE(ctl("undrain", victim->uuid_text, NULL, NULL) == 4 && strstr(ctl_errbuf, "removed"),
+		"undrain of a removed daemon: %s", ctl_errbuf);
+	REQUIRE(ctl("remove", victim->uuid_text, NULL, NULL) == 0 &&
+			strstr(ctl_out, "already removed"),
+		"remove again: %s", ctl_errbuf);
+
+	/* the running daemon is told at its next heartbeat, says why and stops */
+	for (int i = 0; i < 600 && kill(pid, 0) == 0; i++)
+		usleep(100000);
+	REQUIRE(kill(pid, 0) != 0, "the removed daemon still runs after a minute");
+	snprintf(log, sizeof(log), "%s/%s.log", cluster.dir, victim->name);
+	REQUIRE(file_has(log, REMOVED_MESSAGE), "its log does not say it was removed (%s)", log);
+
+	/* started again, it is refused at once: it exits 3 with the message */
+	{
+		char err_path[sizeof(work_dir) + 32];
+		const char *argv[] = {
+			daemon_path, "--data-dir",     victim->data_dir, "--listen",
+			victim->uri, "--secret-file",  secret_path,	 "--metadata",
+			"no",	     "--metadata-uri", cluster.meta_uri, "--foreground",
+			NULL};
+		posix_spawn_file_actions_t fa;
+
+		snprintf(err_path, sizeof(err_path), "%s/removed-daemon.log", work_dir);
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+		posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC,
+						 0644);
+		REQUIRE(posix_spawn(&child, daemon_path, &fa, NULL, (char **)argv, environ) == 0,
+			"spawn %s", daemon_path);
+		posix_spawn_file_actions_destroy(&fa);
+		for (int i = 0; i < 600 && waitpid(child, &status, WNOHANG) == 0; i++)
+			usleep(100000);
+		if (kill(child, 0) == 0) {
+			kill(child, SIGKILL);
+			waitpid(child, &status, 0);
+			REQUIRE(false,
+				"the removed daemon, started again, still runs after a minute");
+		}
+		REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 3,
+			"the removed daemon exited with status %d, not 3",
+			WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		REQUIRE(file_has(err_path, REMOVED_MESSAGE) && file_has(err_path, "data directory"),
+			"it does not say it was removed (%s)", err_path);
+	}
+	/* nothing lost, nothing to repair */
+	verify_all_fresh(victim->uuid);
+	REQUIRE(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after the removal: %s\n%s", ctl_errbuf,
+		ctl_out);
+}
+
+/* The accept backlog of the listening TCP socket on @port (IPv4), -1 if none. */
+static long listen_backlog(unsigned port)
+{
+	char line[512];
+	long backlog = -1;
+	FILE *f = fopen("/proc/net/tcp", "r");
+
+	REQUIRE(f, "/proc/net/tcp");
+	while (fgets(line, sizeof(line), f)) {
+		unsigned local_port, st;
+		unsigned long tx, rx;
+
+		/* sl local_address rem_address st tx_queue:rx_queue ... */
+		if (sscanf(line, " %*u: %*x:%x %*x:%*x %x %lx:%lx", &local_port, &st, &tx, &rx) ==
+			    4 &&
+		    local_port == port && st == 0x0a)
+			backlog =
+				(long)rx; /* a listener's rx_queue: connections not yet accepted */
+	}
+	fclose(f);
+	return backlog;
+}
+
+static void wait_state(struct cluster_daemon *d, const char *want)
+{
+	char state[32];
+
+	for (int i = 0; i < 1200; i++) {
+		if (strcmp(status_state(d, state, sizeof(state)), want) == 0)
+			return;
+		usleep(100000);
+	}
+	REQUIRE(false, "%s is still %s, not %s, after two minutes", d->uri, state, want);
+}
+
+static void test_down(void)
+{
+	static const char *const commands[] = {"stats", "scrub", "fsck"};
+	struct cluster_daemon *victim = &daemons[3];
+	bool tcp = strncmp(victim->uri, "tcp://", 6) == 0;
+	unsigned port = (unsigned)strtoul(strrchr(victim->uri, ':') + 1, NULL, 10);
+	pid_t pid = daemon_pid(victim);
+	struct jv *v, *ds;
+	bool seen = false;
+
+	write_files();
+	/*
+	 * Stopped, not killed: it heartbeats no more, so the map marks it down,
+	 * but its socket still completes TCP handshakes. A command that tried
+	 * it would leave a connection in its accept queue and then wait for a
+	 * HELLO that never comes (its call timeout).
+	 */
+	REQUIRE(kill(pid, SIGSTOP) == 0, "SIGSTOP %s", victim->name);
+	wait_state(victim, "down");
+	REQUIRE(!tcp || listen_backlog(port) == 0, "a connection waits at %s already", victim->uri);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		int rc = ctl(commands[i], NULL, NULL, NULL);
+
+		REQUIRE(rc == 3, "%s with a daemon down exits %d:\n%s%s", commands[i], rc, ctl_out,
+			ctl_errbuf);
+		REQUIRE(strstr(ctl_errbuf, victim->uuid_text) &&
+				strstr(ctl_errbuf, "down in the cluster map") &&
+				strstr(ctl_errbuf, "not contacted"),
+			"%s does not say the daemon is down: %s", commands[i], ctl_errbuf);
+		REQUIRE(!strstr(ctl_errbuf, "timed out") && !strstr(ctl_errbuf, "refused"),
+			"%s tried the daemon: %s", commands[i], ctl_errbuf);
+		REQUIRE(!tcp || listen_backlog(port) == 0,
+			"%s connected to the daemon the map shows down", commands[i]);
+	}
+	/* the others are still reported */
+	REQUIRE(ctl("--json", "stats", NULL, NULL) == 3, "stats --json");
+	v = ctl_json();
+	ds = jget(v, "daemons");
+	REQUIRE(jlen(ds) == DAEMONS, "stats of %zu daemons", jlen(ds));
+	for (size_t i = 0; i < jlen(ds); i++) {
+		struct jv *d = jat(ds, i);
+
+		if (strcmp(jstr(jget(d, "uuid")), victim->uuid_text) == 0) {
+			REQUIRE(strcmp(jstr(jget(d, "error")),
+				       "down in the cluster map: not contacted") == 0,
+				"the down daemon's entry: %s", jstr(jget(d, "error")));
+			seen = true;
+		} else {
+			REQUIRE(jget(d, "uptime_sec"), "stats of %s", jstr(jget(d, "uuid")));
+		}
+	}
+	REQUIRE(seen, "stats --json leaves the down daemon out");
+	json_free(v);
+
+	/* back: heartbeats again, and every command reaches it */
+	REQUIRE(kill(pid, SIGCONT) == 0, "SIGCONT %s", victim->name);
+	wait_state(victim, "up");
+	REQUIRE(ctl("stats", NULL, NULL, NULL) == 0, "stats after it came back: %s", ctl_errbuf);
+	REQUIRE(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after it came back: %s", ctl_errbuf);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 3)
-		check_error("usage: %s RDMAFSCTL cli|drain|scrub|fsck|health (under "
-			    "tests/lib/cluster.sh)",
+	if (argc != 3 && argc != 4)
+		check_error("usage: %s RDMAFSCTL cli|drain|scrub|fsck|health|undrain|down "
+			    "[RDMAFS-DAEMON]"
+			    " (under tests/lib/cluster.sh); removed needs RDMAFS-DAEMON",
 			    argv[0]);
 	ctl_path = argv[1];
+	daemon_path = argc == 4 ? argv[3] : NULL;
+	if (strcmp(argv[2], "removed") == 0 && !daemon_path)
+		check_error("the removed case needs the rdmafs-daemon to start");
 	check_test_name = argv[2];
 	signal(SIGPIPE, SIG_IGN);
 	cluster_start();
@@ -1178,6 +1547,12 @@ int main(int argc, char **argv)
 		test_fsck();
 	else if (strcmp(argv[2], "health") == 0)
 		test_health();
+	else if (strcmp(argv[2], "undrain") == 0)
+		test_undrain();
+	else if (strcmp(argv[2], "removed") == 0)
+		test_removed();
+	else if (strcmp(argv[2], "down") == 0)
+		test_down();
 	else
 		check_error("unknown case %s", argv[2]);
 	for (int i = 0; i < DAEMONS; i++)

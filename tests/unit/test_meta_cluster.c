@@ -22,6 +22,9 @@
 #define DOWN	 RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN
 #define DRAINING RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING
 #define REMOVED	 RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED
+#define FOUND	 RDMAFS__PATH_STATE__PATH_STATE_FOUND
+#define NO_INODE RDMAFS__PATH_STATE__PATH_STATE_NO_INODE
+#define UNLINKED RDMAFS__PATH_STATE__PATH_STATE_UNLINKED
 
 static int setup(void **state)
 {
@@ -179,8 +182,12 @@ static void test_restart_grace(void **state)
 static void test_set_state(void **state)
 {
 	struct tm_env *e = *state;
+	Rdmafs__GetClusterMapResp *map;
 	uint64_t e0, e1, h, freed;
+	uint8_t uuid1[16];
 	struct tm_attr a;
+
+	tm_uuid(uuid1, 1);
 
 	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
 	assert_int_equal(tm_register(e->m, 2, "tcp://b:1", 1000, 0, NULL), 0);
@@ -208,15 +215,118 @@ static void test_set_state(void **state)
 	assert_int_not_equal(freed, 0);
 	assert_int_equal(tm_set_state(e->m, 1, REMOVED, false, NULL), 0);
 	assert_int_equal(tm_daemon_state(e->m, 1), REMOVED);
-	/* a removed daemon stays removed when it registers again */
-	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
+	/* the map forgets it, unless asked for the removed too */
+	assert_int_equal(tm_cluster_map(e->m, 0, &map), 0);
+	assert_int_equal(map->n_daemons, 1);
+	assert_memory_not_equal(map->daemons[0]->uuid.data, uuid1, 16);
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+	/* a removed daemon is refused when it registers or heartbeats again, and stays removed */
+	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), -EIDRM);
+	assert_int_equal(tm_heartbeat(e->m, 1, 1000, 0, NULL), -EIDRM);
 	assert_int_equal(tm_daemon_state(e->m, 1), REMOVED);
+	/* removal is final; removing again changes nothing */
+	assert_int_equal(tm_set_state(e->m, 1, UP, false, NULL), -EIDRM);
+	assert_int_equal(tm_set_state(e->m, 1, DRAINING, false, NULL), -EIDRM);
+	assert_int_equal(tm_set_state(e->m, 1, REMOVED, false, NULL), 0);
 	/* force skips the drain */
 	assert_int_equal(tm_set_state(e->m, 2, REMOVED, true, NULL), 0);
 	assert_int_equal(tm_create(e->m, NULL, ROOT, "h", 0644, true, O_RDWR, NULL, NULL, NULL),
 			 -ENOSPC);
-	assert_int_equal(tm_set_state(e->m, 2, UP, false, NULL), 0);
+	assert_int_equal(tm_set_state(e->m, 2, UP, false, NULL), -EIDRM);
+	assert_int_equal(tm_register(e->m, 3, "tcp://c:1", 1000, 0, NULL), 0);
 	assert_int_equal(tm_create(e->m, NULL, ROOT, "h", 0644, true, O_RDWR, NULL, NULL, NULL), 0);
+}
+
+/* UP ends a drain (undrain), and only that: a DOWN daemon comes up by heartbeating. */
+static void test_undrain_state(void **state)
+{
+	struct tm_env *e = *state;
+	uint64_t e0, e1;
+
+	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_register(e->m, 2, "tcp://b:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_set_state(e->m, 1, UP, false, &e0), 0); /* already UP: nothing */
+	assert_int_equal(tm_set_state(e->m, 1, DRAINING, false, NULL), 0);
+	assert_int_equal(tm_set_state(e->m, 1, UP, false, &e1), 0);
+	assert_true(e1 > e0);
+	assert_int_equal(tm_daemon_state(e->m, 1), UP);
+	/* both silent past the timeout: DOWN, and UP is refused until a heartbeat */
+	assert_int_equal(meta_tick(e->m, 100), 0);
+	assert_int_equal(meta_tick(e->m, 200), 2);
+	assert_int_equal(tm_daemon_state(e->m, 2), DOWN);
+	assert_int_equal(tm_set_state(e->m, 2, UP, false, NULL), -EHOSTDOWN);
+	assert_int_equal(tm_heartbeat(e->m, 2, 1000, 0, NULL), 0);
+	assert_int_equal(tm_daemon_state(e->m, 2), UP);
+}
+
+static void paths_check(struct meta *m, const uint64_t *inos, size_t n,
+			const Rdmafs__PathState *states, const char *const *paths)
+{
+	Rdmafs__InodePathsReq req = RDMAFS__INODE_PATHS_REQ__INIT;
+	Rdmafs__InodePathsResp *r;
+
+	req.inos = (uint64_t *)inos;
+	req.n_inos = n;
+	assert_int_equal(tm_call(m, RDMAFS__METHOD__METHOD_INODE_PATHS, &req,
+				 &rdmafs__inode_paths_resp__descriptor, (void **)&r),
+			 0);
+	assert_int_equal(r->n_paths, n);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(r->paths[i]->ino, inos[i]);
+		assert_int_equal(r->paths[i]->state, states[i]);
+		assert_int_equal(r->paths[i]->path.len, paths[i] ? strlen(paths[i]) : 0);
+		if (paths[i])
+			assert_memory_equal(r->paths[i]->path.data, paths[i], strlen(paths[i]));
+	}
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+/* INODE_PATHS: a path for each inode asked, or why there is none. */
+static void test_inode_paths(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr d, sub;
+	int64_t f, g, gone;
+	uint64_t h;
+
+	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, &d), 0);
+	assert_int_equal(tm_mkdir(e->m, NULL, d.ino, "sub", 0755, &sub), 0);
+	f = tm_mkfile(e->m, NULL, sub.ino, "f", 0644);
+	g = tm_mkfile(e->m, NULL, ROOT, "g", 0644);
+	gone = tm_mkfile(e->m, NULL, ROOT, "gone", 0644);
+	assert_true(f > 0 && g > 0 && gone > 0);
+	assert_int_equal(tm_open(e->m, NULL, (uint64_t)gone, O_RDONLY, &h), 0);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "gone", NULL), 0);
+	{
+		const uint64_t inos[] = {(uint64_t)f,	 ROOT,	      999999,	  sub.ino,
+					 (uint64_t)gone, (uint64_t)g, (uint64_t)f};
+		const Rdmafs__PathState states[] = {FOUND,    FOUND, NO_INODE, FOUND,
+						    UNLINKED, FOUND, FOUND};
+		const char *const paths[] = {"/d/sub/f", "/",  NULL,	  "/d/sub",
+					     NULL,	 "/g", "/d/sub/f"};
+
+		paths_check(e->m, inos, 7, states, paths);
+	}
+	/* a rename moves the path; bad requests */
+	assert_int_equal(tm_rename(e->m, NULL, d.ino, "sub", ROOT, "moved", 0, NULL), 0);
+	{
+		const uint64_t inos[] = {(uint64_t)f};
+		const Rdmafs__PathState states[] = {FOUND};
+		const char *const paths[] = {"/moved/f"};
+		Rdmafs__InodePathsReq req = RDMAFS__INODE_PATHS_REQ__INIT;
+		uint64_t zero = 0;
+
+		paths_check(e->m, inos, 1, states, paths);
+		assert_int_equal(
+			tm_call(e->m, RDMAFS__METHOD__METHOD_INODE_PATHS, &req, NULL, NULL),
+			-EINVAL);
+		req.inos = &zero;
+		req.n_inos = 1;
+		assert_int_equal(
+			tm_call(e->m, RDMAFS__METHOD__METHOD_INODE_PATHS, &req, NULL, NULL),
+			-EINVAL);
+	}
 }
 
 static void test_layouts(void **state)
@@ -453,6 +563,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_heartbeat_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_grace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_set_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_undrain_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inode_paths, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layouts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_custom_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_names, setup, teardown),

@@ -606,12 +606,17 @@ int tm_set_state(struct meta *m, unsigned n, Rdmafs__DaemonState state, bool for
 
 int tm_daemon_state(struct meta *m, unsigned n)
 {
+	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
 	Rdmafs__GetClusterMapResp *r = NULL;
 	uint8_t uuid[16];
 	int state = -1;
 
 	tm_uuid(uuid, n);
-	assert_int_equal(tm_cluster_map(m, 0, &r), 0);
+	/* removed daemons too: they leave the map only for those who do not ask */
+	req.include_removed = true;
+	assert_int_equal(tm_call(m, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req,
+				 &rdmafs__get_cluster_map_resp__descriptor, (void **)&r),
+			 0);
 	for (size_t i = 0; i < r->n_daemons; i++)
 		if (r->daemons[i]->uuid.len == 16 && !memcmp(r->daemons[i]->uuid.data, uuid, 16))
 			state = (int)r->daemons[i]->state;

@@ -109,7 +109,7 @@ int tm_heartbeat(struct meta *m, unsigned n, uint64_t capacity, uint64_t used,
 int tm_cluster_map(struct meta *m, uint64_t known_epoch, Rdmafs__GetClusterMapResp **resp);
 int tm_set_state(struct meta *m, unsigned n, Rdmafs__DaemonState state, bool force,
 		 uint64_t *epoch);
-/* The state of daemon @n in the map, or -1 if absent. */
+/* The state of daemon @n in the map (removed ones included), or -1 if absent. */
 int tm_daemon_state(struct meta *m, unsigned n);
 
 #endif
