@@ -230,3 +230,36 @@ const char *rdmafs_key_strerror(const char *path, int err, char *buf, size_t siz
 		snprintf(buf, size, "cannot read the key file %s: %s", path, strerror(-err));
 	return buf;
 }
+
+int rdmafs_key_file_name(const char *path, char *name, size_t size)
+{
+	struct xprt_key key;
+	int ret = rdmafs_key_read(path, &key);
+
+	if (ret)
+		return ret;
+	snprintf(name, size, "%s", key.name);
+	sodium_memzero(&key, sizeof(key));
+	return 0;
+}
+
+const char *rdmafs_auth_strerror(int err, const char *key_name, char *buf, size_t size)
+{
+	if (err == -EKEYREVOKED)
+		snprintf(buf, size, "key for client %s was revoked", key_name ? key_name : "?");
+	else if (err == -EACCES && key_name)
+		snprintf(buf, size,
+			 "the key for client %s was refused: it was made for another cluster "
+			 "secret, or altered",
+			 key_name);
+	else if (err == -EACCES)
+		snprintf(buf, size, "the secret was refused");
+	else if (err == -EPERM && key_name)
+		snprintf(buf, size,
+			 "refused to the key for client %s: administration needs the cluster "
+			 "secret",
+			 key_name);
+	else
+		snprintf(buf, size, "%s", xprt_strerror(err));
+	return buf;
+}

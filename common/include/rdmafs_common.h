@@ -274,6 +274,19 @@ int rdmafs_key_write(const char *path, const struct xprt_key *key);
  * from opening or reading it.
  */
 int rdmafs_key_read(const char *path, struct xprt_key *out);
+/*
+ * Reads key file @path only for the client name it holds, into @name (@size
+ * bytes), so that a program can check the file before it connects and name
+ * the client in its messages. rdmafs_key_read()'s errors.
+ */
+int rdmafs_key_file_name(const char *path, char *name, size_t size);
+/*
+ * What a refused connection or call means to a client that used the key of
+ * client @key_name (NULL: the secret): "key for client NAME was revoked"
+ * (-EKEYREVOKED), a refused key or secret (-EACCES), administration refused
+ * to a key (-EPERM); else xprt_strerror(). Returns @buf.
+ */
+const char *rdmafs_auth_strerror(int err, const char *key_name, char *buf, size_t size);
 /* rdmafs_secret_strerror() for key files: one sentence on why @err. Returns @buf. */
 const char *rdmafs_key_strerror(const char *path, int err, char *buf, size_t size);
 
