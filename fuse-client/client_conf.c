@@ -72,6 +72,8 @@ static int client_key(struct rfs_client_conf *c, const char *key, const char *va
 		return set_string(&c->meta_uri, value);
 	if (strcmp(key, "secret_file") == 0)
 		return set_string(&c->secret_file, value);
+	if (strcmp(key, "key_file") == 0)
+		return set_string(&c->key_file, value);
 	if (strcmp(key, "transport") == 0) {
 		if (strcmp(value, "auto") && strcmp(value, "rdma") && strcmp(value, "tcp")) {
 			snprintf(why, why_len, "transport = %s: must be auto, rdma or tcp", value);
@@ -156,6 +158,7 @@ void rfs_client_conf_free(struct rfs_client_conf *c)
 {
 	free(c->meta_uri);
 	free(c->secret_file);
+	free(c->key_file);
 	free(c->transport);
 	memset(c, 0, sizeof(*c));
 }

@@ -73,7 +73,7 @@ static int link_create(const struct rfs_daemon_options *opts, struct link **out)
 	xo.call_timeout_ms = opts->call_timeout_ms;
 	if (opts->connect_timeout_ms)
 		xo.connect_timeout_ms = opts->connect_timeout_ms;
-	ret = xprt_ctx_create(&xo, &l->ctx);
+	ret = rfs_ctx_create(&xo, opts->key_file, &l->ctx);
 	if (ret)
 		goto err_free;
 	ret = xprt_pool_create(l->ctx, opts->buf_size, opts->buf_count,

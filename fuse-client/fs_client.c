@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "xprt.h"
 #include "rdmafs_common.h"
 #include "rdmafs.pb-c.h"
@@ -565,6 +567,23 @@ static void *poller_main(void *arg)
 
 /* ---- create / destroy --------------------------------------------------------------- */
 
+int rfs_ctx_create(struct xprt_options *xo, const char *key_file, struct xprt_ctx **out)
+{
+	struct xprt_key key;
+	int ret;
+
+	if (!key_file)
+		return xprt_ctx_create(xo, out);
+	ret = rdmafs_key_read(key_file, &key);
+	if (ret)
+		return ret;
+	xo->key = &key;
+	ret = xprt_ctx_create(xo, out); /* it keeps a copy */
+	xo->key = NULL;
+	sodium_memzero(&key, sizeof(key));
+	return ret;
+}
+
 int rfs_create(const struct rfs_options *opts, struct rfs **out)
 {
 	struct xprt_options xo;
@@ -572,8 +591,8 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 	struct rfs *fs;
 	int ret;
 
-	if (!opts->meta_uri || !opts->secret || !opts->secret_len || opts->buf_size < 4096 ||
-	    !opts->buf_count || opts->transport > RFS_TRANSPORT_TCP)
+	if (!opts->meta_uri || (!opts->key_file && (!opts->secret || !opts->secret_len)) ||
+	    opts->buf_size < 4096 || !opts->buf_count || opts->transport > RFS_TRANSPORT_TCP)
 		return -EINVAL;
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
@@ -608,7 +627,7 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 	xo.name = opts->name;
 	xo.call_timeout_ms = (uint32_t)fs->timeout_ms;
 	xo.connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : 2000;
-	ret = xprt_ctx_create(&xo, &fs->ctx);
+	ret = rfs_ctx_create(&xo, opts->key_file, &fs->ctx);
 	if (ret)
 		goto err_free;
 	fs->have_rdma = xprt_ctx_has_rdma(fs->ctx);

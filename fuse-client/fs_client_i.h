@@ -15,6 +15,15 @@
 #include "rdmafs_daemon.h"
 #include "rdmafs_fs.h"
 
+struct xprt_options;
+struct xprt_ctx;
+
+/*
+ * xprt_ctx_create() with the client key of @key_file (NULL: none) read into
+ * @xo for the call; -EPERM, -EINVAL, -ENOENT... from rdmafs_key_read().
+ */
+int rfs_ctx_create(struct xprt_options *xo, const char *key_file, struct xprt_ctx **out);
+
 /*
  * Calls metadata method @method with @req and, on success, unpacks the reply
  * as @resp_desc into *@resp (free it with rfs_meta_free()). An idempotent call

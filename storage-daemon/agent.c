@@ -29,7 +29,8 @@
 #include "daemon_i.h"
 #include "meta.h"
 
-#define AGENT_REPLY_MAX 4096
+/* A CLIENT_LIST page fills a reply of the connection (16 KiB by default). */
+#define AGENT_REPLY_MAX (64u << 10)
 #define AGENT_TICK_MS	1000u
 /* Until the service tells us its interval (RegisterDaemonResp). */
 #define DEFAULT_HEARTBEAT_MS  2000u
@@ -227,6 +228,65 @@ static int do_register(struct agent *a)
 	return 0;
 }
 
+/*
+ * Fetches the revoked client keys (every page of CLIENT_LIST) into the
+ * keyring, as of @epoch, the keys_epoch the last heartbeat showed.
+ */
+static int fetch_revoked(struct agent *a, uint64_t epoch)
+{
+	Rdmafs__ClientListReq req = RDMAFS__CLIENT_LIST_REQ__INIT;
+	uint64_t *serials = NULL, *grown;
+	size_t count = 0, cap = 0, len = 0;
+	bool done = false;
+	int ret = 0;
+
+	while (!done) {
+		Rdmafs__ClientListResp *resp;
+
+		ret = agent_call(a, RDMAFS__METHOD__METHOD_CLIENT_LIST, &req.base, &len);
+		if (ret)
+			goto out_free;
+		resp = rdmafs__client_list_resp__unpack(NULL, len, a->reply);
+		if (!resp) {
+			ret = -EBADMSG;
+			goto out_free;
+		}
+		for (size_t i = 0; i < resp->n_clients; i++) {
+			const Rdmafs__ClientInfo *ci = resp->clients[i];
+
+			/* serials rise page by page: anything else would never end */
+			if (ci->serial <= req.start_after) {
+				ret = -EBADMSG;
+				break;
+			}
+			req.start_after = ci->serial;
+			if (!ci->revoked)
+				continue;
+			if (count == cap) {
+				cap = cap ? cap * 2 : 64;
+				grown = realloc(serials, cap * sizeof(*serials));
+				if (!grown) {
+					ret = -ENOMEM;
+					break;
+				}
+				serials = grown;
+			}
+			serials[count++] = ci->serial;
+		}
+		done = resp->done || resp->n_clients == 0;
+		rdmafs__client_list_resp__free_unpacked(resp, NULL);
+		if (ret)
+			goto out_free;
+	}
+	ret = keyring_set(a->p.keyring, serials, count, epoch);
+	if (!ret)
+		rdmafs_log(RDMAFS_LOG_INFO, "client keys: %zu revoked (keys epoch %llu)", count,
+			   (unsigned long long)epoch);
+out_free:
+	free(serials);
+	return ret;
+}
+
 static int do_heartbeat(struct agent *a)
 {
 	Rdmafs__HeartbeatReq req = RDMAFS__HEARTBEAT_REQ__INIT;
@@ -246,8 +306,18 @@ static int do_heartbeat(struct agent *a)
 	/* the state only feeds /metrics: a reply without one is no failure */
 	resp = rdmafs__heartbeat_resp__unpack(NULL, len, a->reply);
 	if (resp) {
+		uint64_t keys_epoch = resp->keys_epoch;
+
 		__atomic_store_n(&a->map_state, (uint32_t)resp->state, __ATOMIC_RELAXED);
 		rdmafs__heartbeat_resp__free_unpacked(resp, NULL);
+		/* a failed fetch is tried again at the next heartbeat: the epoch still differs */
+		if (a->p.keyring && keys_epoch != keyring_epoch(a->p.keyring)) {
+			ret = fetch_revoked(a, keys_epoch);
+			if (ret)
+				rdmafs_log(RDMAFS_LOG_WARN,
+					   "cannot fetch the revoked client keys: %s",
+					   xprt_strerror(ret));
+		}
 	}
 	return 0;
 }

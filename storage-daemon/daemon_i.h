@@ -252,6 +252,25 @@ int store_bytes(struct store *st, uint64_t *out);
 int store_data_fd(const struct store *st);
 uint32_t store_max_chunk_size(const struct store *st);
 
+/* ---- revoked client keys (keyring.c) ---- */
+
+struct keyring;
+struct meta;
+struct xprt_identity;
+
+/* An empty set; @meta (hosted here, or NULL) is asked too. */
+int keyring_create(struct meta *meta, struct keyring **out);
+/* NULL is a no-op. */
+void keyring_destroy(struct keyring *kr);
+/* Replaces the set with @count revoked serials, as of the service's keys_epoch @epoch. */
+int keyring_set(struct keyring *kr, const uint64_t *serials, size_t count, uint64_t epoch);
+/* The keys_epoch of the last keyring_set() (0 before). */
+uint64_t keyring_epoch(struct keyring *kr);
+/* Whether key @serial is revoked. Any thread. */
+bool keyring_revoked(struct keyring *kr, uint64_t serial);
+/* The transport's identity check (xprt_identity_cb): -EKEYREVOKED or 0; @arg is the keyring. */
+int keyring_check(const struct xprt_identity *id, void *arg);
+
 /* ---- server (server.c) ---- */
 
 struct server;
@@ -262,6 +281,7 @@ struct server_params {
 	struct xprt_ctx *ctx;
 	struct meta *meta; /* the metadata service this daemon hosts, or NULL */
 	struct store *store;
+	struct keyring *keyring; /* revoked client keys, or NULL: none */
 	const uint8_t *uuid;
 	unsigned workers;
 	unsigned queue_depth;
@@ -344,6 +364,7 @@ struct agent_params {
 	struct store *store;	       /* for capacity: what it stores, and its file system */
 	const struct datadir *datadir; /* the cluster it joined */
 	const char *name;	       /* the config's name, or NULL: host:port */
+	struct keyring *keyring;       /* refreshed when the service's keys_epoch moves, or NULL */
 };
 
 /*

@@ -216,6 +216,7 @@ int main(int argc, char **argv)
 	struct xprt_options opts;
 	struct xprt_ctx *ctx;
 	struct server *srv = NULL;
+	struct keyring *keyring = NULL;
 	struct store *store;
 	struct datadir dd;
 	uint8_t *secret = NULL;
@@ -259,9 +260,14 @@ int main(int argc, char **argv)
 	if (cfg.metadata && open_metadata(&cfg, &dd, &meta))
 		goto out_close_store;
 
+	ret = keyring_create(meta, &keyring);
+	if (ret)
+		goto out_close_meta;
 	xprt_options_init(&opts);
 	opts.secret = secret;
 	opts.secret_len = secret_len;
+	opts.identity_check = keyring_check;
+	opts.identity_arg = keyring;
 	opts.name = cfg.name ? cfg.name : "rdmafs-daemon";
 	ret = xprt_ctx_create(&opts, &ctx);
 	if (ret) {
@@ -271,6 +277,7 @@ int main(int argc, char **argv)
 	sp.ctx = ctx;
 	sp.meta = meta;
 	sp.store = store;
+	sp.keyring = keyring;
 	sp.uuid = dd.uuid;
 	sp.workers = cfg.workers;
 	sp.queue_depth = cfg.queue_depth;
@@ -314,6 +321,7 @@ int main(int argc, char **argv)
 	ap.addresses = advertise_ptrs;
 	ap.store = store;
 	ap.datadir = &dd;
+	ap.keyring = keyring;
 	ap.name = cfg.name ? cfg.name
 			   : default_name(xprt_listener_port(listeners[0]), name, sizeof(name));
 	ret = agent_start(&ap, &agent);
@@ -358,6 +366,7 @@ out_destroy_ctx:
 	xprt_ctx_destroy(ctx);
 	server_destroy(srv);
 out_close_meta:
+	keyring_destroy(keyring);
 	meta_close(meta);
 out_close_store:
 	store_close(store);

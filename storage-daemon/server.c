@@ -107,6 +107,7 @@ struct server {
 	struct xprt_ctx *ctx;
 	struct meta *meta;
 	struct store *store;
+	struct keyring *keyring; /* NULL: no key is refused */
 	uint8_t uuid[16];
 	uint32_t max_chunk_size;
 	struct xprt_pool *pool;
@@ -821,16 +822,52 @@ static size_t reply_cap(const struct xprt_req *req)
 	return max < REPLY_MAX ? max : REPLY_MAX;
 }
 
+/*
+ * What a keyed connection may not do on the chunk store: -EKEYREVOKED once
+ * its key is revoked, -EPERM for the administration methods, -EROFS for a
+ * change from a read-only key; 0 otherwise. Metadata methods are the
+ * service's to judge (meta_handle_as()).
+ */
+static int chunk_access(struct server *srv, const struct xprt_identity *id, uint32_t method)
+{
+	if (!id->keyed)
+		return 0;
+	if (srv->keyring && keyring_revoked(srv->keyring, id->serial))
+		return -EKEYREVOKED;
+	switch (method) {
+	case RDMAFS__METHOD__METHOD_CHUNK_LIST:
+	case RDMAFS__METHOD__METHOD_CHUNK_FENCE:
+	case RDMAFS__METHOD__METHOD_SCRUB:
+		return -EPERM;
+	case RDMAFS__METHOD__METHOD_CHUNK_WRITE:
+	case RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE:
+	case RDMAFS__METHOD__METHOD_CHUNK_REMOVE:
+		return id->flags & RDMAFS_KEY_READ_ONLY ? -EROFS : 0;
+	default:
+		return 0;
+	}
+}
+
 static void handle(struct worker *w, struct queued *q)
 {
 	struct xprt_req *req = q->req;
 	uint32_t method = xprt_req_method(req);
 	size_t len, reply_len = 0;
 	const void *body = xprt_req_body(req, &len);
+	struct xprt_identity id;
+	struct meta_caller caller = {0};
 	uint64_t moved = 0;
 	int ret;
 
-	switch (method) {
+	/* requests come only after HELLO: the identity is there */
+	if (xprt_conn_identity(xprt_req_conn(req), &id))
+		memset(&id, 0, sizeof(id));
+	caller.keyed = id.keyed;
+	caller.serial = id.serial;
+	caller.flags = id.flags;
+	ret = chunk_access(w->srv, &id, method);
+	/* a refused request runs nothing: the default case keeps its status */
+	switch (ret ? RDMAFS__METHOD__METHOD_UNSPECIFIED : method) {
 	case RDMAFS__METHOD__METHOD_CHUNK_WRITE:
 		ret = do_write(w, req, body, len, &reply_len, &moved);
 		break;
@@ -862,9 +899,11 @@ static void handle(struct worker *w, struct queued *q)
 		ret = do_scrub(w, req, body, len, &reply_len);
 		break;
 	default:
+		if (ret)
+			break;
 		if (w->srv->meta && meta_handles_method(method))
-			ret = meta_handle(w->srv->meta, method, body, len, w->reply, reply_cap(req),
-					  &reply_len);
+			ret = meta_handle_as(w->srv->meta, &caller, method, body, len, w->reply,
+					     reply_cap(req), &reply_len);
 		else
 			ret = -EOPNOTSUPP; /* metadata on a daemon without the service */
 		break;
@@ -967,6 +1006,7 @@ int server_create(const struct server_params *p, struct server **out)
 	srv->ctx = p->ctx;
 	srv->meta = p->meta;
 	srv->store = p->store;
+	srv->keyring = p->keyring;
 	memcpy(srv->uuid, p->uuid, sizeof(srv->uuid));
 	srv->max_chunk_size = p->max_chunk_size;
 	srv->start_ns = rdmafs_now_ns();

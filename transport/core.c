@@ -79,6 +79,9 @@ const char *xprt_strerror(int err)
 		return "message too long for the connection";
 	case -ENODEV:
 		return "no RDMA device (use tcp:// or auto://)";
+	case -EKEYREVOKED:
+		return "key revoked (the administrator revoked this client's key: ask for a new "
+		       "one)";
 	default:
 		/* Never negate INT_MIN: out-of-range values are not errnos anyway. */
 		if (err < -XPRT_MAX_ERRNO || err > XPRT_MAX_ERRNO)
@@ -557,8 +560,9 @@ void xprt_core_conn_established(struct xprt_conn *c, const struct xprt_conn_para
 static void hello_client_challenge(struct xprt_conn *c, const uint8_t *body, size_t len)
 {
 	struct xprt_ctx *ctx = c->ctx;
-	uint8_t msg[XPRT_NONCE_SIZE + XPRT_MAC_SIZE + XPRT_NAME_MAX];
-	size_t name_len = strnlen(ctx->opts.name, XPRT_NAME_MAX);
+	uint8_t msg[XPRT_NONCE_SIZE + XPRT_MAC_SIZE + XPRT_KEY_WIRE_FIXED + XPRT_KEY_NAME_MAX +
+		    XPRT_NAME_MAX];
+	size_t name_len = strnlen(ctx->opts.name, XPRT_NAME_MAX), off = XPRT_NONCE_SIZE;
 
 	if (len != XPRT_NONCE_SIZE) {
 		conn_fail(c, -EPROTO);
@@ -567,65 +571,138 @@ static void hello_client_challenge(struct xprt_conn *c, const uint8_t *body, siz
 	memcpy(c->server_nonce, body, XPRT_NONCE_SIZE);
 	xprt_hello_nonce(c->client_nonce);
 	memcpy(msg, c->client_nonce, XPRT_NONCE_SIZE);
-	xprt_hello_mac(ctx->secret, ctx->opts.secret_len, false, c->server_nonce, c->client_nonce,
-		       msg + XPRT_NONCE_SIZE);
-	memcpy(msg + XPRT_NONCE_SIZE + XPRT_MAC_SIZE, ctx->opts.name, name_len);
-	send_msg(c, XPRT_MSG_HELLO, XPRT_HELLO_AUTH, 0, 0, 0, msg,
-		 XPRT_NONCE_SIZE + XPRT_MAC_SIZE + name_len);
+	if (ctx->key) {
+		/* the same proof, with the key in place of the secret, then who we are */
+		xprt_hello_mac(ctx->key->key, XPRT_KEY_SIZE, false, c->server_nonce,
+			       c->client_nonce, msg + off);
+		off += XPRT_MAC_SIZE;
+		off += xprt_key_wire_encode(ctx->key, msg + off);
+	} else {
+		xprt_hello_mac(ctx->secret, ctx->opts.secret_len, false, c->server_nonce,
+			       c->client_nonce, msg + off);
+		off += XPRT_MAC_SIZE;
+	}
+	memcpy(msg + off, ctx->opts.name, name_len);
+	send_msg(c, XPRT_MSG_HELLO, ctx->key ? XPRT_HELLO_AUTH_KEY : XPRT_HELLO_AUTH, 0, 0, 0, msg,
+		 off + name_len);
 }
 
-static void hello_server_auth(struct xprt_conn *c, const uint8_t *body, size_t len)
+/*
+ * AUTH or AUTH_KEY: the client's proof, of the secret or of the key derived
+ * from the identity it sends. Either way the answer proves the same thing
+ * back, so a keyed client knows it reached a holder of the cluster secret.
+ */
+static void hello_server_auth(struct xprt_conn *c, const uint8_t *body, size_t len, bool keyed)
 {
 	struct xprt_ctx *ctx = c->ctx;
-	uint8_t mac[XPRT_MAC_SIZE];
-	size_t name_len;
+	struct xprt_identity id = {0};
+	uint8_t mac[XPRT_MAC_SIZE], key[XPRT_KEY_SIZE];
+	const uint8_t *proof_key = ctx->secret;
+	size_t proof_len = ctx->opts.secret_len, used = 0, name_len;
+	int ret;
 
 	if (len < XPRT_NONCE_SIZE + XPRT_MAC_SIZE ||
-	    len > XPRT_NONCE_SIZE + XPRT_MAC_SIZE + XPRT_NAME_MAX) {
+	    (keyed && xprt_key_wire_decode(body + XPRT_NONCE_SIZE + XPRT_MAC_SIZE,
+					   len - XPRT_NONCE_SIZE - XPRT_MAC_SIZE, &id, &used)) ||
+	    len - XPRT_NONCE_SIZE - XPRT_MAC_SIZE - used > XPRT_NAME_MAX) {
 		conn_doom(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, -EPROTO);
 		return;
 	}
 	memcpy(c->client_nonce, body, XPRT_NONCE_SIZE);
-	name_len = len - XPRT_NONCE_SIZE - XPRT_MAC_SIZE;
+	name_len = len - XPRT_NONCE_SIZE - XPRT_MAC_SIZE - used;
 	for (size_t i = 0; i < name_len; i++) {
-		char ch = (char)body[XPRT_NONCE_SIZE + XPRT_MAC_SIZE + i];
+		char ch = (char)body[XPRT_NONCE_SIZE + XPRT_MAC_SIZE + used + i];
 
 		/* Names go to logs: keep them printable. */
 		c->peer_name[i] = (ch >= 0x20 && ch < 0x7f) ? ch : '?';
 	}
 	c->peer_name[name_len] = '\0';
-	if (xprt_hello_verify(ctx->secret, ctx->opts.secret_len, false, c->server_nonce,
-			      c->client_nonce, body + XPRT_NONCE_SIZE)) {
-		xprt_log(XPRT_LOG_WARN, "refused client '%s': it does not know the cluster secret",
-			 c->peer_name);
-		conn_doom(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, -EACCES);
-		return;
+	if (keyed) {
+		/* the name was checked by the decode, so the derivation cannot fail */
+		xprt_key_derive(ctx->secret, ctx->opts.secret_len, id.name, id.serial, id.flags,
+				key);
+		proof_key = key;
+		proof_len = sizeof(key);
 	}
-	xprt_hello_mac(ctx->secret, ctx->opts.secret_len, true, c->server_nonce, c->client_nonce,
-		       mac);
+	if (xprt_hello_verify(proof_key, proof_len, false, c->server_nonce, c->client_nonce,
+			      body + XPRT_NONCE_SIZE)) {
+		if (keyed)
+			xprt_log(XPRT_LOG_WARN,
+				 "refused client '%s': its key for client %s (serial %llu, flags "
+				 "%#x) was not made from the cluster secret, or was altered",
+				 c->peer_name, id.name, (unsigned long long)id.serial, id.flags);
+		else
+			xprt_log(XPRT_LOG_WARN,
+				 "refused client '%s': it does not know the cluster secret",
+				 c->peer_name);
+		ret = -EACCES;
+		goto out_refuse;
+	}
+	if (keyed && ctx->opts.identity_check) {
+		ret = ctx->opts.identity_check(&id, ctx->opts.identity_arg);
+		if (ret) {
+			/* the status must stay an errno the peer accepts */
+			if (ret > 0 || ret < -XPRT_MAX_ERRNO)
+				ret = -EACCES;
+			xprt_log(XPRT_LOG_WARN,
+				 "refused client '%s' with key for client %s "
+				 "(serial %llu): %s",
+				 c->peer_name, id.name, (unsigned long long)id.serial,
+				 ret == -EKEYREVOKED ? "the key was revoked" : xprt_strerror(ret));
+			goto out_refuse;
+		}
+	}
+	c->identity = id;
+	xprt_hello_mac(proof_key, proof_len, true, c->server_nonce, c->client_nonce, mac);
+	sodium_memzero(key, sizeof(key));
 	if (send_msg(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, 0, 0, 0, mac, sizeof(mac)) == 0) {
 		c->state = XPRT_CONN_READY;
-		xprt_log(XPRT_LOG_DEBUG, "%s connection from %s accepted (%s)", c->ops->name,
+		xprt_log(XPRT_LOG_DEBUG, "%s connection from %s accepted (%s%s%s)", c->ops->name,
 			 c->peer_name[0] ? c->peer_name : "a nameless client",
-			 c->peer_addr[0] ? c->peer_addr : "address unknown");
+			 c->peer_addr[0] ? c->peer_addr : "address unknown",
+			 keyed ? ", key for client " : "", keyed ? id.name : "");
 	}
+	return;
+
+out_refuse:
+	sodium_memzero(key, sizeof(key));
+	conn_doom(c, XPRT_MSG_HELLO, XPRT_HELLO_ACCEPT, ret);
 }
 
 static void hello_client_accept(struct xprt_conn *c, const struct xprt_hdr *h, const uint8_t *body,
 				size_t len)
 {
 	struct xprt_ctx *ctx = c->ctx;
+	const void *proof_key = ctx->key ? (const void *)ctx->key->key : ctx->secret;
+	size_t proof_len = ctx->key ? XPRT_KEY_SIZE : ctx->opts.secret_len;
 
 	if (h->status) {
-		xprt_log(XPRT_LOG_ERR, "server refused us at HELLO: %s", xprt_strerror(h->status));
-		conn_fail(c, h->status == -EACCES ? -EACCES : -EPROTO);
+		if (ctx->key && h->status == -EKEYREVOKED)
+			xprt_log(XPRT_LOG_ERR, "key for client %s was revoked (serial %llu)",
+				 ctx->key->name, (unsigned long long)ctx->key->serial);
+		else if (ctx->key && h->status == -EACCES)
+			xprt_log(XPRT_LOG_ERR,
+				 "server refused the key for client %s: it was not made from "
+				 "this cluster's secret, or was altered",
+				 ctx->key->name);
+		else
+			xprt_log(XPRT_LOG_ERR, "server refused us at HELLO: %s",
+				 xprt_strerror(h->status));
+		/* the decode let only errnos through: the server's reason is the caller's */
+		conn_fail(c, h->status);
 		return;
 	}
-	if (len != XPRT_MAC_SIZE || xprt_hello_verify(ctx->secret, ctx->opts.secret_len, true,
-						      c->server_nonce, c->client_nonce, body)) {
+	if (len != XPRT_MAC_SIZE ||
+	    xprt_hello_verify(proof_key, proof_len, true, c->server_nonce, c->client_nonce, body)) {
 		xprt_log(XPRT_LOG_ERR, "server failed to prove it knows the cluster secret");
 		conn_fail(c, -EACCES);
 		return;
+	}
+	if (ctx->key) {
+		c->identity.keyed = true;
+		memcpy(c->identity.name, ctx->key->name, sizeof(c->identity.name));
+		c->identity.serial = ctx->key->serial;
+		c->identity.flags = ctx->key->flags;
 	}
 	c->state = XPRT_CONN_READY;
 	pthread_cond_broadcast(&c->state_cond);
@@ -638,8 +715,8 @@ static void handle_hello(struct xprt_conn *c, const struct xprt_hdr *h, const ui
 		conn_doom(c, XPRT_MSG_ERROR, 0, -EPROTO);
 		return;
 	}
-	if (c->is_server && h->flags == XPRT_HELLO_AUTH)
-		hello_server_auth(c, body, len);
+	if (c->is_server && (h->flags == XPRT_HELLO_AUTH || h->flags == XPRT_HELLO_AUTH_KEY))
+		hello_server_auth(c, body, len, h->flags == XPRT_HELLO_AUTH_KEY);
 	else if (!c->is_server && h->flags == XPRT_HELLO_CHALLENGE)
 		hello_client_challenge(c, body, len);
 	else if (!c->is_server && h->flags == XPRT_HELLO_ACCEPT)
@@ -754,7 +831,14 @@ void xprt_core_recv(struct xprt_conn *c, const uint8_t *frame, size_t len)
 		conn_fail(c, -ECONNRESET);
 		return;
 	case XPRT_MSG_ERROR:
-		xprt_log(XPRT_LOG_WARN, "peer reported a fatal error: %s", xprt_strerror(h.status));
+		if (!c->is_server && c->state == XPRT_CONN_HELLO && c->ctx->key)
+			xprt_log(XPRT_LOG_ERR,
+				 "server refused our key's HELLO (%s): it may be "
+				 "older than client keys",
+				 xprt_strerror(h.status));
+		else
+			xprt_log(XPRT_LOG_WARN, "peer reported a fatal error: %s",
+				 xprt_strerror(h.status));
 		conn_fail(c, h.status < 0 ? h.status : -EPROTO);
 		return;
 	case XPRT_MSG_HELLO:
@@ -1210,6 +1294,20 @@ const char *xprt_conn_peer_name(const struct xprt_conn *conn)
 	return conn->peer_name;
 }
 
+int xprt_conn_identity(const struct xprt_conn *conn, struct xprt_identity *out)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&conn->ctx->lock);
+	/* set once HELLO accepted the peer, and never changed after */
+	if (conn->state == XPRT_CONN_CONNECTING || conn->state == XPRT_CONN_HELLO)
+		ret = -ENOTCONN;
+	else
+		*out = conn->identity;
+	pthread_mutex_unlock(&conn->ctx->lock);
+	return ret;
+}
+
 size_t xprt_conn_max_body(const struct xprt_conn *conn)
 {
 	return conn->max_msg - XPRT_HDR_SIZE;
@@ -1481,6 +1579,19 @@ int xprt_ctx_create(const struct xprt_options *opts, struct xprt_ctx **out)
 		memcpy(ctx->secret, opts->secret, opts->secret_len);
 	}
 	ctx->opts.secret = NULL; /* the copy is ctx->secret */
+	if (opts->key) {
+		if (!xprt_key_name_valid(opts->key->name)) {
+			ret = -EINVAL;
+			goto err_free_secret;
+		}
+		ctx->key = malloc(sizeof(*ctx->key));
+		if (!ctx->key) {
+			ret = -ENOMEM;
+			goto err_free_secret;
+		}
+		*ctx->key = *opts->key;
+	}
+	ctx->opts.key = NULL; /* the copy is ctx->key */
 	list_init(&ctx->conns);
 	list_init(&ctx->listeners);
 	list_init(&ctx->mrs);
@@ -1523,6 +1634,10 @@ err_epoll:
 	close(ctx->epoll_fd);
 err_mutex:
 	pthread_mutex_destroy(&ctx->lock);
+	if (ctx->key)
+		sodium_memzero(ctx->key, sizeof(*ctx->key));
+	free(ctx->key);
+err_free_secret:
 	free(ctx->secret);
 err_free:
 	free(ctx);
@@ -1577,5 +1692,8 @@ void xprt_ctx_destroy(struct xprt_ctx *ctx)
 	if (ctx->secret)
 		sodium_memzero(ctx->secret, ctx->opts.secret_len);
 	free(ctx->secret);
+	if (ctx->key)
+		sodium_memzero(ctx->key, sizeof(*ctx->key));
+	free(ctx->key);
 	free(ctx);
 }

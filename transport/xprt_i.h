@@ -129,7 +129,29 @@ enum xprt_hello_step {
 	XPRT_HELLO_CHALLENGE = 1, /* server -> client: server nonce */
 	XPRT_HELLO_AUTH = 2,	  /* client -> server: client nonce, mac, name */
 	XPRT_HELLO_ACCEPT = 3,	  /* server -> client: server mac (or status -EACCES) */
+	/*
+	 * client -> server, instead of AUTH from a client with a key: client
+	 * nonce, mac, then struct xprt_key_wire, then its name. Both macs use the
+	 * key the server derives from the identity instead of the secret.
+	 */
+	XPRT_HELLO_AUTH_KEY = 4,
 };
+
+/*
+ * The identity a keyed client sends in HELLO AUTH_KEY after its nonce and
+ * mac: serial (8 bytes LE), flags (4 bytes LE), key name length (1 byte,
+ * 1..XPRT_KEY_NAME_MAX), the key name, then the client's own name for logs
+ * (0..XPRT_NAME_MAX bytes, the rest of the body).
+ */
+#define XPRT_KEY_WIRE_FIXED 13u
+/* Encodes @key's identity at @out (room for XPRT_KEY_WIRE_FIXED + name); returns the bytes. */
+size_t xprt_key_wire_encode(const struct xprt_key *key, uint8_t *out);
+/*
+ * Decodes an identity from @in (@len bytes) into @id and says in *@used how
+ * many bytes it took. -EPROTO for a short body or a name that is empty, too
+ * long or not printable.
+ */
+int xprt_key_wire_decode(const uint8_t *in, size_t len, struct xprt_identity *id, size_t *used);
 
 /* Fills @nonce with random bytes. */
 void xprt_hello_nonce(uint8_t *nonce);
@@ -258,6 +280,7 @@ struct xprt_conn {
 	uint8_t server_nonce[XPRT_NONCE_SIZE];
 	uint8_t client_nonce[XPRT_NONCE_SIZE];
 	char peer_name[XPRT_NAME_MAX + 1];
+	struct xprt_identity identity;	    /* what the peer (server side) or we proved */
 	char peer_addr[XPRT_PEER_ADDR_MAX]; /* "host:port" of an accepted peer, for logs */
 	uint64_t connect_deadline_ns;
 	pthread_cond_t state_cond; /* signalled on READY or DEAD */
@@ -279,6 +302,7 @@ struct xprt_listener {
 struct xprt_ctx {
 	struct xprt_options opts;
 	uint8_t *secret;
+	struct xprt_key *key; /* our client key (opts.key copied), or NULL */
 	pthread_mutex_t lock; /* recursive */
 	int epoll_fd;
 	int wake_fd; /* eventfd: wakes the progress thread */

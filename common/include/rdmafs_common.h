@@ -9,7 +9,8 @@
  *  - errno mapping: what a transport failure is to the caller of a client;
  *  - logging: one helper for daemons, clients and tools;
  *  - latency histograms: the buckets every daemon counts requests in;
- *  - small helpers every program needs: the monotonic clock, the secret file.
+ *  - small helpers every program needs: the monotonic clock, the secret file,
+ *    client key files.
  *
  * Linked by rdmafs-daemon (and its metadata service), the client library,
  * rdmafs-fuse, rdmafs-copy, rdmafsctl and the tests. It depends on the
@@ -236,6 +237,58 @@ int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len);
  * the secret says it the same way. Returns @buf.
  */
 const char *rdmafs_secret_strerror(const char *path, int err, char *buf, size_t size);
+
+/* ---- client keys (keyfile.c) ---------------------------------------------------- */
+
+/*
+ * The flags of a client key (struct xprt_key.flags, ClientInfo.flags): what
+ * every daemon enforces on a connection that proved such a key. A connection
+ * that proved the cluster secret itself has none of these limits and may
+ * administer the cluster; a keyed one never may.
+ */
+#define RDMAFS_KEY_READ_ONLY   0x1u /* EROFS for every change of metadata or chunks */
+#define RDMAFS_KEY_ROOT_SQUASH 0x2u /* uid 0 and gid 0 act as RDMAFS_SQUASH_ID (as NFS) */
+#define RDMAFS_KEY_FLAGS_ALL   0x3u
+#define RDMAFS_SQUASH_ID       65534u
+
+struct xprt_key;
+
+/*
+ * "read-only,root-squash", or "none" for 0, into @buf (@size bytes); an
+ * unknown bit shows as its number. Returns @buf.
+ */
+const char *rdmafs_key_flags_text(uint32_t flags, char *buf, size_t size);
+/* The reverse: "none" or names joined by commas. -EINVAL for anything else. */
+int rdmafs_key_flags_parse(const char *text, uint32_t *flags);
+
+/*
+ * Writes @key to a new file @path, mode 0600 (never over an existing file:
+ * -EEXIST), as text lines "name = ", "serial = ", "flags = " and "key = "
+ * (64 hex digits). Returns 0 or -errno; a failed write leaves no file.
+ */
+int rdmafs_key_write(const char *path, const struct xprt_key *key);
+/*
+ * Reads a key file into @out. As the secret, a file whose group or others
+ * have any access is refused with -EPERM before a byte is read. -EINVAL for
+ * a file that is not a key file (a missing or bad line), -ENOENT and the like
+ * from opening or reading it.
+ */
+int rdmafs_key_read(const char *path, struct xprt_key *out);
+/*
+ * Reads key file @path only for the client name it holds, into @name (@size
+ * bytes), so that a program can check the file before it connects and name
+ * the client in its messages. rdmafs_key_read()'s errors.
+ */
+int rdmafs_key_file_name(const char *path, char *name, size_t size);
+/*
+ * What a refused connection or call means to a client that used the key of
+ * client @key_name (NULL: the secret): "key for client NAME was revoked"
+ * (-EKEYREVOKED), a refused key or secret (-EACCES), administration refused
+ * to a key (-EPERM); else xprt_strerror(). Returns @buf.
+ */
+const char *rdmafs_auth_strerror(int err, const char *key_name, char *buf, size_t size);
+/* rdmafs_secret_strerror() for key files: one sentence on why @err. Returns @buf. */
+const char *rdmafs_key_strerror(const char *path, int err, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

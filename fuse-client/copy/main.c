@@ -60,6 +60,8 @@ static void usage(FILE *out)
 		"  -m, --meta URI          metadata service: tcp://, rdma:// or auto://HOST:PORT\n"
 		"                          [$RDMAFS_META]\n"
 		"  -s, --secret-file FILE  cluster secret [$RDMAFS_SECRET_FILE, %s]\n"
+		"  -k, --key-file FILE     a client key instead of the secret (rdmafsctl client\n"
+		"                          add) [$RDMAFS_KEY_FILE, key_file in the settings]\n"
 		"  -c, --config FILE       client settings ([client] meta, secret_file,\n"
 		"                          transport) [$RDMAFS_CLIENT_CONF, %s]\n"
 		"  -t, --transport auto|rdma|tcp\n"
@@ -621,6 +623,7 @@ enum {
 static const struct option long_opts[] = {
 	{"meta", required_argument, NULL, 'm'},
 	{"secret-file", required_argument, NULL, 's'},
+	{"key-file", required_argument, NULL, 'k'},
 	{"transport", required_argument, NULL, 't'},
 	{"config", required_argument, NULL, 'c'},
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -739,6 +742,9 @@ int main(int argc, char *argv[])
 	int owner = -1, c, ret, status = EXIT_USAGE;
 	enum rdmafs_log_level log_level = RDMAFS_LOG_WARN;
 	bool watching = false, meta_flag = false, secret_flag = false, transport_flag = false;
+	bool key_flag = false;
+	const char *key_file = getenv("RDMAFS_KEY_FILE");
+	char key_name[65] = "";
 	const char *config_path = NULL;
 	struct rfs_client_conf conf = {0};
 	double t0;
@@ -751,7 +757,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return EXIT_USAGE;
 	}
-	while ((c = getopt_long(argc, argv, "m:s:t:c:j:qvVh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:s:k:t:c:j:qvVh", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			meta = optarg;
@@ -760,6 +766,10 @@ int main(int argc, char *argv[])
 		case 's':
 			secret_file = optarg;
 			secret_flag = true;
+			break;
+		case 'k':
+			key_file = optarg;
+			key_flag = true;
 			break;
 		case 't':
 			if (strcmp(optarg, "auto") == 0)
@@ -874,6 +884,17 @@ int main(int argc, char *argv[])
 		meta = conf.meta_uri;
 	if (!secret_file && conf.secret_file)
 		secret_file = conf.secret_file;
+	if ((!key_file || !*key_file) && conf.key_file)
+		key_file = conf.key_file;
+	/* a key from anywhere is used, unless --secret-file asks for the secret */
+	if (secret_flag && !key_flag)
+		key_file = NULL;
+	if (key_file && !*key_file)
+		key_file = NULL;
+	if (secret_flag && key_flag) {
+		status = usage_error("give --key-file or --secret-file, not both");
+		goto out_free;
+	}
 	if (!transport_flag && conf.transport) {
 		transport = conf.transport;
 		ro.transport = strcmp(transport, "rdma") == 0  ? RFS_TRANSPORT_RDMA
@@ -920,8 +941,12 @@ int main(int argc, char *argv[])
 		ret = 0;
 		if (!meta_flag && !r->authority && (meta != conf.meta_uri || config_path))
 			ret = resume_add_option(&resume, 'm', meta);
-		if (!ret && !secret_flag && secret_file &&
-		    (secret_file != conf.secret_file || config_path))
+		if (key_file) {
+			/* a --key-file flag is in the command already */
+			if (!ret && !key_flag)
+				ret = resume_add_option(&resume, 'k', key_file);
+		} else if (!ret && !secret_flag && secret_file &&
+			   (secret_file != conf.secret_file || config_path))
 			ret = resume_add_option(&resume, 's', secret_file);
 		if (!ret)
 			ret = resume_add(&resume, "--");
@@ -934,11 +959,20 @@ int main(int argc, char *argv[])
 	}
 	if (!secret_file)
 		secret_file = rfs_default_secret_file();
-	ret = rdmafs_read_secret(secret_file, &secret, &secret_len);
-	if (ret) {
-		fprintf(stderr, "%s: %s\n", prog,
-			rdmafs_secret_strerror(secret_file, ret, why, sizeof(why)));
-		goto out_free;
+	if (key_file) {
+		ret = rdmafs_key_file_name(key_file, key_name, sizeof(key_name));
+		if (ret) {
+			fprintf(stderr, "%s: %s\n", prog,
+				rdmafs_key_strerror(key_file, ret, why, sizeof(why)));
+			goto out_free;
+		}
+	} else {
+		ret = rdmafs_read_secret(secret_file, &secret, &secret_len);
+		if (ret) {
+			fprintf(stderr, "%s: %s\n", prog,
+				rdmafs_secret_strerror(secret_file, ret, why, sizeof(why)));
+			goto out_free;
+		}
 	}
 	/* every thread has at most one piece in flight: enough buffers for all of them */
 	ro.buf_size = MIB;
@@ -948,13 +982,17 @@ int main(int argc, char *argv[])
 	ro.meta_uri = meta;
 	ro.secret = secret;
 	ro.secret_len = secret_len;
+	ro.key_file = key_file;
 	ro.name = "rdmafs-copy";
 	/* before any thread starts, so that all of them inherit it */
 	block_signals();
 	ret = rfs_create(&ro, &fs);
 	if (ret) {
 		fprintf(stderr, "%s: cannot reach the cluster at %s: %s\n", prog, meta,
-			ret == -EACCES ? "the secret was refused" : cp_strerror(ret));
+			ret == -EACCES || ret == -EKEYREVOKED
+				? rdmafs_auth_strerror(ret, key_file ? key_name : NULL, why,
+						       sizeof(why))
+				: cp_strerror(ret));
 		status = ret == -EINVAL ? EXIT_USAGE : EXIT_UNREACHABLE;
 		goto out_free;
 	}

@@ -37,10 +37,15 @@ enum ctl_flag {
 	CTL_FLAG_FORCE = 1u << 2,
 	CTL_FLAG_NO_WAIT = 1u << 3,
 	CTL_FLAG_STATUS = 1u << 4,
+	CTL_FLAG_READ_ONLY = 1u << 5,	/* client add */
+	CTL_FLAG_ROOT_SQUASH = 1u << 6, /* client add */
+	CTL_FLAG_OUT = 1u << 7,		/* client add --out FILE (ctl_out_file) */
 };
 
 /* The command line's enum ctl_flag bits. */
 extern unsigned ctl_flags;
+/* client add --out FILE, or NULL. */
+extern const char *ctl_out_file;
 
 #define CTL_MAX_ADDRESSES 16
 #define CTL_MAX_LABEL	  64 /* a daemon's name or disk id (DaemonInfo) */
@@ -80,8 +85,10 @@ struct ctl_map {
 struct ctl {
 	/* options */
 	const char *meta_uri;
-	uint8_t *secret;
+	uint8_t *secret; /* NULL when a key is used */
 	size_t secret_len;
+	const char *key_file; /* the client key used instead of the secret, or NULL */
+	char key_name[65];    /* its client name, for messages */
 	bool json;
 	bool verbose; /* --log-level or -v: the transport logs too */
 	unsigned timeout_ms;
@@ -217,6 +224,7 @@ int ctl_cmd_undrain(struct ctl *c, int argc, char **argv);
 int ctl_cmd_remove(struct ctl *c, int argc, char **argv);
 int ctl_cmd_scrub(struct ctl *c, int argc, char **argv);
 int ctl_cmd_fsck(struct ctl *c, int argc, char **argv);
+int ctl_cmd_client(struct ctl *c, int argc, char **argv);
 
 /* Maps an errno from the service or the transport to an exit status. */
 int ctl_exit_for(int err);

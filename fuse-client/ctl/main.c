@@ -3,7 +3,7 @@
  * rdmafsctl: administers an rdmafs cluster over the same authenticated
  * protocol as the clients.
  *
- *   rdmafsctl [-m URI] [-s FILE] [--json] [--timeout SEC] COMMAND [ARGS]
+ *   rdmafsctl [-m URI] [-s FILE | -k KEYFILE] [--json] [--timeout SEC] COMMAND [ARGS]
  *
  * Where the metadata service is and which secret to use come from, in
  * increasing order of precedence: the built-in defaults (the single-node
@@ -35,6 +35,7 @@
 struct settings {
 	char *meta;
 	char *secret_file;
+	char *key_file;
 	unsigned timeout_sec;
 	const char *config_path;
 	bool config_given;
@@ -59,9 +60,13 @@ static const struct command commands[] = {
 	{"scrub", ctl_cmd_scrub, CTL_FLAG_NO_WAIT | CTL_FLAG_STATUS, 0, 1,
 	 "scrub [--no-wait|--status] [DAEMON]"},
 	{"fsck", ctl_cmd_fsck, CTL_FLAG_REPAIR, 0, 0, "fsck [--repair]"},
+	{"client", ctl_cmd_client, CTL_FLAG_READ_ONLY | CTL_FLAG_ROOT_SQUASH | CTL_FLAG_OUT, 1, 2,
+	 "client add [--read-only] [--root-squash] [--out FILE] NAME | client list | "
+	 "client revoke NAME"},
 };
 
 unsigned ctl_flags;
+const char *ctl_out_file;
 
 static void usage(FILE *f)
 {
@@ -81,6 +86,10 @@ static void usage(FILE *f)
 		"        [--no-wait]       start and return; [--status]: the last result\n"
 		"  fsck [--repair]         metadata against chunks: orphan chunks, lost files,\n"
 		"                          bad chunks; --repair removes the orphans\n"
+		"  client add NAME         issue a client key, written to ./NAME.key (mode 0600)\n"
+		"         [--read-only] [--root-squash] [--out FILE]\n"
+		"  client list             every key issued: name, flags, serial, revoked\n"
+		"  client revoke NAME      revoke NAME's key: daemons refuse it from now on\n"
 		"\n"
 		"DAEMON is a name, a UUID, a unique UUID prefix, or one of its addresses.\n"
 		"Commands that visit every daemon skip those the map shows down, and say so.\n"
@@ -88,6 +97,8 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -m, --meta URI          the metadata service (default %s)\n"
 		"  -s, --secret-file FILE  the cluster secret (default %s)\n"
+		"  -k, --key-file FILE     a client key instead of the secret (not for\n"
+		"                          administration: drain, remove, scrub, fsck, client)\n"
 		"  -c, --config FILE       settings file (default %s, if present)\n"
 		"      --json              JSON output for scripts\n"
 		"      --timeout SEC       per call and connect (default %d)\n"
@@ -98,8 +109,9 @@ static void usage(FILE *f)
 		"  -h, --help              this text\n"
 		"  -V, --version           print \"rdmafsctl VERSION\" and exit\n"
 		"\n"
-		"Environment: RDMAFS_META, RDMAFS_SECRET_FILE (flags win over them, they over\n"
-		"the config file: [client] meta = URI, secret_file = FILE; [rdmafsctl]\n"
+		"Environment: RDMAFS_META, RDMAFS_SECRET_FILE, RDMAFS_KEY_FILE (flags win over\n"
+		"them, they over the config file: [client] meta = URI, secret_file = FILE,\n"
+		"key_file = FILE; [rdmafsctl]\n"
 		"timeout = SEC), RDMAFS_CLIENT_CONF (the config file).\n"
 		"\n"
 		"Exit status: 0 ok, 1 problems found (scrub, fsck) or a DEGRADED cluster\n"
@@ -161,7 +173,8 @@ static int load_config(struct settings *s)
 	}
 	s->meta = conf.meta_uri;
 	s->secret_file = conf.secret_file;
-	conf.meta_uri = conf.secret_file = NULL;
+	s->key_file = conf.key_file;
+	conf.meta_uri = conf.secret_file = conf.key_file = NULL;
 	rfs_client_conf_free(&conf);
 	return 0;
 }
@@ -178,6 +191,23 @@ static int read_secret(const char *path, struct ctl *c)
 		ctl_err("%s (give it with -s FILE or RDMAFS_SECRET_FILE)",
 			rdmafs_secret_strerror(path, ret, why, sizeof(why)));
 	return ret;
+}
+
+/* Checks the key file @path and names its client in @c; says why when it cannot. */
+static int read_key(const char *path, struct ctl *c)
+{
+	struct xprt_key key;
+	char why[1024];
+	int ret = rdmafs_key_read(path, &key);
+
+	if (ret) {
+		ctl_err("%s", rdmafs_key_strerror(path, ret, why, sizeof(why)));
+		return ret;
+	}
+	snprintf(c->key_name, sizeof(c->key_name), "%s", key.name);
+	memset(&key, 0, sizeof(key));
+	c->key_file = path;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -197,11 +227,15 @@ int main(int argc, char **argv)
 		{"status", no_argument, NULL, 'S'},
 		{"repair", no_argument, NULL, 'R'},
 		{"force", no_argument, NULL, 'F'},
+		{"key-file", required_argument, NULL, 'k'},
+		{"read-only", no_argument, NULL, 'O'},
+		{"root-squash", no_argument, NULL, 'Q'},
+		{"out", required_argument, NULL, 'o'},
 		{NULL, 0, NULL, 0},
 	};
 	struct settings s = {.timeout_sec = DEFAULT_TIMEOUT_SEC,
 			     .config_path = rfs_client_conf_path()};
-	char *flag_meta = NULL, *flag_secret = NULL;
+	char *flag_meta = NULL, *flag_secret = NULL, *flag_key = NULL;
 	unsigned flag_timeout = 0;
 	const struct command *cmd = NULL;
 	struct ctl c = {0};
@@ -211,7 +245,7 @@ int main(int argc, char **argv)
 
 	/* what the client code it shares says (a chunk that fails its checksum, ...) */
 	rdmafs_log_init("rdmafsctl", RDMAFS_LOG_WARN);
-	while ((opt = getopt_long(argc, argv, "m:s:c:vhV", options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "m:s:k:c:vhV", options, NULL)) != -1) {
 		switch (opt) {
 		case 'm':
 			if (set_string(&flag_meta, optarg))
@@ -220,6 +254,20 @@ int main(int argc, char **argv)
 		case 's':
 			if (set_string(&flag_secret, optarg))
 				goto out_free;
+			break;
+		case 'k':
+			if (set_string(&flag_key, optarg))
+				goto out_free;
+			break;
+		case 'O':
+			ctl_flags |= CTL_FLAG_READ_ONLY;
+			break;
+		case 'Q':
+			ctl_flags |= CTL_FLAG_ROOT_SQUASH;
+			break;
+		case 'o':
+			ctl_flags |= CTL_FLAG_OUT;
+			ctl_out_file = optarg;
 			break;
 		case 'c':
 			s.config_path = optarg;
@@ -303,8 +351,22 @@ int main(int argc, char **argv)
 	env = getenv("RDMAFS_SECRET_FILE");
 	if (env && *env && set_string(&s.secret_file, env))
 		goto out_free;
+	env = getenv("RDMAFS_KEY_FILE");
+	if (env && *env && set_string(&s.key_file, env))
+		goto out_free;
 	if (flag_meta && set_string(&s.meta, flag_meta))
 		goto out_free;
+	if (flag_key && set_string(&s.key_file, flag_key))
+		goto out_free;
+	if (flag_key && flag_secret) {
+		ctl_err("give --key-file or --secret-file, not both");
+		goto out_free;
+	}
+	/* a key from anywhere is used, unless -s on the command line asks for the secret */
+	if (flag_secret) {
+		free(s.key_file);
+		s.key_file = NULL;
+	}
 	if (flag_secret && set_string(&s.secret_file, flag_secret))
 		goto out_free;
 	if (flag_timeout)
@@ -318,7 +380,7 @@ int main(int argc, char **argv)
 			s.meta);
 		goto out_free;
 	}
-	if (read_secret(s.secret_file, &c))
+	if (s.key_file ? read_key(s.key_file, &c) : read_secret(s.secret_file, &c))
 		goto out_free;
 	c.meta_uri = s.meta;
 	c.timeout_ms = s.timeout_sec * 1000u;
@@ -334,7 +396,9 @@ out_free:
 	free(c.secret);
 	free(flag_meta);
 	free(flag_secret);
+	free(flag_key);
 	free(s.meta);
 	free(s.secret_file);
+	free(s.key_file);
 	return status;
 }

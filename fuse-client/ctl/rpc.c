@@ -65,7 +65,8 @@ int ctl_exit_for(int err)
 	case -ECONNABORTED:
 		return CTL_EXIT_UNREACHABLE;
 	case -EACCES:
-		/* HELLO failed: our secret is not the cluster's, a configuration error */
+	case -EKEYREVOKED:
+		/* HELLO failed: our secret or key is not the cluster's, a configuration error */
 		return CTL_EXIT_USAGE;
 	default:
 		return CTL_EXIT_FAILED;
@@ -137,6 +138,7 @@ static int handle_open(struct ctl *c, const char *uri, struct rfs_daemon **out)
 	o.uri = uri;
 	o.secret = c->secret;
 	o.secret_len = c->secret_len;
+	o.key_file = c->key_file;
 	o.name = "rdmafsctl";
 	o.call_timeout_ms = c->timeout_ms;
 	o.connect_timeout_ms = c->timeout_ms;
@@ -154,7 +156,15 @@ int ctl_meta(struct ctl *c, struct rfs_daemon **out)
 		ret = handle_open(c, c->meta_uri, &c->meta);
 		if (ret) {
 			c->meta = NULL;
-			if (ret == -EACCES)
+			if (ret == -EKEYREVOKED)
+				ctl_err("key for client %s was revoked (the metadata service at "
+					"%s refused it): ask for a new key",
+					c->key_name, c->meta_uri);
+			else if (ret == -EACCES && c->key_file)
+				ctl_err("the metadata service at %s refused the key for client %s "
+					"in %s: it was made for another cluster secret, or altered",
+					c->meta_uri, c->key_name, c->key_file);
+			else if (ret == -EACCES)
 				ctl_err("the metadata service at %s refused our secret (or we "
 					"refused its): check --secret-file",
 					c->meta_uri);
@@ -182,7 +192,13 @@ int ctl_meta_call(struct ctl *c, uint32_t method, const ProtobufCMessage *req,
 	if (ret)
 		return ret;
 	ret = rfs_daemon_call(meta, method, req, resp_desc, resp);
-	if (ret == -EOPNOTSUPP)
+	if (ret == -EPERM && c->key_file)
+		ctl_err("the metadata service refused this command to the key for client %s: "
+			"administration needs the cluster secret (-s FILE)",
+			c->key_name);
+	else if (ret == -EKEYREVOKED)
+		ctl_err("key for client %s was revoked", c->key_name);
+	else if (ret == -EOPNOTSUPP)
 		ctl_err("%s does not serve method %u: is it the metadata service, and as new as "
 			"this rdmafsctl?",
 			c->meta_uri, method);

@@ -7,6 +7,8 @@
  *   [client]
  *   meta = rdma://10.0.0.1:7471       ; the metadata service
  *   secret_file = /etc/rdmafs/secret  ; the cluster secret
+ *   key_file = /etc/rdmafs/client.key ; or a client key (rdmafsctl client add),
+ *                                     ; which wins over secret_file
  *   transport = auto                  ; auto, rdma or tcp
  *
  *   [rdmafsctl]                       ; a program's own keys
@@ -16,7 +18,7 @@
  * one RDMAFS_CLIENT_CONF names, or the one a program's --config (rdmafs-fuse:
  * -o config=FILE) names. Every program takes, in increasing precedence: the
  * built-in defaults, this file, the environment (RDMAFS_META,
- * RDMAFS_SECRET_FILE), its command line.
+ * RDMAFS_SECRET_FILE, RDMAFS_KEY_FILE), its command line.
  */
 #ifndef RDMAFS_CONF_H
 #define RDMAFS_CONF_H
@@ -32,6 +34,7 @@ extern "C" {
 struct rfs_client_conf {
 	char *meta_uri;
 	char *secret_file;
+	char *key_file;	 /* a client key: used instead of secret_file where given */
 	char *transport; /* "auto", "rdma" or "tcp" (checked) */
 };
 

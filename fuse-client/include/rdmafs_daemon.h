@@ -47,6 +47,7 @@ struct rfs_daemon_options {
 	const char *uri;    /* "tcp://host:port" or "rdma://host:port" */
 	const void *secret; /* cluster secret; copied */
 	size_t secret_len;
+	const char *key_file;	     /* a client key file instead of the secret (rdmafs_fs.h) */
 	const char *name;	     /* our name in the daemon's logs */
 	uint32_t call_timeout_ms;    /* every call [5000] */
 	uint32_t connect_timeout_ms; /* [2000] */

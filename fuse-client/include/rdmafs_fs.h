@@ -60,6 +60,12 @@ struct rfs_options {
 	const char *meta_uri; /* metadata service, e.g. "tcp://10.0.0.1:7471" */
 	const void *secret;   /* cluster secret; copied */
 	size_t secret_len;
+	/*
+	 * A client key file (rdmafsctl client add) to prove instead of the
+	 * secret: read at rfs_create(), which then fails with what
+	 * rdmafs_key_read() returned; the service enforces the key's flags.
+	 */
+	const char *key_file;
 	enum rfs_transport transport;
 	const char *name;	     /* our name in the daemons' logs */
 	uint32_t call_timeout_ms;    /* every RPC [5000] */
@@ -70,14 +76,15 @@ struct rfs_options {
 	uint32_t fence_wait_ms;	     /* how long a data call waits out a drain, 0: [30000] */
 };
 
-/* Fills @opts with the defaults (meta_uri and secret stay NULL). */
+/* Fills @opts with the defaults (meta_uri, secret and key_file stay NULL). */
 void rfs_options_init(struct rfs_options *opts);
 
 /*
  * Creates the transport context and the buffer pool, connects to the metadata
  * service and fetches the cluster map. Storage daemons are connected on first
  * use. Returns -EINVAL (bad options), -ENOMEM, or the connect error
- * (-ECONNREFUSED, -EACCES: secret refused, -ETIMEDOUT, -ENODEV: rdma://
+ * (-ECONNREFUSED, -EACCES: secret or key refused, -EKEYREVOKED: the key
+ * was revoked, -ETIMEDOUT, -ENODEV: rdma://
  * without an RDMA device).
  */
 int rfs_create(const struct rfs_options *opts, struct rfs **out);

@@ -41,6 +41,7 @@
 struct mount_opts {
 	char *meta;
 	char *secret;
+	char *key; /* key=FILE: a client key instead of the secret */
 	char *transport;
 	char *timeout;
 	char *log_file;	 /* log=FILE: append the log there */
@@ -61,9 +62,9 @@ enum { KEY_HELP, KEY_DISCARD };
 		t, offsetof(struct mount_opts, p), 1 \
 	}
 static const struct fuse_opt mount_spec[] = {
-	MOPT("meta=%s", meta), MOPT("secret=%s", secret), MOPT("transport=%s", transport),
-	MOPT("config=%s", config), MOPT("timeout=%s", timeout), MOPT("log=%s", log_file),
-	MOPT("log_level=%s", log_level),
+	MOPT("meta=%s", meta), MOPT("secret=%s", secret), MOPT("key=%s", key),
+	MOPT("transport=%s", transport), MOPT("config=%s", config), MOPT("timeout=%s", timeout),
+	MOPT("log=%s", log_file), MOPT("log_level=%s", log_level),
 	/* what the other programs take, for people who start it by hand */
 	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
 	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
@@ -108,6 +109,8 @@ static void usage(const char *prog)
 	       "    meta=URI               metadata service: tcp://host:port, rdma://host:port\n"
 	       "                           (or give it as SOURCE)\n"
 	       "    secret=FILE            cluster secret file [%s]\n"
+	       "    key=FILE               a client key instead of the secret (rdmafsctl client\n"
+	       "                           add) [$RDMAFS_KEY_FILE, key_file in the settings]\n"
 	       "    transport=auto|rdma|tcp  how to reach the storage daemons [auto]\n"
 	       "    config=FILE            client settings: [client] meta, secret_file,\n"
 	       "                           transport [$RDMAFS_CLIENT_CONF, %s]\n"
@@ -250,8 +253,9 @@ static bool rdmafs_mounted_at(const char *mountpoint, char *source, size_t len)
  * device contexts it opened for the life of the process, and the forked
  * daemon could not post on verbs it inherited). Returns 0 or -1.
  */
-static int probe_cluster(const struct rfs_options *ro, bool in_child)
+static int probe_cluster(const struct rfs_options *ro, const char *key_name, bool in_child)
 {
+	char why[256];
 	struct rfs *probe;
 	pid_t pid = in_child ? fork() : 0;
 	int err, status;
@@ -269,7 +273,7 @@ static int probe_cluster(const struct rfs_options *ro, bool in_child)
 	err = rfs_create(ro, &probe);
 	if (err)
 		fprintf(stderr, "rdmafs-fuse: cannot reach the cluster at %s: %s\n", ro->meta_uri,
-			strerror(-err));
+			rdmafs_auth_strerror(err, key_name[0] ? key_name : NULL, why, sizeof(why)));
 	else
 		rfs_destroy(probe);
 	if (in_child)
@@ -287,7 +291,8 @@ int main(int argc, char *argv[])
 	struct fs *fs = NULL;
 	uint8_t *secret = NULL;
 	size_t secret_len = 0;
-	const char *meta_uri = NULL, *secret_file, *env;
+	const char *meta_uri = NULL, *secret_file, *key_file, *env;
+	char key_name[65] = "";
 	struct rfs_client_conf conf = {0};
 	enum rdmafs_log_level log_level;
 	char why[1024];
@@ -393,11 +398,24 @@ int main(int argc, char *argv[])
 		}
 	}
 	rdmafs_log_hook_xprt();
-	err = rdmafs_read_secret(secret_file, &secret, &secret_len);
-	if (err) {
-		fprintf(stderr, "rdmafs-fuse: %s\n",
-			rdmafs_secret_strerror(secret_file, err, why, sizeof(why)));
-		goto out_free_cmd;
+	/* a key from anywhere is used, unless -o secret= asks for the secret */
+	env = getenv("RDMAFS_KEY_FILE");
+	key_file = mo.key ? mo.key : mo.secret ? NULL : env && *env ? env : conf.key_file;
+	if (key_file) {
+		err = rdmafs_key_file_name(key_file, key_name, sizeof(key_name));
+		if (err) {
+			fprintf(stderr, "rdmafs-fuse: %s\n",
+				rdmafs_key_strerror(key_file, err, why, sizeof(why)));
+			goto out_free_cmd;
+		}
+		ro.key_file = key_file;
+	} else {
+		err = rdmafs_read_secret(secret_file, &secret, &secret_len);
+		if (err) {
+			fprintf(stderr, "rdmafs-fuse: %s\n",
+				rdmafs_secret_strerror(secret_file, err, why, sizeof(why)));
+			goto out_free_cmd;
+		}
 	}
 	ro.meta_uri = meta_uri;
 	ro.secret = secret;
@@ -412,7 +430,7 @@ int main(int argc, char *argv[])
 		goto out_free_secret;
 	}
 	/* connect once before mounting, so a wrong address or secret fails here, not later */
-	if (probe_cluster(&ro, !cmd.foreground))
+	if (probe_cluster(&ro, key_name, !cmd.foreground))
 		goto out_free_secret;
 
 	fs = calloc(1, sizeof(*fs));
@@ -494,6 +512,7 @@ out_free_args:
 		free(mo.nonopt[i]);
 	free(mo.meta);
 	free(mo.secret);
+	free(mo.key);
 	free(mo.transport);
 	free(mo.timeout);
 	free(mo.log_file);

@@ -3,11 +3,13 @@
  * Methods for rdmafsctl: INODE_LIST pages through every inode (fsck compares
  * it with the daemons' chunk lists, drain finds the files to move) and
  * SET_LAYOUT switches a file to another daemon list once drain has copied its
- * chunks, and INODE_PATHS names files by path for fsck and scrub. They
- * trust nothing in the request: ids, lengths and counts are checked before
- * use.
+ * chunks, INODE_PATHS names files by path for fsck and scrub, and
+ * CLIENT_ADD, CLIENT_LIST and CLIENT_REVOKE keep the record of client keys.
+ * All trust nothing in the request: ids, lengths and counts are checked
+ * before use.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -323,4 +325,203 @@ int meta_op_inode_paths(struct meta_txn *t, const ProtobufCMessage *msg, Protobu
 		return -EMSGSIZE;
 	*resp = &out->base;
 	return 0;
+}
+
+/* ---- client keys ---- */
+
+/* Entries in one CLIENT_LIST reply at most. */
+#define CLIENT_LIST_MAX 256
+
+static int client_out(struct meta_txn *t, const struct meta_client *c, Rdmafs__ClientInfo **out)
+{
+	Rdmafs__ClientInfo *ci = meta_alloc(t, sizeof(*ci));
+
+	if (!ci)
+		return -ENOMEM;
+	rdmafs__client_info__init(ci);
+	ci->name = meta_dup(t, c->name, strlen(c->name) + 1);
+	if (!ci->name)
+		return -ENOMEM;
+	ci->serial = c->serial;
+	ci->flags = c->r.flags;
+	ci->revoked = c->r.revoked != 0;
+	ci->created_unix_ms = c->r.created_unix_ms;
+	ci->revoked_unix_ms = c->r.revoked_unix_ms;
+	*out = ci;
+	return 0;
+}
+
+/* Names as the transport takes them (xprt_key_name_valid(), which this layer cannot call). */
+static bool client_name_ok(const char *name)
+{
+	size_t len = name ? strnlen(name, META_CLIENT_NAME_MAX + 1) : 0;
+
+	if (len == 0 || len > META_CLIENT_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (name[i] <= 0x20 || name[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+struct client_find {
+	const char *name;
+	struct meta_client found;
+	bool any;
+};
+
+static int client_find_live(struct meta_txn *t, const struct meta_client *c, void *arg)
+{
+	struct client_find *f = arg;
+
+	if (c->r.revoked || strcmp(c->name, f->name) != 0)
+		return 0;
+	f->found = *c;
+	f->any = true;
+	return 1;
+}
+
+static uint64_t unix_ms(const struct meta_txn *t)
+{
+	return (uint64_t)t->now.tv_sec * 1000u + (uint64_t)t->now.tv_nsec / 1000000u;
+}
+
+/* The next serial: counters of keys are created by the first key of a store older than them. */
+static int next_serial(struct meta_txn *t, uint64_t *serial)
+{
+	int ret = meta_store_counter_next(t, "next_client_serial", serial);
+
+	if (ret == -ENOENT) {
+		*serial = 1;
+		ret = meta_store_counter_put(t, "next_client_serial", 2);
+	}
+	return ret;
+}
+
+static int bump_keys_epoch(struct meta_txn *t)
+{
+	uint64_t epoch;
+	int ret = meta_keys_epoch(t, &epoch);
+
+	return ret ? ret : meta_store_counter_put(t, "keys_epoch", epoch + 1);
+}
+
+int meta_op_client_add(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__ClientAddReq *req = (const void *)msg;
+	struct client_find f = {.name = req->name};
+	Rdmafs__ClientAddResp *out;
+	struct meta_client c = {0};
+	int ret;
+
+	if (!client_name_ok(req->name) || (req->flags & ~RDMAFS_KEY_FLAGS_ALL))
+		return -EINVAL;
+	ret = meta_store_clients_from(t, 0, client_find_live, &f);
+	if (ret < 0)
+		return ret;
+	if (f.any)
+		return -EEXIST;
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	ret = next_serial(t, &c.serial);
+	if (!ret)
+		ret = bump_keys_epoch(t);
+	if (ret)
+		return ret;
+	snprintf(c.name, sizeof(c.name), "%s", req->name);
+	c.r.flags = req->flags;
+	c.r.created_unix_ms = unix_ms(t);
+	ret = meta_store_client_put(t, &c);
+	if (ret)
+		return ret;
+	meta_log(t->m, META_LOG_INFO, "client key issued: %s (serial %llu, flags %#x)", c.name,
+		 (unsigned long long)c.serial, c.r.flags);
+	rdmafs__client_add_resp__init(out);
+	*resp = &out->base;
+	return client_out(t, &c, &out->client);
+}
+
+struct client_list_walk {
+	Rdmafs__ClientListResp *out;
+	size_t used, room;
+};
+
+static int client_list_add(struct meta_txn *t, const struct meta_client *c, void *arg)
+{
+	struct client_list_walk *w = arg;
+	Rdmafs__ClientInfo *ci;
+	size_t size;
+	int ret;
+
+	if (w->out->n_clients == CLIENT_LIST_MAX)
+		return 1;
+	ret = client_out(t, c, &ci);
+	if (ret)
+		return ret;
+	size = field_size(protobuf_c_message_get_packed_size(&ci->base));
+	if (w->used + size > w->room)
+		return w->out->n_clients == 0 ? -EMSGSIZE : 1;
+	w->used += size;
+	w->out->clients[w->out->n_clients++] = ci;
+	return 0;
+}
+
+int meta_op_client_list(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__ClientListReq *req = (const void *)msg;
+	struct client_list_walk w = {0};
+	int ret;
+
+	/* the epoch, the done flag and the framing: 16 bytes are plenty */
+	if (t->resp_cap <= INODE_LIST_SLACK + 16)
+		return -EMSGSIZE;
+	w.room = t->resp_cap - INODE_LIST_SLACK - 16;
+	w.out = meta_alloc(t, sizeof(*w.out));
+	if (!w.out)
+		return -ENOMEM;
+	rdmafs__client_list_resp__init(w.out);
+	w.out->clients = meta_alloc(t, CLIENT_LIST_MAX * sizeof(*w.out->clients));
+	if (!w.out->clients)
+		return -ENOMEM;
+	*resp = &w.out->base;
+	ret = meta_keys_epoch(t, &w.out->keys_epoch);
+	if (ret)
+		return ret;
+	ret = meta_store_clients_from(t, req->start_after, client_list_add, &w);
+	if (ret < 0)
+		return ret;
+	w.out->done = ret == 0;
+	return 0;
+}
+
+int meta_op_client_revoke(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__ClientRevokeReq *req = (const void *)msg;
+	struct client_find f = {.name = req->name};
+	Rdmafs__ClientRevokeResp *out;
+	int ret;
+
+	if (!client_name_ok(req->name))
+		return -EINVAL;
+	ret = meta_store_clients_from(t, 0, client_find_live, &f);
+	if (ret < 0)
+		return ret;
+	if (!f.any)
+		return -ENOENT;
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	f.found.r.revoked = 1;
+	f.found.r.revoked_unix_ms = unix_ms(t);
+	ret = meta_store_client_put(t, &f.found);
+	if (!ret)
+		ret = bump_keys_epoch(t);
+	if (ret)
+		return ret;
+	meta_log(t->m, META_LOG_INFO, "client key revoked: %s (serial %llu)", f.found.name,
+		 (unsigned long long)f.found.serial);
+	rdmafs__client_revoke_resp__init(out);
+	*resp = &out->base;
+	return client_out(t, &f.found, &out->client);
 }

@@ -163,6 +163,17 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	return ret;
 }
 
+int meta_keys_epoch(struct meta_txn *t, uint64_t *epoch)
+{
+	int ret = meta_store_counter_get(t, "keys_epoch", epoch);
+
+	if (ret == -ENOENT) {
+		*epoch = 0;
+		ret = 0;
+	}
+	return ret;
+}
+
 int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__HeartbeatReq *req = (const void *)msg;
@@ -199,6 +210,8 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 		return ret;
 	rdmafs__heartbeat_resp__init(out);
 	ret = meta_store_counter_get(t, "epoch", &out->epoch);
+	if (!ret)
+		ret = meta_keys_epoch(t, &out->keys_epoch);
 	out->state = d->r.state;
 	*resp = &out->base;
 	return ret;

@@ -8,6 +8,7 @@
  * call per method (meta_method_stats()), for the daemon's /metrics.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -20,49 +21,67 @@
 #define META_DEFAULT_HB_TIMEOUT	    10
 #define META_DEFAULT_HB_INTERVAL_MS 2000
 
+/*
+ * Who may call a method. A caller that proved the cluster secret may call
+ * every one; a keyed caller (struct meta_caller) never an ADMIN one (EPERM),
+ * and with RDMAFS_KEY_READ_ONLY no CHANGE one (EROFS), nor OPEN for writing.
+ */
+enum meta_access {
+	ACCESS_READ,   /* looks, changes nothing */
+	ACCESS_CHANGE, /* changes the filesystem */
+	ACCESS_OPEN,   /* OPEN: a change only when it opens for writing */
+	ACCESS_ADMIN,  /* daemons and administration: the cluster secret only */
+};
+
 struct meta_method {
 	uint32_t id;
 	bool write;
+	enum meta_access access;
 	const ProtobufCMessageDescriptor *request;
 	meta_op_fn fn;
 };
 
-#define METHOD(name, is_write, req, op)                                                \
-	{                                                                              \
-		RDMAFS__METHOD__METHOD_##name, is_write, &rdmafs__##req##__descriptor, \
-			meta_op_##op                                                   \
+#define METHOD(name, is_write, acc, req, op)                           \
+	{                                                              \
+		RDMAFS__METHOD__METHOD_##name, is_write, ACCESS_##acc, \
+			&rdmafs__##req##__descriptor, meta_op_##op     \
 	}
 
 static const struct meta_method methods[] = {
-	METHOD(LOOKUP, false, lookup_req, lookup),
-	METHOD(GETATTR, false, getattr_req, getattr),
-	METHOD(SETATTR, true, setattr_req, setattr),
-	METHOD(CREATE, true, create_req, create),
-	METHOD(MKNOD, true, mknod_req, mknod),
-	METHOD(MKDIR, true, mkdir_req, mkdir),
-	METHOD(SYMLINK, true, symlink_req, symlink),
-	METHOD(UNLINK, true, unlink_req, unlink),
-	METHOD(RMDIR, true, rmdir_req, rmdir),
-	METHOD(RENAME, true, rename_req, rename),
-	METHOD(LINK, true, link_req, link),
-	METHOD(READLINK, false, readlink_req, readlink),
-	METHOD(READDIR, false, readdir_req, readdir),
-	METHOD(OPEN, true, open_req, open),
-	METHOD(RELEASE, true, release_req, release),
-	METHOD(STATFS, false, statfs_req, statfs),
-	METHOD(SETXATTR, true, setxattr_req, setxattr),
-	METHOD(GETXATTR, false, getxattr_req, getxattr),
-	METHOD(LISTXATTR, false, listxattr_req, listxattr),
-	METHOD(REMOVEXATTR, true, removexattr_req, removexattr),
-	METHOD(UPDATE_SIZE, true, update_size_req, update_size),
-	METHOD(REGISTER_DAEMON, true, register_daemon_req, register_daemon),
-	METHOD(HEARTBEAT, true, heartbeat_req, heartbeat),
-	METHOD(GET_CLUSTER_MAP, false, get_cluster_map_req, get_cluster_map),
-	METHOD(SET_DAEMON_STATE, true, set_daemon_state_req, set_daemon_state),
-	METHOD(DRAIN_STATUS, false, drain_status_req, drain_status),
-	METHOD(INODE_LIST, false, inode_list_req, inode_list),
-	METHOD(SET_LAYOUT, true, set_layout_req, set_layout),
-	METHOD(INODE_PATHS, false, inode_paths_req, inode_paths),
+	METHOD(LOOKUP, false, READ, lookup_req, lookup),
+	METHOD(GETATTR, false, READ, getattr_req, getattr),
+	METHOD(SETATTR, true, CHANGE, setattr_req, setattr),
+	METHOD(CREATE, true, CHANGE, create_req, create),
+	METHOD(MKNOD, true, CHANGE, mknod_req, mknod),
+	METHOD(MKDIR, true, CHANGE, mkdir_req, mkdir),
+	METHOD(SYMLINK, true, CHANGE, symlink_req, symlink),
+	METHOD(UNLINK, true, CHANGE, unlink_req, unlink),
+	METHOD(RMDIR, true, CHANGE, rmdir_req, rmdir),
+	METHOD(RENAME, true, CHANGE, rename_req, rename),
+	METHOD(LINK, true, CHANGE, link_req, link),
+	METHOD(READLINK, false, READ, readlink_req, readlink),
+	METHOD(READDIR, false, READ, readdir_req, readdir),
+	METHOD(OPEN, true, OPEN, open_req, open),
+	/* a handle's end: a read-only client must close what it opened */
+	METHOD(RELEASE, true, READ, release_req, release),
+	METHOD(STATFS, false, READ, statfs_req, statfs),
+	METHOD(SETXATTR, true, CHANGE, setxattr_req, setxattr),
+	METHOD(GETXATTR, false, READ, getxattr_req, getxattr),
+	METHOD(LISTXATTR, false, READ, listxattr_req, listxattr),
+	METHOD(REMOVEXATTR, true, CHANGE, removexattr_req, removexattr),
+	METHOD(UPDATE_SIZE, true, CHANGE, update_size_req, update_size),
+	METHOD(REGISTER_DAEMON, true, ADMIN, register_daemon_req, register_daemon),
+	METHOD(HEARTBEAT, true, ADMIN, heartbeat_req, heartbeat),
+	/* every client needs the map to reach the daemons */
+	METHOD(GET_CLUSTER_MAP, false, READ, get_cluster_map_req, get_cluster_map),
+	METHOD(SET_DAEMON_STATE, true, ADMIN, set_daemon_state_req, set_daemon_state),
+	METHOD(DRAIN_STATUS, false, ADMIN, drain_status_req, drain_status),
+	METHOD(INODE_LIST, false, ADMIN, inode_list_req, inode_list),
+	METHOD(SET_LAYOUT, true, ADMIN, set_layout_req, set_layout),
+	METHOD(INODE_PATHS, false, ADMIN, inode_paths_req, inode_paths),
+	METHOD(CLIENT_ADD, true, ADMIN, client_add_req, client_add),
+	METHOD(CLIENT_LIST, false, ADMIN, client_list_req, client_list),
+	METHOD(CLIENT_REVOKE, true, ADMIN, client_revoke_req, client_revoke),
 };
 
 #define METHOD_COUNT (sizeof(methods) / sizeof(methods[0]))
@@ -164,9 +183,108 @@ static void read_cred(const ProtobufCMessageDescriptor *desc, const ProtobufCMes
 	cred->groups = c->groups;
 }
 
-/* meta_handle() but for the counting. */
-static int handle(struct meta *m, const struct meta_method *mm, const void *req, size_t req_len,
-		  void *resp_buf, size_t resp_cap, size_t *resp_len)
+/* Whether a keyed caller may call @mm with @msg: 0, -EPERM or -EROFS. */
+static int check_access(const struct meta_caller *caller, const struct meta_method *mm,
+			const ProtobufCMessage *msg)
+{
+	bool read_only = caller->flags & RDMAFS_KEY_READ_ONLY;
+
+	switch (mm->access) {
+	case ACCESS_ADMIN:
+		return -EPERM;
+	case ACCESS_CHANGE:
+		return read_only ? -EROFS : 0;
+	case ACCESS_OPEN: {
+		const Rdmafs__OpenReq *open = (const void *)msg;
+
+		if (read_only && ((open->flags & O_ACCMODE) != O_RDONLY || (open->flags & O_TRUNC)))
+			return -EROFS;
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Root squash, as NFS does it: a keyed caller with RDMAFS_KEY_ROOT_SQUASH
+ * that claims uid or gid 0 (an absent cred is uid 0 too) acts as 65534, and
+ * so does a supplementary group 0.
+ */
+static int squash_root(struct meta_txn *t)
+{
+	struct meta_cred *c = &t->cred;
+	uint32_t *groups;
+
+	if (c->uid == 0)
+		c->uid = RDMAFS_SQUASH_ID;
+	if (c->gid == 0)
+		c->gid = RDMAFS_SQUASH_ID;
+	for (size_t i = 0; i < c->group_count; i++) {
+		if (c->groups[i] != 0)
+			continue;
+		groups = meta_alloc(t, c->group_count * sizeof(*groups));
+		if (!groups)
+			return -ENOMEM;
+		for (size_t j = 0; j < c->group_count; j++)
+			groups[j] = c->groups[j] ? c->groups[j] : RDMAFS_SQUASH_ID;
+		c->groups = groups;
+		break;
+	}
+	return 0;
+}
+
+/*
+ * The owner a root-squashed caller gives a new inode (CREATE, MKNOD, MKDIR,
+ * SYMLINK carry uid and gid fields beside the cred): 0 becomes 65534 as in
+ * the cred, and the uid is always the caller's own, so that a squashed
+ * client cannot make root's files by naming root as the owner.
+ */
+static void squash_owner(struct meta_txn *t, const struct meta_method *mm, ProtobufCMessage *msg)
+{
+	const ProtobufCFieldDescriptor *f;
+	uint32_t *id;
+
+	switch (mm->id) {
+	case RDMAFS__METHOD__METHOD_CREATE:
+	case RDMAFS__METHOD__METHOD_MKNOD:
+	case RDMAFS__METHOD__METHOD_MKDIR:
+	case RDMAFS__METHOD__METHOD_SYMLINK:
+		break;
+	default:
+		return;
+	}
+	f = protobuf_c_message_descriptor_get_field_by_name(mm->request, "uid");
+	if (f && f->type == PROTOBUF_C_TYPE_UINT32) {
+		id = (uint32_t *)((char *)msg + f->offset);
+		*id = t->cred.uid;
+	}
+	f = protobuf_c_message_descriptor_get_field_by_name(mm->request, "gid");
+	if (f && f->type == PROTOBUF_C_TYPE_UINT32) {
+		id = (uint32_t *)((char *)msg + f->offset);
+		if (*id == 0)
+			*id = RDMAFS_SQUASH_ID;
+	}
+}
+
+/* A keyed caller whose key was revoked since its HELLO gets nothing more. */
+static int check_revoked(struct meta_txn *t, const struct meta_caller *caller)
+{
+	struct meta_client c;
+	int ret = meta_store_client_get(t, caller->serial, &c);
+
+	/* a key not in the record was made by a holder of the secret: valid */
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	return c.r.revoked ? -EKEYREVOKED : 0;
+}
+
+/* meta_handle_as() but for the counting. */
+static int handle(struct meta *m, const struct meta_caller *caller, const struct meta_method *mm,
+		  const void *req, size_t req_len, void *resp_buf, size_t resp_cap,
+		  size_t *resp_len)
 {
 	struct meta_txn t = {.m = m, .resp_cap = resp_cap};
 	ProtobufCMessage *msg, *resp = NULL;
@@ -176,15 +294,32 @@ static int handle(struct meta *m, const struct meta_method *mm, const void *req,
 	*resp_len = 0;
 	if (!req && req_len)
 		return -EINVAL;
+	/* administration is refused before a byte of the request is looked at */
+	if (caller && caller->keyed && mm->access == ACCESS_ADMIN)
+		return -EPERM;
 	msg = protobuf_c_message_unpack(mm->request, NULL, req_len, req);
 	if (!msg)
 		return -EBADMSG;
 	read_cred(mm->request, msg, &t.cred);
 	clock_gettime(CLOCK_REALTIME, &t.now);
+	if (caller && caller->keyed) {
+		ret = check_access(caller, mm, msg);
+		if (!ret && (caller->flags & RDMAFS_KEY_ROOT_SQUASH)) {
+			ret = squash_root(&t);
+			squash_owner(&t, mm, msg);
+		}
+		if (ret)
+			goto out_free_arena;
+	}
 
 	ret = meta_store_txn_begin(&t, mm->write);
 	if (ret)
-		goto out_free_msg;
+		goto out_free_arena;
+	if (caller && caller->keyed) {
+		ret = check_revoked(&t, caller);
+		if (ret)
+			goto out_abort;
+	}
 	ret = mm->fn(&t, msg, &resp);
 	if (ret)
 		goto out_abort;
@@ -209,13 +344,13 @@ out_abort:
 	meta_store_txn_abort(&t);
 out_free_arena:
 	meta_arena_free(t.arena);
-out_free_msg:
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return ret;
 }
 
-int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len, void *resp_buf,
-		size_t resp_cap, size_t *resp_len)
+int meta_handle_as(struct meta *m, const struct meta_caller *caller, uint32_t method,
+		   const void *req, size_t req_len, void *resp_buf, size_t resp_cap,
+		   size_t *resp_len)
 {
 	const struct meta_method *mm = find_method(method);
 	uint64_t start_ns = rdmafs_now_ns();
@@ -224,9 +359,33 @@ int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len
 	*resp_len = 0;
 	if (!mm)
 		return -EOPNOTSUPP;
-	ret = handle(m, mm, req, req_len, resp_buf, resp_cap, resp_len);
+	ret = handle(m, caller, mm, req, req_len, resp_buf, resp_cap, resp_len);
 	count_call(m, mm, req_len, *resp_len, ret, start_ns);
 	return ret;
+}
+
+int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len, void *resp_buf,
+		size_t resp_cap, size_t *resp_len)
+{
+	return meta_handle_as(m, NULL, method, req, req_len, resp_buf, resp_cap, resp_len);
+}
+
+int meta_key_revoked(struct meta *m, uint64_t serial)
+{
+	struct meta_txn t = {.m = m};
+	struct meta_client c;
+	int ret;
+
+	clock_gettime(CLOCK_REALTIME, &t.now);
+	ret = meta_store_txn_begin(&t, false);
+	if (ret)
+		return ret;
+	ret = meta_store_client_get(&t, serial, &c);
+	meta_store_txn_abort(&t);
+	meta_arena_free(t.arena);
+	if (ret == -ENOENT)
+		return 0;
+	return ret ? ret : c.r.revoked != 0;
 }
 
 /* ---- open and close ---- */

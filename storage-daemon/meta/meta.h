@@ -2,7 +2,7 @@
 /*
  * The metadata service: inodes, directories, symlinks, xattrs, open handles
  * and the cluster map, kept in one LMDB environment. It speaks the protobuf
- * messages of proto/rdmafs.proto (methods 200-220, 300-303, 401, 404-406) and knows
+ * messages of proto/rdmafs.proto (methods 200-220, 300-303, 401, 404-409) and knows
  * nothing of the network: the daemon hands it a request body and gets a reply
  * body back. Every request runs in one LMDB transaction, so rename, link and
  * unlink are atomic.
@@ -53,7 +53,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 /* Closes the store. No call may be running on it. NULL is a no-op. */
 void meta_close(struct meta *m);
 
-/* True for the method ids meta_handle() serves (200-220, 300-303, 401, 404-406). */
+/* True for the method ids meta_handle() serves (200-220, 300-303, 401, 404-409). */
 bool meta_handles_method(uint32_t method);
 
 /*
@@ -70,6 +70,35 @@ bool meta_handles_method(uint32_t method);
  */
 int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len, void *resp_buf,
 		size_t resp_cap, size_t *resp_len);
+
+/*
+ * Who calls, for meta_handle_as(): what HELLO proved on the request's
+ * connection (the daemon copies it from the transport's identity).
+ */
+struct meta_caller {
+	bool keyed;	 /* false: the cluster secret itself, full trust */
+	uint64_t serial; /* keyed: the key's serial */
+	uint32_t flags;	 /* keyed: RDMAFS_KEY_* */
+};
+
+/*
+ * meta_handle() for a caller that may be limited: a keyed @caller gets -EPERM
+ * for the administration methods (REGISTER_DAEMON, HEARTBEAT,
+ * SET_DAEMON_STATE, DRAIN_STATUS, INODE_LIST, SET_LAYOUT, CLIENT_*), -EROFS
+ * with RDMAFS_KEY_READ_ONLY for every change (OPEN for writing included),
+ * uid and gid 65534 where it claims 0 with RDMAFS_KEY_ROOT_SQUASH, and
+ * -EKEYREVOKED once its key is revoked. NULL: full trust, as meta_handle().
+ */
+int meta_handle_as(struct meta *m, const struct meta_caller *caller, uint32_t method,
+		   const void *req, size_t req_len, void *resp_buf, size_t resp_cap,
+		   size_t *resp_len);
+
+/*
+ * 1 if client key @serial was revoked, 0 if not (or never recorded: a key
+ * only a holder of the secret could make), or a negative errno. Does not
+ * block on writers; any thread.
+ */
+int meta_key_revoked(struct meta *m, uint64_t serial);
 
 /* Room for every method meta_handle() serves, for meta_method_stats(). */
 #define META_METHODS_MAX 40

@@ -6,7 +6,7 @@
  *   dispatch.c  meta_open() (the format check, a new store's counters),
  *               meta_close(), meta_handle(): unpack -> transaction -> pack,
  *               through the method table
- *   admin.c     rdmafsctl's methods: INODE_LIST, SET_LAYOUT, INODE_PATHS
+ *   admin.c     rdmafsctl's methods: INODE_LIST, SET_LAYOUT, INODE_PATHS, CLIENT_*
  *   ops.c       the filesystem operations and their permission checks
  *   cluster.c   the cluster map: daemons, epoch, STATFS, the daemons of a
  *               new file's layout, meta_tick()
@@ -61,6 +61,9 @@ int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state);
  */
 int meta_choose_layout(struct meta_txn *t, struct inode *in);
 
+/* The counter CLIENT_ADD and CLIENT_REVOKE bump (0 in a store without keys). */
+int meta_keys_epoch(struct meta_txn *t, uint64_t *epoch);
+
 /* ---- ops.c ---- */
 
 int meta_op_lookup(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
@@ -95,5 +98,8 @@ int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout *
 int meta_op_inode_list(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_inode_paths(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_client_add(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_client_list(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_client_revoke(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 
 #endif

@@ -25,6 +25,8 @@
  *             (since daemons have names; absent in older records) the name
  *             and the disk id, each a uint16 length and the bytes, and a
  *             uint32 of DAEMON_F_* flags
+ *   clients   serial -> struct client_rec, then the name bytes (client keys;
+ *             the database is created empty when an older store is opened)
  *
  * Readdir cookies: each directory hands out increasing entry ids (its
  * next_dirent_id, starting at META_DIRENT_FIRST_ID so a client can give "."
@@ -148,6 +150,22 @@ struct daemon {
 	char name[META_MAX_DAEMON_NAME + 1];	/* "" in records older than names */
 	char disk_id[META_MAX_DAEMON_NAME + 1]; /* "": shares no disk we know of */
 	uint32_t flags;				/* DAEMON_F_* */
+};
+
+#define META_CLIENT_NAME_MAX 64 /* as XPRT_KEY_NAME_MAX */
+
+/* A client key the service issued (its key is derived, never stored). */
+struct client_rec {
+	uint32_t flags;	  /* RDMAFS_KEY_* */
+	uint32_t revoked; /* 0 or 1 */
+	uint64_t created_unix_ms;
+	uint64_t revoked_unix_ms;
+};
+
+struct meta_client {
+	uint64_t serial;
+	struct client_rec r;
+	char name[META_CLIENT_NAME_MAX + 1];
 };
 
 /* The caller of one request. */
@@ -356,5 +374,14 @@ typedef int (*meta_store_daemon_cb)(struct meta_txn *t, struct daemon *d, void *
  * must write no other daemon. -EIO stops it at a corrupt record.
  */
 int meta_store_daemons_each(struct meta_txn *t, meta_store_daemon_cb cb, void *arg);
+
+/* Reads client key @serial into @out. */
+int meta_store_client_get(struct meta_txn *t, uint64_t serial, struct meta_client *out);
+/* Writes client key @c (c->serial), creating or replacing it. */
+int meta_store_client_put(struct meta_txn *t, const struct meta_client *c);
+
+typedef int (*meta_store_client_cb)(struct meta_txn *t, const struct meta_client *c, void *arg);
+/* Walks the client keys with a serial above @after, in serial order. */
+int meta_store_clients_from(struct meta_txn *t, uint64_t after, meta_store_client_cb cb, void *arg);
 
 #endif

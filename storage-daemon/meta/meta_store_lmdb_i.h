@@ -23,6 +23,7 @@ struct meta_store {
 	MDB_dbi db_handles;
 	MDB_dbi db_daemons;
 	MDB_dbi db_allocs;
+	MDB_dbi db_clients;
 };
 
 #endif

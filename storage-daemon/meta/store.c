@@ -791,6 +791,87 @@ int meta_store_daemons_each(struct meta_txn *t, meta_store_daemon_cb cb, void *a
 	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
+/* ---- client keys ---- */
+
+static int client_decode(struct meta *m, uint64_t serial, const MDB_val *v, struct meta_client *out)
+{
+	size_t name_len;
+
+	if (v->mv_size <= sizeof(out->r) || v->mv_size > sizeof(out->r) + META_CLIENT_NAME_MAX) {
+		meta_log(m, META_LOG_ERR, "client key %llu: corrupt record of %zu bytes",
+			 (unsigned long long)serial, v->mv_size);
+		return -EIO;
+	}
+	name_len = v->mv_size - sizeof(out->r);
+	out->serial = serial;
+	memcpy(&out->r, v->mv_data, sizeof(out->r));
+	memcpy(out->name, (const uint8_t *)v->mv_data + sizeof(out->r), name_len);
+	out->name[name_len] = '\0';
+	return 0;
+}
+
+int meta_store_client_get(struct meta_txn *t, uint64_t serial, struct meta_client *out)
+{
+	MDB_val v;
+	int rc = get_by_id(t, store_of(t)->db_clients, serial, &v);
+
+	if (rc)
+		return lmdb_errno(rc);
+	return client_decode(t->m, serial, &v, out);
+}
+
+int meta_store_client_put(struct meta_txn *t, const struct meta_client *c)
+{
+	uint8_t key[8];
+	size_t name_len = strnlen(c->name, META_CLIENT_NAME_MAX);
+	MDB_val k = {sizeof(key), key}, v = {sizeof(c->r) + name_len, NULL};
+	int rc;
+
+	if (name_len == 0)
+		return -EINVAL;
+	put_be64(key, c->serial);
+	rc = mdb_put(txn_of(t), store_of(t)->db_clients, &k, &v, MDB_RESERVE);
+	if (rc)
+		return lmdb_errno(rc);
+	memcpy(v.mv_data, &c->r, sizeof(c->r));
+	memcpy((uint8_t *)v.mv_data + sizeof(c->r), c->name, name_len);
+	return 0;
+}
+
+int meta_store_clients_from(struct meta_txn *t, uint64_t after, meta_store_client_cb cb, void *arg)
+{
+	struct meta_client *c = meta_alloc(t, sizeof(*c));
+	uint8_t start[8];
+	MDB_cursor *cur;
+	MDB_val k = {sizeof(start), start}, v;
+	int rc, ret = 0;
+
+	if (!c)
+		return -ENOMEM;
+	if (after == UINT64_MAX)
+		return 0;
+	put_be64(start, after + 1);
+	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_clients, &cur);
+	if (rc)
+		return lmdb_errno(rc);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8) {
+			ret = -EIO;
+			break;
+		}
+		ret = client_decode(t->m, get_be64(k.mv_data), &v, c);
+		if (!ret)
+			ret = cb(t, c, arg);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
+}
+
 /* ---- the environment and its transactions ---- */
 
 int meta_store_open(struct meta *m, const char *dir)
@@ -858,6 +939,7 @@ int meta_store_open_databases(struct meta_txn *t)
 		{"handles", offsetof(struct meta_store, db_handles)},
 		{"daemons", offsetof(struct meta_store, db_daemons)},
 		{"allocs", offsetof(struct meta_store, db_allocs)},
+		{"clients", offsetof(struct meta_store, db_clients)},
 	};
 
 	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {

@@ -3,8 +3,8 @@
 #
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
 # rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, health,
-# undrain, a removed daemon, a daemon down),
-# rdmafs-copy (round trip, resume, errors), the logs and every daemon's /metrics, each on
+# undrain, a removed daemon, a daemon down), rdmafs-copy (round trip, resume,
+# errors), the logs, every daemon's /metrics and client keys, each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
 # Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
@@ -54,5 +54,8 @@ run logs 3000 "$here/logs.sh" "$ctl" "$build/tests/ops/ops-hold-client" ${fuse:+
 run_opts=(--storage 2 --metrics)
 run metrics 3000 "$here/metrics.sh" "$build/fuse-client/rdmafs-copy" \
 	"$build/tests/ops/ops-hold-client" "$here/metrics_check.py"
+# client keys over verbs: the keyed HELLO, its refusals and EROFS on chunk writes
+run_opts=(--storage 2)
+run client-keys 4000 "$here/client-keys.sh" "$ctl" "$build/fuse-client/rdmafs-copy"
 run_opts=()
 exit $status

@@ -24,14 +24,16 @@
 
 #include "xprt_i.h"
 
-#define SECRET	     "conformance-secret"
-#define BIG	     (16u << 20)
-#define M_ECHO	     1
-#define M_PUSH	     2 /* server RDMA WRITEs a pattern into the client's buffer */
-#define M_PULL	     3 /* server RDMA READs the client's buffer, replies its hash */
-#define M_HOLD	     4 /* server never answers (timeouts) */
-#define M_RESET_RDMA 5 /* server resets the connection, then tries one-sided ops on it */
-#define EXIT_SKIP    77
+#define SECRET	       "conformance-secret"
+#define BIG	       (16u << 20)
+#define M_ECHO	       1
+#define M_PUSH	       2  /* server RDMA WRITEs a pattern into the client's buffer */
+#define M_PULL	       3  /* server RDMA READs the client's buffer, replies its hash */
+#define M_HOLD	       4  /* server never answers (timeouts) */
+#define M_RESET_RDMA   5  /* server resets the connection, then tries one-sided ops on it */
+#define M_IDENTITY     6  /* server replies the struct xprt_identity of the connection */
+#define REVOKED_SERIAL 99 /* the server's identity check refuses this key serial */
+#define EXIT_SKIP      77
 
 extern char **environ;
 
@@ -132,6 +134,14 @@ static void serve(struct xprt_req *req, void *arg)
 							8, 0, count_rdma_cb, NULL);
 		xprt_reply(req, 0, NULL, 0); /* dropped: the connection is dead */
 		return;
+	case M_IDENTITY: {
+		struct xprt_identity id;
+
+		memset(&id, 0, sizeof(id));
+		ret = xprt_conn_identity(xprt_req_conn(req), &id);
+		xprt_reply(req, ret, &id, sizeof(id));
+		return;
+	}
 	case M_HOLD:
 		/* Keep it unanswered; the test frees it. */
 		if (held_req)
@@ -170,14 +180,23 @@ static void serve(struct xprt_req *req, void *arg)
 	xprt_reply(req, -EINVAL, NULL, 0);
 }
 
-static struct xprt_ctx *make_ctx(const char *secret, uint32_t max_msg)
+/* The server's identity check: one serial counts as revoked. */
+static int check_identity(const struct xprt_identity *id, void *arg)
+{
+	return id->serial == REVOKED_SERIAL ? -EKEYREVOKED : 0;
+}
+
+static struct xprt_ctx *make_ctx_key(const char *secret, uint32_t max_msg,
+				     const struct xprt_key *key)
 {
 	struct xprt_options o;
 	struct xprt_ctx *ctx;
 
 	xprt_options_init(&o);
 	o.secret = secret;
-	o.secret_len = strlen(secret);
+	o.secret_len = secret ? strlen(secret) : 0;
+	o.key = key;
+	o.identity_check = check_identity;
 	o.name = "conformance";
 	o.call_timeout_ms = 20000;
 	if (max_msg)
@@ -185,6 +204,11 @@ static struct xprt_ctx *make_ctx(const char *secret, uint32_t max_msg)
 	if (xprt_ctx_create(&o, &ctx))
 		return NULL;
 	return ctx;
+}
+
+static struct xprt_ctx *make_ctx(const char *secret, uint32_t max_msg)
+{
+	return make_ctx_key(secret, max_msg, NULL);
 }
 
 static struct xprt_conn *connect_ok(struct xprt_ctx *ctx, const char *uri)
@@ -390,6 +414,95 @@ static void test_wrong_secret(void **state)
 	assert_null(c);
 	xprt_ctx_destroy(bad);
 	/* The server is fine. */
+	c = connect_ok(cli_ctx, srv_uri);
+	echo_ok(c, 10);
+	xprt_conn_close(c);
+}
+
+/* What the server says it authenticated on @c. */
+static void identity_of(struct xprt_conn *c, struct xprt_identity *id)
+{
+	size_t got = 0;
+
+	assert_int_equal(xprt_call(c, M_IDENTITY, NULL, 0, id, sizeof(*id), &got, 0), 0);
+	assert_int_equal(got, sizeof(*id));
+}
+
+/* A client context holding a key for (@name, @serial, @flags) made from @secret. */
+static struct xprt_ctx *key_ctx(const char *secret, const char *name, uint64_t serial,
+				uint32_t flags, struct xprt_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	snprintf(k->name, sizeof(k->name), "%s", name);
+	k->serial = serial;
+	k->flags = flags;
+	assert_int_equal(xprt_key_derive(secret, strlen(secret), name, serial, flags, k->key), 0);
+	/* a key holder has no secret */
+	return make_ctx_key(NULL, 0, k);
+}
+
+static void test_client_keys(void **state)
+{
+	struct xprt_identity id;
+	struct xprt_key k;
+	struct xprt_ctx *kc;
+	struct xprt_conn *c = NULL;
+
+	/* the cluster secret: full trust, no key identity */
+	c = connect_ok(cli_ctx, srv_uri);
+	identity_of(c, &id);
+	assert_false(id.keyed);
+	xprt_conn_close(c);
+
+	/* a key made from the secret: the server knows who it is */
+	kc = key_ctx(SECRET, "alice", 7, 3, &k);
+	assert_non_null(kc);
+	c = connect_ok(kc, srv_uri);
+	echo_ok(c, 100);
+	identity_of(c, &id);
+	assert_true(id.keyed);
+	assert_string_equal(id.name, "alice");
+	assert_int_equal(id.serial, 7);
+	assert_int_equal(id.flags, 3);
+	memset(&id, 0, sizeof(id));
+	assert_int_equal(xprt_conn_identity(c, &id), 0);
+	assert_true(id.keyed);
+	assert_string_equal(id.name, "alice");
+	xprt_conn_close(c);
+	c = NULL;
+	xprt_ctx_destroy(kc);
+
+	/* flags altered after the key was made: refused */
+	kc = key_ctx(SECRET, "alice", 7, 3, &k);
+	assert_non_null(kc);
+	xprt_ctx_destroy(kc);
+	k.flags = 0;
+	kc = make_ctx_key(NULL, 0, &k);
+	assert_non_null(kc);
+	assert_int_equal(xprt_connect(kc, srv_uri, &c), -EACCES);
+	assert_null(c);
+	xprt_ctx_destroy(kc);
+
+	/* a key of another cluster secret: refused */
+	kc = key_ctx("another-secret", "alice", 7, 3, &k);
+	assert_non_null(kc);
+	assert_int_equal(xprt_connect(kc, srv_uri, &c), -EACCES);
+	assert_null(c);
+	xprt_ctx_destroy(kc);
+
+	/* the server's identity check refuses a revoked serial, and says why */
+	kc = key_ctx(SECRET, "mallory", REVOKED_SERIAL, 0, &k);
+	assert_non_null(kc);
+	assert_int_equal(xprt_connect(kc, srv_uri, &c), -EKEYREVOKED);
+	assert_null(c);
+	xprt_ctx_destroy(kc);
+
+	/* a key with a bad name never makes a context */
+	memset(&k, 0, sizeof(k));
+	snprintf(k.name, sizeof(k.name), "a b");
+	assert_null(make_ctx_key(NULL, 0, &k));
+
+	/* the server is fine */
 	c = connect_ok(cli_ctx, srv_uri);
 	echo_ok(c, 10);
 	xprt_conn_close(c);
@@ -688,6 +801,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_wrong_secret),
+		cmocka_unit_test(test_client_keys),
 		cmocka_unit_test(test_call_timeout),
 		cmocka_unit_test(test_async_contract),
 		cmocka_unit_test(test_bad_messages),

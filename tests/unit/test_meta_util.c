@@ -79,6 +79,8 @@ void tm_teardown(struct tm_env *e)
 	nftw(e->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+const struct meta_caller *tm_caller;
+
 int tm_call(struct meta *m, uint32_t method, const void *req,
 	    const ProtobufCMessageDescriptor *resp_desc, void **resp)
 {
@@ -90,7 +92,7 @@ int tm_call(struct meta *m, uint32_t method, const void *req,
 	assert_non_null(buf);
 	assert_non_null(out);
 	assert_int_equal(protobuf_c_message_pack(msg, buf), len);
-	ret = meta_handle(m, method, buf, len, out, tm_resp_cap, &resp_len);
+	ret = meta_handle_as(m, tm_caller, method, buf, len, out, tm_resp_cap, &resp_len);
 	if (ret == 0) {
 		assert_true(resp_len <= tm_resp_cap);
 		if (resp) {

@@ -55,7 +55,10 @@ void tm_setup(struct tm_env *e, unsigned daemons);
 void tm_reopen(struct tm_env *e);
 void tm_teardown(struct tm_env *e);
 
-/* Packs @req, calls meta_handle(), unpacks the reply into *@resp if non-NULL. */
+/* Who the helpers call as (meta_handle_as()); NULL, the default: the cluster secret. */
+extern const struct meta_caller *tm_caller;
+
+/* Packs @req, calls meta_handle_as(), unpacks the reply into *@resp if non-NULL. */
 int tm_call(struct meta *m, uint32_t method, const void *req,
 	    const ProtobufCMessageDescriptor *resp_desc, void **resp);
 

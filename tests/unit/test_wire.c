@@ -199,6 +199,61 @@ static void test_hello(void **state)
 	assert_int_equal(xprt_hello_verify(secret, strlen(secret), false, sn, cn, mac), -EACCES);
 }
 
+static void test_client_key(void **state)
+{
+	/* HMAC-SHA256("cluster secret", "rdmafs client key v1\0" 05 "alice" 07 00.. 03 00..) */
+	static const uint8_t expect[XPRT_KEY_SIZE] = {
+		0x29, 0x09, 0xe7, 0xd0, 0x82, 0x97, 0xc1, 0xdd, 0xaf, 0x27, 0xca,
+		0xbd, 0xbe, 0xea, 0x74, 0xfa, 0xd6, 0xa6, 0xd7, 0x8b, 0x55, 0x34,
+		0xe9, 0x65, 0x4e, 0x9e, 0xb9, 0x96, 0xb9, 0xa0, 0xcb, 0x07,
+	};
+	const char secret[] = "cluster secret";
+	uint8_t key[XPRT_KEY_SIZE], other[XPRT_KEY_SIZE], wire[XPRT_KEY_WIRE_FIXED + 64];
+	struct xprt_key k = {.name = "alice", .serial = 7, .flags = 3};
+	struct xprt_identity id;
+	size_t len, used;
+	char long_name[XPRT_KEY_NAME_MAX + 2];
+
+	assert_int_equal(xprt_key_derive(secret, strlen(secret), "alice", 7, 3, key), 0);
+	assert_memory_equal(key, expect, sizeof(key));
+	/* every input changes the key: name, serial, flags, secret */
+	assert_int_equal(xprt_key_derive(secret, strlen(secret), "alicf", 7, 3, other), 0);
+	assert_memory_not_equal(key, other, sizeof(key));
+	assert_int_equal(xprt_key_derive(secret, strlen(secret), "alice", 8, 3, other), 0);
+	assert_memory_not_equal(key, other, sizeof(key));
+	assert_int_equal(xprt_key_derive(secret, strlen(secret), "alice", 7, 1, other), 0);
+	assert_memory_not_equal(key, other, sizeof(key));
+	assert_int_equal(xprt_key_derive("other secret", 12, "alice", 7, 3, other), 0);
+	assert_memory_not_equal(key, other, sizeof(key));
+	/* names: 1..64 printable characters without spaces */
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	assert_int_equal(xprt_key_derive(secret, 1, long_name, 1, 0, other), -EINVAL);
+	long_name[XPRT_KEY_NAME_MAX] = '\0';
+	assert_int_equal(xprt_key_derive(secret, 1, long_name, 1, 0, other), 0);
+	assert_int_equal(xprt_key_derive(secret, 1, "", 1, 0, other), -EINVAL);
+	assert_false(xprt_key_name_valid("a b"));
+	assert_false(xprt_key_name_valid("a\tb"));
+	assert_false(xprt_key_name_valid(NULL));
+	assert_true(xprt_key_name_valid("node-7.example"));
+
+	/* the identity on the wire, and what its decode refuses */
+	len = xprt_key_wire_encode(&k, wire);
+	assert_int_equal(len, XPRT_KEY_WIRE_FIXED + 5);
+	assert_int_equal(xprt_key_wire_decode(wire, len, &id, &used), 0);
+	assert_int_equal(used, len);
+	assert_true(id.keyed);
+	assert_string_equal(id.name, "alice");
+	assert_int_equal(id.serial, 7);
+	assert_int_equal(id.flags, 3);
+	assert_int_equal(xprt_key_wire_decode(wire, len - 1, &id, &used), -EPROTO);
+	wire[12] = 0;
+	assert_int_equal(xprt_key_wire_decode(wire, len, &id, &used), -EPROTO);
+	wire[12] = 5;
+	wire[XPRT_KEY_WIRE_FIXED] = ' ';
+	assert_int_equal(xprt_key_wire_decode(wire, len, &id, &used), -EPROTO);
+}
+
 static void test_uri(void **state)
 {
 	enum xprt_kind k;
@@ -229,7 +284,7 @@ int main(void)
 		cmocka_unit_test(test_hdr_roundtrip), cmocka_unit_test(test_hdr_rejects),
 		cmocka_unit_test(test_params),	      cmocka_unit_test(test_credits),
 		cmocka_unit_test(test_mr_bounds),     cmocka_unit_test(test_hello),
-		cmocka_unit_test(test_uri),
+		cmocka_unit_test(test_client_key),    cmocka_unit_test(test_uri),
 	};
 
 	if (sodium_init() < 0)

@@ -68,11 +68,66 @@ struct xprt_desc {
 	uint32_t rkey;
 };
 
+/* ---- client keys ------------------------------------------------------- */
+
+#define XPRT_KEY_SIZE	  32u
+#define XPRT_KEY_NAME_MAX 64u
+
+/*
+ * A client key: issued from the cluster secret for one named client, it
+ * authenticates HELLO in place of the secret. Whoever holds the secret
+ * recomputes it from (name, serial, flags) with xprt_key_derive(), so a
+ * server needs no table of keys, and a key whose name, serial or flags were
+ * altered proves nothing. The transport carries @flags without reading them
+ * (rdmafs_common.h gives them their meaning).
+ */
+struct xprt_key {
+	char name[XPRT_KEY_NAME_MAX + 1]; /* 1..64 printable ASCII characters, NUL-terminated */
+	uint64_t serial;
+	uint32_t flags;
+	uint8_t key[XPRT_KEY_SIZE];
+};
+
+/*
+ * HMAC-SHA256(secret, "rdmafs client key v1\0" | name length (1 byte) | name |
+ * serial (8 bytes LE) | flags (4 bytes LE)) into @key. -EINVAL when @name is
+ * not 1..XPRT_KEY_NAME_MAX printable ASCII characters (xprt_key_name_valid()).
+ */
+int xprt_key_derive(const void *secret, size_t secret_len, const char *name, uint64_t serial,
+		    uint32_t flags, uint8_t key[XPRT_KEY_SIZE]);
+
+/* True for 1..XPRT_KEY_NAME_MAX characters from 0x21..0x7e (no space: names go to logs). */
+bool xprt_key_name_valid(const char *name);
+
+/* Who the client of a served connection proved to be in HELLO. */
+struct xprt_identity {
+	bool keyed; /* false: it proved the cluster secret itself (full trust) */
+	char name[XPRT_KEY_NAME_MAX + 1]; /* keyed: the key's client name; else "" */
+	uint64_t serial;		  /* keyed: the key's serial */
+	uint32_t flags;			  /* keyed: the key's flags */
+};
+
+/*
+ * Runs on the progress thread during HELLO for a client that proved a key,
+ * before it is accepted; must not block. Returns 0 to accept it, or the
+ * negative errno the client then gets from xprt_connect() (-EKEYREVOKED for a
+ * revoked key; -EACCES or -EKEYREJECTED otherwise).
+ */
+typedef int (*xprt_identity_cb)(const struct xprt_identity *id, void *arg);
+
 struct xprt_options {
 	uint32_t recv_credits; /* receive buffers posted per connection */
 	uint32_t max_msg_size; /* largest message, header included */
 	const void *secret;    /* cluster secret for HELLO; NULL: no secret */
 	size_t secret_len;
+	/*
+	 * A client key: our own connections prove it instead of the secret
+	 * (copied; NULL: they prove the secret). Listeners still need the secret.
+	 */
+	const struct xprt_key *key;
+	/* Checks a keyed client before HELLO accepts it (NULL: every valid key passes). */
+	xprt_identity_cb identity_check;
+	void *identity_arg;
 	uint32_t call_timeout_ms; /* default for calls and one-sided operations */
 	uint32_t connect_timeout_ms;
 	uint32_t ping_interval_ms;  /* idle connections are probed this often */
@@ -171,10 +226,13 @@ void xprt_pool_region(const struct xprt_pool *pool, void **addr, size_t *len);
 /* ---- connections and calls ------------------------------------------- */
 
 /*
- * Connects to @uri and runs HELLO (mutual proof of the cluster secret).
- * Blocks up to the connect timeout. Returns -ECONNREFUSED, -ETIMEDOUT,
- * -EACCES (secret refused, by either side), -ENODEV (rdma:// without an RDMA
- * device), -EPROTO (the peer speaks another protocol or version).
+ * Connects to @uri and runs HELLO (mutual proof of the cluster secret, or
+ * of the context's client key). Blocks up to the connect timeout. Returns
+ * -ECONNREFUSED, -ETIMEDOUT, -EACCES (secret or key refused, by either side),
+ * -EKEYREVOKED (the server's identity check refused our key as revoked; any
+ * other errno it chose comes back as it is), -ENODEV (rdma:// without an RDMA
+ * device), -EPROTO (the peer speaks another protocol or version; a server
+ * older than client keys refuses a keyed HELLO so).
  * The caller owns the connection and ends it with xprt_conn_close().
  */
 int xprt_connect(struct xprt_ctx *ctx, const char *uri, struct xprt_conn **out);
@@ -202,6 +260,12 @@ int xprt_conn_error(const struct xprt_conn *conn);
 enum xprt_kind xprt_conn_kind(const struct xprt_conn *conn);
 /* The peer's name from HELLO ("" on a client's own connection). */
 const char *xprt_conn_peer_name(const struct xprt_conn *conn);
+/*
+ * What the peer proved in HELLO, into @out: on a served connection the
+ * client's key or the cluster secret; on our own connection what we proved.
+ * -ENOTCONN before HELLO finished.
+ */
+int xprt_conn_identity(const struct xprt_conn *conn, struct xprt_identity *out);
 /* Largest body a message on @conn can carry. */
 size_t xprt_conn_max_body(const struct xprt_conn *conn);
 
