@@ -8,12 +8,15 @@
 # connection, saying so, and every storage daemon learns of it; the cluster
 # secret keeps working for daemons and administration throughout.
 # Runs under tests/lib/cluster.sh (tcp or rdma), as root (owners are checked).
-# Usage: client-keys.sh RDMAFSCTL RDMAFS_COPY
+# With OPS_KEY_CHUNKS (tests/ops/key_chunks.c), the storage daemons' side:
+# a read-only key's chunk writes, truncates and removes are EROFS there too.
+# Usage: client-keys.sh RDMAFSCTL RDMAFS_COPY [OPS_KEY_CHUNKS]
 # Exit: 0 pass, 1 fail, 77 not on a cluster or not root, 99 the test could not check.
 set -u
 . "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
 ctl=${1:?usage: client-keys.sh RDMAFSCTL RDMAFS_COPY}
-copy=${2:?usage: client-keys.sh RDMAFSCTL RDMAFS_COPY}
+copy=${2:?usage: client-keys.sh RDMAFSCTL RDMAFS_COPY [OPS_KEY_CHUNKS]}
+key_chunks=${3:-}
 if [ -z "${RDMAFS_CLUSTER_DIR:-}" ]; then
 	echo "SKIP: client-keys.sh needs an rdmafs cluster started by cluster.sh"
 	exit 77
@@ -84,6 +87,15 @@ cp_as "$work/ro.key" "$work/src" rdmafs:/ro
 run -k "$work/ro.key" status
 [ $rc -le 1 ] || check_fail "rdmafsctl status with a key: exit $rc: $out"
 echo "ok   a read-only key reads, its writes fail with EROFS; status works with a key"
+if [ -n "$key_chunks" ]; then
+	for k in ro rw; do
+		out=$("$key_chunks" "$work/$k.key" "$k" 2>&1)
+		rc=$?
+		[ $rc -ne 99 ] || check_error "ops-key-chunks with the $k key could not run: $out"
+		[ $rc -eq 0 ] || check_fail "the storage daemons and a $k key's chunk calls: $out"
+	done
+	echo "ok   storage daemons: a read-only key's chunk changes are EROFS, listing is EPERM"
+fi
 
 # 3. root squash: uid 0 through a root-squash key owns nothing but 65534
 cp_as - "$work/pub" rdmafs:/pub

@@ -56,6 +56,7 @@ run metrics 3000 "$here/metrics.sh" "$build/fuse-client/rdmafs-copy" \
 	"$build/tests/ops/ops-hold-client" "$here/metrics_check.py"
 # client keys over verbs: the keyed HELLO, its refusals and EROFS on chunk writes
 run_opts=(--storage 2)
-run client-keys 4000 "$here/client-keys.sh" "$ctl" "$build/fuse-client/rdmafs-copy"
+run client-keys 4000 "$here/client-keys.sh" "$ctl" "$build/fuse-client/rdmafs-copy" \
+	"$build/tests/ops/ops-key-chunks"
 run_opts=()
 exit $status

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ops-key-chunks KEYFILE ro|rw: what a storage daemon lets a keyed client do
+ * with chunks, on every daemon of the cluster it runs under
+ * (tests/lib/cluster.sh). A chunk of an inode no file has is written, read,
+ * truncated and removed with the key: a read-only key gets EROFS for the
+ * write, the truncate and the remove, and reads; a read-write key does all
+ * four. Either way CHUNK_LIST, an administration method, is EPERM.
+ * Prints one line a daemon; exit 0 pass, 1 fail, 99 the test's own trouble.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdmafs_daemon.h"
+#include "cluster.h"
+
+/* No file has this inode: nothing the test writes is anybody's data. */
+#define PROBE_INODE (UINT64_MAX - 7)
+#define CHUNK_SIZE  (1u << 20)
+
+static int failures;
+
+static void expect(const char *daemon, const char *what, int got, int want)
+{
+	if (got == want)
+		return;
+	printf("FAIL %s: %s: got %d (%s), want %d (%s)\n", daemon, what, got, strerror(-got), want,
+	       strerror(-want));
+	failures++;
+}
+
+int main(int argc, char **argv)
+{
+	struct rfs_chunk_id id = {.inode = PROBE_INODE, .generation = RFS_GENERATION_ADMIN};
+	struct rfs_chunk_sel sel = {
+		.inode = PROBE_INODE, .generation = RFS_GENERATION_ADMIN, .range = true};
+	struct rfs_chunk_entry entries[4];
+	struct test_cluster cluster;
+	struct rfs_daemon_options o;
+	char data[4096], back[4096];
+	bool read_only, done;
+	uint32_t bytes = 0;
+	uint64_t removed;
+	size_t count;
+	int ret;
+
+	if (argc != 3 || (strcmp(argv[2], "ro") && strcmp(argv[2], "rw"))) {
+		fprintf(stderr, "usage: ops-key-chunks KEYFILE ro|rw\n");
+		return 99;
+	}
+	read_only = strcmp(argv[2], "ro") == 0;
+	ret = test_cluster_open(&cluster);
+	if (ret) {
+		fprintf(stderr, "ops-key-chunks: no cluster: %s\n", strerror(-ret));
+		return 99;
+	}
+	memset(data, 0x5a, sizeof(data));
+	for (size_t i = 0; i < cluster.daemon_count; i++) {
+		const char *uri = cluster.daemons[i].uri, *name = cluster.daemons[i].name;
+		struct rfs_daemon *d;
+
+		rfs_daemon_options_init(&o);
+		o.uri = uri;
+		o.key_file = argv[1];
+		o.name = "ops-key-chunks";
+		o.call_timeout_ms = 30000;
+		ret = rfs_daemon_open(&o, &d);
+		if (ret) {
+			fprintf(stderr, "ops-key-chunks: %s (%s): %s\n", name, uri, strerror(-ret));
+			return 99;
+		}
+		expect(name, "write",
+		       rfs_chunk_write(d, id, CHUNK_SIZE, 0, data, sizeof(data), true, NULL),
+		       read_only ? -EROFS : 0);
+		ret = rfs_chunk_read(d, id, 0, back, sizeof(back), &bytes, NULL);
+		expect(name, "read", ret, 0);
+		if (!ret && !read_only && (bytes != sizeof(data) || memcmp(back, data, bytes))) {
+			printf("FAIL %s: read back %u bytes, not what was written\n", name, bytes);
+			failures++;
+		}
+		if (!ret && read_only && bytes != 0) {
+			printf("FAIL %s: a read-only key's refused write left %u bytes\n", name,
+			       bytes);
+			failures++;
+		}
+		expect(name, "truncate", rfs_chunk_truncate(d, id, 100, NULL),
+		       read_only ? -EROFS : 0);
+		expect(name, "remove", rfs_chunk_remove(d, &sel, &removed, NULL),
+		       read_only ? -EROFS : 0);
+		expect(name, "list (administration)",
+		       rfs_chunk_list(d, 0, 0, true, entries, 4, &count, &done), -EPERM);
+		printf("ok   %s: a %s key's chunk calls as they should be\n", name,
+		       read_only ? "read-only" : "read-write");
+		rfs_daemon_close(d);
+	}
+	return failures ? 1 : 0;
+}
