@@ -94,8 +94,8 @@ echo "restarted storage daemon $victim"
 # the mount retries after a backoff: wait for a read that works, bounded only
 # against a hang
 reads_again() {
-	local i
-	for i in $(seq 120); do
+	local _
+	for _ in $(seq 120); do
 		check_cmp "$d/A" "$work/A" 120 && return 0
 		[ $? -eq 1 ] && return 1
 		sleep 1
