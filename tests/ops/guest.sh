@@ -3,7 +3,8 @@
 #
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
 # rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, health),
-# rdmafs-copy's round trip, the logs and every daemon's /metrics, each on
+# rdmafs-copy's round trip, the logs, every daemon's /metrics and the mount's
+# (where the guest has FUSE), each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
 # Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
@@ -48,5 +49,12 @@ run logs 3000 "$here/logs.sh" "$ctl" "$build/tests/ops/ops-hold-client" ${fuse:+
 run_opts=(--storage 2 --metrics)
 run metrics 3000 "$here/metrics.sh" "$build/fuse-client/rdmafs-copy" \
 	"$build/tests/ops/ops-hold-client" "$here/metrics_check.py"
+# the mount's own /metrics, its RPCs and a storage daemon's death and return
+# counted over verbs, where the guest has FUSE
+if [ -n "$fuse" ]; then
+	run_opts=(--storage 2 --metrics --mounts 1)
+	run mount-metrics 4000 "$here/mount-metrics.sh" %MOUNT% "$fuse" \
+		"$here/mount_metrics_check.py"
+fi
 run_opts=()
 exit $status
