@@ -21,6 +21,7 @@
 #include "rdmafs_common.h"
 #include "rdmafs.pb-c.h"
 #include "fs_client_i.h"
+#include "fs_stats_i.h"
 #include "chunk_msg_i.h"
 
 #define SLOT_REQ_MAX	   512u /* every chunk request but removal lists fits */
@@ -46,13 +47,15 @@ struct rfs_peer {
 	uint64_t retry_at_ms; /* no connect attempt before this */
 	uint32_t backoff_ms;
 	int last_error;
-	int state; /* DaemonState from the map */
+	int state;	     /* DaemonState from the map */
+	bool connected_once; /* a connection was made before: the next is a reconnect */
+	enum rfs_target target;
 };
 
 struct rfs {
 	struct xprt_ctx *ctx;
 	struct xprt_pool *pool;
-	uint32_t buf_size;
+	uint32_t buf_size, buf_count;
 	int timeout_ms;
 	uint32_t fence_wait_ms;
 	enum rfs_transport transport;
@@ -76,6 +79,8 @@ struct rfs {
 	pthread_cond_t poll_cond;
 	bool stop, refresh_wanted;
 	uint32_t poll_ms;
+
+	struct rfs_counters counters; /* rfs_stats_get() */
 };
 
 /* Errors after which the call was not (or may not have been) executed and a retry may help. */
@@ -98,11 +103,12 @@ void rfs_options_init(struct rfs_options *opts)
 
 /* ---- peers and connections --------------------------------------------------- */
 
-static void peer_init(struct rfs_peer *p, const char *label)
+static void peer_init(struct rfs_peer *p, const char *label, enum rfs_target target)
 {
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_init(&p->lock, NULL);
 	snprintf(p->label, sizeof(p->label), "%s", label);
+	p->target = target;
 }
 
 static void free_uris(char **uris, size_t count)
@@ -250,8 +256,13 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 			p->backoff_ms = BACKOFF_MAX_MS;
 		p->retry_at_ms = rdmafs_now_ms() + p->backoff_ms;
 		p->last_error = ret;
+		rfs_count(&fs->counters.targets[p->target].connect_failures, 1);
 		goto out_unlock;
 	}
+	rfs_count(&fs->counters.targets[p->target].connects, 1);
+	if (p->connected_once)
+		rfs_count(&fs->counters.targets[p->target].reconnects, 1);
+	p->connected_once = true;
 	if (p->backoff_ms)
 		rdmafs_log(RDMAFS_LOG_WARN, "%s: connected again", p->label);
 	else
@@ -356,6 +367,10 @@ int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
 		return -ENOMEM;
 	protobuf_c_message_pack(req, body);
 	for (int attempt = 0; attempt < 2; attempt++) {
+		uint64_t start_ns;
+
+		if (attempt)
+			rfs_count(&fs->counters.targets[RFS_TARGET_META].retries, 1);
 		ret = peer_conn_get(fs, &fs->meta, &conn);
 		if (ret)
 			break;
@@ -367,8 +382,10 @@ int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
 			ret = -ENOMEM;
 			break;
 		}
+		start_ns = rdmafs_now_ns();
 		ret = rdmafs_status_from_peer(
 			xprt_call(conn, method, body, need, reply, cap, &resp_len, fs->timeout_ms));
+		rfs_count_call(&fs->counters, method, start_ns, ret);
 		xprt_conn_put(conn);
 		/* ENOTCONN: it never left; after a reset only an idempotent call may run twice */
 		if (ret == -ENOTCONN || (idempotent && (ret == -ECONNRESET || ret == -EPIPE)))
@@ -452,7 +469,7 @@ static int apply_daemon(struct rfs *fs, const Rdmafs__DaemonInfo *info)
 		}
 		snprintf(label, sizeof(label), "daemon %02x%02x%02x%02x", info->uuid.data[0],
 			 info->uuid.data[1], info->uuid.data[2], info->uuid.data[3]);
-		peer_init(p, label);
+		peer_init(p, label, RFS_TARGET_STORAGE);
 		memcpy(p->uuid, info->uuid.data, RFS_UUID_LEN);
 		fs->daemons[fs->daemon_count++] = p;
 	}
@@ -504,6 +521,7 @@ int rfs_map_refresh(struct rfs *fs, bool force)
 	if (ret)
 		goto out_unlock;
 	resp = (Rdmafs__GetClusterMapResp *)msg;
+	rfs_count(&fs->counters.map_fetches, 1);
 	ret = cluster_check(fs, resp->cluster_id.data, resp->cluster_id.len,
 			    fs->meta.uri_count ? fs->meta.uris[0] : "?");
 	if (!ret && !resp->unchanged) {
@@ -513,6 +531,7 @@ int rfs_map_refresh(struct rfs *fs, bool force)
 			pthread_rwlock_wrlock(&fs->map_lock);
 			fs->epoch = resp->epoch;
 			pthread_rwlock_unlock(&fs->map_lock);
+			rfs_count(&fs->counters.map_changes, 1);
 			rdmafs_log(RDMAFS_LOG_DEBUG, "cluster map: epoch %llu, %zu daemons",
 				   (unsigned long long)resp->epoch, resp->n_daemons);
 		}
@@ -531,6 +550,14 @@ uint64_t rfs_map_epoch(struct rfs *fs)
 	epoch = fs->epoch;
 	pthread_rwlock_unlock(&fs->map_lock);
 	return epoch;
+}
+
+void rfs_stats_get(struct rfs *fs, struct rfs_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	rfs_counters_read(&fs->counters, out);
+	out->map_epoch = rfs_map_epoch(fs);
+	out->buffers = fs->buf_count;
 }
 
 /* Polls the map, and refetches it at once when a daemon could not be reached. */
@@ -598,11 +625,12 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 	if (!fs)
 		return -ENOMEM;
 	fs->buf_size = opts->buf_size;
+	fs->buf_count = opts->buf_count;
 	fs->timeout_ms = opts->call_timeout_ms ? (int)opts->call_timeout_ms : 5000;
 	fs->transport = opts->transport;
 	fs->poll_ms = opts->map_poll_ms ? opts->map_poll_ms : 5000;
 	fs->fence_wait_ms = opts->fence_wait_ms ? opts->fence_wait_ms : FENCE_WAIT_MS;
-	peer_init(&fs->meta, "metadata service");
+	peer_init(&fs->meta, "metadata service", RFS_TARGET_META);
 	pthread_rwlock_init(&fs->map_lock, NULL);
 	pthread_mutex_init(&fs->refresh_lock, NULL);
 	pthread_mutex_init(&fs->poll_lock, NULL);
@@ -652,6 +680,8 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 		goto err_destroy_pool;
 	}
 	rdmafs_log(RDMAFS_LOG_DEBUG, "connected to the metadata service at %s", opts->meta_uri);
+	fs->meta.connected_once = true;
+	rfs_count(&fs->counters.targets[RFS_TARGET_META].connects, 1);
 	ret = rfs_map_refresh(fs, true);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_WARN, "cannot fetch the cluster map: %s", xprt_strerror(ret));
@@ -778,6 +808,7 @@ static int fence_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout,
 		fw->backoff_ms = FENCE_BACKOFF_MIN;
 	}
 	for (;;) {
+		rfs_count(&fs->counters.layout_refetches, 1);
 		ret = rfs_layout_fetch(fs, ino, &fresh);
 		if (ret)
 			return ret == -ENOENT ? -ESTALE : ret; /* the file is gone */
@@ -885,6 +916,9 @@ struct slot {
 	struct fanout *fo;
 	struct rfs_peer *peer;
 	struct xprt_conn *conn; /* referenced while the call runs */
+	struct rfs_counters *counters;
+	uint32_t method;
+	uint64_t sent_ns;
 	int status;
 	size_t reply_len;
 	uint8_t reply[SLOT_REPLY_MAX];
@@ -930,6 +964,7 @@ static void slot_done(void *arg, int status, const void *body, size_t len)
 			memcpy(s->reply, body, len);
 		s->reply_len = len;
 	}
+	rfs_count_call(s->counters, s->method, s->sent_ns, s->status);
 	pthread_mutex_lock(&fo->lock);
 	if (--fo->pending == 0)
 		pthread_cond_broadcast(&fo->cond);
@@ -950,6 +985,9 @@ static void slot_send(struct rfs *fs, struct fanout *fo, struct slot *s, uint32_
 		return;
 	}
 	protobuf_c_message_pack(msg, body);
+	s->counters = &fs->counters;
+	s->method = method;
+	s->sent_ns = rdmafs_now_ns();
 	pthread_mutex_lock(&fo->lock);
 	fo->pending++;
 	pthread_mutex_unlock(&fo->lock);
@@ -957,6 +995,7 @@ static void slot_send(struct rfs *fs, struct fanout *fo, struct slot *s, uint32_
 	if (ret) {
 		/* Not sent, and slot_done() will never run (xprt.h): count it back. */
 		s->status = ret;
+		rfs_count_call(&fs->counters, method, s->sent_ns, ret);
 		pthread_mutex_lock(&fo->lock);
 		fo->pending--;
 		pthread_mutex_unlock(&fo->lock);
@@ -1000,6 +1039,8 @@ static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMess
 		for (size_t i = 0; i < count; i++) {
 			if (!todo[i])
 				continue;
+			if (attempt)
+				rfs_count(&fs->counters.targets[RFS_TARGET_STORAGE].retries, 1);
 			slots[i].status = peer_conn_get(fs, peers[i], &slots[i].conn);
 			if (!slots[i].status)
 				slot_send(fs, &fo, &slots[i], method, msgs[i]);
@@ -1131,6 +1172,29 @@ static int piece_finish(struct piece *p, uint64_t ino, bool write, uint8_t *dst)
 }
 
 /*
+ * A registered buffer for a piece. Only the first piece of a wave (@may_wait)
+ * waits for one, up to the call timeout; the wait is counted. -EAGAIN when
+ * none is free and @may_wait is false, -ETIMEDOUT when the wait was in vain.
+ */
+static int buffer_get(struct rfs *fs, bool may_wait, struct xprt_buf **out)
+{
+	uint64_t start_ns;
+	int ret = xprt_pool_get(fs->pool, 0, out);
+
+	if (ret != -EAGAIN || !may_wait)
+		return ret;
+	rfs_count(&fs->counters.buffer_waits, 1);
+	start_ns = rdmafs_now_ns();
+	ret = xprt_pool_get(fs->pool, fs->timeout_ms, out);
+	rfs_count(&fs->counters.buffer_wait_ns, rdmafs_now_ns() - start_ns);
+	if (ret == -EAGAIN) {
+		rfs_count(&fs->counters.buffer_timeouts, 1);
+		ret = -ETIMEDOUT;
+	}
+	return ret;
+}
+
+/*
  * Runs the pieces in waves: as many at once as buffers are free (the first of
  * a wave may wait for one), every daemon in parallel. A piece whose
  * connection broke is retried once on a new connection.
@@ -1153,17 +1217,16 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 
 			if (p->done)
 				continue;
-			ret = xprt_pool_get(fs->pool, issued ? 0 : fs->timeout_ms, &p->buf);
+			ret = buffer_get(fs, !issued, &p->buf);
 			if (ret == -EAGAIN && issued) {
 				ret = 0;
 				break;
 			}
-			if (ret) {
-				ret = ret == -EAGAIN ? -ETIMEDOUT : ret;
+			if (ret)
 				break;
-			}
 			issued++;
-			p->tries++;
+			if (p->tries++)
+				rfs_count(&fs->counters.targets[RFS_TARGET_STORAGE].retries, 1);
 			ret = layout_peer(fs, layout, p->daemon, &peer);
 			if (ret)
 				break;
@@ -1189,6 +1252,9 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 				/* finished (its data copied out), not merely answered */
 				p->done = true;
 				left--;
+				rfs_count(write ? &fs->counters.write_bytes
+						: &fs->counters.read_bytes,
+					  p->len);
 				if (write && written)
 					*written |= 1ull << p->daemon;
 			} else if (!(retryable(st) && p->tries < 2) && !ret) {

@@ -405,8 +405,6 @@ struct metrics_params {
  * Returns 0, -EADDRINUSE, -EADDRNOTAVAIL, -EACCES, -EINVAL or another errno.
  */
 int metrics_start(const struct metrics_params *p, struct metrics **out);
-/* The port bound. */
-uint16_t metrics_port(const struct metrics *mx);
 /* Stops serving (waits for a scrape in progress) and frees. NULL is a no-op. */
 void metrics_stop(struct metrics *mx);
 /*

@@ -40,6 +40,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "rdmafs_common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -100,6 +102,77 @@ int rfs_map_refresh(struct rfs *fs, bool force);
 
 /* The epoch of the map we hold. */
 uint64_t rfs_map_epoch(struct rfs *fs);
+
+/* ---- statistics ------------------------------------------------------------------ */
+
+/*
+ * What a struct rfs counted since rfs_create(), for monitoring: rdmafs-fuse
+ * serves it as Prometheus metrics (docs/metrics.md), and any application
+ * linking the library may read it. Counting is always on and cheap: two
+ * clock reads and a few relaxed atomic additions per RPC, no lock.
+ */
+
+/* Where an RPC goes. */
+enum rfs_target {
+	RFS_TARGET_META = 0, /* the metadata service, which serves the cluster map too */
+	RFS_TARGET_STORAGE,  /* the storage daemons, all together */
+	RFS_TARGETS,
+};
+
+/* Methods counted one by one: every method the library sends, and OTHER. */
+#define RFS_STATS_METHODS 32
+
+/*
+ * The RPCs of one method. requests counts every call made (a retry is one
+ * more); errors, those that failed: an error the peer answered (ENOENT of a
+ * lookup too) or a transport error; timeouts, those of the errors that got
+ * no answer within the call timeout. latency runs from sending to the answer
+ * or the failure.
+ */
+struct rfs_method_stats {
+	char name[24]; /* rdmafs.proto's name without METHOD_ ("LOOKUP"), or "OTHER" */
+	enum rfs_target target;
+	uint64_t requests, errors, timeouts;
+	struct rdmafs_latency latency;
+};
+
+/*
+ * Connections and retries of one target. retries: calls made again after
+ * their connection broke or the daemon was busy (EBUSY). connects:
+ * connections made, the first to each peer included; reconnects, those of
+ * them to a peer this client was connected to before. connect_failures:
+ * connection attempts that failed (every address of the peer tried); calls
+ * to that peer then fail at once until its backoff ends.
+ */
+struct rfs_target_stats {
+	uint64_t retries, connects, reconnects, connect_failures;
+};
+
+/*
+ * Everything counted. The cluster map: its epoch, the maps fetched
+ * (GET_CLUSTER_MAP answered) and of those the ones newer than the map held.
+ * layout_refetches: layouts fetched again after a daemon refused the one
+ * used (a drain moves the file). File data moved to and from the storage
+ * daemons (the zeros of punched holes included). The registered buffer pool:
+ * its size, the data calls that waited for a free buffer, how long, and the
+ * waits that ended without one (the call failed with -ETIMEDOUT).
+ */
+struct rfs_stats {
+	struct rfs_method_stats methods[RFS_STATS_METHODS];
+	unsigned method_count; /* methods[] filled */
+	struct rfs_target_stats targets[RFS_TARGETS];
+	uint64_t map_epoch, map_fetches, map_changes;
+	uint64_t layout_refetches;
+	uint64_t read_bytes, write_bytes;
+	uint32_t buffers;
+	uint64_t buffer_waits, buffer_wait_ns, buffer_timeouts;
+};
+
+/*
+ * Copies what @fs counted into @out. Any thread, while calls run; it never
+ * makes them wait. Each counter is read atomically, not all at one instant.
+ */
+void rfs_stats_get(struct rfs *fs, struct rfs_stats *out);
 
 /* ---- layouts and placement ---------------------------------------------------- */
 

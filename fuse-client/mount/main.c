@@ -18,6 +18,10 @@
  * daemons that received writes. OPEN returns fresh attributes and the layout:
  * close-to-open consistency, as NFS gives.
  *
+ * Metrics: with metrics=HOST:PORT the mount serves its own counters and its
+ * client core's at http://HOST:PORT/metrics (metrics.c), from a thread
+ * started after fuse_daemonize(), as every thread is.
+ *
  * Errors: 0 / negative errno everywhere; only ops.c's reply_error() turns
  * them positive for fuse_reply_err().
  */
@@ -44,9 +48,11 @@ struct mount_opts {
 	char *key; /* key=FILE: a client key instead of the secret */
 	char *transport;
 	char *timeout;
-	char *log_file;	 /* log=FILE: append the log there */
-	char *log_level; /* log_level=LEVEL */
-	char *config;	 /* config=FILE: client.conf to read */
+	char *log_file;		 /* log=FILE: append the log there */
+	char *log_level;	 /* log_level=LEVEL */
+	char *config;		 /* config=FILE: client.conf to read */
+	char *metrics;		 /* metrics=HOST:PORT: serve /metrics there */
+	char *metrics_port_file; /* metrics_port_file=FILE: write the port bound there */
 	unsigned readahead_kb;
 	int server_permissions;
 	double attr_timeout, entry_timeout;
@@ -64,7 +70,8 @@ enum { KEY_HELP, KEY_DISCARD };
 static const struct fuse_opt mount_spec[] = {
 	MOPT("meta=%s", meta), MOPT("secret=%s", secret), MOPT("key=%s", key),
 	MOPT("transport=%s", transport), MOPT("config=%s", config), MOPT("timeout=%s", timeout),
-	MOPT("log=%s", log_file), MOPT("log_level=%s", log_level),
+	MOPT("log=%s", log_file), MOPT("log_level=%s", log_level), MOPT("metrics=%s", metrics),
+	MOPT("metrics_port_file=%s", metrics_port_file),
 	/* what the other programs take, for people who start it by hand */
 	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
 	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
@@ -124,12 +131,15 @@ static void usage(const char *prog)
 	       "                           syslog (LOG_DAEMON; the journal) in the background]\n"
 	       "    log_level=LEVEL        debug, info, warning or error [info]; also\n"
 	       "                           --log-level LEVEL\n"
+	       "    metrics=HOST:PORT      serve Prometheus metrics at\n"
+	       "                           http://HOST:PORT/metrics (port 0: any free port)\n"
+	       "    metrics_port_file=FILE write the port bound there\n"
 	       "    ro                     read-only mount\n"
 	       "\n"
 	       "-V, --version              print \"rdmafs-fuse VERSION\" and exit\n"
 	       "\n"
 	       "Options win over RDMAFS_META and RDMAFS_SECRET_FILE, which win over the\n"
-	       "settings file.\n"
+	       "settings file ([client]; metrics and metrics_port_file in [rdmafs-fuse]).\n"
 	       "\n",
 	       prog, rfs_default_secret_file(), rfs_client_conf_path());
 }
@@ -181,6 +191,46 @@ static int parse_ms(const char *s, uint32_t *out)
 		return -EINVAL;
 	*out = (uint32_t)v;
 	return 0;
+}
+
+/* What client.conf's [rdmafs-fuse] section set. */
+struct fuse_conf {
+	char *metrics;
+	char *metrics_port_file;
+};
+
+static int fuse_conf_key(void *arg, const char *key, const char *value, char *why, size_t why_len)
+{
+	struct fuse_conf *fc = arg;
+	char **slot;
+
+	if (strcmp(key, "metrics") == 0) {
+		if (*value && mount_metrics_check(value, why, why_len))
+			return -EINVAL;
+		slot = &fc->metrics;
+	} else if (strcmp(key, "metrics_port_file") == 0) {
+		slot = &fc->metrics_port_file;
+	} else {
+		return -ENOENT;
+	}
+	free(*slot);
+	*slot = strdup(value);
+	return *slot ? 0 : -ENOMEM;
+}
+
+/*
+ * @path made absolute (malloc()ed), for a file written after
+ * fuse_daemonize() changed the directory to /. NULL when out of memory.
+ */
+static char *absolute_path(const char *path)
+{
+	char cwd[PATH_MAX], *out;
+
+	if (path[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+		return strdup(path);
+	if (asprintf(&out, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return out;
 }
 
 /* Undoes mountinfo's octal escapes (\040 for a space) in place. */
@@ -294,6 +344,10 @@ int main(int argc, char *argv[])
 	const char *meta_uri = NULL, *secret_file, *key_file, *env;
 	char key_name[65] = "";
 	struct rfs_client_conf conf = {0};
+	struct fuse_conf fconf = {0};
+	const char *metrics_listen;
+	char *metrics_port_file = NULL;
+	struct mount_metrics *metrics = NULL;
 	enum rdmafs_log_level log_level;
 	char why[1024];
 	int ret = 1, err;
@@ -346,11 +400,25 @@ int main(int argc, char *argv[])
 	}
 	/* client.conf under the environment under the options */
 	err = rfs_client_conf_load(mo.config ? mo.config : rfs_client_conf_path(),
-				   mo.config != NULL, "rdmafs-fuse", NULL, NULL, &conf, why,
-				   sizeof(why));
+				   mo.config != NULL, "rdmafs-fuse", fuse_conf_key, &fconf, &conf,
+				   why, sizeof(why));
 	if (err) {
 		fprintf(stderr, "rdmafs-fuse: %s\n", why);
 		goto out_free_cmd;
+	}
+	/* metrics: the option over [rdmafs-fuse]'s; an empty one turns them off */
+	metrics_listen = mo.metrics ? mo.metrics : fconf.metrics;
+	if (metrics_listen && !*metrics_listen)
+		metrics_listen = NULL;
+	if (metrics_listen && mount_metrics_check(metrics_listen, why, sizeof(why))) {
+		fprintf(stderr, "rdmafs-fuse: metrics=%s\n", why);
+		goto out_free_cmd;
+	}
+	if (metrics_listen && (mo.metrics_port_file || fconf.metrics_port_file)) {
+		metrics_port_file = absolute_path(mo.metrics_port_file ? mo.metrics_port_file
+								       : fconf.metrics_port_file);
+		if (!metrics_port_file)
+			goto out_free_cmd;
 	}
 	env = getenv("RDMAFS_META");
 	if (!meta_uri)
@@ -464,12 +532,25 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	}
 	rdmafs_log(RDMAFS_LOG_INFO, "mounted %s (metadata service %s)", cmd.mountpoint, meta_uri);
+	if (metrics_listen) {
+		struct mount_metrics_params mp = {
+			.listen = metrics_listen,
+			.port_file = metrics_port_file,
+			.mountpoint = cmd.mountpoint,
+			.meta_uri = meta_uri,
+		};
+
+		/* the filesystem matters more than its monitoring: it stays mounted */
+		if (mount_metrics_start(fs, &mp, &metrics))
+			rdmafs_log(RDMAFS_LOG_ERR, "%s: serving no metrics (metrics=%s)",
+				   cmd.mountpoint, metrics_listen);
+	}
 	if (cmd.singlethread) {
 		ret = fuse_session_loop(fs->se);
 	} else {
 		loop_cfg = fuse_loop_cfg_create();
 		if (!loop_cfg)
-			goto out_destroy_rfs;
+			goto out_stop_metrics;
 		fuse_loop_cfg_set_clone_fd(loop_cfg, cmd.clone_fd);
 		if (cmd.max_idle_threads != UINT_MAX)
 			fuse_loop_cfg_set_idle_threads(loop_cfg, cmd.max_idle_threads);
@@ -480,7 +561,8 @@ int main(int argc, char *argv[])
 	ret = ret ? 1 : 0;
 	rdmafs_log(ret ? RDMAFS_LOG_WARN : RDMAFS_LOG_INFO, "the FUSE session of %s ended%s",
 		   cmd.mountpoint, ret ? " with an error" : "");
-out_destroy_rfs:
+out_stop_metrics:
+	mount_metrics_stop(metrics);
 	rfs_destroy(fs->rfs);
 out_unmount:
 	fuse_session_unmount(fs->se);
@@ -506,6 +588,9 @@ out_free_secret:
 	free(secret);
 out_free_cmd:
 	free(cmd.mountpoint);
+	free(metrics_port_file);
+	free(fconf.metrics);
+	free(fconf.metrics_port_file);
 	rfs_client_conf_free(&conf);
 out_free_args:
 	for (int i = 0; i < mo.nonopt_count; i++)
@@ -518,6 +603,8 @@ out_free_args:
 	free(mo.log_file);
 	free(mo.log_level);
 	free(mo.config);
+	free(mo.metrics);
+	free(mo.metrics_port_file);
 	fuse_opt_free_args(&args);
 	return ret;
 }

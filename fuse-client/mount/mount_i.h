@@ -10,6 +10,11 @@
  *                its size, layout and uncommitted writes coherent with the
  *                metadata service (rdmafs_fs.h)
  *   readahead.c  the kernel's read-ahead for our mount, through sysfs
+ *   stats.c      what the operations count: requests, errors by errno,
+ *                latency from the request's arrival to its reply
+ *   metrics.c    /metrics: those counts and the client core's (rfs_stats)
+ *                in Prometheus' format, served by librdmafs_prom
+ *                (metrics_none.c where libmicrohttpd is missing)
  *
  * Errors: functions here use 0 / negative errno; only the fuse_reply_err()
  * calls of ops.c turn them positive.
@@ -25,6 +30,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "rdmafs_common.h"
 #include "rdmafs_fs.h"
 
 #define NODE_BUCKETS 4096u
@@ -47,6 +53,60 @@ struct handle {
 	int flags;
 };
 
+/* The FUSE operations, each counted on its own (stats.c). */
+enum mount_op {
+	MOUNT_OP_LOOKUP,
+	MOUNT_OP_FORGET,
+	MOUNT_OP_FORGET_MULTI,
+	MOUNT_OP_GETATTR,
+	MOUNT_OP_SETATTR,
+	MOUNT_OP_READLINK,
+	MOUNT_OP_MKNOD,
+	MOUNT_OP_MKDIR,
+	MOUNT_OP_UNLINK,
+	MOUNT_OP_RMDIR,
+	MOUNT_OP_SYMLINK,
+	MOUNT_OP_RENAME,
+	MOUNT_OP_LINK,
+	MOUNT_OP_OPEN,
+	MOUNT_OP_READ,
+	MOUNT_OP_WRITE,
+	MOUNT_OP_FLUSH,
+	MOUNT_OP_RELEASE,
+	MOUNT_OP_FSYNC,
+	MOUNT_OP_OPENDIR,
+	MOUNT_OP_READDIR,
+	MOUNT_OP_READDIRPLUS,
+	MOUNT_OP_RELEASEDIR,
+	MOUNT_OP_FSYNCDIR,
+	MOUNT_OP_STATFS,
+	MOUNT_OP_SETXATTR,
+	MOUNT_OP_GETXATTR,
+	MOUNT_OP_LISTXATTR,
+	MOUNT_OP_REMOVEXATTR,
+	MOUNT_OP_ACCESS,
+	MOUNT_OP_CREATE,
+	MOUNT_OP_FALLOCATE,
+	MOUNT_OP_LSEEK,
+	MOUNT_OPS,
+};
+
+/* Errnos counted by name (mount_errno_name()); the last slot counts every other. */
+#define MOUNT_ERRNOS 30
+
+/*
+ * What the operations counted, updated with relaxed atomics by the threads
+ * that answer requests and read the same way by /metrics.
+ */
+struct mount_stats {
+	struct {
+		struct rdmafs_latency latency; /* its count is the requests */
+		uint64_t errors[MOUNT_ERRNOS];
+	} ops[MOUNT_OPS];
+	uint64_t read_bytes, write_bytes; /* answered to reads, taken from writes */
+	uint64_t in_flight;		  /* requests being handled */
+};
+
 struct fs {
 	struct rfs *rfs;
 	struct fuse_session *se;
@@ -57,6 +117,7 @@ struct fs {
 	int readahead_done;    /* atomic */
 	pthread_mutex_t table_lock;
 	struct node *buckets[NODE_BUCKETS];
+	struct mount_stats stats;
 };
 
 /* ---- the inode table (node.c) ---- */
@@ -78,6 +139,51 @@ void readahead_tune(struct fs *fs);
 
 /* ---- the operations (ops.c) ---- */
 
+/* Every operation is counted in fs.stats (stats.c) around its handler. */
 extern const struct fuse_lowlevel_ops mount_ops;
+
+/* ---- counting (stats.c) ---- */
+
+/* "lookup", "getattr", ...: libfuse's names of the operations. */
+const char *mount_op_name(enum mount_op op);
+/* "ENOENT", "EIO", ... of errno slot @slot; "other" for the last. */
+const char *mount_errno_name(unsigned slot);
+/* Counts one request of @op that took @ns and was answered with @err (a positive errno, 0). */
+void mount_stats_record(struct mount_stats *s, enum mount_op op, uint64_t ns, int err);
+/* Adds @n to a counter of struct mount_stats. */
+static inline void mount_count(uint64_t *counter, uint64_t n)
+{
+	__atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+}
+
+/* ---- /metrics (metrics.c) ---- */
+
+struct mount_metrics;
+
+/* What /metrics names in rdmafs_client_info. */
+struct mount_metrics_params {
+	const char *listen;    /* "HOST:PORT" (port 0: any free port) */
+	const char *port_file; /* where to write the port bound, or NULL */
+	const char *mountpoint;
+	const char *meta_uri;
+};
+
+/*
+ * Checks the form of @listen (HOST:PORT, [ADDR]:PORT) before anything
+ * starts: 0, or -EINVAL (-ENOTSUP when this build serves no metrics) with
+ * "@listen: why" in @why.
+ */
+int mount_metrics_check(const char *listen, char *why, size_t why_len);
+
+/*
+ * Serves /metrics of @fs (its counts and its client core's) on @p->listen
+ * from a thread of libmicrohttpd's own; logs "metrics at
+ * http://HOST:PORT/metrics". Call after fuse_daemonize(), with fs->rfs
+ * made. Returns 0 or the negative errno of rdmafs_prom_start(), logged.
+ */
+int mount_metrics_start(struct fs *fs, const struct mount_metrics_params *p,
+			struct mount_metrics **out);
+/* Stops serving (a scrape in progress finishes) and frees. NULL is a no-op. */
+void mount_metrics_stop(struct mount_metrics *m);
 
 #endif /* RDMAFS_MOUNT_I_H */

@@ -48,9 +48,66 @@ static int fs_errno(int ret)
 	}
 }
 
+/* ---- counting ---------------------------------------------------------------------------- */
+
+/*
+ * The request this thread handles, from its arrival to its reply. libfuse
+ * hands a request to one thread, which runs its handler to the end, and
+ * every handler here answers before it returns: so the thread knows its
+ * request, and reply_error() can note when and how it was answered without
+ * a word from the handler.
+ */
+struct op_clock {
+	struct mount_stats *stats;
+	enum mount_op op;
+	uint64_t start_ns, replied_ns;
+	int err; /* the positive errno answered, 0 for success */
+};
+
+static __thread struct op_clock *op_current;
+
+static void op_begin(struct op_clock *clk, fuse_req_t req, enum mount_op op)
+{
+	clk->stats = &req_fs(req)->stats;
+	clk->op = op;
+	clk->start_ns = rdmafs_now_ns();
+	clk->replied_ns = 0;
+	clk->err = 0;
+	mount_count(&clk->stats->in_flight, 1);
+	op_current = clk;
+}
+
+/*
+ * Notes that this thread's request was answered with @err, for a handler
+ * that works on after its reply (a size update after a write, freeing data
+ * after an unlink): that work is not the caller's wait.
+ */
+static void op_replied(int err)
+{
+	struct op_clock *clk = op_current;
+
+	if (clk && !clk->replied_ns) {
+		clk->replied_ns = rdmafs_now_ns();
+		clk->err = err;
+	}
+}
+
+static void op_end(struct op_clock *clk)
+{
+	uint64_t end_ns = clk->replied_ns ? clk->replied_ns : rdmafs_now_ns();
+
+	op_current = NULL;
+	mount_stats_record(clk->stats, clk->op, end_ns - clk->start_ns, clk->err);
+	__atomic_sub_fetch(&clk->stats->in_flight, 1, __ATOMIC_RELAXED);
+}
+
+/* Every error reply goes through here (success replies are counted at the handler's end). */
 static void reply_error(fuse_req_t req, int ret)
 {
-	fuse_reply_err(req, ret ? fs_errno(ret) : 0);
+	int err = ret ? fs_errno(ret) : 0;
+
+	op_replied(err);
+	fuse_reply_err(req, err);
 }
 
 static void cred_fill(fuse_req_t req, struct rfs_cred *c)
@@ -488,10 +545,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	ret = rfs_file_read(h->node->file, (uint64_t)off, size, buf, &got);
-	if (ret)
+	if (ret) {
 		reply_error(req, ret);
-	else
+	} else {
+		mount_count(&req_fs(req)->stats.read_bytes, got);
 		fuse_reply_buf(req, buf, got);
+	}
 	free(buf);
 }
 
@@ -517,7 +576,9 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	/* req is gone once replied to: take the caller's credentials first */
 	if (size_due)
 		cred_fill(req, &c);
+	mount_count(&req_fs(req)->stats.write_bytes, size);
 	fuse_reply_write(req, size);
+	op_replied(0);
 	if (size_due)
 		rfs_file_sync(f, &c, false);
 }
@@ -725,7 +786,7 @@ static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	/* every metadata change is one committed LMDB transaction already */
-	fuse_reply_err(req, 0);
+	reply_error(req, 0);
 }
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -925,39 +986,137 @@ static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_lseek(req, (off_t)pos);
 }
 
+/* ---- the operations, counted ---------------------------------------------------------- */
+
+/*
+ * timed_NAME() is what libfuse calls for operation NAME: fs_NAME() between
+ * op_begin() and op_end(), which count the request in fs.stats. @params is
+ * the handler's parameter list, @args its arguments.
+ */
+#define TIMED(name, op, params, args)    \
+	static void timed_##name params  \
+	{                                \
+		struct op_clock clk;     \
+                                         \
+		op_begin(&clk, req, op); \
+		fs_##name args;          \
+		op_end(&clk);            \
+	}
+
+TIMED(lookup, MOUNT_OP_LOOKUP, (fuse_req_t req, fuse_ino_t parent, const char *name),
+      (req, parent, name))
+TIMED(forget, MOUNT_OP_FORGET, (fuse_req_t req, fuse_ino_t ino, uint64_t nlookup),
+      (req, ino, nlookup))
+TIMED(forget_multi, MOUNT_OP_FORGET_MULTI,
+      (fuse_req_t req, size_t count, struct fuse_forget_data *forgets), (req, count, forgets))
+TIMED(getattr, MOUNT_OP_GETATTR, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+      (req, ino, fi))
+TIMED(setattr, MOUNT_OP_SETATTR,
+      (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi),
+      (req, ino, attr, to_set, fi))
+TIMED(readlink, MOUNT_OP_READLINK, (fuse_req_t req, fuse_ino_t ino), (req, ino))
+TIMED(mknod, MOUNT_OP_MKNOD,
+      (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev),
+      (req, parent, name, mode, rdev))
+TIMED(mkdir, MOUNT_OP_MKDIR, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
+      (req, parent, name, mode))
+TIMED(unlink, MOUNT_OP_UNLINK, (fuse_req_t req, fuse_ino_t parent, const char *name),
+      (req, parent, name))
+TIMED(rmdir, MOUNT_OP_RMDIR, (fuse_req_t req, fuse_ino_t parent, const char *name),
+      (req, parent, name))
+TIMED(symlink, MOUNT_OP_SYMLINK,
+      (fuse_req_t req, const char *link, fuse_ino_t parent, const char *name),
+      (req, link, parent, name))
+TIMED(rename, MOUNT_OP_RENAME,
+      (fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+       const char *newname, unsigned int flags),
+      (req, parent, name, newparent, newname, flags))
+TIMED(link, MOUNT_OP_LINK,
+      (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname),
+      (req, ino, newparent, newname))
+TIMED(open, MOUNT_OP_OPEN, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+      (req, ino, fi))
+TIMED(read, MOUNT_OP_READ,
+      (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+      (req, ino, size, off, fi))
+TIMED(write, MOUNT_OP_WRITE,
+      (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+       struct fuse_file_info *fi),
+      (req, ino, buf, size, off, fi))
+TIMED(flush, MOUNT_OP_FLUSH, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+      (req, ino, fi))
+TIMED(release, MOUNT_OP_RELEASE, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+      (req, ino, fi))
+TIMED(fsync, MOUNT_OP_FSYNC,
+      (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+      (req, ino, datasync, fi))
+TIMED(opendir, MOUNT_OP_OPENDIR, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+      (req, ino, fi))
+TIMED(readdir, MOUNT_OP_READDIR,
+      (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+      (req, ino, size, off, fi))
+TIMED(readdirplus, MOUNT_OP_READDIRPLUS,
+      (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+      (req, ino, size, off, fi))
+TIMED(releasedir, MOUNT_OP_RELEASEDIR, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+      (req, ino, fi))
+TIMED(fsyncdir, MOUNT_OP_FSYNCDIR,
+      (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+      (req, ino, datasync, fi))
+TIMED(statfs, MOUNT_OP_STATFS, (fuse_req_t req, fuse_ino_t ino), (req, ino))
+TIMED(setxattr, MOUNT_OP_SETXATTR,
+      (fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags),
+      (req, ino, name, value, size, flags))
+TIMED(getxattr, MOUNT_OP_GETXATTR, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
+      (req, ino, name, size))
+TIMED(listxattr, MOUNT_OP_LISTXATTR, (fuse_req_t req, fuse_ino_t ino, size_t size),
+      (req, ino, size))
+TIMED(removexattr, MOUNT_OP_REMOVEXATTR, (fuse_req_t req, fuse_ino_t ino, const char *name),
+      (req, ino, name))
+TIMED(access, MOUNT_OP_ACCESS, (fuse_req_t req, fuse_ino_t ino, int mask), (req, ino, mask))
+TIMED(create, MOUNT_OP_CREATE,
+      (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi),
+      (req, parent, name, mode, fi))
+TIMED(fallocate, MOUNT_OP_FALLOCATE,
+      (fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi),
+      (req, ino, mode, off, len, fi))
+TIMED(lseek, MOUNT_OP_LSEEK,
+      (fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi),
+      (req, ino, off, whence, fi))
+
 const struct fuse_lowlevel_ops mount_ops = {
 	.init = fs_init,
-	.lookup = fs_lookup,
-	.forget = fs_forget,
-	.forget_multi = fs_forget_multi,
-	.getattr = fs_getattr,
-	.setattr = fs_setattr,
-	.readlink = fs_readlink,
-	.mknod = fs_mknod,
-	.mkdir = fs_mkdir,
-	.unlink = fs_unlink,
-	.rmdir = fs_rmdir,
-	.symlink = fs_symlink,
-	.rename = fs_rename,
-	.link = fs_link,
-	.open = fs_open,
-	.read = fs_read,
-	.write = fs_write,
-	.flush = fs_flush,
-	.release = fs_release,
-	.fsync = fs_fsync,
-	.opendir = fs_opendir,
-	.readdir = fs_readdir,
-	.readdirplus = fs_readdirplus,
-	.releasedir = fs_releasedir,
-	.fsyncdir = fs_fsyncdir,
-	.statfs = fs_statfs,
-	.setxattr = fs_setxattr,
-	.getxattr = fs_getxattr,
-	.listxattr = fs_listxattr,
-	.removexattr = fs_removexattr,
-	.access = fs_access,
-	.create = fs_create,
-	.fallocate = fs_fallocate,
-	.lseek = fs_lseek,
+	.lookup = timed_lookup,
+	.forget = timed_forget,
+	.forget_multi = timed_forget_multi,
+	.getattr = timed_getattr,
+	.setattr = timed_setattr,
+	.readlink = timed_readlink,
+	.mknod = timed_mknod,
+	.mkdir = timed_mkdir,
+	.unlink = timed_unlink,
+	.rmdir = timed_rmdir,
+	.symlink = timed_symlink,
+	.rename = timed_rename,
+	.link = timed_link,
+	.open = timed_open,
+	.read = timed_read,
+	.write = timed_write,
+	.flush = timed_flush,
+	.release = timed_release,
+	.fsync = timed_fsync,
+	.opendir = timed_opendir,
+	.readdir = timed_readdir,
+	.readdirplus = timed_readdirplus,
+	.releasedir = timed_releasedir,
+	.fsyncdir = timed_fsyncdir,
+	.statfs = timed_statfs,
+	.setxattr = timed_setxattr,
+	.getxattr = timed_getxattr,
+	.listxattr = timed_listxattr,
+	.removexattr = timed_removexattr,
+	.access = timed_access,
+	.create = timed_create,
+	.fallocate = timed_fallocate,
+	.lseek = timed_lseek,
 };

@@ -56,8 +56,9 @@
 #                      then is a hang, and fails
 #   --log-level LEVEL  the daemons' --log-level and the mounts' log_level=
 #                      (debug, info, warning, error; default: theirs, info)
-#   --metrics          every daemon serves Prometheus metrics on ADDR (any
-#                      free port, written to NAME.metrics-port):
+#   --metrics          every daemon and every mount serves Prometheus
+#                      metrics on ADDR (any free port, written to
+#                      NAME.metrics-port, fuseM.metrics-port for mount M):
 #                      http://ADDR:PORT/metrics
 #   --metrics-port PORT  the metadata daemon's metrics port (implies
 #                      --metrics; default 0: any)
@@ -67,7 +68,7 @@
 # line per daemon: NAME URI DATA_DIR, read by tests/lib/cluster.c), the
 # secret, and per daemon NAME.pid, NAME.port, NAME.log (NAME.metrics-port with
 # --metrics) and the data in NAME/ (meta, storage1, ...); per mount
-# fuseM.pid, fuseM.log and mntM.
+# fuseM.pid, fuseM.log, mntM (and fuseM.metrics-port with --metrics).
 #
 # COMMAND's arguments %MOUNT% and %MOUNT2% become the mount paths. COMMAND
 # gets the environment RDMAFS_MOUNT, RDMAFS_MOUNT2, RDMAFS_CLUSTER_DIR,
@@ -311,10 +312,15 @@ mount_ready() {
 
 # mount_one M: mounts rdmafs-fuse on mount point M and waits until it is ready.
 mount_one() {
-	local n=$1 m pid deadline opts
+	local n=$1 m pid deadline opts mport
 	m=$(mount_point "$n")
 	mkdir -p "$m"
 	opts="meta=$meta_uri,secret=$dir/secret,allow_other${log_level:+,log_level=$log_level}"
+	if [ "${metrics:-0}" = 1 ]; then
+		# a remounted mount keeps its metrics port, as a restarted daemon does
+		mport=$(cat "$dir/fuse$n.metrics-port" 2>/dev/null) || mport=0
+		opts="$opts,metrics=$(host_port "$addr" "$mport"),metrics_port_file=$dir/fuse$n.metrics-port"
+	fi
 	opts="$opts${RDMAFS_FUSE_OPTS:+,$RDMAFS_FUSE_OPTS}"
 	"${detach[@]}" "$fuse" -f -o "$opts" "$m" </dev/null >>"$dir/fuse$n.log" 2>&1 &
 	pid=$!
@@ -431,7 +437,7 @@ status_lines() {
 	for n in $(seq 1 "$mounts"); do
 		m=$(mount_point "$n")
 		if is_mounted "$m"; then
-			echo "mounted on $m"
+			echo "mounted on $m$(metrics_note "fuse$n")"
 		else
 			echo "not mounted on $m"
 			all=1

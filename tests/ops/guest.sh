@@ -4,7 +4,8 @@
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
 # rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, health,
 # undrain, a removed daemon, a daemon down), rdmafs-copy (round trip, resume,
-# errors), the logs, every daemon's /metrics and client keys, each on
+# errors), the logs, every daemon's /metrics and the mount's (where the guest
+# has FUSE) and client keys, each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
 # Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
@@ -58,5 +59,12 @@ run metrics 3000 "$here/metrics.sh" "$build/fuse-client/rdmafs-copy" \
 run_opts=(--storage 2)
 run client-keys 4000 "$here/client-keys.sh" "$ctl" "$build/fuse-client/rdmafs-copy" \
 	"$build/tests/ops/ops-key-chunks"
+# the mount's own /metrics, its RPCs and a storage daemon's death and return
+# counted over verbs, where the guest has FUSE
+if [ -n "$fuse" ]; then
+	run_opts=(--storage 2 --metrics --mounts 1)
+	run mount-metrics 4000 "$here/mount-metrics.sh" %MOUNT% "$fuse" \
+		"$here/mount_metrics_check.py"
+fi
 run_opts=()
 exit $status
