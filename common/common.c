@@ -89,53 +89,50 @@ uint64_t rdmafs_latency_count(const struct rdmafs_latency *h)
 	return n;
 }
 
-int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len)
+int rdmafs_read_private(const char *path, void *buf, size_t room, size_t *len)
 {
-	/* one byte more than allowed, to tell a secret that is too long */
-	const size_t room = RDMAFS_SECRET_MAX + 1;
 	struct stat st;
-	uint8_t *buf;
 	ssize_t n;
-	int fd, ret;
+	int fd, ret = 0;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	/* fstat, not stat: the mode checked is the mode of the file read */
-	if (fstat(fd, &st)) {
+	if (fstat(fd, &st))
 		ret = -errno;
-		goto err_close;
-	}
-	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+	else if (st.st_mode & (S_IRWXG | S_IRWXO))
 		ret = -EPERM;
-		goto err_close;
-	}
-	buf = malloc(room);
-	if (!buf) {
-		ret = -ENOMEM;
-		goto err_close;
-	}
-	n = read(fd, buf, room);
-	if (n < 0) {
+	else if ((n = read(fd, buf, room)) < 0)
 		ret = -errno;
-		goto err_free;
-	}
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	if (n == 0 || (size_t)n == room) {
-		ret = -EINVAL;
-		goto err_free;
-	}
-	close(fd);
-	*out = buf;
-	*len = (size_t)n;
-	return 0;
-
-err_free:
-	free(buf);
-err_close:
+	else
+		*len = (size_t)n;
 	close(fd);
 	return ret;
+}
+
+int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len)
+{
+	/* one byte more than allowed, to tell a secret that is too long */
+	const size_t room = RDMAFS_SECRET_MAX + 1;
+	uint8_t *buf = malloc(room);
+	size_t n = 0;
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	ret = rdmafs_read_private(path, buf, room, &n);
+	while (!ret && n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	if (!ret && (n == 0 || n == room))
+		ret = -EINVAL;
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
 }
 
 const char *rdmafs_secret_strerror(const char *path, int err, char *buf, size_t size)

@@ -175,28 +175,14 @@ static int parse_key_text(char *text, struct xprt_key *out)
 int rdmafs_key_read(const char *path, struct xprt_key *out)
 {
 	char text[KEY_FILE_MAX + 1];
-	struct stat st;
-	ssize_t n;
-	int fd, ret;
+	size_t n = 0;
+	int ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		ret = -errno;
-		goto out_close;
-	}
 	/* whoever can read the key is that client: refused as the secret is */
-	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		ret = -EPERM;
-		goto out_close;
-	}
-	n = read(fd, text, KEY_FILE_MAX + 1);
-	if (n < 0) {
-		ret = -errno;
-		goto out_close;
-	}
-	if (n > KEY_FILE_MAX || memchr(text, '\0', (size_t)n)) {
+	ret = rdmafs_read_private(path, text, KEY_FILE_MAX + 1, &n);
+	if (ret)
+		goto out_wipe;
+	if (n > KEY_FILE_MAX || memchr(text, '\0', n)) {
 		ret = -EINVAL;
 		goto out_wipe;
 	}
@@ -206,8 +192,6 @@ int rdmafs_key_read(const char *path, struct xprt_key *out)
 		sodium_memzero(out, sizeof(*out));
 out_wipe:
 	sodium_memzero(text, sizeof(text));
-out_close:
-	close(fd);
 	return ret;
 }
 

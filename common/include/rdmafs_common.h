@@ -231,6 +231,14 @@ uint64_t rdmafs_now_ns(void);
 int rdmafs_read_secret(const char *path, uint8_t **out, size_t *len);
 
 /*
+ * Reads up to @room bytes of a file only its owner may access into @buf,
+ * *@len getting how many: the secret's and a client key's reader. -EPERM,
+ * before a byte is read, when its group or others have any access; else
+ * -errno from opening or reading it.
+ */
+int rdmafs_read_private(const char *path, void *buf, size_t room, size_t *len);
+
+/*
  * Says in one sentence, into @buf (@size bytes), why rdmafs_read_secret(@path)
  * returned @err, for the caller's own error line, e.g. "secret file /s is
  * accessible by others (mode 0644): chmod 600 /s". Every program that reads
