@@ -8,8 +8,11 @@
 # operations and while its client holds a connection to every daemon.
 # Prints one line per check; exit 0 pass, 1 FAIL, 99 the test's own trouble.
 import sys
-import urllib.error
-import urllib.request
+
+from promcheck import check, check_histograms, finish, scrape, trouble
+import promcheck
+
+promcheck.subject = "the daemons"
 
 try:
     from prometheus_client.parser import text_string_to_metric_families
@@ -17,21 +20,10 @@ except ImportError:
     print("ERROR: python3-prometheus-client is not installed (a failure of the test itself)")
     sys.exit(99)
 
-failures = 0
 
 
-def check(ok, what, detail=""):
-    global failures
-    if ok:
-        print(f"ok: {what}")
-    else:
-        failures += 1
-        print(f"FAIL: {what}{': ' + detail if detail else ''}")
 
 
-def trouble(what):
-    print(f"ERROR: {what} (a failure of the test itself, not a verdict on the daemons)")
-    sys.exit(99)
 
 
 # Every daemon serves these, with these types. The parser names a counter's
@@ -79,12 +71,6 @@ META_OPS_USED = ["MKDIR", "CREATE", "SETATTR", "OPEN", "RELEASE", "LOOKUP", "REA
                  "GET_CLUSTER_MAP", "REGISTER_DAEMON"]
 
 
-def scrape(url):
-    try:
-        with urllib.request.urlopen(url, timeout=30) as r:
-            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type", ""), ""
 
 
 def value(families, family, **labels):
@@ -107,30 +93,6 @@ def by_op(families, family, suffix=""):
             if s.name == family + suffix and "op" in s.labels}
 
 
-def check_histograms(name, families, family):
-    """Each op's buckets are cumulative, end with +Inf, and +Inf == _count."""
-    f = families[family]
-    ops = {}
-    for s in f.samples:
-        ops.setdefault(s.labels.get("op"), []).append(s)
-    bad = []
-    for op, samples in ops.items():
-        buckets = [(s.labels["le"], s.value) for s in samples if s.name == family + "_bucket"]
-        count = [s.value for s in samples if s.name == family + "_count"]
-        total = [s.value for s in samples if s.name == family + "_sum"]
-        if not buckets or buckets[-1][0] != "+Inf" or len(count) != 1 or len(total) != 1:
-            bad.append(f"{op}: buckets {buckets} count {count} sum {total}")
-            continue
-        bounds = [float(le) for le, _ in buckets]
-        values = [v for _, v in buckets]
-        if bounds != sorted(bounds) or values != sorted(values):
-            bad.append(f"{op}: not cumulative in ascending le: {buckets}")
-        if values[-1] != count[0]:
-            bad.append(f"{op}: +Inf {values[-1]} != _count {count[0]}")
-        if total[0] < 0 or (count[0] > 0 and total[0] <= 0):
-            bad.append(f"{op}: _sum {total[0]} with _count {count[0]}")
-    check(not bad and ops, f"{name}: {family}: {len(ops)} histograms cumulative, +Inf == _count",
-          "; ".join(bad) or "no histogram")
 
 
 def main():
@@ -201,7 +163,7 @@ def main():
         read_bytes += moved.get("CHUNK_READ", 0)
         disk_write += value(families, "rdmafs_disk_seconds", op="write") or 0
         chunks += value(families, "rdmafs_chunks") or 0
-        check_histograms(name, families, "rdmafs_request_duration_seconds")
+        check_histograms(families, "rdmafs_request_duration_seconds", name)
 
         if name != "meta":
             continue
@@ -217,7 +179,7 @@ def main():
               f"{name}: a LOOKUP of a missing name counted as an error", f"{meta_errors}")
         replies = by_op(families, "rdmafs_meta_reply_bytes", "_total")
         check(replies.get("GET_CLUSTER_MAP", 0) > 0, f"{name}: reply bytes counted")
-        check_histograms(name, families, "rdmafs_meta_request_duration_seconds")
+        check_histograms(families, "rdmafs_meta_request_duration_seconds", name)
         inodes = value(families, "rdmafs_meta_inodes") or 0
         check(inodes >= 4, f"{name}: meta_inodes {inodes} >= the 4 made")
         up = value(families, "rdmafs_cluster_daemons", state="up")
@@ -231,7 +193,7 @@ def main():
           f"{write_bytes} {read_bytes}")
     check(disk_write > 0, "all daemons: disk_seconds_total{op=\"write\"} > 0", f"{disk_write}")
     check(chunks > 0, "all daemons: chunks > 0", f"{chunks}")
-    sys.exit(1 if failures else 0)
+    finish()
 
 
 main()

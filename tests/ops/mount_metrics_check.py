@@ -16,8 +16,11 @@
 # Prints one line per check; exit 0 pass, 1 FAIL, 99 the test's own trouble.
 import json
 import sys
-import urllib.error
-import urllib.request
+
+from promcheck import check, check_histograms, finish, scrape, trouble
+import promcheck
+
+promcheck.subject = "the mount"
 
 try:
     from prometheus_client.parser import text_string_to_metric_families
@@ -25,21 +28,10 @@ except ImportError:
     print("ERROR: python3-prometheus-client is not installed (a failure of the test itself)")
     sys.exit(99)
 
-failures = 0
 
 
-def check(ok, what, detail=""):
-    global failures
-    if ok:
-        print(f"ok: {what}")
-    else:
-        failures += 1
-        print(f"FAIL: {what}{': ' + detail if detail else ''}")
 
 
-def trouble(what):
-    print(f"ERROR: {what} (a failure of the test itself, not a verdict on the mount)")
-    sys.exit(99)
 
 
 # Every family the mount serves, with its type. The parser names a counter's
@@ -79,14 +71,6 @@ META_OPS_USED = ["LOOKUP", "MKDIR", "CREATE", "OPEN", "RELEASE", "RENAME", "UNLI
 STORAGE_OPS_USED = ["CHUNK_WRITE", "CHUNK_READ", "CHUNK_COMMIT"]
 
 
-def scrape(url):
-    try:
-        with urllib.request.urlopen(url, timeout=30) as r:
-            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type", ""), ""
-    except OSError as e:
-        return None, "", str(e)
 
 
 def samples(families, family, suffix="_total"):
@@ -104,30 +88,6 @@ def value(families, family, suffix="_total", **labels):
                if all(dict(k).get(n) == want for n, want in labels.items()))
 
 
-def check_histograms(families, family):
-    """Each label set's buckets are cumulative, end with +Inf, and +Inf == _count."""
-    series = {}
-    for s in families[family].samples:
-        key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
-        series.setdefault(key, []).append(s)
-    bad = []
-    for key, group in series.items():
-        buckets = [(s.labels["le"], s.value) for s in group if s.name == family + "_bucket"]
-        count = [s.value for s in group if s.name == family + "_count"]
-        total = [s.value for s in group if s.name == family + "_sum"]
-        if not buckets or buckets[-1][0] != "+Inf" or len(count) != 1 or len(total) != 1:
-            bad.append(f"{key}: buckets {buckets} count {count} sum {total}")
-            continue
-        bounds = [float(le) for le, _ in buckets]
-        values = [v for _, v in buckets]
-        if bounds != sorted(bounds) or values != sorted(values):
-            bad.append(f"{key}: not cumulative in ascending le: {buckets}")
-        if values[-1] != count[0]:
-            bad.append(f"{key}: +Inf {values[-1]} != _count {count[0]}")
-        if total[0] < 0 or (count[0] > 0 and total[0] <= 0):
-            bad.append(f"{key}: _sum {total[0]} with _count {count[0]}")
-    check(not bad and series, f"{family}: {len(series)} histograms cumulative, +Inf == _count",
-          "; ".join(bad) or "no histogram")
 
 
 def read_families(url):
@@ -253,7 +213,7 @@ def main():
         except (OSError, ValueError) as e:
             trouble(f"cannot read {snapshot}: {e}")
         check_restart(families, before)
-    sys.exit(1 if failures else 0)
+    finish()
 
 
 main()
