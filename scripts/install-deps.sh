@@ -13,7 +13,7 @@ build_packages=(
 )
 test_packages=(
 	qemu-system-x86 busybox-static kmod cpio perftest rdmacm-utils
-	fio bindfs rsync attr acl xfsprogs e2fsprogs python3 python3-prometheus-client curl valgrind
+	fio bindfs glusterfs-server glusterfs-client rsync attr acl xfsprogs e2fsprogs python3 python3-prometheus-client curl valgrind
 	dpkg-dev debhelper devscripts
 )
 

@@ -1,145 +1,184 @@
 #!/usr/bin/env bash
-# bench-fs: the mounted filesystem, in one run, beside a FUSE passthrough
-# (bindfs) of a local directory and the local directory itself:
-#   - sequential 1 MiB write and read, 1 and 4 jobs (fio, io_uring engine)
-#   - 4 KiB random read and write (fio)
-#   - metadata: create, stat, unlink of N files, and listing (python)
-# A benchmark, not a test: it prints a table and writes JSON, with every rdmafs
-# figure as a ratio against the passthrough (the aim in the issue) and the
-# local directory.
+# bench-fs: the mounted filesystem beside a real peer, in one run. The same
+# workloads (tests/bench/fs_workloads.py) run, one target after the other, on
+#   rdmafs      four daemons, one also serving metadata (tests/lib/cluster.sh)
+#   rdmafs-1    the single-node default: one daemon serving metadata and data
+#   glusterfs   GlusterFS, one brick on loopback (Debian's glusterfs-server),
+#               started and stopped here
+#   bindfs      a FUSE passthrough of a local directory
+#   local       the local directory itself
+# Workloads: sequential 1 MiB write (1 job, with the machine's CPU) and 4 jobs,
+# cold 1 MiB read; 4 KiB random read and write with 4 psync jobs at QD1 and
+# one io_uring job at QD32; create, stat, list, unlink of N files in one
+# directory, and create/stat/unlink by 4 processes in 4 directories;
+# unpacking a tarball of small files and a stat walk of that tree.
+# A benchmark, not a test: it prints a table and writes JSON with every
+# figure and, for every rdmafs row, its ratio against glusterfs (the aim of
+# the issue), bindfs and local.
 #
 #   tests/bench/bench-fs.sh BUILD_DIR [OUT.json]
 # Environment: BENCH_FS_SIZE_MB (per fio job, default 256), BENCH_FS_FILES
-# (metadata files, default 10000), BENCH_FS_TRANSPORT (tcp|rdma, default tcp),
-# BENCH_FS_ADDR (default 127.0.0.1; an RDMA interface address for rdma).
-# The cluster comes from tests/lib/cluster.sh (as root: it mounts with
-# allow_other), its data in /var/tmp.
+# (metadata files, default 10000), BENCH_FS_TREE_FILES (the tarball's files,
+# default 20000), BENCH_FS_RUNTIME (seconds per random I/O run, default 10),
+# BENCH_FS_TRANSPORT (tcp|rdma, default tcp), BENCH_FS_ADDR (default
+# 127.0.0.1; an RDMA interface address for rdma), BENCH_FS_TARGETS (a subset
+# of the targets above, in order), BENCH_FS_ONLY (a comma list of workloads).
+# Run as root (mounts); data in /var/tmp.
 set -euo pipefail
 
 top=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
-# Storage daemons besides the one that also hosts the metadata service.
-readonly EXTRA_DAEMONS=3
-
-if [ "${1:-}" != --inner ]; then
-	build=${1:?usage: bench-fs.sh BUILD_DIR [OUT.json]}
-	build=$(realpath "$build")
-	json_out=$(realpath -m "${2:-bench-fs.json}")
-	for tool in fio bindfs python3 fusermount3; do
-		command -v "$tool" >/dev/null || { echo "bench-fs: $tool is missing (scripts/install-deps.sh)" >&2; exit 77; }
-	done
-	for p in storage-daemon/rdmafs-daemon fuse-client/rdmafs-fuse fuse-client/ctl/rdmafsctl; do
-		[ -x "$build/$p" ] || { echo "bench-fs: build rdmafs first ($build/$p)" >&2; exit 77; }
-	done
-	# the one test cluster harness; its data, like fio's files, on /var/tmp's disk
-	TMPDIR=/var/tmp exec "$top/tests/lib/cluster.sh" --build "$build" \
-		--transport "${BENCH_FS_TRANSPORT:-tcp}" --addr "${BENCH_FS_ADDR:-127.0.0.1}" \
-		--storage "$EXTRA_DAEMONS" --timeout 7200 -- "$0" --inner "$json_out"
-fi
-
-# --- inside the cluster (tests/lib/cluster.sh: RDMAFS_MOUNT, RDMAFS_CLUSTER_DIR) ---
-json_out=$2
+build=$(realpath "${1:?usage: bench-fs.sh BUILD_DIR [OUT.json]}")
+json_out=$(realpath -m "${2:-bench-fs.json}")
 size_mb=${BENCH_FS_SIZE_MB:-256}
 nfiles=${BENCH_FS_FILES:-10000}
+tree_files=${BENCH_FS_TREE_FILES:-20000}
+runtime=${BENCH_FS_RUNTIME:-10}
 transport=${BENCH_FS_TRANSPORT:-tcp}
-work=$RDMAFS_CLUSTER_DIR/bench
+addr=${BENCH_FS_ADDR:-127.0.0.1}
+read -r -a targets <<<"${BENCH_FS_TARGETS:-rdmafs rdmafs-1 glusterfs bindfs local}"
+workloads=$top/tests/bench/fs_workloads.py
+
+for tool in fio bindfs python3 fusermount3 tar; do
+	command -v "$tool" >/dev/null || { echo "bench-fs: $tool is missing (scripts/install-deps.sh)" >&2; exit 77; }
+done
+for p in storage-daemon/rdmafs-daemon fuse-client/rdmafs-fuse fuse-client/ctl/rdmafsctl; do
+	[ -x "$build/$p" ] || { echo "bench-fs: build rdmafs first ($build/$p)" >&2; exit 77; }
+done
+[ "$(id -u)" = 0 ] || { echo "bench-fs: run as root (it mounts filesystems)" >&2; exit 77; }
+
+work=$(mktemp -d /var/tmp/rdmafs-bench-fs.XXXXXX)
+gl_volume=rdmafs-bench-$$ gl_started=0 gl_mounted=0 gl_created=0
 cleanup() {
-	fusermount3 -u "$work/bindfs" 2>/dev/null || umount -l "$work/bindfs" 2>/dev/null || true
+	fusermount3 -u "$work/bindfs" 2>/dev/null || true
+	gluster_down
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 
-mkdir -p "$work/local" "$work/bindfs-src" "$work/bindfs"
-bindfs "$work/bindfs-src" "$work/bindfs"
+# --- GlusterFS: one brick on loopback, started and stopped here ----------------
 
-declare -A result
-run_fio() { # target name rw bs jobs
-	local dir=$1 name=$2 rw=$3 bs=$4 jobs=$5 out
-	out=$(fio --name="$name" --directory="$dir" --rw="$rw" --bs="$bs" --numjobs="$jobs" \
-		--size="${size_mb}M" --ioengine=io_uring --iodepth=4 --direct=0 \
-		--end_fsync=1 --group_reporting --output-format=json 2>/dev/null)
-	python3 -c '
-import json, sys
-j = json.loads(sys.stdin.read())["jobs"][0]
-side = "write" if j["write"]["io_bytes"] > 0 else "read"
-print("%.1f" % (j[side]["bw_bytes"] / 1e6))' <<<"$out"
+gluster_up() {
+	local m=$1
+	if ! command -v glusterd >/dev/null || ! command -v gluster >/dev/null; then
+		echo "bench-fs: glusterfs-server is not installed (scripts/install-deps.sh)" >&2
+		return 1
+	fi
+	if ! pgrep -x glusterd >/dev/null; then
+		glusterd --log-file="$work/glusterd.log" || return 1
+		gl_started=1
+		for _ in $(seq 50); do gluster --mode=script volume list >/dev/null 2>&1 && break; sleep 0.2; done
+	fi
+	mkdir -p "$work/gl-brick" "$m"
+	# force: the brick is on the root filesystem, which GlusterFS warns about
+	gluster --mode=script volume create "$gl_volume" "$(hostname):$work/gl-brick" force >&2 || return 1
+	gl_created=1
+	gluster --mode=script volume start "$gl_volume" >&2 || return 1
+	mount -t glusterfs "$(hostname):/$gl_volume" "$m" || return 1
+	gl_mounted=1
 }
 
-metadata() { # dir -> "create stat unlink list" per second
-	python3 - "$1" "$nfiles" <<'PY'
-import os, sys, time
-d, n = os.path.join(sys.argv[1], "meta"), int(sys.argv[2])
-os.mkdir(d)
-t = time.time()
-for i in range(n):
-    os.close(os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
-create = n / (time.time() - t)
-t = time.time()
-for i in range(n):
-    os.stat(f"{d}/f{i}")
-stat = n / (time.time() - t)
-t = time.time()
-listed = len(os.listdir(d))
-listing = listed / (time.time() - t)
-t = time.time()
-for i in range(n):
-    os.unlink(f"{d}/f{i}")
-unlink = n / (time.time() - t)
-os.rmdir(d)
-print(f"{create:.0f} {stat:.0f} {unlink:.0f} {listing:.0f}")
-PY
+gluster_down() {
+	[ "$gl_mounted" = 1 ] && { umount "$work/gluster" 2>/dev/null || umount -l "$work/gluster" || true; }
+	if [ "$gl_created" = 1 ]; then
+		gluster --mode=script volume stop "$gl_volume" force >/dev/null 2>&1 || true
+		gluster --mode=script volume delete "$gl_volume" >/dev/null 2>&1 || true
+	fi
+	if [ "$gl_started" = 1 ]; then
+		pkill -x glusterd || true
+		pkill -x glusterfsd || true
+	fi
+	gl_mounted=0 gl_created=0 gl_started=0
 }
 
-targets=(rdmafs bindfs local)
-declare -A dirs=([rdmafs]=$RDMAFS_MOUNT [bindfs]=$work/bindfs [local]=$work/local)
-workloads=("seq-write-1M-1job write 1M 1" "seq-read-1M-1job read 1M 1"
-	"seq-write-1M-4jobs write 1M 4" "seq-read-1M-4jobs read 1M 4"
-	"rand-write-4K randwrite 4k 1" "rand-read-4K randread 4k 1")
+# --- the targets ------------------------------------------------------------------
+
+run_workloads() { # DIR OUT.json
+	python3 "$workloads" "$1" "$2" --size-mb "$size_mb" --files "$nfiles" --runtime "$runtime" \
+		--tarball "$work/tree.tar" --tree-files "$tree_files" --only "${BENCH_FS_ONLY:-}"
+}
+
+run_rdmafs() { # TARGET STORAGE_DAEMONS
+	# the one test cluster harness; its data, like the workloads' files, on /var/tmp's disk
+	TMPDIR=/var/tmp "$top/tests/lib/cluster.sh" --build "$build" --transport "$transport" \
+		--addr "$addr" --storage "$2" --timeout 7200 -- \
+		python3 "$workloads" %MOUNT% "$work/$1.json" --size-mb "$size_mb" --files "$nfiles" \
+		--runtime "$runtime" --tarball "$work/tree.tar" --tree-files "$tree_files" \
+		--only "${BENCH_FS_ONLY:-}" >&2
+}
+
+python3 "$workloads" --make-tarball "$work/tree.tar" "$tree_files"
 for t in "${targets[@]}"; do
-	for w in "${workloads[@]}"; do
-		read -r name rw bs jobs <<<"$w"
-		# Reads need the files the matching write left; drop them after.
-		if [[ $rw == *write ]]; then
-			rm -f "${dirs[$t]}/$name".* 2>/dev/null || true
+	echo "bench-fs: $t ($(date +%T))" >&2
+	case $t in
+	rdmafs) run_rdmafs rdmafs 3 ;;
+	rdmafs-1) run_rdmafs rdmafs-1 0 ;;
+	glusterfs)
+		rc=0
+		if gluster_up "$work/gluster"; then
+			run_workloads "$work/gluster" "$work/glusterfs.json" || rc=$?
 		else
-			# Reads measure the filesystem, not the page cache.
-			sync
-			echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+			echo "bench-fs: glusterfs could not be set up" >&2
+			rc=1
 		fi
-		result[$t,$name]=$(run_fio "${dirs[$t]}" "${name/read/write}" "$rw" "$bs" "$jobs")
-	done
-	rm -f "${dirs[$t]}"/seq-* "${dirs[$t]}"/rand-* 2>/dev/null || true
-	read -r c s u l <<<"$(metadata "${dirs[$t]}")"
-	result[$t,create]=$c
-	result[$t,stat]=$s
-	result[$t,unlink]=$u
-	result[$t,list]=$l
+		gluster_down
+		[ $rc = 0 ]
+		;;
+	bindfs)
+		mkdir -p "$work/bindfs-src" "$work/bindfs"
+		bindfs "$work/bindfs-src" "$work/bindfs"
+		rc=0
+		run_workloads "$work/bindfs" "$work/bindfs.json" || rc=$?
+		fusermount3 -u "$work/bindfs"
+		[ $rc = 0 ]
+		;;
+	local)
+		mkdir -p "$work/local"
+		run_workloads "$work/local" "$work/local.json"
+		;;
+	*) echo "bench-fs: unknown target $t" >&2; exit 2 ;;
+	esac || echo "bench-fs: $t failed; its column stays empty" >&2
 done
 
-metrics=(seq-write-1M-1job seq-read-1M-1job seq-write-1M-4jobs seq-read-1M-4jobs
-	rand-write-4K rand-read-4K create stat unlink list)
-{
-	printf '\nbench-fs: rdmafs (%s, %d storage daemons, one also serving metadata) vs bindfs passthrough vs local\n' \
-		"$transport" $((EXTRA_DAEMONS + 1))
-	printf '%-20s %12s %12s %12s %9s %9s\n' metric rdmafs bindfs local vs-bindfs vs-local
-	for m in "${metrics[@]}"; do
-		unit="MB/s"
-		case $m in create | stat | unlink | list) unit="ops/s" ;; esac
-		python3 -c '
-import sys
-m, u, r, b, l = sys.argv[1:6]
-r, b, l = float(r), float(b), float(l)
-print("%-20s %8.1f %-3s %8.1f %-3s %8.1f %-3s %9.2f %9.2f" % (m, r, u[:3], b, u[:3], l, u[:3], r / b if b else 0, r / l if l else 0))' \
-			"$m" "$unit" "${result[rdmafs,$m]}" "${result[bindfs,$m]}" "${result[local,$m]}"
-	done
-}
-python3 - "$json_out" "$transport" <<PY
-import json, sys
-metrics = "${metrics[*]}".split()
-vals = {$(for m in "${metrics[@]}"; do printf '"%s": [%s, %s, %s],' "$m" "${result[rdmafs,$m]}" "${result[bindfs,$m]}" "${result[local,$m]}"; done)}
-out = {"transport": sys.argv[2], "baselines": ["bindfs passthrough", "local directory"], "results": [
-    {"metric": m, "rdmafs": r, "bindfs": b, "local": l,
-     "ratio_vs_bindfs": round(r / b, 3) if b else None, "ratio_vs_local": round(r / l, 3) if l else None}
-    for m, (r, b, l) in vals.items()]}
-json.dump(out, open(sys.argv[1], "w"), indent=2)
-print("JSON in", sys.argv[1])
+python3 - "$json_out" "$work" "$transport" "${targets[@]}" <<'PY'
+import json, os, sys
+out, work, transport, targets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+res = {}
+for t in targets:
+    p = os.path.join(work, t + ".json")
+    res[t] = json.load(open(p)) if os.path.exists(p) else {}
+metrics = []
+for t in targets:
+    for m in res[t]:
+        if m not in metrics:
+            metrics.append(m)
+rows = []
+for m in metrics:
+    unit = next(res[t][m]["unit"] for t in targets if m in res[t])
+    row = {"metric": m, "unit": unit}
+    for t in targets:
+        row[t] = res[t].get(m, {}).get("value")
+    for t in (x for x in targets if x.startswith("rdmafs")):
+        for base in ("glusterfs", "bindfs", "local"):
+            if base in targets and row[t] is not None and row.get(base):
+                row[f"{t}_vs_{base}"] = round(row[t] / row[base], 3)
+    rows.append(row)
+json.dump({"transport": transport, "targets": targets, "results": rows},
+          open(out, "w"), indent=1)
+w = 12
+head = f"{'metric':28}" + "".join(f"{t:>{w}}" for t in targets)
+ratios = [f"{t}/{b}" for t in targets if t.startswith("rdmafs") for b in ("glusterfs", "bindfs")
+          if b in targets]
+head += "".join(f"{r:>{len(r) + 2}}" for r in ratios)
+print(f"\nbench-fs ({transport}; rdmafs: 4 daemons, rdmafs-1: one; ratios are rdmafs/peer)")
+print(head)
+for row in rows:
+    line = f"{row['metric'] + ' ' + row['unit']:28}"
+    line += "".join(f"{row[t]:>{w}.1f}" if row[t] is not None else f"{'-':>{w}}" for t in targets)
+    for r in ratios:
+        t, b = r.split("/")
+        v = row.get(f"{t}_vs_{b}")
+        line += f"{v:>{len(r) + 2}.2f}" if v is not None else f"{'-':>{len(r) + 2}}"
+    print(line)
+print("JSON in", out)
 PY
