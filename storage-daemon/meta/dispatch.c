@@ -281,14 +281,46 @@ static int check_revoked(struct meta_txn *t, const struct meta_caller *caller)
 	return c.r.revoked ? -EKEYREVOKED : 0;
 }
 
+/* A request inside its transaction (run_body()'s @arg). */
+struct body {
+	const struct meta_caller *caller;
+	const struct meta_method *mm;
+	const ProtobufCMessage *msg;
+	void *resp_buf;
+	size_t *resp_len;
+};
+
+/* What a request does in its transaction: the revocation check, the method, the packed reply. */
+static int run_body(struct meta_txn *t, void *arg)
+{
+	struct body *b = arg;
+	ProtobufCMessage *resp = NULL;
+	int ret;
+
+	if (b->caller && b->caller->keyed) {
+		ret = check_revoked(t, b->caller);
+		if (ret)
+			return ret;
+	}
+	ret = b->mm->fn(t, b->msg, &resp);
+	if (ret)
+		return ret;
+	if (!resp)
+		return -EIO;
+	if (protobuf_c_message_get_packed_size(resp) > t->resp_cap)
+		return -EMSGSIZE;
+	*b->resp_len = protobuf_c_message_pack(resp, b->resp_buf);
+	return 0;
+}
+
 /* meta_handle_as() but for the counting. */
 static int handle(struct meta *m, const struct meta_caller *caller, const struct meta_method *mm,
 		  const void *req, size_t req_len, void *resp_buf, size_t resp_cap,
 		  size_t *resp_len)
 {
 	struct meta_txn t = {.m = m, .resp_cap = resp_cap};
-	ProtobufCMessage *msg, *resp = NULL;
-	size_t size;
+	struct body b = {.caller = caller, .mm = mm, .resp_buf = resp_buf, .resp_len = resp_len};
+	ProtobufCMessage *msg;
 	int ret;
 
 	*resp_len = 0;
@@ -300,6 +332,7 @@ static int handle(struct meta *m, const struct meta_caller *caller, const struct
 	msg = protobuf_c_message_unpack(mm->request, NULL, req_len, req);
 	if (!msg)
 		return -EBADMSG;
+	b.msg = msg;
 	read_cred(mm->request, msg, &t.cred);
 	clock_gettime(CLOCK_REALTIME, &t.now);
 	if (caller && caller->keyed) {
@@ -309,40 +342,21 @@ static int handle(struct meta *m, const struct meta_caller *caller, const struct
 			squash_owner(&t, mm, msg);
 		}
 		if (ret)
-			goto out_free_arena;
+			goto out_free;
 	}
-
-	ret = meta_store_txn_begin(&t, mm->write);
-	if (ret)
-		goto out_free_arena;
-	if (caller && caller->keyed) {
-		ret = check_revoked(&t, caller);
-		if (ret)
-			goto out_abort;
-	}
-	ret = mm->fn(&t, msg, &resp);
-	if (ret)
-		goto out_abort;
-	if (!resp) {
-		ret = -EIO;
-		goto out_abort;
-	}
-	size = protobuf_c_message_get_packed_size(resp);
-	if (size > resp_cap) {
-		ret = -EMSGSIZE;
-		goto out_abort;
-	}
-	*resp_len = protobuf_c_message_pack(resp, resp_buf);
 	if (mm->write) {
-		ret = meta_store_txn_commit(&t);
-		if (ret)
-			*resp_len = 0;
-		goto out_free_arena;
+		/* committed with the writes that arrive meanwhile, one flush for all */
+		ret = meta_group_run(m, &t, run_body, &b);
+	} else {
+		ret = meta_store_txn_begin(&t, false);
+		if (!ret) {
+			ret = run_body(&t, &b);
+			meta_store_txn_abort(&t);
+		}
 	}
-out_abort:
-	/* also the normal end of a read-only transaction */
-	meta_store_txn_abort(&t);
-out_free_arena:
+out_free:
+	if (ret)
+		*resp_len = 0;
 	meta_arena_free(t.arena);
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return ret;
@@ -488,7 +502,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	if (!m)
 		return -ENOMEM;
 	m->method_counters = calloc(METHOD_COUNT, sizeof(*m->method_counters));
-	if (!m->method_counters) {
+	if (!m->method_counters || meta_group_create(m)) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
@@ -534,6 +548,7 @@ err_abort:
 err_close_store:
 	meta_store_close(m);
 err_free:
+	meta_group_destroy(m);
 	free(m->method_counters);
 	free(m);
 	return ret;
@@ -544,6 +559,7 @@ void meta_close(struct meta *m)
 	if (!m)
 		return;
 	meta_store_close(m);
+	meta_group_destroy(m);
 	free(m->method_counters);
 	free(m);
 }

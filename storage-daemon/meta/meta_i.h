@@ -6,6 +6,8 @@
  *   dispatch.c  meta_open() (the format check, a new store's counters),
  *               meta_close(), meta_handle(): unpack -> transaction -> pack,
  *               through the method table
+ *   group.c     group commit: write requests that arrive together share one
+ *               transaction and one flush
  *   admin.c     rdmafsctl's methods: INODE_LIST, SET_LAYOUT, INODE_PATHS, CLIENT_*
  *   ops.c       the filesystem operations and their permission checks
  *   cluster.c   the cluster map: daemons, epoch, STATFS, the daemons of a
@@ -13,7 +15,7 @@
  *   store.c     the LMDB store (meta_store_i.h): environment, transactions,
  *               record formats, walks; the log and the reply memory
  *
- * Dependency order: store <- cluster <- ops <- admin <- dispatch; no file
+ * Dependency order: store <- group, cluster <- ops <- admin <- dispatch; no file
  * calls one above it. store.c includes only the store's headers, so it
  * cannot, and it is the only file that calls LMDB: grep the other four for
  * LMDB's mdb prefix and nothing turns up.
@@ -38,6 +40,34 @@
 #define META_LINK_MAX	    65000 /* hard links of one file, as ext4 */
 
 typedef int (*meta_op_fn)(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+
+/* ---- group.c ---- */
+
+/* What one write request does in its transaction; 0 or -errno (then it is undone). */
+typedef int (*meta_group_fn)(struct meta_txn *t, void *arg);
+
+/* The queue of write requests (m->group): 0 or -ENOMEM. */
+int meta_group_create(struct meta *m);
+/* Frees m->group; no request may be waiting. */
+void meta_group_destroy(struct meta *m);
+
+/*
+ * Runs @fn(@t, @arg) in a write transaction of its own, nested in a group
+ * transaction that the write requests arriving meanwhile share: the first
+ * caller to find no group running leads, takes every request queued, runs
+ * them one after the other in their order of arrival, and commits them all
+ * with one flush; the others wait for it. A request whose @fn fails is
+ * undone alone. Returns @fn's result when the group committed, else the
+ * commit's error (nothing of the group stays). Runs when this returns
+ * durably committed (as a transaction of its own would be).
+ */
+int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *arg);
+
+/* Groups committed and requests run in them since meta_group_create(). */
+void meta_group_stats(struct meta *m, uint64_t *groups, uint64_t *requests);
+
+/* Requests queued and not yet taken by a leader (for tests). */
+unsigned meta_group_queued(struct meta *m);
 
 /* ---- cluster.c ---- */
 

@@ -72,6 +72,7 @@ struct meta {
 	uint64_t first_tick;		     /* now_sec of the first tick of this run, 0 before */
 	/* dispatch.c's, one per method of its table, for meta_method_stats() */
 	struct meta_method_counters *method_counters;
+	struct meta_group *group; /* group.c: the write requests waiting to commit */
 };
 
 struct inode_rec {
@@ -237,6 +238,23 @@ int meta_store_txn_commit(struct meta_txn *t);
 
 /* Ends @t's transaction, undoing its writes; a no-op when none is open. */
 void meta_store_txn_abort(struct meta_txn *t);
+
+/*
+ * A group transaction (group.c): one write transaction that several
+ * requests share, each in a transaction of its own nested in it.
+ * meta_store_group_begin() begins it (writers wait for each other, as
+ * above); meta_store_txn_begin_in() begins @t's transaction inside @group,
+ * ended as any other by meta_store_txn_commit() (its writes join the
+ * group's) or meta_store_txn_abort() (they are undone, the group's are
+ * not); meta_store_group_commit() makes the group durable at once, or fails
+ * and keeps nothing of it; meta_store_group_abort() undoes it all. No
+ * store call may use @group while a nested transaction is open in it.
+ * Return 0, -ENOSPC when the store is full, or -errno.
+ */
+int meta_store_group_begin(struct meta *m, struct meta_store_txn **group);
+int meta_store_txn_begin_in(struct meta_txn *t, struct meta_store_txn *group);
+int meta_store_group_commit(struct meta *m, struct meta_store_txn *group);
+void meta_store_group_abort(struct meta_store_txn *group);
 
 /*
  * ---- records ----

@@ -966,6 +966,43 @@ int meta_store_txn_begin(struct meta_txn *t, bool write)
 	return lmdb_errno(rc);
 }
 
+int meta_store_group_begin(struct meta *m, struct meta_store_txn **out)
+{
+	MDB_txn *txn = NULL;
+	int rc = mdb_txn_begin(m->store->env, NULL, 0, &txn);
+
+	if (rc)
+		meta_log(m, META_LOG_ERR, "cannot begin a transaction: %s", mdb_strerror(rc));
+	*out = (struct meta_store_txn *)txn;
+	return lmdb_errno(rc);
+}
+
+int meta_store_txn_begin_in(struct meta_txn *t, struct meta_store_txn *group)
+{
+	MDB_txn *txn = NULL;
+	int rc = mdb_txn_begin(t->m->store->env, (MDB_txn *)group, 0, &txn);
+
+	if (rc)
+		meta_log(t->m, META_LOG_ERR, "cannot begin a nested transaction: %s",
+			 mdb_strerror(rc));
+	t->txn = (struct meta_store_txn *)txn;
+	return lmdb_errno(rc);
+}
+
+int meta_store_group_commit(struct meta *m, struct meta_store_txn *group)
+{
+	int rc = mdb_txn_commit((MDB_txn *)group);
+
+	if (rc)
+		meta_log(m, META_LOG_ERR, "cannot commit: %s", mdb_strerror(rc));
+	return lmdb_errno(rc);
+}
+
+void meta_store_group_abort(struct meta_store_txn *group)
+{
+	mdb_txn_abort((MDB_txn *)group);
+}
+
 int meta_store_txn_commit(struct meta_txn *t)
 {
 	int rc = mdb_txn_commit(txn_of(t));

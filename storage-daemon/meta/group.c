@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Group commit (meta_i.h): every write request used to be a transaction of
+ * its own, with a flush of its own, so the service committed one request per
+ * flush however many waited. Here the requests that arrive while a group is
+ * committing queue up; the first of them to find no group running leads the
+ * next, taking the whole queue into one transaction, each request nested in
+ * it so that a failing one is undone alone, and one flush makes them all
+ * durable. Durability is what it was: no request is answered before the
+ * flush that holds it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "meta_i.h"
+
+struct group_req {
+	struct meta_txn *t;
+	meta_group_fn fn;
+	void *arg;
+	int ret;
+	bool done;
+	struct group_req *next;
+};
+
+struct meta_group {
+	pthread_mutex_t lock;
+	pthread_cond_t done; /* a group finished: its requests are done, a leader may start */
+	struct group_req *head, **tail;
+	unsigned queued;
+	bool running; /* a leader is committing a group */
+	uint64_t groups, requests;
+};
+
+int meta_group_create(struct meta *m)
+{
+	struct meta_group *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return -ENOMEM;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->done, NULL);
+	g->tail = &g->head;
+	m->group = g;
+	return 0;
+}
+
+void meta_group_destroy(struct meta *m)
+{
+	struct meta_group *g = m->group;
+
+	if (!g)
+		return;
+	pthread_cond_destroy(&g->done);
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+	m->group = NULL;
+}
+
+/* Runs the requests of @list in one group transaction; each gets its ret. */
+static void commit_group(struct meta *m, struct group_req *list)
+{
+	struct meta_store_txn *group;
+	struct group_req *r;
+	int ret = meta_store_group_begin(m, &group);
+
+	for (r = list; r; r = r->next) {
+		if (ret) {
+			r->ret = ret;
+			continue;
+		}
+		r->ret = meta_store_txn_begin_in(r->t, group);
+		if (r->ret)
+			continue;
+		r->ret = r->fn(r->t, r->arg);
+		if (r->ret)
+			meta_store_txn_abort(r->t);
+		else
+			r->ret = meta_store_txn_commit(r->t);
+	}
+	if (ret)
+		return;
+	ret = meta_store_group_commit(m, group);
+	for (r = list; r && ret; r = r->next)
+		if (!r->ret)
+			r->ret = ret;
+}
+
+int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *arg)
+{
+	struct meta_group *g = m->group;
+	struct group_req self = {.t = t, .fn = fn, .arg = arg}, *list, *r;
+	uint64_t count = 0;
+
+	pthread_mutex_lock(&g->lock);
+	*g->tail = &self;
+	g->tail = &self.next;
+	g->queued++;
+	while (!self.done && g->running)
+		pthread_cond_wait(&g->done, &g->lock);
+	if (self.done) {
+		pthread_mutex_unlock(&g->lock);
+		return self.ret;
+	}
+	/* no group runs and ours is still queued: lead the next, with every request queued */
+	g->running = true;
+	list = g->head;
+	g->head = NULL;
+	g->tail = &g->head;
+	g->queued = 0;
+	pthread_mutex_unlock(&g->lock);
+
+	commit_group(m, list);
+
+	pthread_mutex_lock(&g->lock);
+	for (r = list; r; r = r->next) {
+		r->done = true;
+		count++;
+	}
+	g->groups++;
+	g->requests += count;
+	g->running = false;
+	pthread_cond_broadcast(&g->done);
+	pthread_mutex_unlock(&g->lock);
+	return self.ret;
+}
+
+void meta_group_stats(struct meta *m, uint64_t *groups, uint64_t *requests)
+{
+	struct meta_group *g = m->group;
+
+	pthread_mutex_lock(&g->lock);
+	*groups = g->groups;
+	*requests = g->requests;
+	pthread_mutex_unlock(&g->lock);
+}
+
+unsigned meta_group_queued(struct meta *m)
+{
+	struct meta_group *g = m->group;
+	unsigned n;
+
+	pthread_mutex_lock(&g->lock);
+	n = g->queued;
+	pthread_mutex_unlock(&g->lock);
+	return n;
+}
