@@ -242,6 +242,13 @@ static void render_meta(struct meta *m, FILE *f)
 		return;
 	}
 	rdmafs_prom_gauge(f, "rdmafs_meta_inodes", "Inodes the metadata service holds.", ss.inodes);
+	rdmafs_prom_counter(f, "rdmafs_meta_commits_total",
+			    "Commits (one flush each) of the metadata service's write requests.",
+			    ss.commit_groups);
+	rdmafs_prom_counter(f, "rdmafs_meta_committed_requests_total",
+			    "Write requests committed; over rdmafs_meta_commits_total, the mean "
+			    "group size.",
+			    ss.grouped_requests);
 	rdmafs_prom_gauge(f, "rdmafs_cluster_epoch", "Epoch of the cluster map.", ss.epoch);
 	rdmafs_prom_family(f, "rdmafs_cluster_daemons", "gauge",
 			   "Storage daemons in the cluster map, by state.");

@@ -144,6 +144,7 @@ int meta_store_stats(struct meta *m, struct meta_store_stats *out)
 	int ret;
 
 	memset(out, 0, sizeof(*out));
+	meta_group_stats(m, &out->commit_groups, &out->grouped_requests);
 	clock_gettime(CLOCK_REALTIME, &t.now);
 	ret = meta_store_txn_begin(&t, false);
 	if (ret)

@@ -124,6 +124,8 @@ struct meta_store_stats {
 	uint64_t epoch;	 /* of the cluster map */
 	/* daemons in the cluster map by DaemonState (0 unspecified .. 4 removed) */
 	uint32_t daemons[5];
+	/* write requests committed, and the groups (commits, flushes) they took */
+	uint64_t commit_groups, grouped_requests;
 };
 
 /* Reads @out in one read transaction. Returns 0 or the LMDB failure's errno. */

@@ -61,6 +61,8 @@ META = {
     "rdmafs_meta_reply_bytes": "counter",
     "rdmafs_meta_request_duration_seconds": "histogram",
     "rdmafs_meta_inodes": "gauge",
+    "rdmafs_meta_commits": "counter",
+    "rdmafs_meta_committed_requests": "counter",
     "rdmafs_cluster_epoch": "gauge",
     "rdmafs_cluster_daemons": "gauge",
 }
@@ -180,6 +182,10 @@ def main():
         replies = by_op(families, "rdmafs_meta_reply_bytes", "_total")
         check(replies.get("GET_CLUSTER_MAP", 0) > 0, f"{name}: reply bytes counted")
         check_histograms(families, "rdmafs_meta_request_duration_seconds", name)
+        commits = value(families, "rdmafs_meta_commits") or 0
+        committed = value(families, "rdmafs_meta_committed_requests") or 0
+        check(0 < commits <= committed, f"{name}: 0 < meta commits <= requests committed",
+              f"{commits} {committed}")
         inodes = value(families, "rdmafs_meta_inodes") or 0
         check(inodes >= 4, f"{name}: meta_inodes {inodes} >= the 4 made")
         up = value(families, "rdmafs_cluster_daemons", state="up")
