@@ -11,6 +11,7 @@
  *   secret_file = /etc/rdmafs/secret
  *   name = storage-1
  *   workers = 4
+ *   meta_workers = 16                 ; metadata requests' threads (metadata = yes); 0: workers'
  *   queue_depth = 256
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
  *   lmdb_map_size = 1073741824
@@ -282,6 +283,10 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 		ret = parse_range(value, 1, 64, &v, why, why_size);
 		if (!ret)
 			cfg->workers = (unsigned)v;
+	} else if (strcmp(key, "meta_workers") == 0) {
+		ret = parse_range(value, 0, 256, &v, why, why_size);
+		if (!ret)
+			cfg->meta_workers = (unsigned)v;
 	} else if (strcmp(key, "queue_depth") == 0) {
 		ret = parse_range(value, 1, 65536, &v, why, why_size);
 		if (!ret)
@@ -544,6 +549,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->workers = 4;
+	cfg->meta_workers = 16;
 	cfg->queue_depth = 256;
 	cfg->max_chunk_size = 1u << 20;
 	cfg->lmdb_map_size = 1ull << 30;

@@ -35,6 +35,7 @@ struct daemon_config {
 	char *port_file;
 	char *name;		 /* at most DAEMON_NAME_MAX printable characters */
 	unsigned workers;	 /* worker threads, each with its own io_uring */
+	unsigned meta_workers;	 /* metadata requests' threads; 0: the workers run them */
 	unsigned queue_depth;	 /* requests queued for the workers, then -EBUSY */
 	uint32_t max_chunk_size; /* largest chunk served; sizes the buffers */
 	uint64_t lmdb_map_size;
@@ -284,7 +285,8 @@ struct server_params {
 	struct keyring *keyring; /* revoked client keys, or NULL: none */
 	const uint8_t *uuid;
 	unsigned workers;
-	unsigned queue_depth;
+	unsigned meta_workers; /* with @meta: its requests' own threads; 0: the workers' */
+	unsigned queue_depth;  /* per lane */
 	uint32_t max_chunk_size;
 	/*
 	 * Set up the workers' buffers and io_uring but start no thread: queued

@@ -280,6 +280,7 @@ int main(int argc, char **argv)
 	sp.keyring = keyring;
 	sp.uuid = dd.uuid;
 	sp.workers = cfg.workers;
+	sp.meta_workers = cfg.meta_workers;
 	sp.queue_depth = cfg.queue_depth;
 	sp.max_chunk_size = cfg.max_chunk_size;
 	ret = server_create(&sp, &srv);

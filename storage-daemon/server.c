@@ -5,10 +5,18 @@
  * validate every field, move the data with one-sided RDMA and the disk with
  * their own io_uring, and reply.
  *
- * Limits: one pool buffer per worker bounds the RDMA in flight on the whole
- * daemon to `workers` operations of at most max_chunk_size bytes; the queue
- * holds at most queue_depth requests, beyond which a request gets -EBUSY at
- * once (the transport's credits already bound each connection).
+ * Two lanes, each a queue and its threads: the data lane's `workers` own a
+ * pool buffer and an io_uring each and run the chunk methods; the metadata
+ * lane's `meta_workers` (only where the service runs; 0: the data lane runs
+ * it too) run the metadata methods, which wait on LMDB and on group commit,
+ * not on the disk's data or the NIC: with many of them, the write requests
+ * of many clients commit together (meta/group.c) and data never queues
+ * behind metadata.
+ *
+ * Limits: one pool buffer per data worker bounds the RDMA in flight on the
+ * whole daemon to `workers` operations of at most max_chunk_size bytes; each
+ * lane's queue holds at most queue_depth requests, beyond which a request
+ * gets -EBUSY at once (the transport's credits already bound each connection).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -72,8 +80,20 @@ struct queued {
 	uint64_t start_ns;
 };
 
+enum { LANE_DATA, LANE_META, LANES };
+
+struct lane {
+	pthread_cond_t cond; /* a request queued, or the server stops */
+	struct queued *queue;
+	unsigned cap, head, len;
+	uint32_t in_flight;
+	unsigned worker_count;
+	struct worker *workers;
+};
+
 struct worker {
 	struct server *srv;
+	struct lane *lane;
 	pthread_t thread;
 	bool started;
 	struct store_io *io;
@@ -111,19 +131,14 @@ struct server {
 	uint8_t uuid[16];
 	uint32_t max_chunk_size;
 	struct xprt_pool *pool;
-	unsigned worker_count;
-	struct worker *workers;
 
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct queued *queue;
-	unsigned queue_cap, queue_head, queue_len;
+	pthread_mutex_t lock; /* guards both lanes' queues and stopping */
+	struct lane lanes[LANES];
 	bool stopping;
 
 	uint64_t start_ns;
 	struct op_counters ops[OP_COUNT];
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
-	uint32_t in_flight;
 	uint64_t rdma_bytes_in_flight;
 	/* time spent in one-sided transfers and in the store, by direction */
 	uint64_t rdma_read_ns, rdma_write_ns, disk_read_ns, disk_write_ns, disk_commit_ns;
@@ -529,12 +544,15 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->disk_write_ns = STAT_GET(srv->disk_write_ns);
 	out->disk_commit_ns = STAT_GET(srv->disk_commit_ns);
 	pthread_mutex_lock(&srv->lock);
-	out->in_flight = srv->in_flight;
-	out->queued = srv->queue_len;
+	for (unsigned l = 0; l < LANES; l++) {
+		out->in_flight += srv->lanes[l].in_flight;
+		out->queued += srv->lanes[l].len;
+	}
+	/* queue_depth and workers as configured: the data lane's */
+	out->queue_capacity = srv->lanes[LANE_DATA].cap;
+	out->workers = srv->lanes[LANE_DATA].worker_count;
 	out->busy = srv->busy;
 	pthread_mutex_unlock(&srv->lock);
-	out->queue_capacity = srv->queue_cap;
-	out->workers = srv->worker_count;
 	xprt_ctx_stats(srv->ctx, &conns);
 	for (unsigned k = 0; k <= XPRT_KIND_TCP; k++)
 		out->connections += conns.served[k];
@@ -921,31 +939,31 @@ static void handle(struct worker *w, struct queued *q)
 }
 
 /*
- * Takes the next queued request into @q. With @wait it sleeps until one comes
- * and returns false only once the server stops with an empty queue; without,
- * it returns false at once when the queue is empty.
+ * Takes the next request of @lane into @q. With @wait it sleeps until one
+ * comes and returns false only once the server stops with an empty queue;
+ * without, it returns false at once when the queue is empty.
  */
-static bool queue_take(struct server *srv, bool wait, struct queued *q)
+static bool queue_take(struct server *srv, struct lane *lane, bool wait, struct queued *q)
 {
 	pthread_mutex_lock(&srv->lock);
-	while (wait && !srv->queue_len && !srv->stopping)
-		pthread_cond_wait(&srv->cond, &srv->lock);
-	if (!srv->queue_len) {
+	while (wait && !lane->len && !srv->stopping)
+		pthread_cond_wait(&lane->cond, &srv->lock);
+	if (!lane->len) {
 		pthread_mutex_unlock(&srv->lock);
 		return false;
 	}
-	*q = srv->queue[srv->queue_head];
-	srv->queue_head = (srv->queue_head + 1) % srv->queue_cap;
-	srv->queue_len--;
-	srv->in_flight++;
+	*q = lane->queue[lane->head];
+	lane->head = (lane->head + 1) % lane->cap;
+	lane->len--;
+	lane->in_flight++;
 	pthread_mutex_unlock(&srv->lock);
 	return true;
 }
 
-static void queue_done(struct server *srv)
+static void queue_done(struct server *srv, struct lane *lane)
 {
 	pthread_mutex_lock(&srv->lock);
-	srv->in_flight--;
+	lane->in_flight--;
 	pthread_mutex_unlock(&srv->lock);
 }
 
@@ -954,9 +972,9 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct queued q;
 
-	while (queue_take(w->srv, true, &q)) {
+	while (queue_take(w->srv, w->lane, true, &q)) {
 		handle(w, &q);
-		queue_done(w->srv);
+		queue_done(w->srv, w->lane);
 	}
 	return NULL;
 }
@@ -966,39 +984,93 @@ unsigned server_run_queued(struct server *srv)
 	struct queued q;
 	unsigned n = 0;
 
-	while (queue_take(srv, false, &q)) {
-		handle(&srv->workers[0], &q);
-		queue_done(srv);
-		n++;
+	for (unsigned l = 0; l < LANES; l++) {
+		struct lane *lane = &srv->lanes[l];
+
+		while (lane->worker_count && queue_take(srv, lane, false, &q)) {
+			handle(&lane->workers[0], &q);
+			queue_done(srv, lane);
+			n++;
+		}
 	}
 	return n;
+}
+
+/* The lane of @method: metadata to its own lane where one runs, the rest to the data lane. */
+static struct lane *lane_of(struct server *srv, uint32_t method)
+{
+	struct lane *meta = &srv->lanes[LANE_META];
+
+	if (meta->worker_count && meta_handles_method(method))
+		return meta;
+	return &srv->lanes[LANE_DATA];
 }
 
 void server_request_cb(struct xprt_req *req, void *arg)
 {
 	struct server *srv = arg;
+	struct lane *lane = lane_of(srv, xprt_req_method(req));
 	int status = 0;
 
 	pthread_mutex_lock(&srv->lock);
 	if (srv->stopping) {
 		status = -ESHUTDOWN;
-	} else if (srv->queue_len == srv->queue_cap) {
+	} else if (lane->len == lane->cap) {
 		status = -EBUSY;
 		srv->busy++;
 	} else {
-		srv->queue[(srv->queue_head + srv->queue_len) % srv->queue_cap] =
+		lane->queue[(lane->head + lane->len) % lane->cap] =
 			(struct queued){.req = req, .start_ns = rdmafs_now_ns()};
-		srv->queue_len++;
-		pthread_cond_signal(&srv->cond);
+		lane->len++;
+		pthread_cond_signal(&lane->cond);
 	}
 	pthread_mutex_unlock(&srv->lock);
 	if (status)
 		xprt_reply(req, status, NULL, 0);
 }
 
+/* The queue and workers of @lane (@data: each with a pool buffer and an io_uring); threads too. */
+static int lane_start(struct server *srv, struct lane *lane, unsigned workers, unsigned depth,
+		      bool data, bool threads)
+{
+	int ret;
+
+	lane->cap = depth;
+	lane->queue = calloc(depth, sizeof(*lane->queue));
+	lane->workers = calloc(workers, sizeof(*lane->workers));
+	if (!lane->queue || !lane->workers)
+		return -ENOMEM;
+	lane->worker_count = workers;
+	for (unsigned i = 0; i < workers; i++) {
+		struct worker *w = &lane->workers[i];
+
+		w->srv = srv;
+		w->lane = lane;
+		w->reply = malloc(REPLY_MAX);
+		if (!w->reply)
+			return -ENOMEM;
+		if (data) {
+			ret = xprt_pool_get(srv->pool, 0, &w->buf);
+			if (ret)
+				return ret;
+			ret = store_io_create(srv->store, srv->pool, &w->io);
+			if (ret)
+				return ret;
+		}
+		if (!threads)
+			continue;
+		ret = -pthread_create(&w->thread, NULL, worker_main, w);
+		if (ret)
+			return ret;
+		w->started = true;
+	}
+	return 0;
+}
+
 int server_create(const struct server_params *p, struct server **out)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
+	unsigned meta_workers = p->meta ? p->meta_workers : 0;
 	int ret;
 
 	if (!srv)
@@ -1010,17 +1082,10 @@ int server_create(const struct server_params *p, struct server **out)
 	memcpy(srv->uuid, p->uuid, sizeof(srv->uuid));
 	srv->max_chunk_size = p->max_chunk_size;
 	srv->start_ns = rdmafs_now_ns();
-	srv->queue_cap = p->queue_depth;
-	srv->worker_count = p->workers;
 	pthread_mutex_init(&srv->lock, NULL);
-	pthread_cond_init(&srv->cond, NULL);
+	for (unsigned l = 0; l < LANES; l++)
+		pthread_cond_init(&srv->lanes[l].cond, NULL);
 	pthread_mutex_init(&srv->scrub.lock, NULL);
-	srv->queue = calloc(srv->queue_cap, sizeof(*srv->queue));
-	srv->workers = calloc(srv->worker_count, sizeof(*srv->workers));
-	if (!srv->queue || !srv->workers) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
 	/* The daemon's memory is never exposed: local access only. */
 	ret = xprt_pool_create(p->ctx, p->max_chunk_size, p->workers, XPRT_ACCESS_LOCAL,
 			       &srv->pool);
@@ -1029,28 +1094,13 @@ int server_create(const struct server_params *p, struct server **out)
 			   p->workers, p->max_chunk_size, xprt_strerror(ret));
 		goto err_free;
 	}
-	for (unsigned i = 0; i < srv->worker_count; i++) {
-		struct worker *w = &srv->workers[i];
-
-		w->srv = srv;
-		w->reply = malloc(REPLY_MAX);
-		if (!w->reply) {
-			ret = -ENOMEM;
-			goto err_stop;
-		}
-		ret = xprt_pool_get(srv->pool, 0, &w->buf);
-		if (ret)
-			goto err_stop;
-		ret = store_io_create(srv->store, srv->pool, &w->io);
-		if (ret)
-			goto err_stop;
-		if (p->no_threads)
-			continue;
-		ret = -pthread_create(&w->thread, NULL, worker_main, w);
-		if (ret)
-			goto err_stop;
-		w->started = true;
-	}
+	ret = lane_start(srv, &srv->lanes[LANE_DATA], p->workers, p->queue_depth, true,
+			 !p->no_threads);
+	if (!ret && meta_workers)
+		ret = lane_start(srv, &srv->lanes[LANE_META], meta_workers, p->queue_depth, false,
+				 !p->no_threads);
+	if (ret)
+		goto err_stop;
 	*out = srv;
 	return 0;
 
@@ -1067,20 +1117,25 @@ void server_stop(struct server *srv)
 		return;
 	pthread_mutex_lock(&srv->lock);
 	__atomic_store_n(&srv->stopping, true, __ATOMIC_RELAXED); /* do_scrub() reads it */
-	pthread_cond_broadcast(&srv->cond);
+	for (unsigned l = 0; l < LANES; l++)
+		pthread_cond_broadcast(&srv->lanes[l].cond);
 	pthread_mutex_unlock(&srv->lock);
 	scrub_stop(srv);
-	for (unsigned i = 0; srv->workers && i < srv->worker_count; i++) {
-		struct worker *w = &srv->workers[i];
+	for (unsigned l = 0; l < LANES; l++) {
+		struct lane *lane = &srv->lanes[l];
 
-		if (w->started)
-			pthread_join(w->thread, NULL);
-		w->started = false;
-		store_io_destroy(w->io);
-		w->io = NULL;
-		if (w->buf)
-			xprt_pool_put(w->buf);
-		w->buf = NULL;
+		for (unsigned i = 0; lane->workers && i < lane->worker_count; i++) {
+			struct worker *w = &lane->workers[i];
+
+			if (w->started)
+				pthread_join(w->thread, NULL);
+			w->started = false;
+			store_io_destroy(w->io);
+			w->io = NULL;
+			if (w->buf)
+				xprt_pool_put(w->buf);
+			w->buf = NULL;
+		}
 	}
 	xprt_pool_destroy(srv->pool);
 	srv->pool = NULL;
@@ -1090,12 +1145,16 @@ void server_destroy(struct server *srv)
 {
 	if (!srv)
 		return;
-	for (unsigned i = 0; srv->workers && i < srv->worker_count; i++)
-		free(srv->workers[i].reply);
-	free(srv->workers);
-	free(srv->queue);
+	for (unsigned l = 0; l < LANES; l++) {
+		struct lane *lane = &srv->lanes[l];
+
+		for (unsigned i = 0; lane->workers && i < lane->worker_count; i++)
+			free(lane->workers[i].reply);
+		free(lane->workers);
+		free(lane->queue);
+		pthread_cond_destroy(&lane->cond);
+	}
 	pthread_mutex_destroy(&srv->scrub.lock);
-	pthread_cond_destroy(&srv->cond);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
 }
