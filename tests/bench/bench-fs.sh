@@ -46,7 +46,8 @@ for p in storage-daemon/rdmafs-daemon fuse-client/rdmafs-fuse fuse-client/ctl/rd
 done
 [ "$(id -u)" = 0 ] || { echo "bench-fs: run as root (it mounts filesystems)" >&2; exit 77; }
 
-work=$(mktemp -d /var/tmp/rdmafs-bench-fs.XXXXXX)
+work=$(mktemp -d /var/tmp/rdmafs-bench-fs.XXXXXX) ||
+	{ echo "bench-fs: cannot make a directory in /var/tmp" >&2; exit 1; }
 gl_volume=rdmafs-bench-$$ gl_started=0 gl_mounted=0 gl_created=0
 cleanup() {
 	fusermount3 -u "$work/bindfs" 2>/dev/null || true

@@ -14,7 +14,8 @@ build=$(realpath "${1:?usage: bench-meta.sh BUILD_DIR [OUT.json]}")
 json_out=$(realpath -m "${2:-bench-meta.json}")
 [ -x "$build/tests/bench/bench-meta" ] || { echo "bench-meta: build rdmafs first ($build/tests/bench/bench-meta)" >&2; exit 77; }
 
-local_dir=$(mktemp -d /var/tmp/rdmafs-bench-meta.XXXXXX)
+local_dir=$(mktemp -d /var/tmp/rdmafs-bench-meta.XXXXXX) ||
+	{ echo "bench-meta: cannot make a directory in /var/tmp" >&2; exit 1; }
 trap 'rm -rf "$local_dir"' EXIT
 # the service's data, like the local directory, on /var/tmp's disk; the
 # single-quoted variables are expanded by that inner shell, inside the cluster
