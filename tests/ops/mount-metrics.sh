@@ -74,15 +74,29 @@ rc=$?
 
 # 3. a storage daemon holding chunks of A dies and comes back
 ino=$(stat -c %i "$d/A") || check_fail "stat A"
-victim=
-while read -r name _ data_dir; do
-	[ "$name" = meta ] && continue
-	if [ -n "$(ls -A "$(printf '%s/chunks/%016x' "$data_dir" "$ino")" 2>/dev/null)" ]; then
-		victim=${name#storage}
-		break
-	fi
-done <"$dir/daemons"
-[ -n "$victim" ] || check_fail "no storage daemon holds chunks of a 4 MiB file: is data striped?"
+# The storage daemon (not the metadata service's own) that holds a chunk of A.
+find_victim() {
+	local name data_dir _
+	while read -r name _ data_dir; do
+		[ "$name" = meta ] && continue
+		if [ -n "$(ls -A "$(printf '%s/chunks/%016x' "$data_dir" "$ino")" 2>/dev/null)" ]; then
+			echo "${name#storage}"
+			return
+		fi
+	done <"$dir/daemons"
+}
+# Placement hashes this run's random uuids: A's five chunks may all fall on
+# the metadata service's daemon. A grows a chunk at a time until one does not.
+victim=$(find_victim)
+for _ in $(seq 32); do
+	[ -n "$victim" ] && break
+	{ head -c "$MIB" /dev/urandom >"$work/more" && cat "$work/more" >>"$work/A"; } ||
+		check_error "growing A's reference by a chunk"
+	timeout 120 dd if="$work/more" of="$d/A" bs=1M oflag=append conv=notrunc,fsync status=none ||
+		check_fail "appending a chunk to A on the mount"
+	victim=$(find_victim)
+done
+[ -n "$victim" ] || check_fail "no storage daemon holds any of 37 chunks of A: is data striped?"
 "$ctl" ctl kill "$victim" KILL || check_error "cannot kill storage daemon $victim"
 echo "killed storage daemon $victim, which holds chunks of A"
 read_fails() {

@@ -327,18 +327,15 @@ static struct cluster_daemon *placed(const struct file *f, uint64_t index)
 	return daemon_by_uuid(list[slot]);
 }
 
-static void write_file(const char *name, uint64_t size, uint64_t hole)
+/* Creates file @name at the next slot of files[]; its size and bytes come with fill_file(). */
+static Rdmafs__CreateResp *create_file(const char *name, uint64_t hole)
 {
 	Rdmafs__CreateReq req = RDMAFS__CREATE_REQ__INIT;
 	Rdmafs__CreateResp *resp;
-	Rdmafs__UpdateSizeReq us = RDMAFS__UPDATE_SIZE_REQ__INIT;
-	Rdmafs__ReleaseReq rel = RDMAFS__RELEASE_REQ__INIT;
-	ProtobufCMessage *r;
 	struct file *f = &files[file_count];
-	uint8_t *buf = malloc(1u << 20);
 	int ret;
 
-	REQUIRE(buf && file_count < MAX_FILES, "too many files");
+	REQUIRE(file_count < MAX_FILES, "too many files");
 	snprintf(f->name, sizeof(f->name), "%s", name);
 	req.parent = 1;
 	req.name.data = (uint8_t *)f->name;
@@ -350,23 +347,37 @@ static void write_file(const char *name, uint64_t size, uint64_t hole)
 			(ProtobufCMessage **)&resp);
 	REQUIRE(ret == 0, "CREATE %s: %s", name, strerror(-ret));
 	f->ino = resp->attr->ino;
-	f->size = size;
 	f->seed = f->ino * 7919 + 13;
 	f->hole = hole;
 	layout_from(f, resp->layout);
+	return resp;
+}
+
+/* Writes @size bytes into the file create_file() just made, sets its size and closes it. */
+static void fill_file(Rdmafs__CreateResp *resp, uint64_t size)
+{
+	Rdmafs__UpdateSizeReq us = RDMAFS__UPDATE_SIZE_REQ__INIT;
+	Rdmafs__ReleaseReq rel = RDMAFS__RELEASE_REQ__INIT;
+	ProtobufCMessage *r;
+	struct file *f = &files[file_count];
+	uint8_t *buf = malloc(1u << 20);
+	int ret;
+
+	REQUIRE(buf, "out of memory");
+	f->size = size;
 	for (uint64_t idx = 0; idx * f->chunk_size < size; idx++) {
 		uint32_t len = (uint32_t)(size - idx * f->chunk_size < f->chunk_size
 						  ? size - idx * f->chunk_size
 						  : f->chunk_size);
 		struct cluster_daemon *d = placed(f, idx);
 
-		if (idx == hole)
+		if (idx == f->hole)
 			continue;
 		for (uint32_t k = 0; k < len; k++)
 			buf[k] = stream_byte(f->seed, idx * f->chunk_size + k);
 		ret = rfs_chunk_write(d->client, (struct rfs_chunk_id){f->ino, idx, f->generation},
 				      f->chunk_size, 0, buf, len, true, NULL);
-		REQUIRE(ret == 0, "write %s chunk %" PRIu64 ": %s", name, idx, strerror(-ret));
+		REQUIRE(ret == 0, "write %s chunk %" PRIu64 ": %s", f->name, idx, strerror(-ret));
 	}
 	us.ino = f->ino;
 	us.size = size;
@@ -385,6 +396,55 @@ static void write_file(const char *name, uint64_t size, uint64_t hole)
 	file_count++;
 }
 
+static void write_file(const char *name, uint64_t size, uint64_t hole)
+{
+	fill_file(create_file(name, hole), size);
+}
+
+/* Whether the layout of @f names daemon @d. */
+static bool in_layout(const struct file *f, const struct cluster_daemon *d)
+{
+	for (size_t i = 0; i < f->width; i++)
+		if (memcmp(f->layout[i], d->uuid, 16) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Writes a new file of at least @min_size bytes that has a chunk on daemon @d:
+ * placement is a hash of random uuids, so a file of a fixed size may miss a
+ * daemon by chance; this one is made long enough that it does not. Files
+ * whose layout leaves @d out are written empty and another is tried.
+ */
+static void write_file_onto(const char *name, uint64_t min_size, struct cluster_daemon *d)
+{
+	char fname[64];
+
+	for (int attempt = 0; attempt < 64; attempt++) {
+		Rdmafs__CreateResp *resp;
+		struct file *f = &files[file_count];
+		uint64_t size = min_size;
+
+		snprintf(fname, sizeof(fname), attempt ? "%s.%d" : "%s", name, attempt);
+		resp = create_file(fname, UINT64_MAX);
+		if (!in_layout(f, d)) {
+			fill_file(resp, 0);
+			continue;
+		}
+		for (uint64_t idx = 0;; idx++) {
+			REQUIRE(idx < 4096, "%s: no chunk of 4096 placed on %s", fname, d->name);
+			if (placed(f, idx) == d) {
+				if (size < (idx + 1) * f->chunk_size)
+					size = (idx + 1) * f->chunk_size;
+				break;
+			}
+		}
+		fill_file(resp, size);
+		return;
+	}
+	REQUIRE(false, "64 new files in a row left %s out of their layouts", d->name);
+}
+
 static void write_files(void)
 {
 	static const uint64_t MiB = 1u << 20;
@@ -396,6 +456,19 @@ static void write_files(void)
 	for (int i = 0; i < 9; i++) {
 		snprintf(name, sizeof(name), "f%d", i);
 		write_file(name, (uint64_t)(i % 4 + 1) * MiB + (uint64_t)i * 4099, UINT64_MAX);
+	}
+	/* every daemon holds a chunk, whatever the placement of this run's uuids */
+	for (int d = 0; d < DAEMONS; d++) {
+		bool holds = false;
+
+		for (size_t i = 0; i < file_count && !holds; i++)
+			for (uint64_t idx = 0; idx * files[i].chunk_size < files[i].size; idx++)
+				holds |= idx != files[i].hole &&
+					 placed(&files[i], idx) == &daemons[d];
+		if (!holds) {
+			snprintf(name, sizeof(name), "on-%s", daemons[d].name);
+			write_file_onto(name, MiB, &daemons[d]);
+		}
 	}
 }
 
@@ -1237,7 +1310,6 @@ static void test_undrain(void)
 	struct cluster_daemon *victim = &daemons[2];
 	const struct file *fenced = NULL, *after;
 	uint64_t fenced_index = 0;
-	bool lands = false;
 	char state[32];
 	struct jv *v;
 	int rc;
@@ -1295,11 +1367,11 @@ static void test_undrain(void)
 	verify_all_fresh(victim->uuid);
 
 	/* new files are placed on it again, and their chunks land there */
-	write_file("after-undrain", 8u << 20, UINT64_MAX);
+	write_file_onto("after-undrain", 8u << 20, victim);
 	after = &files[file_count - 1];
-	for (uint64_t idx = 0; idx * after->chunk_size < after->size; idx++)
-		lands |= placed(after, idx) == victim;
-	REQUIRE(lands, "a new file's layout leaves the undrained daemon out");
+	/* a layout as wide as the cluster names every daemon: the first file had it */
+	REQUIRE(after->width < DAEMONS || strcmp(after->name, "after-undrain") == 0,
+		"a new file's layout of all %d daemons left the undrained daemon out", DAEMONS);
 	REQUIRE(daemon_chunks(victim) > 0, "no chunk landed on the undrained daemon");
 	verify_all_fresh(NULL);
 	REQUIRE(ctl("fsck", NULL, NULL, NULL) == 0, "fsck after undrain: %s\n%s", ctl_errbuf,
