@@ -53,7 +53,7 @@ static int inode_list_add(struct meta_txn *t, const struct inode *in, void *arg)
 	e->mode = in->r.mode;
 	e->size = in->r.size;
 	e->nlink = in->r.nlink;
-	e->open_count = in->r.open_count;
+	e->open_count = meta_handle_opens(t->m, in->ino);
 	ret = meta_layout_out(t, in, &e->layout);
 	if (ret)
 		return ret;

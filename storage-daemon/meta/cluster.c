@@ -272,6 +272,7 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *msg,
 	rdmafs__get_cluster_map_resp__init(w.out);
 	w.out->cluster_id.data = t->m->cluster_id;
 	w.out->cluster_id.len = RDMAFS_UUID_LEN;
+	w.out->service_run = t->m->run_id;
 	ret = meta_store_counter_get(t, "epoch", &w.out->epoch);
 	if (ret)
 		return ret;
@@ -664,7 +665,7 @@ static int scan_silent(struct meta_txn *t, uint64_t now, bool apply)
 	return ret ? ret : w.count;
 }
 
-int meta_tick(struct meta *m, uint64_t now_sec)
+int meta_cluster_tick(struct meta *m, uint64_t now_sec)
 {
 	struct meta_txn t = {.m = m};
 	uint64_t zero = 0;

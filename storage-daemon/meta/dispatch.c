@@ -20,6 +20,7 @@
 #define META_DEFAULT_STRIPE_WIDTH   4
 #define META_DEFAULT_HB_TIMEOUT	    10
 #define META_DEFAULT_HB_INTERVAL_MS 2000
+#define META_DEFAULT_RECLAIM_GRACE  30
 
 /*
  * Who may call a method. A caller that proved the cluster secret may call
@@ -27,10 +28,11 @@
  * and with RDMAFS_KEY_READ_ONLY no CHANGE one (EROFS), nor OPEN for writing.
  */
 enum meta_access {
-	ACCESS_READ,   /* looks, changes nothing */
-	ACCESS_CHANGE, /* changes the filesystem */
-	ACCESS_OPEN,   /* OPEN: a change only when it opens for writing */
-	ACCESS_ADMIN,  /* daemons and administration: the cluster secret only */
+	ACCESS_READ,	/* looks, changes nothing */
+	ACCESS_CHANGE,	/* changes the filesystem */
+	ACCESS_OPEN,	/* OPEN: a change only when it opens for writing */
+	ACCESS_RECLAIM, /* RECLAIM: as OPEN, for each handle */
+	ACCESS_ADMIN,	/* daemons and administration: the cluster secret only */
 };
 
 struct meta_method {
@@ -70,6 +72,8 @@ static const struct meta_method methods[] = {
 	METHOD(LISTXATTR, false, READ, listxattr_req, listxattr),
 	METHOD(REMOVEXATTR, true, CHANGE, removexattr_req, removexattr),
 	METHOD(UPDATE_SIZE, true, CHANGE, update_size_req, update_size),
+	/* in the group: a reclaim and the RELEASE of an orphan's last handle are ordered */
+	METHOD(RECLAIM, true, RECLAIM, reclaim_req, reclaim),
 	METHOD(REGISTER_DAEMON, true, ADMIN, register_daemon_req, register_daemon),
 	METHOD(HEARTBEAT, true, ADMIN, heartbeat_req, heartbeat),
 	/* every client needs the map to reach the daemons */
@@ -184,6 +188,11 @@ static void read_cred(const ProtobufCMessageDescriptor *desc, const ProtobufCMes
 	cred->groups = c->groups;
 }
 
+static bool opens_for_writing(uint32_t flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+}
+
 /* Whether a keyed caller may call @mm with @msg: 0, -EPERM or -EROFS. */
 static int check_access(const struct meta_caller *caller, const struct meta_method *mm,
 			const ProtobufCMessage *msg)
@@ -198,8 +207,14 @@ static int check_access(const struct meta_caller *caller, const struct meta_meth
 	case ACCESS_OPEN: {
 		const Rdmafs__OpenReq *open = (const void *)msg;
 
-		if (read_only && ((open->flags & O_ACCMODE) != O_RDONLY || (open->flags & O_TRUNC)))
-			return -EROFS;
+		return read_only && opens_for_writing(open->flags) ? -EROFS : 0;
+	}
+	case ACCESS_RECLAIM: {
+		const Rdmafs__ReclaimReq *r = (const void *)msg;
+
+		for (size_t i = 0; read_only && i < r->n_handles; i++)
+			if (opens_for_writing(r->handles[i]->flags))
+				return -EROFS;
 		return 0;
 	}
 	default:
@@ -417,7 +432,7 @@ static int format_store(struct meta_txn *t)
 	if (!ret)
 		ret = meta_store_counter_put(t, "next_ino", META_ROOT_INO + 1);
 	if (!ret)
-		ret = meta_store_counter_put(t, "next_handle", 1);
+		ret = meta_store_counter_put(t, "handles_at_close", 0);
 	if (!ret)
 		ret = meta_store_counter_put(t, "generation", 1);
 	if (!ret)
@@ -463,6 +478,67 @@ static int load_cluster_id(struct meta *m, struct meta_txn *t)
 	return 0;
 }
 
+/*
+ * Handles live in memory: whether the last run may have left some open
+ * decides the grace period. The counter "handles_at_close" holds the number
+ * a clean meta_close() left, and HANDLES_UNKNOWN while a run goes on, so a
+ * run that was killed, or a store of a build that kept handles in it, counts
+ * as unknown.
+ */
+#define HANDLES_UNKNOWN UINT64_MAX
+
+static int start_handles(struct meta *m, struct meta_txn *t)
+{
+	uint64_t left = HANDLES_UNKNOWN, stored;
+	int ret = meta_store_counter_get(t, "handles_at_close", &left);
+
+	if (ret && ret != -ENOENT)
+		return ret;
+	ret = meta_store_handles_clear(t, &stored);
+	if (ret)
+		return ret;
+	if (stored)
+		meta_log(m, META_LOG_INFO,
+			 "dropped %llu open handle(s) an older build kept in the store: clients "
+			 "reclaim theirs",
+			 (unsigned long long)stored);
+	meta_set_grace(m, left != 0);
+	if (left == HANDLES_UNKNOWN)
+		meta_log(m, META_LOG_INFO,
+			 "the last run did not close cleanly: clients have %u s to reclaim their "
+			 "open handles before unlinked files are freed",
+			 m->opts.reclaim_grace_sec);
+	else if (left)
+		meta_log(m, META_LOG_INFO,
+			 "the last run closed with %llu handle(s) open: clients have %u s to "
+			 "reclaim them before unlinked files are freed",
+			 (unsigned long long)left, m->opts.reclaim_grace_sec);
+	return meta_store_counter_put(t, "handles_at_close", HANDLES_UNKNOWN);
+}
+
+/* Records at a clean close how many handles were open (start_handles()). */
+static void close_handles(struct meta *m)
+{
+	struct meta_txn t = {.m = m};
+	int ret;
+
+	clock_gettime(CLOCK_REALTIME, &t.now);
+	ret = meta_store_txn_begin(&t, true);
+	if (!ret) {
+		ret = meta_store_counter_put(&t, "handles_at_close", meta_handles_total(m));
+		if (ret)
+			meta_store_txn_abort(&t);
+		else
+			ret = meta_store_txn_commit(&t);
+	}
+	if (ret)
+		meta_log(m, META_LOG_WARN,
+			 "cannot record the open handles at close (%s): the next start gives "
+			 "clients a grace period to reclaim them",
+			 strerror(-ret));
+	meta_arena_free(t.arena);
+}
+
 static int check_format(struct meta *m, struct meta_txn *t)
 {
 	uint64_t version;
@@ -490,6 +566,8 @@ static int check_format(struct meta *m, struct meta_txn *t)
 	if (!ret)
 		ret = load_cluster_id(m, t);
 	m->run_id++;
+	if (!ret)
+		ret = start_handles(m, t);
 	return ret;
 }
 
@@ -503,7 +581,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	if (!m)
 		return -ENOMEM;
 	m->method_counters = calloc(METHOD_COUNT, sizeof(*m->method_counters));
-	if (!m->method_counters || meta_group_create(m)) {
+	if (!m->method_counters || meta_group_create(m) || meta_handles_create(m)) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
@@ -521,6 +599,8 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 		m->opts.heartbeat_timeout_sec = META_DEFAULT_HB_TIMEOUT;
 	if (!m->opts.heartbeat_interval_ms)
 		m->opts.heartbeat_interval_ms = META_DEFAULT_HB_INTERVAL_MS;
+	if (!m->opts.reclaim_grace_sec)
+		m->opts.reclaim_grace_sec = META_DEFAULT_RECLAIM_GRACE;
 
 	ret = meta_store_open(m, dir);
 	if (ret)
@@ -549,6 +629,7 @@ err_abort:
 err_close_store:
 	meta_store_close(m);
 err_free:
+	meta_handles_destroy(m);
 	meta_group_destroy(m);
 	free(m->method_counters);
 	free(m);
@@ -559,8 +640,19 @@ void meta_close(struct meta *m)
 {
 	if (!m)
 		return;
+	close_handles(m);
 	meta_store_close(m);
+	meta_handles_destroy(m);
 	meta_group_destroy(m);
 	free(m->method_counters);
 	free(m);
+}
+
+int meta_tick(struct meta *m, uint64_t now_sec)
+{
+	int ret = meta_cluster_tick(m, now_sec);
+
+	/* the clock is set: the grace period counts from the first tick */
+	meta_orphans_sweep(m, now_sec);
+	return ret;
 }

@@ -58,6 +58,18 @@ void meta_group_destroy(struct meta *m)
 	m->group = NULL;
 }
 
+/* A group that did not commit: each request's handle changes go, newest first, and it gets @err. */
+static void undo_all(struct group_req *r, int err)
+{
+	if (!r)
+		return;
+	undo_all(r->next, err);
+	if (!r->ret) {
+		meta_handles_undo(r->t);
+		r->ret = err;
+	}
+}
+
 /* Runs the requests of @list in one group transaction; each gets its ret. */
 static void commit_group(struct meta *m, struct group_req *list)
 {
@@ -78,13 +90,14 @@ static void commit_group(struct meta *m, struct group_req *list)
 			meta_store_txn_abort(r->t);
 		else
 			r->ret = meta_store_txn_commit(r->t);
+		if (r->ret)
+			meta_handles_undo(r->t);
 	}
 	if (ret)
 		return;
 	ret = meta_store_group_commit(m, group);
-	for (r = list; r && ret; r = r->next)
-		if (!r->ret)
-			r->ret = ret;
+	if (ret)
+		undo_all(list, ret);
 }
 
 int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *arg)

@@ -2,7 +2,7 @@
 /*
  * The metadata service: inodes, directories, symlinks, xattrs, open handles
  * and the cluster map, kept in one LMDB environment. It speaks the protobuf
- * messages of proto/rdmafs.proto (methods 200-220, 300-303, 401, 404-409) and knows
+ * messages of proto/rdmafs.proto (methods 200-221, 300-303, 401, 404-409) and knows
  * nothing of the network: the daemon hands it a request body and gets a reply
  * body back. Every request runs in one LMDB transaction, so rename, link and
  * unlink are atomic.
@@ -35,7 +35,13 @@ struct meta_options {
 	uint32_t stripe_width;		/* daemons per new file, at most 64 [4] */
 	uint32_t heartbeat_timeout_sec; /* silence after which a daemon is DOWN [10] */
 	uint32_t heartbeat_interval_ms; /* told to daemons at REGISTER_DAEMON [2000] */
-	meta_log_cb log;		/* [stderr] */
+	/*
+	 * After a start that may have lost open handles (the last run did not
+	 * close with none open), how long clients have to reclaim theirs
+	 * before unlinked files none reclaimed are freed [30]
+	 */
+	uint32_t reclaim_grace_sec;
+	meta_log_cb log; /* [stderr] */
 	void *log_arg;
 };
 
@@ -53,7 +59,7 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 /* Closes the store. No call may be running on it. NULL is a no-op. */
 void meta_close(struct meta *m);
 
-/* True for the method ids meta_handle() serves (200-220, 300-303, 401, 404-409). */
+/* True for the method ids meta_handle() serves (200-221, 300-303, 401, 404-409). */
 bool meta_handles_method(uint32_t method);
 
 /*
@@ -139,7 +145,9 @@ int meta_store_stats(struct meta *m, struct meta_store_stats *out);
  * bumping the cluster map epoch. Heartbeats are stamped with the latest
  * @now_sec. After meta_open() every known daemon gets a full timeout from the
  * first tick, since heartbeat stamps of an earlier run used another clock.
- * Call it about once a second.
+ * Once the reclaim grace period has passed since the first tick, it frees
+ * the unlinked files that no reclaimed handle holds (their chunks are left
+ * to `rdmafsctl fsck --repair`). Call it about once a second.
  *
  * Returns the number of daemons marked DOWN, or a negative errno.
  */

@@ -8,6 +8,7 @@
  *               through the method table
  *   group.c     group commit: write requests that arrive together share one
  *               transaction and one flush
+ *   handles.c   the open handles, in memory, undone with their request
  *   admin.c     rdmafsctl's methods: INODE_LIST, SET_LAYOUT, INODE_PATHS, CLIENT_*
  *   ops.c       the filesystem operations and their permission checks
  *   cluster.c   the cluster map: daemons, epoch, STATFS, the daemons of a
@@ -15,7 +16,7 @@
  *   store.c     the LMDB store (meta_store_i.h): environment, transactions,
  *               record formats, walks; the log and the reply memory
  *
- * Dependency order: store <- group, cluster <- ops <- admin <- dispatch; no file
+ * Dependency order: store <- handles <- group, cluster <- ops <- admin <- dispatch; no file
  * calls one above it. store.c includes only the store's headers, so it
  * cannot, and it is the only file that calls LMDB: grep the other four for
  * LMDB's mdb prefix and nothing turns up.
@@ -69,6 +70,61 @@ void meta_group_stats(struct meta *m, uint64_t *groups, uint64_t *requests);
 /* Requests queued and not yet taken by a leader (for tests). */
 unsigned meta_group_queued(struct meta *m);
 
+/* ---- handles.c ---- */
+
+/*
+ * Open handles live in the service's memory (m->handles), never in the
+ * store: OPEN and CREATE add one, RELEASE removes it, and only the release
+ * of an unlinked file's last handle writes (it frees the file). A handle's
+ * number carries the service's run in its top bits, so no number of an
+ * earlier run names a handle of this one. After a restart, clients reclaim
+ * their handles (RECLAIM) under their old numbers; meta_tick() frees, once
+ * the grace period is over, the unlinked files (orphans) none was reclaimed
+ * for.
+ *
+ * The changes are made at once, for the requests after them to see, and
+ * logged in @t: a request that fails, or whose group does not commit, is
+ * undone by meta_handles_undo(t) (group.c calls it).
+ */
+struct meta_handle_info {
+	uint64_t ino;
+	uint32_t flags; /* open(2) flags as OPEN got them */
+};
+
+/* The table (m->handles): 0 or -ENOMEM. */
+int meta_handles_create(struct meta *m);
+/* Frees m->handles and every handle in it. NULL is a no-op. */
+void meta_handles_destroy(struct meta *m);
+
+/*
+ * Adds a handle on @ino open with @flags. *@handle 0: a new number, put in
+ * *@handle (-ENFILE once a run used 2^40); else a reclaim of that number,
+ * which must be of an earlier run (-EINVAL) and not taken already (-EEXIST).
+ * -ENOMEM.
+ */
+int meta_handle_add(struct meta_txn *t, uint64_t ino, uint32_t flags, uint64_t *handle);
+/* Removes @handle, saying what it held in @out: 0 or -ENOENT (no such handle), -ENOMEM. */
+int meta_handle_remove(struct meta_txn *t, uint64_t handle, struct meta_handle_info *out);
+/* What @handle holds: 0 or -ENOENT. */
+int meta_handle_find(struct meta *m, uint64_t handle, struct meta_handle_info *out);
+/* The handles open on @ino. */
+uint32_t meta_handle_opens(struct meta *m, uint64_t ino);
+/* The handles open on every inode. */
+uint64_t meta_handles_total(struct meta *m);
+/* Takes back the changes @t made, newest first, and forgets them. */
+void meta_handles_undo(struct meta_txn *t);
+
+/*
+ * Whether the reclaim grace period runs: the last run may have ended with
+ * handles open (it did not close with none), so any file may be held by a
+ * client that has not reclaimed yet, and no unlinked file is freed.
+ */
+bool meta_in_grace(struct meta *m);
+/* Starts (@on) or ends the grace period. */
+void meta_set_grace(struct meta *m, bool on);
+/* For the fuzz target: no handle open, numbers counted from the start again, no grace. */
+void meta_handles_reset(struct meta *m);
+
 /* ---- cluster.c ---- */
 
 int meta_op_statfs(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
@@ -80,6 +136,9 @@ int meta_op_get_cluster_map(struct meta_txn *t, const ProtobufCMessage *req,
 int meta_op_set_daemon_state(struct meta_txn *t, const ProtobufCMessage *req,
 			     ProtobufCMessage **resp);
 int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+
+/* meta_tick()'s cluster part: marks silent daemons DOWN (meta.h). */
+int meta_cluster_tick(struct meta *m, uint64_t now_sec);
 
 /* The state of daemon @uuid in the cluster map (a DaemonState); -ENOENT if unknown. */
 int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state);
@@ -116,6 +175,17 @@ int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCM
 int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_reclaim(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+
+/* Handles one RECLAIM may name. */
+#define META_RECLAIM_MAX 1024
+
+/*
+ * Frees the orphans (unlinked files) that no handle holds, once the
+ * reclaim grace period has run since the first tick at @now_sec: 0 when
+ * done or not yet due, else -errno (tried again at the next tick).
+ */
+int meta_orphans_sweep(struct meta *m, uint64_t now_sec);
 
 /* Creates the root directory in a new store. */
 int meta_make_root(struct meta_txn *t);

@@ -16,7 +16,8 @@
  *   dirpos    (parent, entry id) -> struct dirpos_val, then the name bytes
  *   symlinks  ino -> target bytes
  *   xattrs    (ino, name bytes) -> value bytes
- *   handles   handle -> struct handle_rec
+ *   handles   handle -> (ino, flags, reserved): open handles, as builds
+ *             before handles lived in memory kept them; emptied at open
  *   allocs    (ino, daemon uuid) -> uint64 bytes that daemon allocated to the file;
  *             (ino) alone -> uint64 0, the mark that st_blocks comes from the
  *             reports: set on files created since allocs exists, and on older
@@ -72,7 +73,8 @@ struct meta {
 	uint64_t first_tick;		     /* now_sec of the first tick of this run, 0 before */
 	/* dispatch.c's, one per method of its table, for meta_method_stats() */
 	struct meta_method_counters *method_counters;
-	struct meta_group *group; /* group.c: the write requests waiting to commit */
+	struct meta_group *group;     /* group.c: the write requests waiting to commit */
+	struct meta_handles *handles; /* handles.c: the open handles */
 };
 
 struct inode_rec {
@@ -91,7 +93,7 @@ struct inode_rec {
 	uint32_t atime_nsec;
 	uint32_t mtime_nsec;
 	uint32_t ctime_nsec;
-	uint32_t open_count; /* handles; nlink 0 and open_count > 0 is an orphan */
+	uint32_t open_count; /* unused: open handles live in memory (handles.c) */
 	uint32_t chunk_size; /* layout of regular files, stripe_width UUIDs follow */
 	uint32_t stripe_width;
 	uint32_t placement;
@@ -121,12 +123,6 @@ struct dirpos_val {
 	uint64_t ino;
 	uint32_t type;
 	uint32_t name_len;
-};
-
-struct handle_rec {
-	uint64_t ino;
-	uint32_t flags;
-	uint32_t reserved;
 };
 
 struct daemon_rec {
@@ -187,6 +183,7 @@ struct meta_txn {
 	struct timespec now;	  /* CLOCK_REALTIME at the start */
 	struct meta_arena *arena; /* reply memory, freed after packing */
 	size_t resp_cap;	  /* room for the packed reply */
+	struct handle_undo *undo; /* handles.c: this request's changes of the table, newest first */
 };
 
 /* ---- the log and reply memory of every layer ---- */
@@ -356,15 +353,10 @@ typedef int (*meta_store_xattr_cb)(struct meta_txn *t, const uint8_t *name, size
 int meta_store_xattrs_each(struct meta_txn *t, uint64_t ino, meta_store_xattr_cb cb, void *arg);
 
 /*
- * Takes the next handle number into *@handle and records that it holds
- * inode @ino opened with @flags. The number is new: -EIO (logged) if a
- * record holds it already, which means the counter went back.
+ * Empties the handles database, which only stores of older builds filled
+ * (handles live in memory now, meta_i.h), counting into *@count what it held.
  */
-int meta_store_handle_new(struct meta_txn *t, uint64_t ino, uint32_t flags, uint64_t *handle);
-/* Reads open handle @handle into @out. */
-int meta_store_handle_get(struct meta_txn *t, uint64_t handle, struct handle_rec *out);
-/* Deletes open handle @handle. */
-int meta_store_handle_delete(struct meta_txn *t, uint64_t handle);
+int meta_store_handles_clear(struct meta_txn *t, uint64_t *count);
 
 /*
  * Sums into *@bytes what the daemons of @in's layout reported holding for

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -311,13 +312,23 @@ static int free_inode(struct meta_txn *t, const struct inode *in, Rdmafs__FreedI
 	return meta_store_inode_delete(t, in->ino);
 }
 
+/*
+ * Whether an inode without links may go: no handle holds it, and no client
+ * can still reclaim one (meta_in_grace()); else it stays, an orphan, for
+ * its last RELEASE or meta_orphans_sweep().
+ */
+static bool may_free(struct meta *m, uint64_t ino)
+{
+	return !meta_in_grace(m) && meta_handle_opens(m, ino) == 0;
+}
+
 /* Drops one link of a non-directory: stores it, or frees it if nothing holds it. */
 static int drop_link(struct meta_txn *t, struct inode *in, Rdmafs__FreedInode **freed)
 {
 	if (in->r.nlink > 0)
 		in->r.nlink--;
 	touch_ctime(t, in);
-	if (in->r.nlink == 0 && in->r.open_count == 0)
+	if (in->r.nlink == 0 && may_free(t->m, in->ino))
 		return free_inode(t, in, freed);
 	return meta_store_inode_put(t, in);
 }
@@ -344,7 +355,7 @@ static int open_access(uint32_t flags)
 	return (int)mask;
 }
 
-/* Checks @flags against @in and records a handle (the caller stores @in). */
+/* Checks @flags against @in and opens a handle on it. */
 static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uint64_t *handle)
 {
 	int mask = open_access(flags), ret;
@@ -358,11 +369,8 @@ static int open_handle(struct meta_txn *t, struct inode *in, uint32_t flags, uin
 	ret = may(t, in, (unsigned)mask);
 	if (ret)
 		return ret;
-	ret = meta_store_handle_new(t, in->ino, flags, handle);
-	if (ret)
-		return ret;
-	in->r.open_count++;
-	return 0;
+	*handle = 0;
+	return meta_handle_add(t, in->ino, flags, handle);
 }
 
 /*
@@ -504,14 +512,10 @@ static int setattr_check_times(struct meta_txn *t, const Rdmafs__SetattrReq *req
 /* 0 if @handle is a handle of @in open for writing, else -EBADF. */
 static int handle_writable(struct meta_txn *t, const struct inode *in, uint64_t handle)
 {
-	struct handle_rec h;
-	int ret;
+	struct meta_handle_info h;
 
-	if (!handle)
+	if (!handle || meta_handle_find(t->m, handle, &h))
 		return -EBADF;
-	ret = meta_store_handle_get(t, handle, &h);
-	if (ret)
-		return ret == -ENOENT ? -EBADF : ret;
 	if (h.ino != in->ino || (h.flags & O_ACCMODE) == O_RDONLY)
 		return -EBADF;
 	return 0;
@@ -701,9 +705,6 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		if (S_ISDIR(in.r.mode))
 			return -EISDIR;
 		ret = open_handle(t, &in, req->open_flags, &out->handle);
-		if (ret)
-			return ret;
-		ret = meta_store_inode_put(t, &in);
 	} else if (ret) {
 		return ret;
 	} else {
@@ -715,8 +716,8 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		if (ret)
 			return ret;
 		/* the creator may open what it just made, whatever the mode says */
-		ret = meta_store_handle_new(t, in.ino, req->open_flags, &out->handle);
-		in.r.open_count = 1;
+		out->handle = 0;
+		ret = meta_handle_add(t, in.ino, req->open_flags, &out->handle);
 		if (!ret)
 			ret = link_new(t, &dir, &req->name, &in);
 		out->created = true;
@@ -1283,8 +1284,6 @@ int meta_op_open(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 		return -ENOMEM;
 	rdmafs__open_resp__init(out);
 	ret = open_handle(t, &in, req->flags, &out->handle);
-	if (!ret)
-		ret = meta_store_inode_put(t, &in);
 	if (ret)
 		return ret;
 	out->attr = attr_out(t, &in);
@@ -1298,18 +1297,17 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 {
 	const Rdmafs__ReleaseReq *req = (const void *)msg;
 	Rdmafs__ReleaseResp *out;
-	struct handle_rec h;
+	struct meta_handle_info h;
 	struct inode in;
 	int ret;
 
-	ret = meta_store_handle_get(t, req->handle, &h);
-	if (ret)
-		return ret == -ENOENT ? -EBADF : ret;
+	if (meta_handle_find(t->m, req->handle, &h))
+		return -EBADF;
 	if (req->ino && req->ino != h.ino)
 		return -EINVAL;
-	ret = meta_store_handle_delete(t, req->handle);
+	ret = meta_handle_remove(t, req->handle, &h);
 	if (ret)
-		return ret;
+		return ret == -ENOENT ? -EBADF : ret;
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;
@@ -1321,11 +1319,121 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		return 0; /* a directory removed while open */
 	if (ret)
 		return ret;
-	if (in.r.open_count > 0)
-		in.r.open_count--;
-	if (in.r.nlink == 0 && in.r.open_count == 0)
+	/* an unlinked file's last handle frees it; anything else writes nothing */
+	if (in.r.nlink == 0 && may_free(t->m, h.ino))
 		return free_inode(t, &in, &out->freed);
-	return meta_store_inode_put(t, &in);
+	return 0;
+}
+
+/*
+ * Handles a client held before the service restarted, taken back under
+ * their numbers. An inode that is gone is reported, not an error: the
+ * client's file is stale, and its calls will say so.
+ */
+int meta_op_reclaim(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	const Rdmafs__ReclaimReq *req = (const void *)msg;
+	Rdmafs__ReclaimResp *out;
+	struct inode in;
+	int ret;
+
+	if (req->n_handles > META_RECLAIM_MAX)
+		return -E2BIG;
+	out = meta_alloc(t, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	rdmafs__reclaim_resp__init(out);
+	out->gone = meta_alloc(t, (req->n_handles + 1) * sizeof(*out->gone));
+	if (!out->gone)
+		return -ENOMEM;
+	for (size_t i = 0; i < req->n_handles; i++) {
+		const Rdmafs__ReclaimHandle *rh = req->handles[i];
+		uint64_t number = rh->handle;
+
+		if (!number || open_access(rh->flags) < 0)
+			return -EINVAL;
+		ret = meta_store_inode_get(t, rh->ino, &in);
+		if (ret == -ENOENT) {
+			out->gone[out->n_gone++] = number;
+			continue;
+		}
+		if (!ret)
+			ret = meta_handle_add(t, rh->ino, rh->flags, &number);
+		if (ret)
+			return ret;
+		out->reclaimed++;
+	}
+	*resp = &out->base;
+	return 0;
+}
+
+/* ---- orphans after a restart ---- */
+
+struct orphan_walk {
+	uint64_t *inos;
+	size_t n, max;
+};
+
+static int orphan_found(struct meta_txn *t, const struct inode *in, void *arg)
+{
+	struct orphan_walk *w = arg;
+	uint64_t *grown;
+
+	if (in->r.nlink != 0 || meta_handle_opens(t->m, in->ino))
+		return 0;
+	if (w->n == w->max) {
+		w->max = w->max ? 2 * w->max : 64;
+		grown = realloc(w->inos, w->max * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		w->inos = grown;
+	}
+	w->inos[w->n++] = in->ino;
+	return 0;
+}
+
+int meta_orphans_sweep(struct meta *m, uint64_t now_sec)
+{
+	uint64_t first = __atomic_load_n(&m->first_tick, __ATOMIC_RELAXED);
+	struct meta_txn t = {.m = m};
+	struct orphan_walk w = {0};
+	struct inode in;
+	int ret;
+
+	if (!meta_in_grace(m) || !first || now_sec < first + m->opts.reclaim_grace_sec)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &t.now);
+	ret = meta_store_txn_begin(&t, true);
+	if (ret)
+		goto out;
+	ret = meta_store_inodes_from(&t, META_ROOT_INO, orphan_found, &w);
+	for (size_t i = 0; i < w.n && !ret; i++) {
+		ret = meta_store_inode_get(&t, w.inos[i], &in);
+		if (!ret)
+			ret = free_inode(&t, &in, NULL);
+	}
+	if (ret) {
+		meta_store_txn_abort(&t);
+		goto out;
+	}
+	ret = meta_store_txn_commit(&t);
+	if (ret)
+		goto out;
+	meta_set_grace(m, false);
+	if (w.n)
+		meta_log(m, META_LOG_WARN,
+			 "reclaim grace over: freed %zu unlinked file(s) no client reclaimed a "
+			 "handle for; their chunks are left for rdmafsctl fsck --repair",
+			 w.n);
+	else
+		meta_log(m, META_LOG_INFO, "reclaim grace over: every unlinked file is held");
+out:
+	if (ret)
+		meta_log(m, META_LOG_WARN, "freeing unlinked files after the grace period: %s",
+			 strerror(-ret));
+	free(w.inos);
+	meta_arena_free(t.arena);
+	return ret;
 }
 
 /* ---- xattrs ---- */

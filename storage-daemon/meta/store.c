@@ -283,49 +283,19 @@ int meta_store_inodes_from(struct meta_txn *t, uint64_t first, meta_store_inode_
 	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
-/* ---- open handles ---- */
+/* ---- open handles of an older run ---- */
 
-int meta_store_handle_new(struct meta_txn *t, uint64_t ino, uint32_t flags, uint64_t *handle)
+int meta_store_handles_clear(struct meta_txn *t, uint64_t *count)
 {
-	struct handle_rec h = {.ino = ino, .flags = flags};
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key}, v = {sizeof(h), &h};
-	int ret, rc;
+	MDB_stat st;
+	int rc = mdb_stat(txn_of(t), store_of(t)->db_handles, &st);
 
-	ret = meta_store_counter_next(t, "next_handle", handle);
-	if (ret)
-		return ret;
-	put_be64(key, *handle);
-	rc = mdb_put(txn_of(t), store_of(t)->db_handles, &k, &v, MDB_NOOVERWRITE);
-	if (rc == MDB_KEYEXIST) {
-		meta_log(t->m, META_LOG_ERR, "handle %llu already in use: next_handle went back",
-			 (unsigned long long)*handle);
-		return -EIO;
-	}
-	return lmdb_errno(rc);
-}
-
-int meta_store_handle_get(struct meta_txn *t, uint64_t handle, struct handle_rec *out)
-{
-	MDB_val v;
-	int rc;
-
-	rc = get_by_id(t, store_of(t)->db_handles, handle, &v);
 	if (rc)
 		return lmdb_errno(rc);
-	if (v.mv_size != sizeof(*out))
-		return -EIO;
-	memcpy(out, v.mv_data, sizeof(*out));
-	return 0;
-}
-
-int meta_store_handle_delete(struct meta_txn *t, uint64_t handle)
-{
-	uint8_t key[8];
-	MDB_val k = {sizeof(key), key};
-
-	put_be64(key, handle);
-	return lmdb_errno(mdb_del(txn_of(t), store_of(t)->db_handles, &k, NULL));
+	*count = st.ms_entries;
+	if (!st.ms_entries)
+		return 0;
+	return lmdb_errno(mdb_drop(txn_of(t), store_of(t)->db_handles, 0));
 }
 
 /* ---- allocation reports ---- */

@@ -62,8 +62,8 @@ static const uint32_t methods[32] = {
 	RDMAFS__METHOD__METHOD_INODE_LIST,
 	RDMAFS__METHOD__METHOD_SET_LAYOUT,
 	METHOD_TICK,
+	RDMAFS__METHOD__METHOD_RECLAIM,
 	/* not served by the service */
-	RDMAFS__METHOD__METHOD_SERVICE_STATUS,
 	RDMAFS__METHOD__METHOD_CHUNK_WRITE,
 	RDMAFS__METHOD__METHOD_UNSPECIFIED,
 };
@@ -149,6 +149,8 @@ static void populate(void)
 	symlink.target.data = (uint8_t *)"dir/file";
 	symlink.target.len = 8;
 	call(RDMAFS__METHOD__METHOD_SYMLINK, &symlink.base);
+	/* every input starts with no handle open: the CREATE's is dropped */
+	meta_handles_reset(meta);
 }
 
 static void snapshot(void)
@@ -213,6 +215,7 @@ static void restore(void)
 		abort();
 	meta->now_sec = saved_now_sec;
 	meta->first_tick = saved_first_tick;
+	meta_handles_reset(meta); /* open handles live in memory, not in the store */
 }
 
 /* Methods that run in a read-only transaction: nothing to put back after them. */

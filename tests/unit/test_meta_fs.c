@@ -762,11 +762,19 @@ static void test_kill_privs(void **state)
 	assert_int_equal(tm_release(e->m, h, a.ino, NULL), 0);
 }
 
+/* The three daemons of setup() heartbeat: UP again after ticks that found them silent. */
+static void heartbeat_all(struct meta *m)
+{
+	for (unsigned d = 1; d <= 3; d++)
+		assert_int_equal(tm_heartbeat(m, d, 1ULL << 40, 1ULL << 30, NULL), 0);
+}
+
 static void test_unlink_while_open(void **state)
 {
 	struct tm_env *e = *state;
 	struct tm_attr a;
 	uint64_t h1, h2, freed = 0;
+	bool gone = false;
 
 	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", 0644, true, O_RDWR, &a, &h1, NULL), 0);
 	assert_int_equal(tm_open(e->m, NULL, a.ino, O_RDONLY, &h2), 0);
@@ -815,13 +823,77 @@ static void test_unlink_while_open(void **state)
 	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
 	assert_int_equal(freed, a.ino);
 
-	/* and the handle outlives a restart of the service */
+	/* handles live in memory; the unlinked file outlives a restart of the service */
 	assert_int_equal(tm_create(e->m, NULL, ROOT, "p", 0644, true, O_RDWR, &a, &h1, NULL), 0);
 	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "p", &freed), 0);
 	assert_int_equal(freed, 0);
 	tm_reopen(e);
 	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), 0);
+	/* the service forgot the handle: the client reclaims it under its number */
+	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), -EBADF);
+	assert_int_equal(tm_reclaim(e->m, h1, a.ino, O_RDWR, &gone), 0);
+	assert_false(gone);
+	assert_int_equal(tm_reclaim(e->m, h1, a.ino, O_RDWR, NULL), -EEXIST);
+	/* a number of this run is not the client's to claim */
+	assert_int_equal(tm_open(e->m, NULL, ROOT, O_RDONLY, &h2), 0);
+	assert_int_equal(tm_reclaim(e->m, h2 + 1, ROOT, O_RDONLY, NULL), -EINVAL);
+	assert_int_equal(tm_release(e->m, h2, ROOT, NULL), 0);
+	/*
+	 * In the grace period nothing unlinked is freed (another client may yet
+	 * reclaim a handle on it); when it ends, meta_tick() frees what none holds.
+	 */
 	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
+	assert_int_equal(freed, 0);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), 0);
+	assert_true(meta_tick(e->m, 100) >= 0);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), 0);
+	assert_true(meta_tick(e->m, 100 + 30) >= 0);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), -ENOENT);
+	/* and a reclaim of a handle on it says the file is gone */
+	assert_int_equal(tm_reclaim(e->m, h1, a.ino, O_RDWR, &gone), 0);
+	assert_true(gone);
+
+	/* a reclaimed handle keeps its file through the grace period */
+	heartbeat_all(e->m);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "q", 0644, true, O_RDWR, &a, &h1, NULL), 0);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "q", &freed), 0);
+	tm_reopen(e);
+	assert_int_equal(tm_reclaim(e->m, h1, a.ino, O_RDWR, NULL), 0);
+	assert_true(meta_tick(e->m, 500) >= 0);
+	assert_true(meta_tick(e->m, 600) >= 0);
+	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), 0);
+	/* after it, the last RELEASE frees it again, and says so to the client */
+	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
+	assert_int_equal(freed, a.ino);
+
+	/* a clean close with no handle open: no grace, an unlink frees at once */
+	tm_reopen(e);
+	heartbeat_all(e->m);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "r", 0644, true, O_RDWR, &a, &h1, NULL), 0);
+	assert_int_equal(tm_release(e->m, h1, a.ino, NULL), 0);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "r", &freed), 0);
+	assert_int_equal(freed, a.ino);
+}
+
+/*
+ * A request that fails after it took a handle gives it back: here OPEN and
+ * CREATE whose replies do not fit (-EMSGSIZE), so the caller never saw the
+ * handle. Had one stayed, the unlink below would keep the file.
+ */
+static void test_failed_open_leaves_no_handle(void **state)
+{
+	struct tm_env *e = *state;
+	struct tm_attr a;
+	uint64_t h, freed = 0;
+
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", 0644, true, O_RDWR, &a, &h, NULL), 0);
+	assert_int_equal(tm_release(e->m, h, a.ino, NULL), 0);
+	tm_resp_cap = 40;
+	assert_int_equal(tm_open(e->m, NULL, a.ino, O_RDONLY, &h), -EMSGSIZE);
+	assert_int_equal(tm_create(e->m, NULL, ROOT, "f", 0644, false, O_RDWR, &a, &h, NULL),
+			 -EMSGSIZE);
+	tm_resp_cap = 1 << 20;
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "f", &freed), 0);
 	assert_int_equal(freed, a.ino);
 }
 
@@ -1262,7 +1334,8 @@ static void test_allocations(void **state)
 	tm_reopen(e);
 	assert_int_equal(tm_getattr(e->m, NULL, a.ino, &a), 0);
 	assert_int_equal(a.blocks, 8);
-	assert_int_equal(tm_release(e->m, h, a.ino, NULL), 0);
+	/* handles live in memory: this one went with the restart */
+	assert_int_equal(tm_release(e->m, h, a.ino, NULL), -EBADF);
 
 	/* a file from before the reports: the size, until every daemon reported */
 	make_old_inode(e, a.ino);
@@ -1491,7 +1564,7 @@ static void test_malformed(void **state)
 			len++;
 		if (i == 2)
 			len = 6;
-		for (uint32_t method = 200; method <= 220; method++)
+		for (uint32_t method = 200; method <= 221; method++)
 			assert_int_equal(
 				meta_handle(e->m, method, bad[i], len, out, sizeof(out), &out_len),
 				-EBADMSG);
@@ -1501,7 +1574,7 @@ static void test_malformed(void **state)
 				-EBADMSG);
 	}
 	assert_int_equal(meta_handle(e->m, 100, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
-	assert_int_equal(meta_handle(e->m, 221, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
+	assert_int_equal(meta_handle(e->m, 222, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
 	assert_int_equal(meta_handle(e->m, 0, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
 	assert_false(meta_handles_method(1));
 	assert_true(meta_handles_method(212));
@@ -1613,6 +1686,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_permissions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_privs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_open_leaves_no_handle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdir_10000_changing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),

@@ -401,6 +401,32 @@ int tm_release(struct meta *m, uint64_t handle, uint64_t ino, uint64_t *freed)
 	return ret;
 }
 
+int tm_reclaim(struct meta *m, uint64_t handle, uint64_t ino, uint32_t flags, bool *gone)
+{
+	Rdmafs__ReclaimReq req = RDMAFS__RECLAIM_REQ__INIT;
+	Rdmafs__ReclaimHandle h = RDMAFS__RECLAIM_HANDLE__INIT, *list[1] = {&h};
+	Rdmafs__ReclaimResp *r = NULL;
+	int ret;
+
+	h.handle = handle;
+	h.ino = ino;
+	h.flags = flags;
+	req.n_handles = 1;
+	req.handles = list;
+	ret = tm_call(m, RDMAFS__METHOD__METHOD_RECLAIM, &req, &rdmafs__reclaim_resp__descriptor,
+		      (void **)&r);
+	if (!ret) {
+		/* one handle: either taken back or reported gone */
+		assert_int_equal(r->reclaimed + r->n_gone, 1);
+		if (r->n_gone)
+			assert_int_equal(r->gone[0], handle);
+		if (gone)
+			*gone = r->n_gone == 1;
+	}
+	free_msg(r);
+	return ret;
+}
+
 int tm_setattr(struct meta *m, const Rdmafs__Cred *c, Rdmafs__SetattrReq *req, struct tm_attr *a)
 {
 	Rdmafs__AttrResp *r = NULL;

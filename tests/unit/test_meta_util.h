@@ -90,6 +90,8 @@ int tm_link(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint64_t np, co
 	    struct tm_attr *a);
 int tm_open(struct meta *m, const Rdmafs__Cred *c, uint64_t ino, uint32_t flags, uint64_t *handle);
 int tm_release(struct meta *m, uint64_t handle, uint64_t ino, uint64_t *freed);
+/* RECLAIM of one handle; *@gone (if non-NULL) says the service reported its inode gone. */
+int tm_reclaim(struct meta *m, uint64_t handle, uint64_t ino, uint32_t flags, bool *gone);
 int tm_setattr(struct meta *m, const Rdmafs__Cred *c, Rdmafs__SetattrReq *req, struct tm_attr *a);
 int tm_update_size(struct meta *m, uint64_t ino, uint64_t size, const Rdmafs__Timespec *mtime,
 		   struct tm_attr *a);
