@@ -33,8 +33,17 @@
 #define FENCE_WAIT_MS	   30000u /* default fence_wait_ms */
 #define FENCE_BACKOFF_MIN  20u
 #define FENCE_BACKOFF_MAX  1000u
+#define HELD_BUCKETS	   1024u /* the open handles' table */
+#define RECLAIM_BATCH	   256u	 /* handles per RECLAIM: well inside a 16 KiB message */
 
 _Static_assert(RFS_UUID_LEN == RDMAFS_UUID_LEN, "UUID sizes differ");
+
+/* An open handle the service gave us: reclaimed if it restarts. */
+struct rfs_held {
+	uint64_t handle, ino;
+	uint32_t flags;
+	struct rfs_held *next;
+};
 
 /* A server we talk to: the metadata service or one storage daemon. */
 struct rfs_peer {
@@ -81,6 +90,15 @@ struct rfs {
 	uint32_t poll_ms;
 
 	struct rfs_counters counters; /* rfs_stats_get() */
+
+	/*
+	 * The handles we hold, and the service run that gave them: a new
+	 * connection that finds another run reclaims them all first.
+	 */
+	pthread_mutex_t held_lock;
+	struct rfs_held *held[HELD_BUCKETS];
+	size_t held_count;
+	uint64_t service_run; /* 0 until the first map; guarded by map_lock */
 };
 
 /* Errors after which the call was not (or may not have been) executed and a retry may help. */
@@ -168,16 +186,145 @@ static int cluster_check(struct rfs *fs, const uint8_t *id, size_t len, const ch
 	return ret;
 }
 
+/* ---- open handles, reclaimed after a restart of the service ---------------------- */
+
+static struct rfs_held **held_slot(struct rfs *fs, uint64_t handle)
+{
+	struct rfs_held **p =
+		&fs->held[(handle * 0x9e3779b97f4a7c15ULL) >> 54 & (HELD_BUCKETS - 1)];
+
+	while (*p && (*p)->handle != handle)
+		p = &(*p)->next;
+	return p;
+}
+
+void rfs_held_add(struct rfs *fs, uint64_t handle, uint64_t ino, int flags)
+{
+	struct rfs_held *h = malloc(sizeof(*h)), **slot;
+
+	if (!h) {
+		/* the handle works; only a restart of the service would lose it */
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "out of memory: handle %llu on inode %llu will not be reclaimed if "
+			   "the metadata service restarts",
+			   (unsigned long long)handle, (unsigned long long)ino);
+		return;
+	}
+	h->handle = handle;
+	h->ino = ino;
+	h->flags = (uint32_t)flags;
+	pthread_mutex_lock(&fs->held_lock);
+	slot = held_slot(fs, handle);
+	h->next = *slot;
+	*slot = h;
+	fs->held_count++;
+	pthread_mutex_unlock(&fs->held_lock);
+}
+
+void rfs_held_remove(struct rfs *fs, uint64_t handle)
+{
+	struct rfs_held **slot, *h;
+
+	pthread_mutex_lock(&fs->held_lock);
+	slot = held_slot(fs, handle);
+	h = *slot;
+	if (h) {
+		*slot = h->next;
+		fs->held_count--;
+	}
+	pthread_mutex_unlock(&fs->held_lock);
+	free(h);
+}
+
+/* Sends one RECLAIM of @n handles on @conn; counts the files gone into *@gone. */
+static int reclaim_batch(struct rfs *fs, struct xprt_conn *conn, Rdmafs__ReclaimHandle **list,
+			 size_t n, uint8_t *body, size_t body_cap, uint8_t *reply, size_t cap,
+			 size_t *gone)
+{
+	Rdmafs__ReclaimReq req = RDMAFS__RECLAIM_REQ__INIT;
+	Rdmafs__ReclaimResp *resp;
+	size_t len, reply_len = 0;
+	int ret;
+
+	req.handles = list;
+	req.n_handles = n;
+	len = protobuf_c_message_get_packed_size(&req.base);
+	if (len > body_cap)
+		return -EMSGSIZE;
+	len = protobuf_c_message_pack(&req.base, body);
+	ret = rdmafs_status_from_peer(xprt_call(conn, RDMAFS__METHOD__METHOD_RECLAIM, body, len,
+						reply, cap, &reply_len, fs->timeout_ms));
+	if (ret)
+		return ret;
+	resp = rdmafs__reclaim_resp__unpack(NULL, reply_len, reply);
+	if (!resp)
+		return -EBADMSG;
+	if (resp->reclaimed + resp->n_gone != n)
+		ret = -EPROTO;
+	*gone += resp->n_gone;
+	rdmafs__reclaim_resp__free_unpacked(resp, NULL);
+	return ret;
+}
+
+/*
+ * The service on @conn restarted and forgot our handles: names them all to
+ * it again (RECLAIM), in batches, before the connection serves any call.
+ * Holds held_lock throughout, so no handle comes or goes meanwhile.
+ */
+static int reclaim_handles(struct rfs *fs, struct xprt_conn *conn)
+{
+	Rdmafs__ReclaimHandle items[RECLAIM_BATCH], *list[RECLAIM_BATCH];
+	size_t n = 0, total = 0, gone = 0, cap = xprt_conn_max_body(conn);
+	uint8_t *body = malloc(cap), *reply = malloc(cap);
+	int ret = body && reply ? 0 : -ENOMEM;
+
+	pthread_mutex_lock(&fs->held_lock);
+	for (unsigned b = 0; b < HELD_BUCKETS && !ret; b++) {
+		for (struct rfs_held *h = fs->held[b]; h && !ret; h = h->next) {
+			rdmafs__reclaim_handle__init(&items[n]);
+			items[n].handle = h->handle;
+			items[n].ino = h->ino;
+			items[n].flags = h->flags;
+			list[n] = &items[n];
+			if (++n == RECLAIM_BATCH) {
+				ret = reclaim_batch(fs, conn, list, n, body, cap, reply, cap,
+						    &gone);
+				total += n;
+				n = 0;
+			}
+		}
+	}
+	if (!ret && n) {
+		ret = reclaim_batch(fs, conn, list, n, body, cap, reply, cap, &gone);
+		total += n;
+	}
+	pthread_mutex_unlock(&fs->held_lock);
+	free(body);
+	free(reply);
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_WARN, "%s: reclaiming our open handles: %s", fs->meta.label,
+			   xprt_strerror(ret));
+	else if (total)
+		rdmafs_log(gone ? RDMAFS_LOG_WARN : RDMAFS_LOG_INFO,
+			   "%s: the service restarted; reclaimed %zu open handle(s), %zu of them "
+			   "on files that are gone",
+			   fs->meta.label, total, gone);
+	return ret;
+}
+
 /*
  * A new connection to the metadata service must lead to our cluster: the
  * address may now serve another one (a service rebuilt or moved). Asks for
  * the map (unchanged if it is ours, so the answer is short) and checks its id.
+ * If the service restarted since we last met it, our handles are reclaimed
+ * on the connection before anything else uses it.
  */
 static int meta_conn_check(struct rfs *fs, struct xprt_conn *conn, const char *uri)
 {
 	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
 	Rdmafs__GetClusterMapResp *resp;
 	size_t len = protobuf_c_message_get_packed_size(&req.base), cap, reply_len = 0;
+	uint64_t run = 0, known;
 	uint8_t body[32], *reply;
 	int ret;
 
@@ -201,10 +348,23 @@ static int meta_conn_check(struct rfs *fs, struct xprt_conn *conn, const char *u
 			ret = -EBADMSG;
 		} else {
 			ret = cluster_check(fs, resp->cluster_id.data, resp->cluster_id.len, uri);
+			run = resp->service_run;
 			rdmafs__get_cluster_map_resp__free_unpacked(resp, NULL);
 		}
 	}
 	free(reply);
+	if (ret || !run)
+		return ret;
+	pthread_rwlock_rdlock(&fs->map_lock);
+	known = fs->service_run;
+	pthread_rwlock_unlock(&fs->map_lock);
+	if (known && known != run)
+		ret = reclaim_handles(fs, conn);
+	if (!ret) {
+		pthread_rwlock_wrlock(&fs->map_lock);
+		fs->service_run = run;
+		pthread_rwlock_unlock(&fs->map_lock);
+	}
 	return ret;
 }
 
@@ -524,6 +684,13 @@ int rfs_map_refresh(struct rfs *fs, bool force)
 	rfs_count(&fs->counters.map_fetches, 1);
 	ret = cluster_check(fs, resp->cluster_id.data, resp->cluster_id.len,
 			    fs->meta.uri_count ? fs->meta.uris[0] : "?");
+	if (!ret) {
+		/* the first map names the run; later runs are met by meta_conn_check() */
+		pthread_rwlock_wrlock(&fs->map_lock);
+		if (!fs->service_run)
+			fs->service_run = resp->service_run;
+		pthread_rwlock_unlock(&fs->map_lock);
+	}
 	if (!ret && !resp->unchanged) {
 		for (size_t i = 0; i < resp->n_daemons && !ret; i++)
 			ret = apply_daemon(fs, resp->daemons[i]);
@@ -633,6 +800,7 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 	peer_init(&fs->meta, "metadata service", RFS_TARGET_META);
 	pthread_rwlock_init(&fs->map_lock, NULL);
 	pthread_mutex_init(&fs->refresh_lock, NULL);
+	pthread_mutex_init(&fs->held_lock, NULL);
 	pthread_mutex_init(&fs->poll_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -711,6 +879,7 @@ err_free:
 	pthread_cond_destroy(&fs->poll_cond);
 	pthread_mutex_destroy(&fs->poll_lock);
 	pthread_mutex_destroy(&fs->refresh_lock);
+	pthread_mutex_destroy(&fs->held_lock);
 	pthread_rwlock_destroy(&fs->map_lock);
 	free(fs);
 	return ret;
@@ -739,6 +908,15 @@ void rfs_destroy(struct rfs *fs)
 	pthread_cond_destroy(&fs->poll_cond);
 	pthread_mutex_destroy(&fs->poll_lock);
 	pthread_mutex_destroy(&fs->refresh_lock);
+	for (unsigned b = 0; b < HELD_BUCKETS; b++) {
+		while (fs->held[b]) {
+			struct rfs_held *h = fs->held[b];
+
+			fs->held[b] = h->next;
+			free(h);
+		}
+	}
+	pthread_mutex_destroy(&fs->held_lock);
 	pthread_rwlock_destroy(&fs->map_lock);
 	free(fs);
 }

@@ -40,6 +40,16 @@ int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
 void rfs_meta_free(ProtobufCMessage *resp);
 
 /*
+ * The open handles we hold (fs_meta.c's open, create and release keep the
+ * list): after a restart of the metadata service, the first new connection
+ * reclaims them all (RECLAIM) before it serves a call, since the service
+ * keeps handles in memory only. Out of memory, a handle is logged and not
+ * listed: it works until such a restart.
+ */
+void rfs_held_add(struct rfs *fs, uint64_t handle, uint64_t ino, int flags);
+void rfs_held_remove(struct rfs *fs, uint64_t handle);
+
+/*
  * Checks @pb (chunk size 4 KiB..64 MiB, 1..64 daemons of 16 bytes,
  * stripe_width matching, a placement we implement) and copies it to @out.
  * Returns -EPROTO when it does not pass.

@@ -387,10 +387,12 @@ int rfs_open(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, int flag
 	ret = entry_from_wire(resp->attr, resp->layout, out);
 	if (!ret && S_ISREG(out->attr.st_mode) && !out->has_layout)
 		ret = -EPROTO;
-	if (ret)
+	if (ret) {
 		rfs_release(fs, cred, ino, resp->handle, NULL);
-	else
+	} else {
 		*handle = resp->handle;
+		rfs_held_add(fs, resp->handle, ino, flags);
+	}
 	rfs_meta_free(msg);
 	return ret;
 }
@@ -425,6 +427,7 @@ int rfs_create_file(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent
 		rfs_release(fs, cred, resp->attr ? resp->attr->ino : 0, resp->handle, NULL);
 	} else {
 		*handle = resp->handle;
+		rfs_held_add(fs, resp->handle, out->attr.st_ino, flags);
 		if (created)
 			*created = resp->created;
 	}
@@ -440,6 +443,7 @@ int rfs_release(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint6
 	struct wire_cred w;
 	int ret;
 
+	rfs_held_remove(fs, handle);
 	r.handle = handle;
 	r.ino = ino;
 	r.cred = cred_to_wire(cred, &w);

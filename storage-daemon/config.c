@@ -12,6 +12,7 @@
  *   name = storage-1
  *   workers = 4
  *   meta_workers = 16                 ; metadata requests' threads (metadata = yes); 0: workers'
+ *   reclaim_grace = 30                ; s clients have to reclaim open handles after a restart
  *   queue_depth = 256
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
  *   lmdb_map_size = 1073741824
@@ -60,6 +61,7 @@ static const struct option longopts[] = {
 	{"port-file", required_argument, NULL, 'p'},
 	{"name", required_argument, NULL, 'n'},
 	{"workers", required_argument, NULL, 'w'},
+	{"reclaim-grace", required_argument, NULL, 'R'},
 	{"log-level", required_argument, NULL, 'L'},
 	{"foreground", no_argument, NULL, 'f'},
 	{"metadata", required_argument, NULL, 'M'},
@@ -287,6 +289,10 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 		ret = parse_range(value, 0, 256, &v, why, why_size);
 		if (!ret)
 			cfg->meta_workers = (unsigned)v;
+	} else if (strcmp(key, "reclaim_grace") == 0) {
+		ret = parse_range(value, 1, 3600, &v, why, why_size);
+		if (!ret)
+			cfg->reclaim_grace_sec = (unsigned)v;
 	} else if (strcmp(key, "queue_depth") == 0) {
 		ret = parse_range(value, 1, 65536, &v, why, why_size);
 		if (!ret)
@@ -439,6 +445,7 @@ static void usage(FILE *out)
 		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise "
 		"URI]...\n"
 		"                     [--metrics-listen HOST:PORT] [--metrics-port-file FILE]\n"
+		"                     [--reclaim-grace SECS]\n"
 		"       rdmafs-daemon --check-config [FILE] [flags as above]\n"
 		"       rdmafs-daemon --help | --version\n"
 		"  URI: rdma://host:port, tcp://host:port or auto://host:port (port 0: any)\n"
@@ -450,6 +457,8 @@ static void usage(FILE *out)
 		"  --metrics-listen: serve Prometheus metrics at http://HOST:PORT/metrics\n"
 		"              (port 0: any free port; empty: off, the default)\n"
 		"  --metrics-port-file: write the metrics port there once serving\n"
+		"  --reclaim-grace: seconds clients have to reclaim open handles after the\n"
+		"              metadata service starts (1..3600, default 30)\n"
 		"  --check-config: check the configuration (FILE, as --config, and the flags),\n"
 		"              the secret file and the data directory; start nothing, create\n"
 		"              nothing, bind no port; print 'FILE: OK' or every error\n"
@@ -550,6 +559,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->workers = 4;
 	cfg->meta_workers = 16;
+	cfg->reclaim_grace_sec = 30;
 	cfg->queue_depth = 256;
 	cfg->max_chunk_size = 1u << 20;
 	cfg->lmdb_map_size = 1ull << 30;
@@ -559,7 +569,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	/* Flags go to their own config first so they can override the file. */
 	flags.log_level = RDMAFS_LOG_INFO;
 	flags.metadata = -1;
-	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhVM:U:A:m:P:", longopts, NULL)) !=
+	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhVM:U:A:m:P:R:", longopts, NULL)) !=
 	       -1) {
 		switch (opt) {
 		case 'c':
@@ -597,6 +607,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			      : opt == 'A' ? "advertise"
 			      : opt == 'm' ? "metrics_listen"
 			      : opt == 'P' ? "metrics_port_file"
+			      : opt == 'R' ? "reclaim_grace"
 					   : "log_level";
 			ret = config_set(&flags, key, optarg, 0, why, sizeof(why));
 			if (ret == -ENOMEM)
@@ -636,6 +647,8 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	take_string(&cfg->name, &flags.name);
 	if (flags.workers)
 		cfg->workers = flags.workers;
+	if (flags.reclaim_grace_sec)
+		cfg->reclaim_grace_sec = flags.reclaim_grace_sec;
 	if (flags.metadata >= 0) {
 		cfg->metadata = flags.metadata;
 		cfg->metadata_line = 0;

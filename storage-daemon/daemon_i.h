@@ -33,11 +33,12 @@ struct daemon_config {
 	unsigned listen_count;
 	char *secret_file;
 	char *port_file;
-	char *name;		 /* at most DAEMON_NAME_MAX printable characters */
-	unsigned workers;	 /* worker threads, each with its own io_uring */
-	unsigned meta_workers;	 /* metadata requests' threads; 0: the workers run them */
-	unsigned queue_depth;	 /* requests queued for the workers, then -EBUSY */
-	uint32_t max_chunk_size; /* largest chunk served; sizes the buffers */
+	char *name;		    /* at most DAEMON_NAME_MAX printable characters */
+	unsigned workers;	    /* worker threads, each with its own io_uring */
+	unsigned meta_workers;	    /* metadata requests' threads; 0: the workers run them */
+	unsigned reclaim_grace_sec; /* metadata service: clients' time to reclaim handles */
+	unsigned queue_depth;	    /* requests queued for the workers, then -EBUSY */
+	uint32_t max_chunk_size;    /* largest chunk served; sizes the buffers */
 	uint64_t lmdb_map_size;
 	enum rdmafs_log_level log_level;
 	bool foreground;

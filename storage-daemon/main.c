@@ -56,7 +56,8 @@ meta_log_bridge(void *arg, enum meta_log_level level, const char *fmt, va_list a
 static int open_metadata(const struct daemon_config *cfg, const struct datadir *dd,
 			 struct meta **out)
 {
-	struct meta_options mo = {.log = meta_log_bridge};
+	struct meta_options mo = {.log = meta_log_bridge,
+				  .reclaim_grace_sec = cfg->reclaim_grace_sec};
 	char path[4096];
 	int ret;
 

@@ -1359,6 +1359,15 @@ int meta_op_reclaim(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		}
 		if (!ret)
 			ret = meta_handle_add(t, rh->ino, rh->flags, &number);
+		if (ret == -EEXIST) {
+			/* a retry of a reclaim that went through: the same handle is no error */
+			struct meta_handle_info held;
+
+			if (!meta_handle_find(t->m, number, &held) && held.ino == rh->ino)
+				ret = 0;
+			else
+				ret = -EINVAL;
+		}
 		if (ret)
 			return ret;
 		out->reclaimed++;

@@ -31,4 +31,5 @@ run integrity -- "$build/tests/fs/fs-integrity" %MOUNT%
 run sparse -- "$build/tests/fs/fs-sparse" %MOUNT%
 run twomounts --mounts 2 -- "$here/twomounts.sh" %MOUNT% %MOUNT2%
 run restart -- "$here/restart.sh" %MOUNT%
+run reclaim --reclaim-grace 20 -- "$here/reclaim.sh" %MOUNT%
 exit $status

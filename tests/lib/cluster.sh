@@ -62,6 +62,8 @@
 #                      http://ADDR:PORT/metrics
 #   --metrics-port PORT  the metadata daemon's metrics port (implies
 #                      --metrics; default 0: any)
+#   --reclaim-grace SECS the metadata service's reclaim grace period
+#                      (rdmafs-daemon --reclaim-grace; default: the daemon's)
 #
 # The state directory holds cluster.env (this script's settings, KEY='VALUE'
 # lines a shell can source: meta_uri, transport, addr, ...), daemons (one
@@ -241,6 +243,7 @@ start_daemon() {
 	local name=$1 port=$2 pid deadline role mport
 	role=(--metadata no --metadata-uri "$meta_uri")
 	[ "$name" = meta ] && role=(--metadata yes)
+	[ "$name" = meta ] && [ -n "${reclaim_grace:-}" ] && role+=(--reclaim-grace "$reclaim_grace")
 	[ -n "${log_level:-}" ] && role+=(--log-level "$log_level")
 	if [ "${metrics:-0}" = 1 ]; then
 		# a restarted daemon keeps its metrics port, as it keeps its port
@@ -386,6 +389,7 @@ temporary='$temporary'
 log_level='$log_level'
 metrics='$metrics'
 metrics_port='$metrics_port'
+reclaim_grace='$reclaim_grace'
 EOF
 	: >"$dir/daemons.new"
 	for name in "${names[@]}"; do
@@ -554,7 +558,7 @@ if [ "${1:-}" = up ]; then
 	shift
 fi
 build='' daemon='' fuse='' fuse_set=0 rdmafsctl='' transport=tcp addr='' port=0 storage=3
-mounts=1 mount1='' meta_data='' timeout=600 log_level='' metrics=0 metrics_port=0
+mounts=1 mount1='' meta_data='' timeout=600 log_level='' metrics=0 metrics_port=0 reclaim_grace=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -574,6 +578,7 @@ while [ $# -gt 0 ]; do
 	--log-level) log_level=$2; shift 2 ;;
 	--metrics) metrics=1; shift ;;
 	--metrics-port) metrics=1; metrics_port=$2; shift 2 ;;
+	--reclaim-grace) reclaim_grace=$2; shift 2 ;;
 	--) shift; break ;;
 	*) die "unknown argument $1 (see the header of $self)" ;;
 	esac
@@ -585,6 +590,7 @@ case $mounts in 0 | 1 | 2) ;; *) die "--mounts takes 0, 1 or 2" ;; esac
 case $transport in tcp | rdma) ;; *) die "--transport takes tcp or rdma" ;; esac
 case $storage in *[!0-9]* | '') die "--storage takes a number" ;; esac
 case $metrics_port in *[!0-9]* | '') die "--metrics-port takes a number" ;; esac
+case $reclaim_grace in *[!0-9]*) die "--reclaim-grace takes a number of seconds" ;; esac
 case $log_level in '' | debug | info | warning | error) ;; *) die "--log-level takes debug, info, warning or error" ;; esac
 
 substitute() {
