@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-meta: starts a single-node cluster with no mount (tests/lib/cluster.sh)
 # and runs build/tests/bench/bench-meta against its metadata service: creates,
-# lookups and unlinks per second with 1, 16 and 64 requests in flight, beside a
+# lookups, opens (open + close) and unlinks per second with 1, 16 and 64 requests in flight, beside a
 # local directory on the same disk. A benchmark, not a test.
 #
 #   tests/bench/bench-meta.sh BUILD_DIR [OUT.json]

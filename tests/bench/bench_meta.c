@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * bench-meta: the metadata service alone, through the client library (no
- * FUSE): creates, lookups and unlinks per second with 1, 16 and 64 requests
- * in flight (that many threads on one rfs handle, one connection), beside
- * the same calls on a local directory (open O_CREAT|O_EXCL + close, stat,
- * unlink) with as many threads. Not a test: it prints a table and JSON.
+ * FUSE): creates, lookups, opens (an open and its close) and unlinks per
+ * second with 1, 16 and 64 requests in flight (that many threads on one rfs
+ * handle, one connection), beside the same calls on a local directory (open
+ * O_CREAT|O_EXCL + close, stat, open + close, unlink) with as many threads.
+ * Not a test: it prints a table and JSON.
  *
  *   bench-meta META_URI SECRET_FILE LOCAL_DIR [OUT.json]
  *
@@ -27,8 +28,8 @@
 #include "rdmafs_common.h"
 #include "rdmafs_fs.h"
 
-enum phase { PH_CREATE, PH_LOOKUP, PH_UNLINK, PH_COUNT };
-static const char *const phase_name[PH_COUNT] = {"create", "lookup", "unlink"};
+enum phase { PH_CREATE, PH_LOOKUP, PH_OPEN, PH_UNLINK, PH_COUNT };
+static const char *const phase_name[PH_COUNT] = {"create", "lookup", "open", "unlink"};
 static const unsigned depths[] = {1, 16, 64};
 #define NDEPTHS (sizeof(depths) / sizeof(depths[0]))
 
@@ -37,6 +38,7 @@ struct run {
 	const char *local; /* its path */
 	uint64_t dir;	   /* rdmafs: the directory's inode */
 	uint64_t *handles; /* per file, released after the create phase */
+	uint64_t *inos;	   /* per file, from its create */
 	unsigned files;
 	atomic_uint next; /* the next file index to work on */
 	enum phase phase;
@@ -51,15 +53,22 @@ static void name_of(unsigned i, char *buf, size_t size)
 static int one_rdmafs(struct run *r, unsigned i)
 {
 	struct rfs_entry e;
+	uint64_t handle;
 	char name[16];
+	int ret;
 
 	name_of(i, name, sizeof(name));
 	switch (r->phase) {
 	case PH_CREATE:
-		return rfs_create_file(r->fs, NULL, r->dir, name, 0644, 0, 0,
-				       O_CREAT | O_EXCL | O_WRONLY, &r->handles[i], NULL, &e);
+		ret = rfs_create_file(r->fs, NULL, r->dir, name, 0644, 0, 0,
+				      O_CREAT | O_EXCL | O_WRONLY, &r->handles[i], NULL, &e);
+		r->inos[i] = ret ? 0 : (uint64_t)e.attr.st_ino;
+		return ret;
 	case PH_LOOKUP:
 		return rfs_lookup(r->fs, NULL, r->dir, name, &e);
+	case PH_OPEN:
+		ret = rfs_open(r->fs, NULL, r->inos[i], O_RDONLY, &handle, &e);
+		return ret ? ret : rfs_release(r->fs, NULL, r->inos[i], handle, NULL);
 	default:
 		return rfs_unlink(r->fs, NULL, r->dir, name, NULL);
 	}
@@ -81,6 +90,12 @@ static int one_local(struct run *r, unsigned i)
 		return 0;
 	case PH_LOOKUP:
 		return stat(path, &st) ? -errno : 0;
+	case PH_OPEN:
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		close(fd);
+		return 0;
 	default:
 		return unlink(path) ? -errno : 0;
 	}
@@ -130,7 +145,7 @@ static double timed(struct run *r, enum phase phase, unsigned threads)
 	return r->files / sec;
 }
 
-/* Create, lookup, unlink with @threads in flight; the rates into @out. */
+/* Create, lookup, open, unlink with @threads in flight; the rates into @out. */
 static void measure(struct run *r, unsigned threads, double out[PH_COUNT])
 {
 	atomic_store(&r->error, 0);
@@ -142,6 +157,7 @@ static void measure(struct run *r, unsigned threads, double out[PH_COUNT])
 		memset(r->handles, 0, r->files * sizeof(r->handles[0]));
 	}
 	out[PH_LOOKUP] = out[PH_CREATE] ? timed(r, PH_LOOKUP, threads) : 0;
+	out[PH_OPEN] = out[PH_CREATE] ? timed(r, PH_OPEN, threads) : 0;
 	/* whatever the phases before did, the directory must be empty after */
 	atomic_store(&r->error, 0);
 	out[PH_UNLINK] = timed(r, PH_UNLINK, threads);
@@ -192,7 +208,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	r.handles = calloc(r.files, sizeof(r.handles[0]));
-	if (!r.handles)
+	r.inos = calloc(r.files, sizeof(r.inos[0]));
+	if (!r.handles || !r.inos)
 		return 1;
 	if (open_service(argv[1], argv[2], &fs))
 		return 1;
@@ -242,5 +259,6 @@ int main(int argc, char **argv)
 	}
 	rfs_destroy(fs);
 	free(r.handles);
+	free(r.inos);
 	return 0;
 }
