@@ -54,6 +54,9 @@ static int inode_list_add(struct meta_txn *t, const struct inode *in, void *arg)
 	e->size = in->r.size;
 	e->nlink = in->r.nlink;
 	e->open_count = meta_handle_opens(t->m, in->ino);
+	/* in the grace period a client may hold a file it has not reclaimed yet */
+	if (!e->open_count && S_ISREG(in->r.mode) && meta_in_grace(t->m))
+		e->open_count = 1;
 	ret = meta_layout_out(t, in, &e->layout);
 	if (ret)
 		return ret;

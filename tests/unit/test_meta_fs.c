@@ -762,6 +762,24 @@ static void test_kill_privs(void **state)
 	assert_int_equal(tm_release(e->m, h, a.ino, NULL), 0);
 }
 
+/* INODE_LIST's open_count of @ino (what fsck reads), or -1 if it does not list it. */
+static int listed_opens(struct meta *m, uint64_t ino)
+{
+	Rdmafs__InodeListReq req = RDMAFS__INODE_LIST_REQ__INIT;
+	Rdmafs__InodeListResp *r = NULL;
+	int opens = -1;
+
+	req.start_after = ino - 1;
+	req.limit = 1;
+	assert_int_equal(tm_call(m, RDMAFS__METHOD__METHOD_INODE_LIST, &req,
+				 &rdmafs__inode_list_resp__descriptor, (void **)&r),
+			 0);
+	if (r->n_inodes == 1 && r->inodes[0]->ino == ino)
+		opens = (int)r->inodes[0]->open_count;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return opens;
+}
+
 /* The three daemons of setup() heartbeat: UP again after ticks that found them silent. */
 static void heartbeat_all(struct meta *m)
 {
@@ -772,7 +790,7 @@ static void heartbeat_all(struct meta *m)
 static void test_unlink_while_open(void **state)
 {
 	struct tm_env *e = *state;
-	struct tm_attr a;
+	struct tm_attr a, b;
 	uint64_t h1, h2, freed = 0;
 	bool gone = false;
 
@@ -860,10 +878,17 @@ static void test_unlink_while_open(void **state)
 	assert_int_equal(tm_create(e->m, NULL, ROOT, "q", 0644, true, O_RDWR, &a, &h1, NULL), 0);
 	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "q", &freed), 0);
 	tm_reopen(e);
+	/* fsck must not judge a file's chunks past its size while a writer may not have reclaimed
+	 */
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "f", &b), 0);
+	assert_int_equal(listed_opens(e->m, b.ino), 1);
 	assert_int_equal(tm_reclaim(e->m, h1, a.ino, O_RDWR, NULL), 0);
+	assert_int_equal(listed_opens(e->m, a.ino), 1);
 	assert_true(meta_tick(e->m, 500) >= 0);
 	assert_true(meta_tick(e->m, 600) >= 0);
 	assert_int_equal(tm_getattr(e->m, NULL, a.ino, NULL), 0);
+	assert_int_equal(listed_opens(e->m, b.ino), 0);
+	assert_int_equal(listed_opens(e->m, a.ino), 1);
 	/* after it, the last RELEASE frees it again, and says so to the client */
 	assert_int_equal(tm_release(e->m, h1, a.ino, &freed), 0);
 	assert_int_equal(freed, a.ino);
