@@ -8,6 +8,7 @@
  * group open while the others queue, counted by meta_group_queued().
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +51,7 @@ struct req {
 	bool block; /* waits for gate->open inside its transaction */
 	int result; /* meta_group_run()'s */
 	struct gate *gate;
+	uint64_t handle; /* the handle it opened on the root */
 };
 
 struct gate {
@@ -63,6 +65,8 @@ static int body(struct meta_txn *t, void *arg)
 	struct req *r = arg;
 	int ret = meta_store_counter_put(t, r->name, 1);
 
+	if (!ret)
+		ret = meta_handle_add(t, ROOT, O_RDONLY, &r->handle);
 	if (ret)
 		return ret;
 	if (r->block) {
@@ -111,8 +115,9 @@ static void wait_queued(struct meta *m, unsigned n)
 /*
  * A holds its group open; B, C and D queue meanwhile. When A's group
  * commits, the next leader takes B, C and D into one group: three groups
- * would have been three flushes. C fails after its write: C alone is
- * undone, B and D stay, each request gets its own answer.
+ * would have been three flushes. C fails after its write and its OPEN of a
+ * handle: C alone is undone, handle and all; B and D stay, each request
+ * gets its own answer.
  */
 static void test_queued_requests_share_a_group(void **state)
 {
@@ -122,6 +127,7 @@ static void test_queued_requests_share_a_group(void **state)
 		   c = {e->m, "test_c", -EEXIST, false, -1, &g},
 		   d = {e->m, "test_d", 0, false, -1, &g};
 	uint64_t groups0, reqs0, groups, reqs;
+	struct meta_handle_info info;
 	pthread_t ta, tb, tc, td;
 
 	meta_group_stats(e->m, &groups0, &reqs0);
@@ -157,6 +163,13 @@ static void test_queued_requests_share_a_group(void **state)
 	assert_int_equal(counter(e->m, "test_b"), 1);
 	assert_int_equal(counter(e->m, "test_c"), -ENOENT);
 	assert_int_equal(counter(e->m, "test_d"), 1);
+	/* the handles too: C's went with C, the others' stay */
+	assert_int_equal(meta_handles_total(e->m), 3);
+	assert_int_equal(meta_handle_opens(e->m, ROOT), 3);
+	assert_int_equal(meta_handle_find(e->m, c.handle, &info), -ENOENT);
+	assert_int_equal(meta_handle_find(e->m, b.handle, &info), 0);
+	assert_int_equal(info.ino, ROOT);
+	assert_int_equal(meta_handle_find(e->m, d.handle, &info), 0);
 }
 
 /* What a group committed is in the store after a reopen (its flush happened). */
