@@ -55,7 +55,7 @@ struct mount_opts {
 	char *metrics_port_file; /* metrics_port_file=FILE: write the port bound there */
 	unsigned readahead_kb;
 	int server_permissions;
-	double attr_timeout, entry_timeout;
+	double attr_timeout, entry_timeout, negative_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
 	int nonopt_count;
 	int help;
@@ -75,8 +75,8 @@ static const struct fuse_opt mount_spec[] = {
 	/* what the other programs take, for people who start it by hand */
 	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
 	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
-	MOPT("entry_timeout=%lf", entry_timeout), FUSE_OPT_KEY("-h", KEY_HELP),
-	FUSE_OPT_KEY("--help", KEY_HELP),
+	MOPT("entry_timeout=%lf", entry_timeout), MOPT("negative_timeout=%lf", negative_timeout),
+	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
 	/* fstab options meant for mount(8) and systemd, not for the kernel */
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("nofail", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
@@ -125,6 +125,8 @@ static void usage(const char *prog)
 	       "    readahead=KB           kernel read-ahead, set as root; 0: leave it [1024]\n"
 	       "    attr_timeout=SEC       kernel attribute cache [1.0]\n"
 	       "    entry_timeout=SEC      kernel name cache [1.0]\n"
+	       "    negative_timeout=SEC   kernel cache of names that do not exist (another\n"
+	       "                           mount's new file shows after it) [entry_timeout]\n"
 	       "    server_permissions     no default_permissions: only the service checks\n"
 	       "                           (names the kernel has cached are then not checked)\n"
 	       "    log=FILE               append the log to FILE [stderr in the foreground,\n"
@@ -334,7 +336,10 @@ static int probe_cluster(const struct rfs_options *ro, const char *key_name, boo
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct mount_opts mo = {.attr_timeout = 1.0, .entry_timeout = 1.0, .readahead_kb = 1024};
+	struct mount_opts mo = {.attr_timeout = 1.0,
+				.entry_timeout = 1.0,
+				.negative_timeout = -1.0, /* entry_timeout's */
+				.readahead_kb = 1024};
 	struct fuse_cmdline_opts cmd = {0};
 	struct fuse_loop_config *loop_cfg = NULL;
 	struct rfs_options ro;
@@ -438,7 +443,7 @@ int main(int argc, char *argv[])
 	}
 	if (parse_transport(mo.transport ? mo.transport : conf.transport, &ro.transport) ||
 	    parse_ms(mo.timeout, &ro.call_timeout_ms) || mo.attr_timeout < 0 ||
-	    mo.entry_timeout < 0) {
+	    mo.entry_timeout < 0 || (mo.negative_timeout < 0 && mo.negative_timeout != -1.0)) {
 		fprintf(stderr,
 			"rdmafs-fuse: bad option value (transport, timeout or *_timeout)\n");
 		goto out_free_cmd;
@@ -507,6 +512,7 @@ int main(int argc, char *argv[])
 	fs->attr_timeout = mo.attr_timeout;
 	fs->kernel_acl = !mo.server_permissions;
 	fs->entry_timeout = mo.entry_timeout;
+	fs->negative_timeout = mo.negative_timeout < 0 ? mo.entry_timeout : mo.negative_timeout;
 	fs->readahead_kb = mo.readahead_kb;
 	pthread_mutex_init(&fs->table_lock, NULL);
 	if (!node_ref(fs, FUSE_ROOT_ID, 1, 0))

@@ -111,10 +111,11 @@ struct fs {
 	struct rfs *rfs;
 	struct fuse_session *se;
 	double attr_timeout, entry_timeout;
-	bool kernel_acl;       /* the kernel enforces POSIX ACLs (with default_permissions) */
-	char bdi[32];	       /* "major:minor" of our mount, for its read-ahead */
-	unsigned readahead_kb; /* 0: leave the kernel's */
-	int readahead_done;    /* atomic */
+	double negative_timeout; /* how long the kernel keeps a LOOKUP's ENOENT; 0: not at all */
+	bool kernel_acl;	 /* the kernel enforces POSIX ACLs (with default_permissions) */
+	char bdi[32];		 /* "major:minor" of our mount, for its read-ahead */
+	unsigned readahead_kb;	 /* 0: leave the kernel's */
+	int readahead_done;	 /* atomic */
 	pthread_mutex_t table_lock;
 	struct node *buckets[NODE_BUCKETS];
 	struct mount_stats stats;

@@ -210,6 +210,18 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	readahead_tune(fs);
 	cred_fill(req, &c);
 	ret = rfs_lookup(fs->rfs, &c, parent, name, &e);
+	if (ret == -ENOENT && fs->negative_timeout > 0) {
+		/*
+		 * A negative entry: the kernel answers ENOENT itself until the
+		 * timeout, or until it creates the name through this mount. For
+		 * the counters it is the ENOENT it stands for.
+		 */
+		struct fuse_entry_param neg = {.ino = 0, .entry_timeout = fs->negative_timeout};
+
+		op_replied(ENOENT);
+		fuse_reply_entry(req, &neg);
+		return;
+	}
 	reply_entry(req, fs, ret, &e);
 }
 

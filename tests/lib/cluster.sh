@@ -81,7 +81,8 @@
 #
 # RDMAFS_FS_LOCAL=DIR: no cluster at all; COMMAND runs on a fresh directory
 # inside DIR (both %MOUNT% and %MOUNT2%), to validate checks on a local file
-# system. RDMAFS_FUSE_OPTS adds mount options. RDMAFS_TEST_SECRET is the
+# system. RDMAFS_FUSE_OPTS adds mount options (RDMAFS_FUSE_OPTS2 more, to
+# mount 2 only, after them: the later of two values wins). RDMAFS_TEST_SECRET is the
 # secret of a new cluster (default: 32 random bytes).
 #
 # Exit: COMMAND's status; 77 (with the reason) when this host cannot run it;
@@ -325,6 +326,7 @@ mount_one() {
 		opts="$opts,metrics=$(host_port "$addr" "$mport"),metrics_port_file=$dir/fuse$n.metrics-port"
 	fi
 	opts="$opts${RDMAFS_FUSE_OPTS:+,$RDMAFS_FUSE_OPTS}"
+	[ "$n" = 2 ] && opts="$opts${RDMAFS_FUSE_OPTS2:+,$RDMAFS_FUSE_OPTS2}"
 	"${detach[@]}" "$fuse" -f -o "$opts" "$m" </dev/null >>"$dir/fuse$n.log" 2>&1 &
 	pid=$!
 	disown "$pid" 2>/dev/null
