@@ -70,6 +70,18 @@ static void undo_all(struct group_req *r, int err)
 	}
 }
 
+/* Runs @r in its open transaction and ends that: committed, or undone with its handle changes. */
+static void run_in_txn(struct group_req *r)
+{
+	r->ret = r->fn(r->t, r->arg);
+	if (r->ret)
+		meta_store_txn_abort(r->t);
+	else
+		r->ret = meta_store_txn_commit(r->t);
+	if (r->ret)
+		meta_handles_undo(r->t);
+}
+
 /*
  * A group of one request runs in a transaction of its own: nesting buys
  * nothing there, and LMDB's nested transaction allocates its own dirty and
@@ -78,15 +90,8 @@ static void undo_all(struct group_req *r, int err)
 static void run_alone(struct group_req *r)
 {
 	r->ret = meta_store_txn_begin(r->t, true);
-	if (r->ret)
-		return;
-	r->ret = r->fn(r->t, r->arg);
-	if (r->ret)
-		meta_store_txn_abort(r->t);
-	else
-		r->ret = meta_store_txn_commit(r->t);
-	if (r->ret)
-		meta_handles_undo(r->t);
+	if (!r->ret)
+		run_in_txn(r);
 }
 
 /* Runs the requests of @list in one group transaction; each gets its ret. */
@@ -108,15 +113,8 @@ static void commit_group(struct meta *m, struct group_req *list)
 			continue;
 		}
 		r->ret = meta_store_txn_begin_in(r->t, group);
-		if (r->ret)
-			continue;
-		r->ret = r->fn(r->t, r->arg);
-		if (r->ret)
-			meta_store_txn_abort(r->t);
-		else
-			r->ret = meta_store_txn_commit(r->t);
-		if (r->ret)
-			meta_handles_undo(r->t);
+		if (!r->ret)
+			run_in_txn(r);
 	}
 	if (ret)
 		return;
