@@ -89,20 +89,15 @@ until [ "$(awk '$2 == 0' "$local_dir/writer.log" | wc -l)" -ge "$SLOTS" ]; do
 done
 
 # the victim: a storage daemon that holds chunks of both A and B (every slot
-# of B has been written), so that reading A and writing B must meet it; the
-# chunk files are DATA_DIR/chunks/INODE/INDEX, 16 hex digits each
+# of B has been written), so that reading A and writing B must meet it
 ino_a=$(stat -c %i "$work/A") || fail "stat A"
 ino_b=$(stat -c %i "$work/B") || fail "stat B"
+holders_a=" $("$ctl" ctl holders "$ino_a" | tr '\n' ' ')" || fail "cluster.sh ctl holders $ino_a"
+holders_b=$("$ctl" ctl holders "$ino_b") || fail "cluster.sh ctl holders $ino_b"
 victim=
-# the cluster's daemons, one a line: NAME URI DATA_DIR (tests/lib/cluster.sh)
-while read -r name _ data_dir; do
-	[ "$name" = meta ] && continue
-	if [ -n "$(ls -A "$(printf '%s/chunks/%016x' "$data_dir" "$ino_a")" 2>/dev/null)" ] &&
-		[ -n "$(ls -A "$(printf '%s/chunks/%016x' "$data_dir" "$ino_b")" 2>/dev/null)" ]; then
-		victim=${name#storage}
-		break
-	fi
-done <"$RDMAFS_CLUSTER_DIR/daemons"
+for i in $holders_b; do
+	case $holders_a in *" $i "*) victim=$i && break ;; esac
+done
 [ -n "$victim" ] || fail "no storage daemon holds chunks of both an 8 MiB and a 24 MiB file: is data striped?"
 echo "storage daemon $victim holds chunks of A and B"
 

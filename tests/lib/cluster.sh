@@ -30,6 +30,8 @@
 #       ctl start I         start it again on its port and data directory and
 #                           wait until it is registered and answers
 #       ctl datadir I       print its data directory
+#       ctl holders INO     print the storage daemons (1..N, one a line) that
+#                           hold chunks of inode INO
 #       ctl uri I           print its address
 #       ctl remount M       unmount mount M (1 or 2) and mount it again
 #                           (nothing may be open on it)
@@ -515,6 +517,16 @@ if [ "${1:-}" = ctl ] || [ "${1:-}" = status ] || [ "${1:-}" = down ]; then
 	status)
 		status_lines
 		exit
+		;;
+	holders)
+		# the storage daemons holding chunks of inode INO: DATA_DIR/chunks/INO/,
+		# 16 hex digits (the metadata service's own daemon is never named)
+		ino=${1:?usage: ctl holders INO}
+		for i in $(seq "$storage"); do
+			[ -n "$(ls -A "$(printf '%s/chunks/%016x' "$(data_dir_of "storage$i")" "$ino")" \
+				2>/dev/null)" ] && echo "$i"
+		done
+		exit 0
 		;;
 	remount)
 		n=${1:?usage: ctl remount M}

@@ -74,16 +74,9 @@ rc=$?
 
 # 3. a storage daemon holding chunks of A dies and comes back
 ino=$(stat -c %i "$d/A") || check_fail "stat A"
-# The storage daemon (not the metadata service's own) that holds a chunk of A.
+# A storage daemon (not the metadata service's own) that holds a chunk of A.
 find_victim() {
-	local name data_dir _
-	while read -r name _ data_dir; do
-		[ "$name" = meta ] && continue
-		if [ -n "$(ls -A "$(printf '%s/chunks/%016x' "$data_dir" "$ino")" 2>/dev/null)" ]; then
-			echo "${name#storage}"
-			return
-		fi
-	done <"$dir/daemons"
+	"$ctl" ctl holders "$ino" | head -n 1
 }
 # Placement hashes this run's random uuids: A's five chunks may all fall on
 # the metadata service's daemon. A grows a chunk at a time until one does not.
