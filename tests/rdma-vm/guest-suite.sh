@@ -22,6 +22,11 @@ run() {
 		failed=$((failed + 1))
 		echo "=== rdma-vm: $name FAILED ($(( $(date +%s) - start )) s)"
 	fi
+	# What a list left behind: a later list slowed by a full tmpfs or by
+	# memory pressure shows here, not in its own output.
+	echo "=== rdma-vm: after $name: /tmp $(du -sm /tmp 2>/dev/null | cut -f1) MiB," \
+		"$(awk '/^MemAvailable/ {print int($2 / 1024)}' /proc/meminfo) MiB available," \
+		"load $(cut -d' ' -f1-3 /proc/loadavg), $(ps -e --no-headers 2>/dev/null | wc -l) processes"
 }
 # rdma_cm cannot route a loopback address over rxe: use the guest's RDMA interface.
 export RDMAFS_TEST_ADDR=${RDMAFS_VM_RDMA_ADDR:-127.0.0.1}
