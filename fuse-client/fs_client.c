@@ -99,6 +99,9 @@ struct rfs {
 	struct rfs_held *held[HELD_BUCKETS];
 	size_t held_count;
 	uint64_t service_run; /* 0 until the first map; guarded by map_lock */
+
+	unsigned write_behind; /* writes in flight per file (rfs_options) */
+	uint32_t wb_buffers;   /* buffers write-behind holds (atomic) */
 };
 
 /* Errors after which the call was not (or may not have been) executed and a retry may help. */
@@ -117,6 +120,7 @@ void rfs_options_init(struct rfs_options *opts)
 	opts->buf_count = 32;
 	opts->map_poll_ms = 5000;
 	opts->fence_wait_ms = FENCE_WAIT_MS;
+	opts->write_behind = 8;
 }
 
 /* ---- peers and connections --------------------------------------------------- */
@@ -797,6 +801,7 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 	fs->transport = opts->transport;
 	fs->poll_ms = opts->map_poll_ms ? opts->map_poll_ms : 5000;
 	fs->fence_wait_ms = opts->fence_wait_ms ? opts->fence_wait_ms : FENCE_WAIT_MS;
+	fs->write_behind = opts->write_behind;
 	peer_init(&fs->meta, "metadata service", RFS_TARGET_META);
 	pthread_rwlock_init(&fs->map_lock, NULL);
 	pthread_mutex_init(&fs->refresh_lock, NULL);
@@ -1319,7 +1324,8 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 	int ret;
 
 	if (write) {
-		memcpy(xprt_buf_data(p->buf), src + p->pos, p->len);
+		if (src) /* NULL: the bytes are in the buffer already (write-behind) */
+			memcpy(xprt_buf_data(p->buf), src + p->pos, p->len);
 		ret = chunk_msg_write(&m, p->s.conn, p->buf, &io);
 		if (!ret)
 			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base);
@@ -1507,6 +1513,123 @@ int rfs_write(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t 
 	      const void *src, bool sync, uint64_t *written)
 {
 	return write_flags(fs, ino, layout, off, len, src, sync ? WRITE_SYNC : 0, written);
+}
+
+/* ---- write-behind ------------------------------------------------------------------------------
+ */
+
+struct rfs_wjob {
+	struct rfs *fs;
+	struct fanout fo;
+	struct rfs_layout layout; /* as the pieces were sent; a redo may move it on */
+	uint64_t ino, off;
+	struct piece *pieces;
+	size_t count;
+};
+
+unsigned rfs_write_behind(const struct rfs *fs)
+{
+	return fs ? fs->write_behind : 0;
+}
+
+/* Gives back what a job holds: its buffers, its share of the pool, itself. */
+static void wjob_free(struct rfs_wjob *j)
+{
+	for (size_t i = 0; i < j->count; i++)
+		if (j->pieces[i].buf)
+			xprt_pool_put(j->pieces[i].buf);
+	__atomic_sub_fetch(&j->fs->wb_buffers, j->count, __ATOMIC_RELAXED);
+	free(j->pieces);
+	free(j);
+}
+
+int rfs_write_start(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
+		    size_t len, const void *src, struct rfs_wjob **out)
+{
+	struct rfs_wjob *j;
+	int ret;
+
+	if (!len)
+		return -EINVAL;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->fs = fs;
+	j->layout = *layout;
+	j->ino = ino;
+	j->off = off;
+	ret = split(fs, layout, ino, off, len, &j->pieces, &j->count);
+	if (ret) {
+		free(j);
+		return ret;
+	}
+	/* half the pool at most: reads and waiting writes must still find buffers */
+	ret = __atomic_add_fetch(&fs->wb_buffers, j->count, __ATOMIC_RELAXED) > fs->buf_count / 2
+		      ? -EAGAIN
+		      : 0;
+	for (size_t i = 0; i < j->count && !ret; i++) {
+		struct piece *p = &j->pieces[i];
+
+		ret = buffer_get(fs, false, &p->buf);
+		if (!ret)
+			memcpy(xprt_buf_data(p->buf), (const uint8_t *)src + p->pos, p->len);
+	}
+	if (ret) {
+		wjob_free(j);
+		return ret;
+	}
+	/* every byte is in a buffer: from here on a failure is redone by rfs_write_finish() */
+	fanout_init(&j->fo);
+	for (size_t i = 0; i < j->count; i++) {
+		struct piece *p = &j->pieces[i];
+		struct rfs_peer *peer;
+
+		p->tries = 1;
+		p->s.status = layout_peer(fs, &j->layout, p->daemon, &peer);
+		if (p->s.status)
+			continue;
+		p->s.peer = peer;
+		p->s.status = peer_conn_get(fs, peer, &p->s.conn);
+		if (!p->s.status)
+			piece_send(fs, &j->fo, &j->layout, ino, p, true, NULL, 0);
+	}
+	*out = j;
+	return 0;
+}
+
+int rfs_write_finish(struct rfs_wjob *j, struct rfs_layout *layout, uint64_t *written)
+{
+	struct rfs *fs = j->fs;
+	int ret = 0;
+
+	fanout_wait(&j->fo);
+	for (size_t i = 0; i < j->count; i++) {
+		struct piece *p = &j->pieces[i];
+		int st = p->s.status;
+
+		if (!st)
+			st = piece_finish(p, j->ino, true, NULL);
+		slot_release(&p->s);
+		if (!st) {
+			rfs_count(&fs->counters.write_bytes, p->len);
+			*written |= 1ull << p->daemon;
+			continue;
+		}
+		st = stale_if_removed(fs, p->s.peer, st);
+		if (!ret && (retryable(st) || st == -ESTALE)) {
+			/* the bytes wait in the piece's buffer: send them again, and wait */
+			if (retryable(st))
+				rfs_count(&fs->counters.targets[RFS_TARGET_STORAGE].retries, 1);
+			st = write_flags(fs, j->ino, &j->layout, j->off + p->pos, p->len,
+					 xprt_buf_data(p->buf), 0, written);
+		}
+		if (!ret)
+			ret = st;
+	}
+	fanout_fini(&j->fo);
+	*layout = j->layout;
+	wjob_free(j);
+	return rdmafs_status_for_caller(ret);
 }
 
 /* ---- whole-file chunk operations ---------------------------------------------------------------

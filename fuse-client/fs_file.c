@@ -10,6 +10,7 @@
  * what the daemons report at each commit.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -50,7 +51,28 @@ struct rfs_file {
 	uint64_t seen_size;
 	int64_t seen_mtime_sec;
 	uint32_t seen_mtime_nsec;
+	/*
+	 * Write-behind: the writes answered before their daemons, oldest
+	 * first, until one thread settles each (wb_settle()); wb_cond wakes
+	 * those waiting for a job another thread is settling. wb_err is the
+	 * first error a settled job met, reported by every later write and by
+	 * the next sync with commit (fsync, close), which clears it.
+	 */
+	struct wb_job *wb_head, **wb_tail;
+	unsigned wb_count, wb_max;
+	int wb_err;
+	pthread_cond_t wb_cond;
 };
+
+/* A write in flight: [start, end) is its range widened to whole 4 KiB blocks. */
+struct wb_job {
+	struct rfs_wjob *job;
+	uint64_t start, end, first_index;
+	bool settling;
+	struct wb_job *next;
+};
+
+#define WB_BLOCK 4096u
 
 int rfs_file_create(struct rfs *fs, uint64_t ino, struct rfs_file **out)
 {
@@ -61,16 +83,100 @@ int rfs_file_create(struct rfs *fs, uint64_t ino, struct rfs_file **out)
 	f->fs = fs;
 	f->ino = ino;
 	f->dirty_first = UINT64_MAX;
+	f->wb_tail = &f->wb_head;
+	f->wb_max = rfs_write_behind(fs);
 	pthread_mutex_init(&f->size_lock, NULL);
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->wb_cond, NULL);
 	*out = f;
 	return 0;
 }
 
+static void note_written_locked(struct rfs_file *f, const struct rfs_layout *l, uint64_t written);
+
+/*
+ * Waits for the writes in flight that overlap [@start, @end) (or only the
+ * oldest one, @oldest), sends again what was refused and records what they
+ * wrote; the first error stays in wb_err. f->lock is not held. Two jobs never
+ * overlap unsettled: rfs_file_write() settles the older one first.
+ */
+static void wb_settle(struct rfs_file *f, uint64_t start, uint64_t end, bool oldest)
+{
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		struct rfs_layout layout;
+		struct wb_job *w, **link;
+		uint64_t written = 0;
+		int ret;
+
+		for (link = &f->wb_head; (w = *link); link = &w->next)
+			if (oldest || (w->start < end && start < w->end))
+				break;
+		if (!w)
+			break;
+		if (w->settling) { /* another thread has it: wait until it is gone */
+			pthread_cond_wait(&f->wb_cond, &f->lock);
+			continue;
+		}
+		w->settling = true;
+		pthread_mutex_unlock(&f->lock);
+		ret = rfs_write_finish(w->job, &layout, &written);
+		pthread_mutex_lock(&f->lock);
+		note_written_locked(f, &layout, written);
+		if (written) {
+			f->alloc_seq++;
+			if (w->first_index < f->dirty_first)
+				f->dirty_first = w->first_index;
+		}
+		if (ret && !f->wb_err)
+			f->wb_err = ret;
+		for (link = &f->wb_head; *link != w; link = &(*link)->next)
+			;
+		*link = w->next;
+		if (f->wb_tail == &w->next)
+			f->wb_tail = link;
+		f->wb_count--;
+		free(w);
+		pthread_cond_broadcast(&f->wb_cond);
+		if (oldest)
+			break;
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Every write in flight settled: what reads, syncs and changes of size need first. */
+static void wb_settle_all(struct rfs_file *f)
+{
+	wb_settle(f, 0, UINT64_MAX, false);
+}
+
+/* The error a settled write met; @clear: reported now for good (fsync, close). */
+static int wb_error(struct rfs_file *f, bool clear)
+{
+	int ret;
+
+	pthread_mutex_lock(&f->lock);
+	ret = f->wb_err;
+	if (clear)
+		f->wb_err = 0;
+	pthread_mutex_unlock(&f->lock);
+	return ret;
+}
+
 void rfs_file_destroy(struct rfs_file *f)
 {
+	int ret;
+
 	if (!f)
 		return;
+	wb_settle_all(f);
+	ret = wb_error(f, true);
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "inode %" PRIu64 ": a write answered before its daemons failed"
+			   " (%s), and no sync was left to report it",
+			   f->ino, strerror(-ret));
+	pthread_cond_destroy(&f->wb_cond);
 	pthread_mutex_destroy(&f->lock);
 	pthread_mutex_destroy(&f->size_lock);
 	free(f);
@@ -214,6 +320,7 @@ static int file_report(struct rfs_file *f, const struct rfs_cred *c, struct stat
 	struct rfs_entry e;
 	int ret;
 
+	wb_settle_all(f); /* what the daemons hold must include every answered write */
 	pthread_mutex_lock(&f->size_lock);
 	pthread_mutex_lock(&f->lock);
 	/* a stat after a stat asks the daemons again only if chunks changed since */
@@ -255,8 +362,11 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	struct timespec now;
 	struct rfs_entry e;
 	struct stat st;
-	int ret = 0;
+	int ret = 0, wb_ret;
 
+	/* the size we tell the service must not run ahead of the data behind it */
+	wb_settle_all(f);
+	wb_ret = wb_error(f, commit);
 	pthread_mutex_lock(&f->size_lock);
 	pthread_mutex_lock(&f->lock);
 	alloc_seq = f->alloc_seq;
@@ -328,7 +438,13 @@ err_redirty:
 	pthread_mutex_unlock(&f->lock);
 out_unlock:
 	pthread_mutex_unlock(&f->size_lock);
-	return ret;
+	if (ret && wb_ret) { /* report the write's error with the next sync instead */
+		pthread_mutex_lock(&f->lock);
+		if (!f->wb_err)
+			f->wb_err = wb_ret;
+		pthread_mutex_unlock(&f->lock);
+	}
+	return ret ? ret : wb_ret;
 }
 
 /*
@@ -438,6 +554,7 @@ int rfs_file_setattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *
 	int ret;
 
 	if (f && (set->valid & RFS_SET_SIZE)) {
+		wb_settle_all(f); /* no write in flight may land past the new end */
 		pthread_mutex_lock(&f->lock);
 		old_size = f->seen ? (f->size > f->seen_size ? f->size : f->seen_size) : UINT64_MAX;
 		pthread_mutex_unlock(&f->lock);
@@ -502,6 +619,8 @@ int rfs_file_read(struct rfs_file *f, uint64_t off, size_t len, void *dst, size_
 	int ret;
 
 	*got = 0;
+	if (len) /* our own writes in flight there first */
+		wb_settle(f, off / WB_BLOCK * WB_BLOCK, off + len, false);
 	ret = io_state(f, &layout, &size);
 	if (ret || off >= size)
 		return ret;
@@ -514,6 +633,57 @@ int rfs_file_read(struct rfs_file *f, uint64_t off, size_t len, void *dst, size_
 	if (!ret)
 		*got = len;
 	return ret;
+}
+
+/*
+ * Starts @len bytes at @off as a write in flight, after the writes in flight
+ * it overlaps and, when the window is full, the oldest. -EAGAIN: write-behind
+ * is off or the buffers are not free, write and wait instead.
+ */
+static int wb_start(struct rfs_file *f, const struct rfs_layout *layout, uint64_t off, size_t len,
+		    const void *src)
+{
+	uint64_t start = off / WB_BLOCK * WB_BLOCK, end = off + len;
+	struct wb_job *w;
+	bool full;
+	int ret;
+
+	if (!f->wb_max || !len)
+		return -EAGAIN;
+	end = end > UINT64_MAX - WB_BLOCK ? UINT64_MAX : (end + WB_BLOCK - 1) / WB_BLOCK * WB_BLOCK;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->start = start;
+	w->end = end;
+	w->first_index = off / layout->chunk_size;
+	wb_settle(f, start, end, false);
+	for (;;) {
+		pthread_mutex_lock(&f->lock);
+		full = f->wb_count >= f->wb_max;
+		pthread_mutex_unlock(&f->lock);
+		if (!full)
+			break;
+		wb_settle(f, 0, 0, true);
+	}
+	ret = wb_error(f, false);
+	if (!ret)
+		ret = rfs_write_start(f->fs, f->ino, layout, off, len, src, &w->job);
+	if (ret) {
+		free(w);
+		return ret;
+	}
+	/*
+	 * Another thread may have started an overlapping write since we
+	 * settled: two writers of one range race in POSIX too, and the job
+	 * list keeps their order for whoever settles them.
+	 */
+	pthread_mutex_lock(&f->lock);
+	*f->wb_tail = w;
+	f->wb_tail = &w->next;
+	f->wb_count++;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
 }
 
 int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src, bool sync,
@@ -530,7 +700,14 @@ int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src
 	ret = io_state(f, &layout, &size);
 	if (ret)
 		return ret;
-	ret = rfs_write(f->fs, f->ino, &layout, off, len, src, sync, &written);
+	ret = sync ? -EAGAIN : wb_start(f, &layout, off, len, src);
+	if (ret == -EAGAIN) {
+		/* written and waited for, after every write in flight */
+		wb_settle_all(f);
+		ret = wb_error(f, false);
+		if (!ret)
+			ret = rfs_write(f->fs, f->ino, &layout, off, len, src, sync, &written);
+	}
 	pthread_mutex_lock(&f->lock);
 	note_written_locked(f, &layout, written);
 	if (written)
@@ -573,6 +750,7 @@ int rfs_file_fallocate(struct rfs_file *f, const struct rfs_cred *c, uint64_t ha
 	if (len == 0 || off > UINT64_MAX - len)
 		return -EINVAL;
 	end = off + len;
+	wb_settle_all(f);
 	ret = io_state(f, &layout, &size);
 	if (ret)
 		return ret;
@@ -629,6 +807,7 @@ int rfs_file_seek(struct rfs_file *f, uint64_t off, int whence, uint64_t *pos)
 
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
+	wb_settle_all(f);
 	ret = io_state(f, &layout, &size);
 	if (ret)
 		return ret;

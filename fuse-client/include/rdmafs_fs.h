@@ -76,6 +76,12 @@ struct rfs_options {
 	uint32_t buf_count;	     /* registered buffers [32] */
 	uint32_t map_poll_ms;	     /* cluster map poll interval, 0: the default [5000] */
 	uint32_t fence_wait_ms;	     /* how long a data call waits out a drain, 0: [30000] */
+	/*
+	 * Write-behind: how many writes of one file rfs_file_write() keeps in
+	 * flight before it waits for the oldest, 0: none (every write waits
+	 * for its daemons) [8]. See rfs_file_write().
+	 */
+	unsigned write_behind;
 };
 
 /* Fills @opts with the defaults (meta_uri, secret and key_file stay NULL). */
@@ -526,6 +532,26 @@ int rfs_read(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t o
  */
 int rfs_write(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t off, size_t len,
 	      const void *src, bool sync, uint64_t *written);
+
+/*
+ * Write-behind, the parts rfs_file_write() is made of. rfs_write_start()
+ * copies @src into registered buffers, sends every piece and returns without
+ * waiting: -EAGAIN when the buffers it needs are not free at once (write-behind
+ * holds at most half of the pool), then write with rfs_write(). Every started
+ * job must end in rfs_write_finish(), which waits for its replies (bounded by
+ * the call timeout), sends again what a broken connection or a drain's fence
+ * refused (the bytes wait in the job's buffers), ORs into *@written what
+ * rfs_write() would, stores the layout the job ended with in *@layout and
+ * frees the job. Jobs whose ranges overlap must be finished in order by the
+ * caller: the daemons may run any two requests in either order.
+ */
+struct rfs_wjob;
+int rfs_write_start(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t off,
+		    size_t len, const void *src, struct rfs_wjob **out);
+int rfs_write_finish(struct rfs_wjob *job, struct rfs_layout *layout, uint64_t *written);
+
+/* rfs_options.write_behind of @fs; 0 for NULL. */
+unsigned rfs_write_behind(const struct rfs *fs);
 
 /*
  * CHUNK_COMMIT of every chunk of @ino with index >= @first_index on the

@@ -54,6 +54,7 @@ struct mount_opts {
 	char *metrics;		 /* metrics=HOST:PORT: serve /metrics there */
 	char *metrics_port_file; /* metrics_port_file=FILE: write the port bound there */
 	unsigned readahead_kb;
+	int write_behind; /* write_behind=N: writes of a file in flight; 0: none */
 	int server_permissions;
 	double attr_timeout, entry_timeout, negative_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
@@ -62,6 +63,9 @@ struct mount_opts {
 };
 
 enum { KEY_HELP, KEY_DISCARD };
+
+/* write_behind=N's bound; the buffers it may hold are bounded apart (rdmafs_fs.h) */
+#define WRITE_BEHIND_MAX 64
 
 #define MOPT(t, p)                                   \
 	{                                            \
@@ -74,9 +78,10 @@ static const struct fuse_opt mount_spec[] = {
 	MOPT("metrics_port_file=%s", metrics_port_file),
 	/* what the other programs take, for people who start it by hand */
 	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
-	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
-	MOPT("entry_timeout=%lf", entry_timeout), MOPT("negative_timeout=%lf", negative_timeout),
-	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
+	MOPT("write_behind=%d", write_behind), MOPT("server_permissions", server_permissions),
+	MOPT("attr_timeout=%lf", attr_timeout), MOPT("entry_timeout=%lf", entry_timeout),
+	MOPT("negative_timeout=%lf", negative_timeout), FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
 	/* fstab options meant for mount(8) and systemd, not for the kernel */
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("nofail", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
@@ -123,6 +128,9 @@ static void usage(const char *prog)
 	       "                           transport [$RDMAFS_CLIENT_CONF, %s]\n"
 	       "    timeout=MS             per-RPC timeout [5000]\n"
 	       "    readahead=KB           kernel read-ahead, set as root; 0: leave it [1024]\n"
+	       "    write_behind=N         writes of a file answered before their daemons\n"
+	       "                           (errors come with the next write, fsync or\n"
+	       "                           close); 0: every write waits [8]\n"
 	       "    attr_timeout=SEC       kernel attribute cache [1.0]\n"
 	       "    entry_timeout=SEC      kernel name cache [1.0]\n"
 	       "    negative_timeout=SEC   kernel cache of names that do not exist (another\n"
@@ -339,6 +347,7 @@ int main(int argc, char *argv[])
 	struct mount_opts mo = {.attr_timeout = 1.0,
 				.entry_timeout = 1.0,
 				.negative_timeout = -1.0, /* entry_timeout's */
+				.write_behind = -1,	  /* the library's default */
 				.readahead_kb = 1024};
 	struct fuse_cmdline_opts cmd = {0};
 	struct fuse_loop_config *loop_cfg = NULL;
@@ -443,9 +452,12 @@ int main(int argc, char *argv[])
 	}
 	if (parse_transport(mo.transport ? mo.transport : conf.transport, &ro.transport) ||
 	    parse_ms(mo.timeout, &ro.call_timeout_ms) || mo.attr_timeout < 0 ||
-	    mo.entry_timeout < 0 || (mo.negative_timeout < 0 && mo.negative_timeout != -1.0)) {
+	    mo.entry_timeout < 0 || (mo.negative_timeout < 0 && mo.negative_timeout != -1.0) ||
+	    mo.write_behind < -1 || mo.write_behind > WRITE_BEHIND_MAX) {
 		fprintf(stderr,
-			"rdmafs-fuse: bad option value (transport, timeout or *_timeout)\n");
+			"rdmafs-fuse: bad option value (transport, timeout, *_timeout or"
+			" write_behind, 0 to %d)\n",
+			WRITE_BEHIND_MAX);
 		goto out_free_cmd;
 	}
 	if (mo.log_level) {
@@ -490,6 +502,8 @@ int main(int argc, char *argv[])
 			goto out_free_cmd;
 		}
 	}
+	if (mo.write_behind >= 0)
+		ro.write_behind = (unsigned)mo.write_behind;
 	ro.meta_uri = meta_uri;
 	ro.secret = secret;
 	ro.secret_len = secret_len;
