@@ -186,7 +186,15 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	 * kernel would leave the clearing to us on every write.
 	 */
 	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
-	/* the size must come from the service, never from a cached write-back page */
+	/*
+	 * The size must come from the service, never from a cached write-back
+	 * page. Tried (issue 10): with the kernel's write-back cache, fs-posix,
+	 * fs-twomounts, fs-sparse and fs-permissions fail: SEEK_DATA, st_blocks
+	 * and a file grown by another mount are wrong while pages are dirty, and
+	 * a non-owner's close fails with EPERM (the kernel sets the mtime then).
+	 * The client's own write-behind (rfs_options.write_behind) gives the
+	 * pipelining without that.
+	 */
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	/*
