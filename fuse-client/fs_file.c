@@ -447,6 +447,13 @@ out_unlock:
 	return ret ? ret : wb_ret;
 }
 
+int rfs_file_fsync(struct rfs_file *f, const struct rfs_cred *c)
+{
+	int ret = rfs_file_sync(f, c, true);
+
+	return ret ? ret : rfs_meta_sync(f->fs);
+}
+
 /*
  * After a truncate, punch or range shift, which change chunks on daemons we
  * may not have written to: every daemon of @f's layout is due a commit from

@@ -548,6 +548,20 @@ out_free:
 	return ret;
 }
 
+int rfs_meta_sync(struct rfs *fs)
+{
+	Rdmafs__SyncReq r = RDMAFS__SYNC_REQ__INIT;
+	ProtobufCMessage *msg;
+	int ret;
+
+	/* a repeated flush is harmless: retried like a read */
+	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_SYNC, &r.base,
+			    &rdmafs__sync_resp__descriptor, true, &msg);
+	if (!ret)
+		rfs_meta_free(msg);
+	return ret;
+}
+
 int rfs_statfs(struct rfs *fs, struct statvfs *out)
 {
 	Rdmafs__StatfsReq r = RDMAFS__STATFS_REQ__INIT;

@@ -13,6 +13,7 @@
  *   workers = 4
  *   meta_workers = 16                 ; metadata requests' threads (metadata = yes); 0: workers'
  *   reclaim_grace = 30                ; s clients have to reclaim open handles after a restart
+ *   metadata_sync = batch             ; always: every metadata commit on disk before its answer
  *   queue_depth = 256
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
  *   lmdb_map_size = 1073741824
@@ -293,6 +294,13 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 		ret = parse_range(value, 1, 3600, &v, why, why_size);
 		if (!ret)
 			cfg->reclaim_grace_sec = (unsigned)v;
+	} else if (strcmp(key, "metadata_sync") == 0) {
+		if (strcmp(value, "always") == 0 || strcmp(value, "batch") == 0) {
+			cfg->metadata_sync_always = strcmp(value, "always") == 0;
+		} else {
+			ret = -EINVAL;
+			snprintf(why, why_size, "must be always or batch");
+		}
 	} else if (strcmp(key, "queue_depth") == 0) {
 		ret = parse_range(value, 1, 65536, &v, why, why_size);
 		if (!ret)

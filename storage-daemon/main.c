@@ -57,7 +57,8 @@ static int open_metadata(const struct daemon_config *cfg, const struct datadir *
 			 struct meta **out)
 {
 	struct meta_options mo = {.log = meta_log_bridge,
-				  .reclaim_grace_sec = cfg->reclaim_grace_sec};
+				  .reclaim_grace_sec = cfg->reclaim_grace_sec,
+				  .sync_always = cfg->metadata_sync_always};
 	char path[4096];
 	int ret;
 

@@ -126,7 +126,7 @@ enum rfs_target {
 };
 
 /* Methods counted one by one: every method the library sends, and OTHER. */
-#define RFS_STATS_METHODS 32
+#define RFS_STATS_METHODS 40
 
 /*
  * The RPCs of one method. requests counts every call made (a retry is one
@@ -378,6 +378,14 @@ typedef int (*rfs_dirent_cb)(void *arg, const struct rfs_dirent *entry);
 int rfs_readdir(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint64_t cookie,
 		uint32_t max_entries, bool plus, rfs_dirent_cb cb, void *arg, bool *eof);
 
+/*
+ * SYNC: every metadata change the service answered before this call is on
+ * its disk (fsync of a directory; rfs_file_fsync() for a file). The service
+ * otherwise flushes the last change with the next one or within a second
+ * (metadata_sync = batch, rdmafs-daemon(8)).
+ */
+int rfs_meta_sync(struct rfs *fs);
+
 /* STATFS: the cluster's capacity and inode counts (f_bsize etc. as statvfs(3)). */
 int rfs_statfs(struct rfs *fs, struct statvfs *out);
 
@@ -488,6 +496,13 @@ int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src
  * call. The commit's reports also give the service st_blocks.
  */
 int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *cred, bool commit);
+
+/*
+ * fsync(2): rfs_file_sync() with @commit, then rfs_meta_sync(), so that the
+ * size, the mtime and the file's very existence are on the service's disk
+ * too, not only its data on the daemons'.
+ */
+int rfs_file_fsync(struct rfs_file *f, const struct rfs_cred *cred);
 
 /*
  * fallocate(2) with Linux's @mode: 0 and FALLOC_FL_KEEP_SIZE (chunks are

@@ -618,7 +618,7 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	struct rfs_cred c;
 
 	cred_fill(req, &c);
-	reply_error(req, rfs_file_sync(h->node->file, &c, true));
+	reply_error(req, rfs_file_fsync(h->node->file, &c));
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -805,8 +805,8 @@ static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	/* every metadata change is one committed LMDB transaction already */
-	reply_error(req, 0);
+	/* the entries are committed already; on disk, with metadata_sync = batch, after this */
+	reply_error(req, rfs_meta_sync(req_fs(req)->rfs));
 }
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)

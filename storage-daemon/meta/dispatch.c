@@ -74,6 +74,8 @@ static const struct meta_method methods[] = {
 	METHOD(UPDATE_SIZE, true, CHANGE, update_size_req, update_size),
 	/* in the group: a reclaim and the RELEASE of an orphan's last handle are ordered */
 	METHOD(RECLAIM, true, RECLAIM, reclaim_req, reclaim),
+	/* changes nothing: flushes what others changed, for any caller */
+	METHOD(SYNC, false, READ, sync_req, sync),
 	METHOD(REGISTER_DAEMON, true, ADMIN, register_daemon_req, register_daemon),
 	METHOD(HEARTBEAT, true, ADMIN, heartbeat_req, heartbeat),
 	/* every client needs the map to reach the daemons */
@@ -370,6 +372,8 @@ static int handle(struct meta *m, const struct meta_caller *caller, const struct
 			meta_store_txn_abort(&t);
 		}
 	}
+	if (!ret && t.durable)
+		ret = meta_store_sync(m);
 out_free:
 	if (ret)
 		*resp_len = 0;
@@ -652,7 +656,20 @@ int meta_tick(struct meta *m, uint64_t now_sec)
 {
 	int ret = meta_cluster_tick(m, now_sec);
 
+	uint64_t groups, requests;
+
 	/* the clock is set: the grace period counts from the first tick */
 	meta_orphans_sweep(m, now_sec);
+	/* batch: the last commit's meta page waits for the next commit, or for this */
+	meta_group_stats(m, &groups, &requests);
+	if (!m->opts.sync_always &&
+	    groups != __atomic_load_n(&m->synced_groups, __ATOMIC_RELAXED) &&
+	    meta_store_sync(m) == 0)
+		__atomic_store_n(&m->synced_groups, groups, __ATOMIC_RELAXED);
 	return ret;
+}
+
+uint64_t meta_sync_count(struct meta *m)
+{
+	return __atomic_load_n(&m->syncs, __ATOMIC_RELAXED);
 }

@@ -41,6 +41,14 @@ struct meta_options {
 	 * before unlinked files none reclaimed are freed [30]
 	 */
 	uint32_t reclaim_grace_sec;
+	/*
+	 * metadata_sync = always: every commit is on disk before its answer.
+	 * Otherwise (batch, the default) a commit flushes its data pages and
+	 * the next commit, meta_tick() within a second, or a SYNC request
+	 * flushes the rest: a power loss can undo the last commit only (kill -9
+	 * loses nothing), and never corrupts the store.
+	 */
+	bool sync_always;
 	meta_log_cb log; /* [stderr] */
 	void *log_arg;
 };
@@ -147,10 +155,15 @@ int meta_store_stats(struct meta *m, struct meta_store_stats *out);
  * first tick, since heartbeat stamps of an earlier run used another clock.
  * Once the reclaim grace period has passed since the first tick, it frees
  * the unlinked files that no reclaimed handle holds (their chunks are left
- * to `rdmafsctl fsck --repair`). Call it about once a second.
+ * to `rdmafsctl fsck --repair`). With metadata_sync = batch it flushes the
+ * store when something was committed since the last flush. Call it about
+ * once a second.
  *
  * Returns the number of daemons marked DOWN, or a negative errno.
  */
 int meta_tick(struct meta *m, uint64_t now_sec);
+
+/* How many times the store was flushed on request (SYNC) or by meta_tick(). */
+uint64_t meta_sync_count(struct meta *m);
 
 #endif

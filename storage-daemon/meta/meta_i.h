@@ -176,6 +176,7 @@ int meta_op_listxattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufC
 int meta_op_removexattr(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_update_size(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 int meta_op_reclaim(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
+int meta_op_sync(struct meta_txn *t, const ProtobufCMessage *req, ProtobufCMessage **resp);
 
 /* Handles one RECLAIM may name. */
 #define META_RECLAIM_MAX 1024

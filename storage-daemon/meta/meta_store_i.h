@@ -75,6 +75,8 @@ struct meta {
 	struct meta_method_counters *method_counters;
 	struct meta_group *group;     /* group.c: the write requests waiting to commit */
 	struct meta_handles *handles; /* handles.c: the open handles */
+	uint64_t syncs;		      /* meta_store_sync() calls that flushed (atomic) */
+	uint64_t synced_groups;	      /* meta_group_stats() groups at the last flush (atomic) */
 };
 
 struct inode_rec {
@@ -184,6 +186,7 @@ struct meta_txn {
 	struct meta_arena *arena; /* reply memory, freed after packing */
 	size_t resp_cap;	  /* room for the packed reply */
 	struct handle_undo *undo; /* handles.c: this request's changes of the table, newest first */
+	bool durable;		  /* answer only once the store is flushed (SYNC) */
 };
 
 /* ---- the log and reply memory of every layer ---- */
@@ -235,6 +238,12 @@ int meta_store_txn_commit(struct meta_txn *t);
 
 /* Ends @t's transaction, undoing its writes; a no-op when none is open. */
 void meta_store_txn_abort(struct meta_txn *t);
+
+/*
+ * Flushes every committed transaction to disk (the meta page that
+ * MDB_NOMETASYNC leaves to the next commit) and counts it. 0 or -errno.
+ */
+int meta_store_sync(struct meta *m);
 
 /*
  * A group transaction (group.c): one write transaction that several

@@ -1325,6 +1325,20 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	return 0;
 }
 
+/* fsync: the dispatcher flushes the store before answering (t->durable). */
+int meta_op_sync(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
+{
+	Rdmafs__SyncResp *out = meta_alloc(t, sizeof(*out));
+
+	(void)msg;
+	if (!out)
+		return -ENOMEM;
+	rdmafs__sync_resp__init(out);
+	t->durable = true;
+	*resp = &out->base;
+	return 0;
+}
+
 /*
  * Handles a client held before the service restarted, taken back under
  * their numbers. An inode that is gone is reported, not an error: the

@@ -862,14 +862,16 @@ int meta_store_open(struct meta *m, const char *dir)
 		rc = mdb_env_set_maxreaders(st->env, 512);
 	/*
 	 * MDB_NOTLS: a read transaction is not tied to the thread that began it.
-	 * MDB_NOMETASYNC: every commit flushes its data pages but not the meta
-	 * page, which the next commit's flush carries: one flush per metadata
-	 * RPC instead of two. Atomicity and consistency are kept; a system crash
-	 * can undo at most the last transaction, and never corrupts the store
-	 * (unlike MDB_NOSYNC).
+	 * MDB_NOMETASYNC (metadata_sync = batch): every commit flushes its data
+	 * pages but not the meta page, which the next commit's flush carries, or
+	 * meta_tick() within a second, or a SYNC (fsync) at once: one flush per
+	 * commit instead of two. Atomicity and consistency are kept; a system
+	 * crash can undo at most the last transaction, and never corrupts the
+	 * store (unlike MDB_NOSYNC).
 	 */
 	if (!rc)
-		rc = mdb_env_open(st->env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0600);
+		rc = mdb_env_open(st->env, dir,
+				  MDB_NOTLS | (m->opts.sync_always ? 0 : MDB_NOMETASYNC), 0600);
 	if (rc) {
 		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
 			 mdb_strerror(rc));
@@ -883,6 +885,18 @@ err_close_env:
 err_free:
 	free(st);
 	return lmdb_errno(rc);
+}
+
+int meta_store_sync(struct meta *m)
+{
+	int rc = mdb_env_sync(m->store->env, 1);
+
+	if (rc) {
+		meta_log(m, META_LOG_ERR, "cannot flush the metadata store: %s", mdb_strerror(rc));
+		return lmdb_errno(rc);
+	}
+	__atomic_add_fetch(&m->syncs, 1, __ATOMIC_RELAXED);
+	return 0;
 }
 
 void meta_store_close(struct meta *m)

@@ -66,8 +66,9 @@ FAMILIES = {
 # kernel picks, checked together).
 FUSE_OPS_USED = ["lookup", "getattr", "mkdir", "create", "write", "flush", "release", "open",
                  "read", "rename", "unlink", "opendir", "releasedir"]
+# SYNC: dd's fsync (a file's size and existence on the service's disk)
 META_OPS_USED = ["LOOKUP", "MKDIR", "CREATE", "OPEN", "RELEASE", "RENAME", "UNLINK", "READDIR",
-                 "GET_CLUSTER_MAP"]
+                 "GET_CLUSTER_MAP", "SYNC"]
 STORAGE_OPS_USED = ["CHUNK_WRITE", "CHUNK_READ", "CHUNK_COMMIT"]
 
 

@@ -1411,6 +1411,35 @@ static void test_persistence(void **state)
 	assert_int_equal(after.nlink, 3);
 }
 
+/*
+ * metadata_sync = batch: SYNC (a client's fsync) flushes the store before it
+ * answers, and meta_tick() flushes what was committed since the last flush,
+ * once; a tick with nothing new committed flushes nothing.
+ */
+static void test_sync(void **state)
+{
+	struct tm_env *e = *state;
+	Rdmafs__SyncReq r = RDMAFS__SYNC_REQ__INIT;
+	struct tm_attr a;
+	uint64_t n;
+
+	meta_tick(e->m, 100); /* what the setup committed */
+	n = meta_sync_count(e->m);
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SYNC, &r,
+				 &rdmafs__sync_resp__descriptor, NULL),
+			 0);
+	assert_int_equal(meta_sync_count(e->m), n + 1);
+	meta_tick(e->m, 101);
+	assert_int_equal(meta_sync_count(e->m), n + 1);
+	assert_true(tm_mkfile(e->m, NULL, ROOT, "f", 0644) > 0);
+	assert_int_equal(meta_sync_count(e->m), n + 1);
+	meta_tick(e->m, 102);
+	assert_int_equal(meta_sync_count(e->m), n + 2);
+	assert_int_equal(tm_getattr(e->m, NULL, ROOT, &a), 0);
+	meta_tick(e->m, 103);
+	assert_int_equal(meta_sync_count(e->m), n + 2);
+}
+
 /* GETATTR of @ino with its layout; the caller frees the reply. */
 static Rdmafs__AttrResp *getattr_layout(struct meta *m, uint64_t ino)
 {
@@ -1591,7 +1620,7 @@ static void test_malformed(void **state)
 			len++;
 		if (i == 2)
 			len = 6;
-		for (uint32_t method = 200; method <= 221; method++)
+		for (uint32_t method = 200; method <= 222; method++)
 			assert_int_equal(
 				meta_handle(e->m, method, bad[i], len, out, sizeof(out), &out_len),
 				-EBADMSG);
@@ -1601,7 +1630,7 @@ static void test_malformed(void **state)
 				-EBADMSG);
 	}
 	assert_int_equal(meta_handle(e->m, 100, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
-	assert_int_equal(meta_handle(e->m, 222, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
+	assert_int_equal(meta_handle(e->m, 223, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
 	assert_int_equal(meta_handle(e->m, 0, "", 0, out, sizeof(out), &out_len), -EOPNOTSUPP);
 	assert_false(meta_handles_method(1));
 	assert_true(meta_handles_method(212));
@@ -1722,6 +1751,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_update_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sync, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layout_generation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_emsgsize, setup, teardown),
