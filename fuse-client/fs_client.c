@@ -1338,6 +1338,27 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		p->s.status = ret;
 }
 
+/*
+ * Finds the daemon of piece @p, takes a connection to it and sends the piece.
+ * Returns layout_peer()'s error (nothing was tried); a connection's error is
+ * the piece's status.
+ */
+static int piece_issue(struct rfs *fs, struct fanout *fo, const struct rfs_layout *layout,
+		       uint64_t ino, struct piece *p, bool write, const uint8_t *src,
+		       unsigned flags)
+{
+	struct rfs_peer *peer;
+	int ret = layout_peer(fs, layout, p->daemon, &peer);
+
+	if (ret)
+		return ret;
+	p->s.peer = peer;
+	p->s.status = peer_conn_get(fs, peer, &p->s.conn);
+	if (!p->s.status)
+		piece_send(fs, fo, layout, ino, p, write, src, flags);
+	return 0;
+}
+
 /* Checks the reply of a finished piece; a read's data goes to @dst. */
 static int piece_finish(struct piece *p, uint64_t ino, bool write, uint8_t *dst)
 {
@@ -1397,7 +1418,6 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 
 		for (size_t i = 0; i < count && !ret; i++) {
 			struct piece *p = &pieces[i];
-			struct rfs_peer *peer;
 
 			if (p->done)
 				continue;
@@ -1411,13 +1431,7 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 			issued++;
 			if (p->tries++)
 				rfs_count(&fs->counters.targets[RFS_TARGET_STORAGE].retries, 1);
-			ret = layout_peer(fs, layout, p->daemon, &peer);
-			if (ret)
-				break;
-			p->s.peer = peer;
-			p->s.status = peer_conn_get(fs, peer, &p->s.conn);
-			if (!p->s.status)
-				piece_send(fs, &fo, layout, ino, p, write, src, flags);
+			ret = piece_issue(fs, &fo, layout, ino, p, write, src, flags);
 		}
 		fanout_wait(&fo);
 		for (size_t i = 0; i < count; i++) {
@@ -1582,16 +1596,11 @@ int rfs_write_start(struct rfs *fs, uint64_t ino, const struct rfs_layout *layou
 	fanout_init(&j->fo);
 	for (size_t i = 0; i < j->count; i++) {
 		struct piece *p = &j->pieces[i];
-		struct rfs_peer *peer;
+		int err = piece_issue(fs, &j->fo, &j->layout, ino, p, true, NULL, 0);
 
 		p->tries = 1;
-		p->s.status = layout_peer(fs, &j->layout, p->daemon, &peer);
-		if (p->s.status)
-			continue;
-		p->s.peer = peer;
-		p->s.status = peer_conn_get(fs, peer, &p->s.conn);
-		if (!p->s.status)
-			piece_send(fs, &j->fo, &j->layout, ino, p, true, NULL, 0);
+		if (err) /* a failure is redone by rfs_write_finish() */
+			p->s.status = err;
 	}
 	*out = j;
 	return 0;

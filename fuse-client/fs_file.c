@@ -150,15 +150,13 @@ static void wb_settle_all(struct rfs_file *f)
 	wb_settle(f, 0, UINT64_MAX, false);
 }
 
-/* The error a settled write met; @clear: reported now for good (fsync, close). */
-static int wb_error(struct rfs_file *f, bool clear)
+/* The error a settled write met, until a sync with commit reports it (rfs_file_sync()). */
+static int wb_error(struct rfs_file *f)
 {
 	int ret;
 
 	pthread_mutex_lock(&f->lock);
 	ret = f->wb_err;
-	if (clear)
-		f->wb_err = 0;
 	pthread_mutex_unlock(&f->lock);
 	return ret;
 }
@@ -170,7 +168,7 @@ void rfs_file_destroy(struct rfs_file *f)
 	if (!f)
 		return;
 	wb_settle_all(f);
-	ret = wb_error(f, true);
+	ret = wb_error(f);
 	if (ret)
 		rdmafs_log(RDMAFS_LOG_WARN,
 			   "inode %" PRIu64 ": a write answered before its daemons failed"
@@ -366,7 +364,7 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 
 	/* the size we tell the service must not run ahead of the data behind it */
 	wb_settle_all(f);
-	wb_ret = wb_error(f, commit);
+	wb_ret = wb_error(f);
 	pthread_mutex_lock(&f->size_lock);
 	pthread_mutex_lock(&f->lock);
 	alloc_seq = f->alloc_seq;
@@ -438,10 +436,10 @@ err_redirty:
 	pthread_mutex_unlock(&f->lock);
 out_unlock:
 	pthread_mutex_unlock(&f->size_lock);
-	if (ret && wb_ret) { /* report the write's error with the next sync instead */
+	if (!ret && wb_ret && commit) { /* reported for good by this fsync or close */
 		pthread_mutex_lock(&f->lock);
-		if (!f->wb_err)
-			f->wb_err = wb_ret;
+		if (f->wb_err == wb_ret)
+			f->wb_err = 0;
 		pthread_mutex_unlock(&f->lock);
 	}
 	return ret ? ret : wb_ret;
@@ -673,7 +671,7 @@ static int wb_start(struct rfs_file *f, const struct rfs_layout *layout, uint64_
 			break;
 		wb_settle(f, 0, 0, true);
 	}
-	ret = wb_error(f, false);
+	ret = wb_error(f);
 	if (!ret)
 		ret = rfs_write_start(f->fs, f->ino, layout, off, len, src, &w->job);
 	if (ret) {
@@ -711,7 +709,7 @@ int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src
 	if (ret == -EAGAIN) {
 		/* written and waited for, after every write in flight */
 		wb_settle_all(f);
-		ret = wb_error(f, false);
+		ret = wb_error(f);
 		if (!ret)
 			ret = rfs_write(f->fs, f->ino, &layout, off, len, src, sync, &written);
 	}

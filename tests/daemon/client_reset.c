@@ -114,14 +114,8 @@ int main(int argc, char **argv)
 	uint64_t ino;
 	int ret;
 
-	if (argc != 3)
-		check_error("usage: client-reset DAEMON_BINARY tcp|rdma");
-	harness_daemon_path = argv[1];
-	harness_kind = argv[2];
 	signal(SIGPIPE, SIG_IGN);
-	harness_require_kind();
-	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
-	harness_hang_guard(HANG_SECS);
+	harness_client_test(argc, argv, "reset", HANG_SECS);
 
 	snprintf(data_dir, sizeof(data_dir), "%s/data", harness_dir());
 	REQUIRE(daemon_start(&d, data_dir, NULL) == 0, "the daemon did not start");

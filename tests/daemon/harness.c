@@ -318,6 +318,18 @@ void harness_hang_guard(unsigned secs)
 	alarm(secs);
 }
 
+void harness_client_test(int argc, char **argv, const char *name, unsigned hang_secs)
+{
+	if (argc != 3)
+		check_error("usage: client-%s DAEMON_BINARY tcp|rdma", name);
+	harness_daemon_path = argv[1];
+	harness_kind = argv[2];
+	check_test_name = name;
+	harness_require_kind();
+	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
+	harness_hang_guard(hang_secs);
+}
+
 struct rfs_daemon *client_of(const struct daemon_proc *d, uint32_t buf_size)
 {
 	struct rfs_daemon_options o;

@@ -73,4 +73,12 @@ void fs_create_file(struct rfs *fs, const char *name, uint64_t *handle, struct r
 /* A test still running @secs seconds from now has hung: it fails then. */
 void harness_hang_guard(unsigned secs);
 
+/*
+ * The start of a client test's main(): `client-@name DAEMON_BINARY tcp|rdma`
+ * (check_error() on other arguments), harness_require_kind(), the
+ * transport's log quiet below errors, verdicts named @name, and
+ * harness_hang_guard(@hang_secs).
+ */
+void harness_client_test(int argc, char **argv, const char *name, unsigned hang_secs);
+
 #endif

@@ -193,14 +193,7 @@ int main(int argc, char **argv)
 	char data_dir[512];
 	struct rfs *fs;
 
-	if (argc != 3)
-		check_error("usage: client-size-race DAEMON_BINARY tcp|rdma");
-	harness_daemon_path = argv[1];
-	harness_kind = argv[2];
-	check_test_name = "size-race";
-	harness_require_kind();
-	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
-	harness_hang_guard(HANG_SECS);
+	harness_client_test(argc, argv, "size-race", HANG_SECS);
 
 	snprintf(data_dir, sizeof(data_dir), "%s/data", harness_dir());
 	REQUIRE(daemon_start(&d, data_dir, NULL) == 0, "the daemon did not start");

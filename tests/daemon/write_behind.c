@@ -294,14 +294,7 @@ int main(int argc, char **argv)
 	const char *extra[] = {"--metadata-uri", NULL, NULL};
 	struct rfs *fs;
 
-	if (argc != 3)
-		check_error("usage: client-write-behind DAEMON_BINARY tcp|rdma");
-	harness_daemon_path = argv[1];
-	harness_kind = argv[2];
-	check_test_name = "write-behind";
-	harness_require_kind();
-	xprt_set_log(NULL, NULL, XPRT_LOG_ERR);
-	harness_hang_guard(HANG_SECS);
+	harness_client_test(argc, argv, "write-behind", HANG_SECS);
 
 	snprintf(meta_dir, sizeof(meta_dir), "%s/meta", harness_dir());
 	snprintf(storage_dir, sizeof(storage_dir), "%s/storage", harness_dir());
