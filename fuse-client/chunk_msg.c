@@ -45,6 +45,10 @@ int chunk_msg_write(struct chunk_msg *m, struct xprt_conn *conn, struct xprt_buf
 	m->write.commit = io->commit;
 	m->write.zeros_as_hole = io->zeros_as_hole;
 	m->write.layout_generation = io->generation;
+	if (io->len <= CHUNK_INLINE_MAX && io->len + CHUNK_MSG_SLACK <= xprt_conn_max_body(conn)) {
+		m->write.data.data = xprt_buf_data(buf);
+		m->write.data.len = io->len;
+	}
 	return 0;
 }
 
@@ -61,6 +65,8 @@ int chunk_msg_read(struct chunk_msg *m, struct xprt_conn *conn, struct xprt_buf 
 	m->read.length = io->len;
 	m->read.buf = &m->buf;
 	m->read.layout_generation = io->generation;
+	if (io->inline_ok && io->len <= CHUNK_INLINE_MAX)
+		m->read.inline_max = CHUNK_INLINE_MAX;
 	return 0;
 }
 
@@ -73,19 +79,25 @@ int chunk_read_reply(const void *reply, size_t reply_len, struct xprt_buf *buf,
 	rr = rdmafs__chunk_read_resp__unpack(NULL, reply_len, reply);
 	if (!rr)
 		return -EBADMSG;
-	if (rr->bytes > io->len) {
+	if (rr->bytes > io->len ||
+	    (rr->data.len && (rr->data.len != rr->bytes || !io->inline_ok))) {
 		ret = -EPROTO;
-	} else if (rdmafs_crc32c(xprt_buf_data(buf), rr->bytes) != rr->crc32c) {
+		goto out;
+	}
+	if (rr->data.len)
+		memcpy(xprt_buf_data(buf), rr->data.data, rr->bytes);
+	if (rdmafs_crc32c(xprt_buf_data(buf), rr->bytes) != rr->crc32c) {
 		rdmafs_log(RDMAFS_LOG_WARN,
 			   "inode %llu chunk %llu: read data fails its checksum (%u bytes at %u)",
 			   (unsigned long long)io->ino, (unsigned long long)io->index, rr->bytes,
 			   io->offset);
 		ret = -EIO;
-	} else {
-		*bytes = rr->bytes;
-		if (chunk_length)
-			*chunk_length = rr->chunk_length;
+		goto out;
 	}
+	*bytes = rr->bytes;
+	if (chunk_length)
+		*chunk_length = rr->chunk_length;
+out:
 	rdmafs__chunk_read_resp__free_unpacked(rr, NULL);
 	return ret;
 }

@@ -278,7 +278,8 @@ static int write_buf(struct rfs_daemon *d, struct xprt_buf *buf, const struct ch
 static int read_buf(struct rfs_daemon *d, struct xprt_buf *buf, const struct chunk_io *io,
 		    uint32_t *bytes, uint32_t *chunk_length)
 {
-	uint8_t reply[SMALL_REPLY];
+	uint8_t reply[CHUNK_READ_REPLY_MAX];
+	struct chunk_io rio = *io;
 	struct xprt_conn *conn;
 	struct chunk_msg m;
 	size_t reply_len;
@@ -287,12 +288,13 @@ static int read_buf(struct rfs_daemon *d, struct xprt_buf *buf, const struct chu
 	*bytes = 0;
 	if (ret)
 		return ret;
-	ret = chunk_msg_read(&m, conn, buf, io);
+	rio.inline_ok = true;
+	ret = chunk_msg_read(&m, conn, buf, &rio);
 	if (!ret)
 		ret = call_msg(d, conn, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base, reply,
 			       sizeof(reply), &reply_len);
 	if (!ret)
-		ret = chunk_read_reply(reply, reply_len, buf, io, bytes, chunk_length);
+		ret = chunk_read_reply(reply, reply_len, buf, &rio, bytes, chunk_length);
 	xprt_conn_put(conn);
 	return ret;
 }
@@ -594,6 +596,8 @@ int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out)
 	out->chunks = resp->chunks;
 	out->connections = resp->connections;
 	out->requests_in_flight = resp->requests_in_flight;
+	out->inline_writes = resp->inline_writes;
+	out->inline_reads = resp->inline_reads;
 	for (size_t i = 0; i < resp->n_ops; i++)
 		out->ops_total += resp->ops[i]->count;
 	rdmafs__daemon_stats_resp__free_unpacked(resp, NULL);

@@ -24,9 +24,9 @@
 #include "fs_stats_i.h"
 #include "chunk_msg_i.h"
 
-#define SLOT_REQ_MAX	   512u /* every chunk request but removal lists fits */
-#define SLOT_REPLY_MAX	   256u /* chunk replies are a few varints */
-#define REMOVE_BATCH	   256u /* chunk indexes per CHUNK_REMOVE */
+#define SLOT_REQ_MAX	   (512u + CHUNK_INLINE_MAX) /* chunk requests, inline writes too */
+#define SLOT_REPLY_MAX	   256u			     /* chunk replies are a few varints */
+#define REMOVE_BATCH	   256u			     /* chunk indexes per CHUNK_REMOVE */
 #define BACKOFF_MIN_MS	   100u
 #define BACKOFF_MAX_MS	   5000u
 #define REFRESH_MIN_GAP_MS 500u
@@ -1103,9 +1103,18 @@ struct slot {
 	uint32_t method;
 	uint64_t sent_ns;
 	int status;
+	/* a reply larger than reply[] (a read's inline data) goes here, if set */
+	uint8_t *spill;
+	size_t spill_cap;
 	size_t reply_len;
 	uint8_t reply[SLOT_REPLY_MAX];
 };
+
+/* The reply's body, wherever slot_done() put it. */
+static const uint8_t *slot_reply(const struct slot *s)
+{
+	return s->reply_len > sizeof(s->reply) ? s->spill : s->reply;
+}
 
 static void fanout_init(struct fanout *fo)
 {
@@ -1141,10 +1150,10 @@ static void slot_done(void *arg, int status, const void *body, size_t len)
 	s->status = rdmafs_status_from_peer(status);
 	s->reply_len = 0;
 	if (!s->status) {
-		if (len > sizeof(s->reply))
+		if (len > sizeof(s->reply) && (!s->spill || len > s->spill_cap))
 			s->status = -EPROTO;
 		else if (len)
-			memcpy(s->reply, body, len);
+			memcpy(len > sizeof(s->reply) ? s->spill : s->reply, body, len);
 		s->reply_len = len;
 	}
 	rfs_count_call(s->counters, s->method, s->sent_ns, s->status);
@@ -1305,6 +1314,20 @@ static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, 
 #define WRITE_SYNC 1u /* durable before the reply (O_SYNC) */
 #define WRITE_HOLE 2u /* zeros of a punched hole: the daemon frees their blocks */
 
+/*
+ * A read's inline reply (CHUNK_INLINE_MAX bytes at most) lands in the piece's
+ * own buffer past the bytes it reads, if there is room; else the read asks
+ * for none and its data comes by RDMA.
+ */
+static void read_spill(struct piece *p, struct chunk_io *io)
+{
+	size_t at = (p->len + 63u) & ~(size_t)63u;
+
+	io->inline_ok = at + CHUNK_READ_REPLY_MAX <= xprt_buf_size(p->buf);
+	p->s.spill = io->inline_ok ? (uint8_t *)xprt_buf_data(p->buf) + at : NULL;
+	p->s.spill_cap = io->inline_ok ? CHUNK_READ_REPLY_MAX : 0;
+}
+
 /* Fills the request of piece @p (a chunk write or read) and sends it. */
 static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layout *layout,
 		       uint64_t ino, struct piece *p, bool write, const uint8_t *src,
@@ -1326,10 +1349,12 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 	if (write) {
 		if (src) /* NULL: the bytes are in the buffer already (write-behind) */
 			memcpy(xprt_buf_data(p->buf), src + p->pos, p->len);
+		p->s.spill = NULL;
 		ret = chunk_msg_write(&m, p->s.conn, p->buf, &io);
 		if (!ret)
 			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base);
 	} else {
+		read_spill(p, &io);
 		ret = chunk_msg_read(&m, p->s.conn, p->buf, &io);
 		if (!ret)
 			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base);
@@ -1362,13 +1387,19 @@ static int piece_issue(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 /* Checks the reply of a finished piece; a read's data goes to @dst. */
 static int piece_finish(struct piece *p, uint64_t ino, bool write, uint8_t *dst)
 {
-	struct chunk_io io = {.ino = ino, .index = p->index, .offset = p->off, .len = p->len};
+	struct chunk_io io = {
+		.ino = ino,
+		.index = p->index,
+		.offset = p->off,
+		.len = p->len,
+		.inline_ok = p->s.spill != NULL,
+	};
 	uint32_t bytes = 0;
 	int ret;
 
 	if (write)
-		return chunk_write_reply(p->s.reply, p->s.reply_len, NULL, NULL);
-	ret = chunk_read_reply(p->s.reply, p->s.reply_len, p->buf, &io, &bytes, NULL);
+		return chunk_write_reply(slot_reply(&p->s), p->s.reply_len, NULL, NULL);
+	ret = chunk_read_reply(slot_reply(&p->s), p->s.reply_len, p->buf, &io, &bytes, NULL);
 	if (ret)
 		return ret;
 	memcpy(dst + p->pos, xprt_buf_data(p->buf), bytes);

@@ -311,7 +311,7 @@ int server_create(const struct server_params *p, struct server **out);
 struct server_op_stats {
 	uint32_t method; /* an rdmafs Method; METHOD_UNSPECIFIED: every other method */
 	uint64_t count, errors;
-	uint64_t bytes; /* payload moved by one-sided RDMA */
+	uint64_t bytes; /* payload moved, inline or by one-sided RDMA */
 	struct rdmafs_latency latency;
 };
 
@@ -324,7 +324,8 @@ struct server_stats {
 	uint64_t busy; /* requests refused with -EBUSY: the queue was full */
 	uint32_t in_flight, queued, queue_capacity, workers;
 	uint64_t rdma_bytes_in_flight;
-	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
+	uint64_t inline_writes, inline_reads; /* payloads carried in the messages, no RDMA */
+	uint64_t rdma_read_ns, rdma_write_ns; /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */
 	uint32_t connections;				      /* served, past HELLO */
 	uint32_t connections_verbs, connections_tcp, connections_handshaking;

@@ -152,6 +152,12 @@ static void render_server(const struct server_stats *st, FILE *f)
 			  st->workers);
 	rdmafs_prom_gauge(f, "rdmafs_rdma_bytes_in_flight",
 			  "Bytes of one-sided transfers under way.", st->rdma_bytes_in_flight);
+	rdmafs_prom_counter(f, "rdmafs_inline_writes_total",
+			    "Small writes whose payload came inside the request (no RDMA READ).",
+			    st->inline_writes);
+	rdmafs_prom_counter(f, "rdmafs_inline_reads_total",
+			    "Small reads answered with the data inside the reply (no RDMA WRITE).",
+			    st->inline_reads);
 
 	rdmafs_prom_family(
 		f, "rdmafs_rdma_seconds_total", "counter",

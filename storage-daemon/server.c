@@ -34,9 +34,11 @@
 #include "daemon_i.h"
 #include "meta.h"
 
-#define REPLY_MAX  (64u << 10)
-#define LIST_MAX   1024u
-#define SELECT_MAX 65536u
+#define REPLY_MAX (64u << 10)
+/* A CHUNK_READ reply's fields besides its inline data, at most. */
+#define READ_REPLY_SLACK 64u
+#define LIST_MAX	 1024u
+#define SELECT_MAX	 65536u
 /* Bad chunks a scrub remembers (bad_count counts them all). */
 #define SCRUB_BAD_MAX 1024u
 /* Chunks a scrub lists at once. */
@@ -139,6 +141,7 @@ struct server {
 	uint64_t start_ns;
 	struct op_counters ops[OP_COUNT];
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
+	uint64_t inline_writes, inline_reads;
 	uint64_t rdma_bytes_in_flight;
 	/* time spent in one-sided transfers and in the store, by direction */
 	uint64_t rdma_read_ns, rdma_write_ns, disk_read_ns, disk_write_ns, disk_commit_ns;
@@ -227,21 +230,27 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	if (!m)
 		return -EBADMSG;
 	ret = chunk_id_from(m->chunk, &id);
-	if (ret || !m->buf || m->chunk_size == 0 || m->chunk_size > srv->max_chunk_size ||
-	    (uint64_t)m->offset + m->length > m->chunk_size || m->buf->len < m->length ||
-	    m->length == 0) {
+	/* the payload comes inline (exactly length bytes) or from buf */
+	if (ret || (m->data.len ? m->data.len != m->length : !m->buf || m->buf->len < m->length) ||
+	    m->chunk_size == 0 || m->chunk_size > srv->max_chunk_size ||
+	    (uint64_t)m->offset + m->length > m->chunk_size || m->length == 0) {
 		ret = -EINVAL;
 		goto out_free;
 	}
 	payload = base + m->offset % STORE_BLOCK_SIZE;
-	rdma_account(srv, m->length);
-	t = rdmafs_now_ns();
-	ret = xprt_rdma_read(xprt_req_conn(req), payload, xprt_buf_mr(w->buf), m->buf->addr,
-			     m->buf->rkey, m->length, 0);
-	STAT_ADD(srv->rdma_read_ns, rdmafs_now_ns() - t);
-	rdma_account(srv, -(int64_t)m->length);
-	if (ret)
-		goto out_free;
+	if (m->data.len) {
+		memcpy(payload, m->data.data, m->length);
+		STAT_ADD(srv->inline_writes, 1);
+	} else {
+		rdma_account(srv, m->length);
+		t = rdmafs_now_ns();
+		ret = xprt_rdma_read(xprt_req_conn(req), payload, xprt_buf_mr(w->buf), m->buf->addr,
+				     m->buf->rkey, m->length, 0);
+		STAT_ADD(srv->rdma_read_ns, rdmafs_now_ns() - t);
+		rdma_account(srv, -(int64_t)m->length);
+		if (ret)
+			goto out_free;
+	}
 	*moved = m->length;
 	if (rdmafs_crc32c(payload, m->length) != m->crc32c) {
 		rdmafs_log(RDMAFS_LOG_WARN,
@@ -312,7 +321,13 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	}
 	if (ret)
 		goto out_free;
-	if (bytes) {
+	/* inline when the client takes it and the reply fits its connection */
+	if (bytes && bytes <= m->inline_max &&
+	    bytes + READ_REPLY_SLACK <= xprt_conn_max_body(xprt_req_conn(req))) {
+		resp.data.data = data;
+		resp.data.len = bytes;
+		STAT_ADD(srv->inline_reads, 1);
+	} else if (bytes) {
 		rdma_account(srv, bytes);
 		t = rdmafs_now_ns();
 		ret = xprt_rdma_write(xprt_req_conn(req), data, xprt_buf_mr(w->buf), m->buf->addr,
@@ -538,6 +553,8 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->errors = STAT_GET(srv->errors);
 	out->checksum_errors = STAT_GET(srv->checksum_errors);
 	out->rdma_bytes_in_flight = STAT_GET(srv->rdma_bytes_in_flight);
+	out->inline_writes = STAT_GET(srv->inline_writes);
+	out->inline_reads = STAT_GET(srv->inline_reads);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
 	out->rdma_write_ns = STAT_GET(srv->rdma_write_ns);
 	out->disk_read_ns = STAT_GET(srv->disk_read_ns);
@@ -613,6 +630,8 @@ static int do_stats(struct worker *w, const void *body, size_t len, size_t *repl
 	resp.connections = st->connections;
 	resp.requests_in_flight = st->in_flight;
 	resp.rdma_bytes_in_flight = st->rdma_bytes_in_flight;
+	resp.inline_writes = st->inline_writes;
+	resp.inline_reads = st->inline_reads;
 	ret = pack_reply(w, &resp.base, reply_len);
 	free(st);
 	return ret;

@@ -118,7 +118,8 @@ struct rfs_chunk_state {
  * Writes @len bytes (1..buf_size) of @data at @offset of chunk @id, whose
  * file has chunks of @chunk_size bytes. With @commit the daemon makes the
  * data durable before replying. @state (may be NULL) gets the chunk's length
- * and version after the write.
+ * and version after the write. Up to 8 KiB travel inside the request; more
+ * the daemon pulls with RDMA READ (rfs_daemon_stats() counts inline writes).
  */
 int rfs_chunk_write(struct rfs_daemon *d, struct rfs_chunk_id id, uint32_t chunk_size,
 		    uint32_t offset, const void *data, uint32_t len, bool commit,
@@ -128,7 +129,8 @@ int rfs_chunk_write(struct rfs_daemon *d, struct rfs_chunk_id id, uint32_t chunk
  * Reads up to @len bytes (0..buf_size) at @offset of chunk @id into @data.
  * *@bytes is less than @len at the chunk's end and 0 for a chunk that does
  * not exist (a hole: the caller zero-fills). @chunk_length may be NULL.
- * -EIO when the data fails its checksum.
+ * -EIO when the data fails its checksum. Up to 8 KiB come inside the reply;
+ * more the daemon pushes with RDMA WRITE (counted as inline reads or not).
  */
 int rfs_chunk_read(struct rfs_daemon *d, struct rfs_chunk_id id, uint32_t offset, void *data,
 		   uint32_t len, uint32_t *bytes, uint32_t *chunk_length);
@@ -201,6 +203,8 @@ struct rfs_daemon_stats {
 	uint64_t ops_total; /* requests served, all methods */
 	uint32_t connections;
 	uint32_t requests_in_flight;
+	/* CHUNK_WRITEs and CHUNK_READs whose data travelled inside the messages */
+	uint64_t inline_writes, inline_reads;
 };
 
 int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out);

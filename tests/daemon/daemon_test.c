@@ -1225,6 +1225,127 @@ static int test_handles(void)
 	return 0;
 }
 
+/* ---- inline: small payloads inside the messages (rdmafs_daemon.h) ---- */
+
+static void inline_counts(struct rfs_daemon *c, uint64_t *writes, uint64_t *reads)
+{
+	struct rfs_daemon_stats ds;
+
+	REQUIRE(rfs_daemon_stats(c, &ds) == 0, "stats");
+	*writes = ds.inline_writes;
+	*reads = ds.inline_reads;
+}
+
+/*
+ * rfs_chunk_write()/rfs_chunk_read() of up to 8 KiB travel inside the
+ * messages and more by RDMA, and both read back what was written; a request
+ * whose inline payload disagrees with its length, or with its checksum, is
+ * refused; an inline payload is the data even when its descriptor is bad.
+ */
+static int test_inline(void)
+{
+	static const uint32_t sizes[] = {1, 4096, 8192, 8193, 65536};
+	uint8_t *pat = malloc(65536), *buf = malloc(65536);
+	uint64_t w0, r0, w1, r1;
+	struct daemon_proc d;
+	struct rfs_daemon *c;
+	uint32_t bytes, clen;
+	struct raw r;
+	int ret;
+
+	REQUIRE(pat && buf, "malloc");
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	c = client_of(&d, MiB);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct rfs_chunk_id id = {0x1e, i, 0};
+		uint32_t n = sizes[i];
+		bool small = n <= 8192;
+
+		fill_pattern(pat, n, 40 + i);
+		inline_counts(c, &w0, &r0);
+		REQUIRE(rfs_chunk_write(c, id, MiB, 100, pat, n, false, NULL) == 0, "write %u", n);
+		memset(buf, 0, n);
+		ret = rfs_chunk_read(c, id, 100, buf, n, &bytes, &clen);
+		CHECK(ret == 0 && bytes == n && clen == 100 + n && !memcmp(buf, pat, n),
+		      "%u bytes read back: %d, %u bytes", n, ret, bytes);
+		inline_counts(c, &w1, &r1);
+		CHECK(w1 - w0 == small, "%u bytes: %llu inline writes, want %d", n,
+		      (unsigned long long)(w1 - w0), small);
+		CHECK(r1 - r0 == small, "%u bytes: %llu inline reads, want %d", n,
+		      (unsigned long long)(r1 - r0), small);
+	}
+	/* a read past the chunk's end is short, inline too */
+	fill_pattern(pat, 4096, 41); /* chunk 0x1e/1's bytes 100..4195 */
+	ret = rfs_chunk_read(c, (struct rfs_chunk_id){0x1e, 1, 0}, 4000, buf, 4096, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 196 && !memcmp(buf, pat + 3900, 196),
+	      "a short inline read: %d, %u bytes", ret, bytes);
+
+	raw_open(&r, &d);
+	fill_pattern(xprt_buf_data(r.buf), 4096, 7);
+	{
+		Rdmafs__ChunkWriteReq wr = RDMAFS__CHUNK_WRITE_REQ__INIT;
+		Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+		uint8_t *data = xprt_buf_data(r.buf);
+
+		cid.inode = 0x1f;
+		wr.chunk = &cid;
+		wr.chunk_size = MiB;
+		wr.length = 4096;
+		wr.crc32c = rdmafs_crc32c(data, 4096);
+		wr.data.data = data;
+		wr.data.len = 4095;
+		ret = raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &wr.base);
+		CHECK(ret == -EINVAL, "inline payload shorter than length: %d, want -EINVAL", ret);
+		wr.data.len = 4096;
+		wr.crc32c ^= 1;
+		ret = raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &wr.base);
+		CHECK(ret == -EIO, "inline payload with a bad crc: %d, want -EIO", ret);
+		/* no descriptor at all: the inline payload is the data */
+		wr.crc32c ^= 1;
+		ret = raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &wr.base);
+		CHECK(ret == 0, "inline payload without a descriptor: %d", ret);
+	}
+	/* a descriptor with a wrong key is never used for an inline write */
+	{
+		Rdmafs__ChunkWriteReq wr = RDMAFS__CHUNK_WRITE_REQ__INIT;
+		Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+		Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
+		struct xprt_desc desc;
+		uint8_t *data = xprt_buf_data(r.buf);
+
+		REQUIRE(xprt_mr_desc(r.conn, xprt_buf_mr(r.buf), data, MiB, &desc) == 0, "desc");
+		bd.addr = desc.addr;
+		bd.len = 4096;
+		bd.rkey = desc.rkey ^ 0x5a5a;
+		cid.inode = 0x1f;
+		cid.index = 1;
+		wr.chunk = &cid;
+		wr.chunk_size = MiB;
+		wr.length = 4096;
+		wr.crc32c = rdmafs_crc32c(data, 4096);
+		wr.buf = &bd;
+		wr.data.data = data;
+		wr.data.len = 4096;
+		ret = raw_call(&r, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &wr.base);
+		CHECK(ret == 0, "inline write beside a bad descriptor: %d", ret);
+	}
+	REQUIRE(xprt_conn_alive(r.conn), "the raw connection died");
+	for (uint64_t index = 0; index < 2; index++) {
+		ret = rfs_chunk_read(c, (struct rfs_chunk_id){0x1f, index, 0}, 0, buf, 4096, &bytes,
+				     &clen);
+		CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, xprt_buf_data(r.buf), 4096),
+		      "chunk 0x1f/%llu reads back the inline payload: %d, %u bytes",
+		      (unsigned long long)index, ret, bytes);
+	}
+	raw_close(&r);
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	free(pat);
+	free(buf);
+	printf("inline: 1 B to 8 KiB inside the messages, larger by RDMA, bad ones refused\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -1234,6 +1355,7 @@ int main(int argc, char **argv)
 		{"roundtrip", test_roundtrip}, {"clients", test_clients}, {"crash", test_crash},
 		{"corrupt", test_corrupt},     {"enospc", test_enospc},	  {"config", test_config},
 		{"malformed", test_malformed}, {"fence", test_fence},	  {"handles", test_handles},
+		{"inline", test_inline},
 	};
 
 	if (argc != 4)

@@ -20,7 +20,8 @@
  * chunk file instead, as a failing disk would); 0x40 leaves the request
  * queued so the following ones pile up behind it (pipelining, -EBUSY past the
  * queue depth); 0x80 on a CHUNK_WRITE sets its crc32c to that of the bytes the
- * fake READ will deliver, which a fuzzer could hardly compute itself.
+ * fake READ will deliver, or of its inline payload, which a fuzzer could
+ * hardly compute itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -528,8 +529,12 @@ static size_t fix_crc(const uint8_t *body, size_t len, uint8_t *out, size_t cap)
 
 	if (!m)
 		return 0;
-	if (m->buf && m->length <= MAX_CHUNK &&
-	    fake_in_bounds(m->buf->addr, m->buf->rkey, m->length)) {
+	if (m->data.len) { /* inline: the payload is in the request */
+		m->crc32c = rdmafs_crc32c(m->data.data, m->data.len);
+		if (rdmafs__chunk_write_req__get_packed_size(m) <= cap)
+			n = rdmafs__chunk_write_req__pack(m, out);
+	} else if (m->buf && m->length <= MAX_CHUNK &&
+		   fake_in_bounds(m->buf->addr, m->buf->rkey, m->length)) {
 		uint8_t bytes[MAX_CHUNK];
 
 		for (uint32_t i = 0; i < m->length; i++)

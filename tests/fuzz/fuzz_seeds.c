@@ -154,6 +154,43 @@ static void d_write(uint8_t flags, uint64_t inode, uint64_t index, uint32_t offs
 	add(D_WRITE | flags, &m.base);
 }
 
+/* A write whose payload travels inline (pattern bytes; D_FIX_CRC sums them). */
+static void d_write_inline(uint8_t flags, uint64_t inode, uint64_t index, uint32_t offset,
+			   uint32_t length)
+{
+	static uint8_t data[8192];
+	Rdmafs__ChunkWriteReq m = RDMAFS__CHUNK_WRITE_REQ__INIT;
+	Rdmafs__ChunkId id = id_of(inode, index);
+
+	for (uint32_t i = 0; i < length && i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 1);
+	m.chunk = &id;
+	m.offset = offset;
+	m.length = length;
+	m.chunk_size = CHUNK;
+	m.data.data = data;
+	m.data.len = length < sizeof(data) ? length : sizeof(data);
+	add(D_WRITE | flags, &m.base);
+}
+
+static void d_read_inline(uint64_t inode, uint64_t index, uint32_t offset, uint32_t length,
+			  uint32_t inline_max)
+{
+	Rdmafs__ChunkReadReq m = RDMAFS__CHUNK_READ_REQ__INIT;
+	Rdmafs__BufferDesc buf = RDMAFS__BUFFER_DESC__INIT;
+	Rdmafs__ChunkId id = id_of(inode, index);
+
+	buf.addr = FAKE_ADDR;
+	buf.len = length;
+	buf.rkey = FAKE_RKEY;
+	m.chunk = &id;
+	m.offset = offset;
+	m.length = length;
+	m.buf = &buf;
+	m.inline_max = inline_max;
+	add(D_READ, &m.base);
+}
+
 static void d_read(uint8_t flags, uint64_t inode, uint64_t index, uint32_t offset, uint32_t length,
 		   uint64_t addr, uint32_t rkey)
 {
@@ -260,6 +297,13 @@ static void daemon_seeds(void)
 	d_read(0, 9, 9, 0, 4096, FAKE_ADDR, FAKE_RKEY);
 	d_stat(9, 9);
 	save("read-hole");
+	d_write_inline(D_FIX_CRC, 5, 0, 100, 4096);
+	d_read_inline(5, 0, 0, 8192, 8192);
+	d_read_inline(5, 0, 50, 100, 64);
+	save("inline");
+	d_write_inline(0, 5, 1, 0, 300);
+	d_write_inline(D_FIX_CRC, 5, 1, 0, 8192);
+	save("inline-bad-crc");
 	d_write(D_FIX_CRC, 4, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
 	d_write(D_FIX_CRC, 4, 1, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
 	d_write(D_FIX_CRC, 4, 7, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);

@@ -12,8 +12,9 @@
 #     gets a CHUNK_TRUNCATE refused, and keeps its connections;
 #  3. while it holds them, CHECK (metrics_check.py) scrapes each daemon and
 #     checks the families and their types, the counters of what was done,
-#     the metadata methods each by name, the connection gauge >= 1, and that
-#     every histogram is cumulative and ends in +Inf == _count.
+#     the metadata methods each by name, the small files' data inline, the
+#     connection gauge >= 1, and that every histogram is cumulative and ends
+#     in +Inf == _count.
 set -u
 . "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
 

@@ -45,6 +45,8 @@ COMMON = {
     "rdmafs_request_queue_capacity": "gauge",
     "rdmafs_workers": "gauge",
     "rdmafs_rdma_bytes_in_flight": "gauge",
+    "rdmafs_inline_writes": "counter",
+    "rdmafs_inline_reads": "counter",
     "rdmafs_rdma_seconds": "counter",
     "rdmafs_disk_seconds": "counter",
     "rdmafs_connections": "gauge",
@@ -108,7 +110,7 @@ def main():
         trouble(f"cannot read {cluster}/daemons: {e}")
 
     totals = {"CHUNK_WRITE": 0, "CHUNK_READ": 0, "CHUNK_COMMIT": 0}
-    write_bytes = read_bytes = disk_write = chunks = 0
+    write_bytes = read_bytes = disk_write = chunks = inline_writes = inline_reads = 0
     for name, uri in daemons:
         host = uri.split("://", 1)[1].rsplit(":", 1)[0]
         try:
@@ -165,6 +167,8 @@ def main():
         read_bytes += moved.get("CHUNK_READ", 0)
         disk_write += value(families, "rdmafs_disk_seconds", op="write") or 0
         chunks += value(families, "rdmafs_chunks") or 0
+        inline_writes += value(families, "rdmafs_inline_writes") or 0
+        inline_reads += value(families, "rdmafs_inline_reads") or 0
         check_histograms(families, "rdmafs_request_duration_seconds", name)
 
         if name != "meta":
@@ -194,6 +198,10 @@ def main():
 
     for op, n in totals.items():
         check(n > 0, f"all daemons: {op} requests > 0", f"{n}")
+    # the two small files went in and came back out inside the messages
+    check(inline_writes >= 2 and inline_reads >= 2,
+          "all daemons: inline writes and inline reads >= 2 (the small files)",
+          f"{inline_writes} {inline_reads}")
     check(write_bytes > 0 and read_bytes > 0,
           "all daemons: bytes moved by CHUNK_WRITE and CHUNK_READ > 0",
           f"{write_bytes} {read_bytes}")
