@@ -16,9 +16,12 @@
  * stored CRCs, so bad data is never laundered into a fresh CRC), merges the
  * payload, and writes whole blocks: the file offset is always 4 KiB aligned,
  * so the write uses O_DIRECT unless its end is the unaligned end of the chunk.
- * Reads always cover whole blocks and use O_DIRECT. Data goes to disk before
- * the metadata, and the metadata is written without sync (MDB_NOSYNC); COMMIT
- * fdatasyncs the chunk files and then syncs LMDB.
+ * Reads always cover whole blocks. A client's read goes through the page
+ * cache, so a block read again comes from memory (a direct write drops the
+ * cached pages it covers, and the chunk lock keeps a chunk's reads and writes
+ * apart); a scrub reads with O_DIRECT, to check what the disk holds. Data
+ * goes to disk before the metadata, and the metadata is written without sync
+ * (MDB_NOSYNC); COMMIT fdatasyncs the chunk files and then syncs LMDB.
  *
  * Crash safety of overwrites: a write that rewrites blocks holding existing
  * data first records the new CRCs of those blocks as "pending" beside the
@@ -942,7 +945,8 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 	n = min_u32(len, m->length - offset);
 	b0 = offset / BS;
 	b1 = div_up(offset + n, BS);
-	ret = chunk_open(st, id, false, direct_allowed(st), &fd);
+	/* through the page cache: a block read again comes from memory (see the top) */
+	ret = chunk_open(st, id, false, false, &fd);
 	if (ret == -ENOENT) {
 		/* Metadata without a file: read as zeros, so the CRCs decide. */
 		got = 0;
