@@ -46,7 +46,13 @@ struct rfs_file {
 	uint64_t dirty_first; /* lowest chunk index written since the last commit */
 	uint64_t alloc_seq;   /* bumped whenever our calls change chunks */
 	uint64_t alloc_told;  /* the alloc_seq the service has allocations for */
-	uint64_t size_sent_ms;
+	/*
+	 * The last UPDATE_SIZE, or the write since which the size has grown
+	 * unannounced if that came later: the batched update is due a second
+	 * after it, so a small file written and closed at once sends its size
+	 * once, at close.
+	 */
+	uint64_t size_clock_ms;
 	bool seen; /* seen_* hold the service's last attributes */
 	uint64_t seen_size;
 	int64_t seen_mtime_sec;
@@ -418,7 +424,7 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	if (f->size_seq == seq)
 		seq = f->size_seq + 1;
 	f->size_seq++;
-	f->size_sent_ms = rdmafs_now_ms();
+	f->size_clock_ms = rdmafs_now_ms();
 	pthread_mutex_unlock(&f->lock);
 	e.has_layout = false; /* as with GETATTR */
 	rfs_file_merge(f, &e, &st, NULL, seq);
@@ -721,16 +727,19 @@ int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src
 		f->dirty_first = off / layout.chunk_size;
 	if (!ret) {
 		f->mtime_dirty = true;
+		uint64_t now = rdmafs_now_ms();
+
 		if (end > f->size) {
+			if (!f->size_dirty && now - f->size_clock_ms >= SIZE_UPDATE_GAP_MS)
+				f->size_clock_ms = now;
 			f->size = end;
 			f->size_dirty = true;
 			f->size_seq++;
 		}
-		/* batched: a growing file tells the service at most once a second */
-		*size_due =
-			f->size_dirty && rdmafs_now_ms() - f->size_sent_ms >= SIZE_UPDATE_GAP_MS;
+		/* batched: a growing file tells the service once a second */
+		*size_due = f->size_dirty && now - f->size_clock_ms >= SIZE_UPDATE_GAP_MS;
 		if (*size_due)
-			f->size_sent_ms = rdmafs_now_ms();
+			f->size_clock_ms = now;
 	}
 	pthread_mutex_unlock(&f->lock);
 	return ret;

@@ -482,8 +482,10 @@ int rfs_file_read(struct rfs_file *f, uint64_t off, size_t len, void *dst, size_
 /*
  * Writes @len bytes at @off (@sync: durable before returning, O_SYNC) and
  * grows the size we know. *@size_due: the service should hear of the new
- * size now (at most once a second for a growing file): call
- * rfs_file_sync(f, cred, false), after answering the writer if you like.
+ * size now (once a second while a file grows, the first time a second
+ * after it began to: a file written and closed at once sends its size only
+ * at close): call rfs_file_sync(f, cred, false), after answering the writer
+ * if you like.
  * -EFBIG past the largest offset.
  */
 int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src, bool sync,

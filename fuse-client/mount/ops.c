@@ -494,6 +494,18 @@ out_reply:
 	reply_error(req, ret);
 }
 
+/*
+ * The kernel asks for security.capability before every write (to clear it):
+ * remember for an attribute timeout that @n has none, as a GETXATTR found or
+ * as a file this mount just created has.
+ */
+static void nocaps_known(struct fs *fs, struct node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	n->nocaps_until_ms = rdmafs_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+	pthread_mutex_unlock(&n->lock);
+}
+
 static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
@@ -505,11 +517,12 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct handle *h;
 	struct node *n;
 	struct rfs_cred c;
+	bool created;
 	int ret;
 
 	cred_fill(req, &c);
 	ret = rfs_create_file(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, fi->flags,
-			      &server, NULL, &entry);
+			      &server, &created, &entry);
 	if (ret)
 		goto out_reply;
 	ino = (uint64_t)entry.attr.st_ino;
@@ -520,6 +533,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		goto err_release;
 	}
 	rfs_file_merge(n->file, &entry, &e.attr, NULL, RFS_SEQ_NOW);
+	if (created)
+		nocaps_known(fs, n);
 	h = handle_new(fs, n, server, fi->flags);
 	if (!h) {
 		ret = -ENOMEM;
@@ -863,8 +878,7 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	struct rfs_cred c;
 	ssize_t ret;
 
-	/* the kernel asks for security.capability before every write: remember "none" */
-	if (n && is_caps_name(name)) {
+	if (n && is_caps_name(name)) { /* nocaps_known() */
 		bool known_absent;
 
 		pthread_mutex_lock(&n->lock);
@@ -884,11 +898,8 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	}
 	cred_fill(req, &c);
 	ret = rfs_getxattr(fs->rfs, &c, ino, name, value, size);
-	if (ret == -ENODATA && n && is_caps_name(name)) {
-		pthread_mutex_lock(&n->lock);
-		n->nocaps_until_ms = rdmafs_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
-		pthread_mutex_unlock(&n->lock);
-	}
+	if (ret == -ENODATA && n && is_caps_name(name))
+		nocaps_known(fs, n);
 	if (ret < 0)
 		reply_error(req, (int)ret);
 	else if (size == 0)

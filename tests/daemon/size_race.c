@@ -18,6 +18,8 @@
  * is done, or 500 ms, since a client that orders the two makes the truncate
  * wait for the update. The outcome, not the time, is checked.
  *
+ * It also holds the schedule of those updates (due_schedule()).
+ *
  *   client-size-race DAEMON_BINARY tcp|rdma
  */
 #include <errno.h>
@@ -106,8 +108,7 @@ static void *writer_main(void *arg)
 	REQUIRE(buf, "out of memory");
 	memset(buf, 0x5a, w->len);
 	w->ret = rfs_file_write(w->f, w->off, w->len, buf, false, &due);
-	if (!w->ret && !due)
-		w->ret = -ENOTRECOVERABLE; /* the first write of a file is due an update */
+	/* as if due: a file that grows for a second sends its update so */
 	if (!w->ret)
 		w->ret = rfs_file_sync(w->f, NULL, false);
 	free(buf);
@@ -187,6 +188,45 @@ static void race(struct rfs *fs, const char *name, enum hold how, uint64_t off, 
 		       (unsigned long long)size);
 }
 
+/*
+ * rfs_file_write()'s *size_due (rdmafs_fs.h): not at a new file's first
+ * write, which its close announces; due a second after the file began to
+ * grow; not again at once after the update.
+ */
+static void due_schedule(struct rfs *fs)
+{
+	static const uint8_t data[100];
+	struct timespec pause = {1, 100 * 1000 * 1000};
+	struct rfs_setattr set = {0};
+	struct rfs_entry e;
+	struct rfs_file *f;
+	struct stat st;
+	uint64_t ino, t0;
+	bool due = true;
+
+	fs_create_file(fs, "due", &set.handle, &e);
+	ino = (uint64_t)e.attr.st_ino;
+	REQUIRE(rfs_file_create(fs, ino, &f) == 0, "rfs_file_create");
+	rfs_file_merge(f, &e, &st, NULL, RFS_SEQ_NOW);
+	REQUIRE(rfs_file_write(f, 0, sizeof(data), data, false, &due) == 0, "first write");
+	CHECK(!due, "the first write of a new file is due a size update");
+	nanosleep(&pause, NULL);
+	REQUIRE(rfs_file_write(f, 100, sizeof(data), data, false, &due) == 0, "second write");
+	CHECK(due, "a write 1.1 s after the file began to grow is not due a size update");
+	REQUIRE(rfs_file_sync(f, NULL, false) == 0, "the size update");
+	t0 = rdmafs_now_ms();
+	REQUIRE(rfs_file_write(f, 200, sizeof(data), data, false, &due) == 0, "third write");
+	/* only if this thread was not stalled for most of a second */
+	if (rdmafs_now_ms() - t0 < 500)
+		CHECK(!due, "a write right after the size update is due another");
+	REQUIRE(rfs_file_sync(f, NULL, true) == 0, "close's sync");
+	REQUIRE(rfs_getattr(fs, NULL, ino, &e) == 0 && e.attr.st_size == 300,
+		"the service's size after close: %lld", (long long)e.attr.st_size);
+	REQUIRE(rfs_release(fs, NULL, ino, set.handle, NULL) == 0, "release");
+	rfs_file_destroy(f);
+	printf("due: no update at the first write, one a second into the growth\n");
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon_proc d;
@@ -201,6 +241,7 @@ int main(int argc, char **argv)
 
 	race(fs, "grow", HOLD_AFTER_SENDING, 64008, 913, 2091346);
 	race(fs, "shrink", HOLD_BEFORE_SENDING, 0, 100000, 10);
+	due_schedule(fs);
 
 	rfs_destroy(fs);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
