@@ -11,7 +11,7 @@
  *   secret_file = /etc/rdmafs/secret
  *   name = storage-1
  *   workers = 4
- *   meta_workers = 16                 ; metadata requests' threads (metadata = yes); 0: workers'
+ *   meta_workers = 64                 ; metadata requests' threads (metadata = yes); 0: workers'
  *   reclaim_grace = 30                ; s clients have to reclaim open handles after a restart
  *   metadata_sync = batch             ; always: every metadata commit on disk before its answer
  *   queue_depth = 256
@@ -566,7 +566,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->workers = 4;
-	cfg->meta_workers = 16;
+	cfg->meta_workers = 64;
 	cfg->reclaim_grace_sec = 30;
 	cfg->queue_depth = 256;
 	cfg->max_chunk_size = 1u << 20;
