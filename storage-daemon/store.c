@@ -1160,50 +1160,129 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 	return 1;
 }
 
-static int dir_fsync(struct store_io *io, int parent_fd, const char *name)
+/*
+ * Flushes the @n (at most RING_ENTRIES) files of @fds at once: one submission
+ * for all, so the disk gets them together rather than one after the other
+ * (@datasync[i]: fdatasync, else fsync). Waits for every one; returns the
+ * first error, whose index goes to *@failed.
+ */
+static int ring_fsync_all(struct store_io *io, const int *fds, const bool *datasync, unsigned n,
+			  unsigned *failed)
 {
-	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int ret;
+	unsigned submitted = 0, reaped = 0;
+	int first = 0, ret = 0;
 
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	ret = ring_fsync(io, fd, false);
-	close(fd);
+	for (unsigned i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+
+		if (!sqe)
+			return -EBUSY; /* cannot happen: the ring is idle and n <= its size */
+		io_uring_prep_fsync(sqe, fds[i], datasync[i] ? IORING_FSYNC_DATASYNC : 0);
+		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)i);
+	}
+	while (submitted < n) {
+		ret = io_uring_submit(&io->ring);
+		if (ret == -EINTR || ret == -EAGAIN)
+			continue;
+		if (ret < 0)
+			break;
+		submitted += (unsigned)ret;
+	}
+	for (; reaped < submitted; reaped++) {
+		struct io_uring_cqe *cqe;
+		int wait = io_uring_wait_cqe(&io->ring, &cqe);
+
+		if (wait < 0)
+			return wait;
+		if (cqe->res < 0 && !first) {
+			first = cqe->res;
+			*failed = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
+		}
+		io_uring_cqe_seen(&io->ring, cqe);
+	}
+	return first ? first : (ret < 0 ? ret : 0);
+}
+
+/* Flushes and closes the @n files of @fds (chunk files, then directories). */
+static int commit_batch(struct store_io *io, int *fds, const bool *datasync,
+			const struct store_chunk_id *ids, unsigned chunks, unsigned n)
+{
+	unsigned failed = 0;
+	int ret = ring_fsync_all(io, fds, datasync, n, &failed);
+
+	if (ret && failed < chunks)
+		rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " fdatasync: %s",
+			   ids[failed].inode, ids[failed].index, strerror(-ret));
+	else if (ret)
+		rdmafs_log(RDMAFS_LOG_ERR, "chunk directory fsync: %s", strerror(-ret));
+	for (unsigned i = 0; i < n; i++)
+		close(fds[i]);
 	return ret;
 }
 
+/* Opens directory @name under @parent_fd for its fsync; -ENOENT if it is not there. */
+static int dir_open(int parent_fd, const char *name, int *fd)
+{
+	*fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return *fd < 0 ? -errno : 0;
+}
+
+/*
+ * fdatasyncs the selected chunk files, and fsyncs the inode's directory and
+ * the chunks directory (new chunk files and inode directories must survive
+ * too), RING_ENTRIES at a time in one submission each, then syncs the chunk
+ * index: the CRCs reach the disk after the data they describe.
+ */
 int store_commit(struct store_io *io, const struct store_selection *sel)
 {
 	struct store *st = io->st;
-	struct store_chunk_id id;
+	struct store_chunk_id ids[RING_ENTRIES];
+	bool datasync[RING_ENTRIES];
+	int fds[RING_ENTRIES];
 	uint64_t pos = sel->range ? sel->first_index : 0;
+	unsigned n = 0, chunks;
 	char path[64];
 	int fd, ret;
 
-	while ((ret = selection_next(st, sel, &pos, &id)) == 1) {
-		chunk_path(id, path, sizeof(path));
+	while ((ret = selection_next(st, sel, &pos, &ids[n])) == 1) {
+		chunk_path(ids[n], path, sizeof(path));
 		fd = openat(st->chunks_fd, path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue; /* never written: nothing to make durable */
 		if (fd < 0) {
-			if (errno == ENOENT)
-				continue; /* never written: nothing to make durable */
-			return -errno;
+			ret = -errno;
+			break;
 		}
-		ret = ring_fsync(io, fd, true);
-		close(fd);
-		if (ret) {
-			rdmafs_log(RDMAFS_LOG_ERR,
-				   "chunk %016" PRIx64 "/%016" PRIx64 " fdatasync: %s", id.inode,
-				   id.index, strerror(-ret));
-			return ret;
+		fds[n] = fd;
+		datasync[n++] = true;
+		/* room for the two directories of the last batch */
+		if (n == RING_ENTRIES - 2) {
+			ret = commit_batch(io, fds, datasync, ids, n, n);
+			n = 0;
+			if (ret)
+				return ret;
 		}
 	}
-	if (ret < 0)
+	chunks = n;
+	if (!ret) {
+		inode_path(sel->inode, path, sizeof(path));
+		ret = dir_open(st->chunks_fd, path, &fds[n]);
+		if (!ret)
+			datasync[n++] = false;
+		else if (ret == -ENOENT)
+			ret = 0; /* no chunk of the inode was ever written here */
+	}
+	if (!ret) {
+		ret = dir_open(st->chunks_fd, ".", &fds[n]);
+		if (!ret)
+			datasync[n++] = false;
+	}
+	if (ret) {
+		for (unsigned i = 0; i < n; i++)
+			close(fds[i]);
 		return ret;
-	/* New chunk files and inode directories must survive too. */
-	inode_path(sel->inode, path, sizeof(path));
-	ret = dir_fsync(io, st->chunks_fd, path);
-	if (!ret)
-		ret = dir_fsync(io, st->chunks_fd, ".");
+	}
+	ret = commit_batch(io, fds, datasync, ids, chunks, n);
 	if (!ret)
 		ret = lmdb_errno(mdb_env_sync(st->env, 1));
 	return ret;
