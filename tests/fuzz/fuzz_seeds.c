@@ -173,26 +173,9 @@ static void d_write_inline(uint8_t flags, uint64_t inode, uint64_t index, uint32
 	add(D_WRITE | flags, &m.base);
 }
 
-static void d_read_inline(uint64_t inode, uint64_t index, uint32_t offset, uint32_t length,
-			  uint32_t inline_max)
-{
-	Rdmafs__ChunkReadReq m = RDMAFS__CHUNK_READ_REQ__INIT;
-	Rdmafs__BufferDesc buf = RDMAFS__BUFFER_DESC__INIT;
-	Rdmafs__ChunkId id = id_of(inode, index);
-
-	buf.addr = FAKE_ADDR;
-	buf.len = length;
-	buf.rkey = FAKE_RKEY;
-	m.chunk = &id;
-	m.offset = offset;
-	m.length = length;
-	m.buf = &buf;
-	m.inline_max = inline_max;
-	add(D_READ, &m.base);
-}
-
+/* @inline_max: the reply may carry up to that many bytes (0: by RDMA WRITE only). */
 static void d_read(uint8_t flags, uint64_t inode, uint64_t index, uint32_t offset, uint32_t length,
-		   uint64_t addr, uint32_t rkey)
+		   uint64_t addr, uint32_t rkey, uint32_t inline_max)
 {
 	Rdmafs__ChunkReadReq m = RDMAFS__CHUNK_READ_REQ__INIT;
 	Rdmafs__BufferDesc buf = RDMAFS__BUFFER_DESC__INIT;
@@ -205,6 +188,7 @@ static void d_read(uint8_t flags, uint64_t inode, uint64_t index, uint32_t offse
 	m.offset = offset;
 	m.length = length;
 	m.buf = &buf;
+	m.inline_max = inline_max;
 	add(D_READ | flags, &m.base);
 }
 
@@ -272,34 +256,34 @@ static void daemon_seeds(void)
 	d_write(D_FIX_CRC, 1, 0, 0, 4096, FAKE_ADDR, FAKE_RKEY, 0);
 	save("write");
 	d_write(D_FIX_CRC, 1, 0, 0, 8192, FAKE_ADDR + 64, FAKE_RKEY, 0);
-	d_read(0, 1, 0, 0, 8192, FAKE_ADDR, FAKE_RKEY);
+	d_read(0, 1, 0, 0, 8192, FAKE_ADDR, FAKE_RKEY, 0);
 	d_stat(1, 0);
 	save("write-read");
 	d_write(D_FIX_CRC, 2, 3, 100, 5000, FAKE_ADDR + 4096, FAKE_RKEY, 1);
 	d_write(D_FIX_CRC, 2, 3, 4000, 300, FAKE_ADDR + 7, FAKE_RKEY, 0);
-	d_read(0, 2, 3, 50, 9000, FAKE_ADDR, FAKE_RKEY);
-	d_read(0, 2, 3, 4090, 20, FAKE_ADDR + 100, FAKE_RKEY);
+	d_read(0, 2, 3, 50, 9000, FAKE_ADDR, FAKE_RKEY, 0);
+	d_read(0, 2, 3, 4090, 20, FAKE_ADDR + 100, FAKE_RKEY, 0);
 	save("unaligned");
 	d_write(D_FIX_CRC, 3, 0, CHUNK - 4096, 4096, FAKE_ADDR, FAKE_RKEY, 0);
 	d_truncate(3, 0, 10);
 	d_truncate(3, 0, 20000);
-	d_read(0, 3, 0, 0, CHUNK, FAKE_ADDR, FAKE_RKEY);
+	d_read(0, 3, 0, 0, CHUNK, FAKE_ADDR, FAKE_RKEY, 0);
 	d_truncate(3, 1, 0);
 	save("truncate");
 	d_write(0, 1, 0, 0, 512, FAKE_ADDR, FAKE_RKEY, 0);
 	save("bad-crc");
 	d_write(D_FIX_CRC, 1, 0, 0, 512, FAKE_ADDR, FAKE_RKEY + 1, 0);
-	d_read(0, 1, 0, 0, 512, FAKE_ADDR, FAKE_RKEY);
+	d_read(0, 1, 0, 0, 512, FAKE_ADDR, FAKE_RKEY, 0);
 	save("bad-rkey");
 	d_write(D_FIX_CRC, 1, 0, 0, 4096, FAKE_ADDR, FAKE_RKEY, 0);
-	d_read(0, 1, 0, 0, 4096, FAKE_ADDR + (1u << 20) - 100, FAKE_RKEY);
+	d_read(0, 1, 0, 0, 4096, FAKE_ADDR + (1u << 20) - 100, FAKE_RKEY, 0);
 	save("read-out-of-bounds");
-	d_read(0, 9, 9, 0, 4096, FAKE_ADDR, FAKE_RKEY);
+	d_read(0, 9, 9, 0, 4096, FAKE_ADDR, FAKE_RKEY, 0);
 	d_stat(9, 9);
 	save("read-hole");
 	d_write_inline(D_FIX_CRC, 5, 0, 100, 4096);
-	d_read_inline(5, 0, 0, 8192, 8192);
-	d_read_inline(5, 0, 50, 100, 64);
+	d_read(0, 5, 0, 0, 8192, FAKE_ADDR, FAKE_RKEY, 8192);
+	d_read(0, 5, 0, 50, 100, FAKE_ADDR, FAKE_RKEY, 64);
 	save("inline");
 	d_write_inline(0, 5, 1, 0, 300);
 	d_write_inline(D_FIX_CRC, 5, 1, 0, 8192);
@@ -328,17 +312,17 @@ static void daemon_seeds(void)
 	save("scrub");
 	d_write(D_FIX_CRC, 1, 0, 0, 9000, FAKE_ADDR, FAKE_RKEY, 0);
 	add_raw(D_DAMAGE, "\x01\x00\x10\x00\x5a", 5);
-	d_read(0, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY);
+	d_read(0, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
 	d_write(D_FIX_CRC, 1, 0, 10, 10, FAKE_ADDR, FAKE_RKEY, 0);
 	d_write(D_FIX_CRC, 1, 0, 8000, 100, FAKE_ADDR, FAKE_RKEY, 0);
-	d_read(0, 1, 0, 8192, 100, FAKE_ADDR, FAKE_RKEY);
+	d_read(0, 1, 0, 8192, 100, FAKE_ADDR, FAKE_RKEY, 0);
 	d_truncate(1, 0, 5000);
 	d_scrub(RDMAFS__JOB_ACTION__JOB_ACTION_START);
 	d_scrub(RDMAFS__JOB_ACTION__JOB_ACTION_STATUS);
 	save("damaged");
 	d_write(D_FIX_CRC, 1, 0, 0, 9000, FAKE_ADDR, FAKE_RKEY, 0);
 	add_raw(D_DAMAGE, "\x01\x00\x00\x10\x00", 5);
-	d_read(0, 1, 0, 0, 9000, FAKE_ADDR, FAKE_RKEY);
+	d_read(0, 1, 0, 0, 9000, FAKE_ADDR, FAKE_RKEY, 0);
 	d_write(D_FIX_CRC, 1, 0, 9000, 10, FAKE_ADDR, FAKE_RKEY, 0);
 	d_scrub(RDMAFS__JOB_ACTION__JOB_ACTION_START);
 	save("cut-short");
@@ -350,12 +334,12 @@ static void daemon_seeds(void)
 		d_stat(1, (uint64_t)i);
 	save("stat-many");
 	d_write(D_FIX_CRC | D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
-	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY);
-	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY);
-	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY);
-	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY);
-	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY);
-	d_read(0, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY);
+	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
+	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
+	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
+	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
+	d_read(D_QUEUE_ONLY, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
+	d_read(0, 1, 0, 0, 100, FAKE_ADDR, FAKE_RKEY, 0);
 	save("pipeline-busy");
 	lookup.parent = 1;
 	lookup.name.data = (uint8_t *)"x";
