@@ -26,15 +26,37 @@ check() {
 	check_run "$@"
 }
 
-# kill_when TEST COPY-ARGS...: starts the copy and SIGKILLs it as soon as
-# the shell function TEST succeeds (polled); fails if the copy ended first
+# stopped PID: every thread of PID is stopped (SIGSTOP takes effect when a
+# thread leaves its system call, not when kill returns)
+stopped() {
+	local t state
+	for t in /proc/"$1"/task/*/stat; do
+		state=$(sed 's/.*) //' "$t" 2>/dev/null | cut -d' ' -f1)
+		[ "$state" = T ] || [ "$state" = t ] || [ -z "$state" ] || return 1
+	done
+	return 0
+}
+
+# kill_when TEST COPY-ARGS...: starts the copy and SIGKILLs it at a moment
+# TEST (a shell function, polled) holds: the copy is stopped first and TEST
+# asked again, so the state it saw is the state the kill leaves (a file the
+# copy finished between the two would otherwise leave no temporary); fails if
+# the copy ended first
 kill_when() {
-	local test=$1 pid deadline
+	local test=$1 pid deadline i
 	shift
 	"$copy" "${copy_timeout[@]}" -q "$@" &
 	pid=$!
 	deadline=$(($(date +%s) + 600)) # a hang guard: a slow copy is waited for
-	until "$test"; do
+	while :; do
+		if "$test" && kill -STOP "$pid" 2>/dev/null; then
+			for i in $(seq 500); do
+				stopped "$pid" && break
+				sleep 0.01
+			done
+			"$test" && break
+			kill -CONT "$pid"
+		fi
 		if ! kill -0 "$pid" 2>/dev/null || [ "$(date +%s)" -gt "$deadline" ]; then
 			echo "the copy ended before the moment to kill it: nothing was interrupted" >&2
 			kill -KILL "$pid" 2>/dev/null
