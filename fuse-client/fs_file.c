@@ -726,9 +726,9 @@ int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src
 	if (written && off / layout.chunk_size < f->dirty_first)
 		f->dirty_first = off / layout.chunk_size;
 	if (!ret) {
-		f->mtime_dirty = true;
 		uint64_t now = rdmafs_now_ms();
 
+		f->mtime_dirty = true;
 		if (end > f->size) {
 			if (!f->size_dirty && now - f->size_clock_ms >= SIZE_UPDATE_GAP_MS)
 				f->size_clock_ms = now;

@@ -366,25 +366,54 @@ out:
 	return ret;
 }
 
+/*
+ * Flushes the @n (at most RING_ENTRIES) files of @fds at once: one submission
+ * for all, so the disk gets them together rather than one after the other;
+ * the first @datasync of them with fdatasync, the rest with fsync. Waits for
+ * every one; returns the first error, whose index goes to *@failed.
+ */
+static int ring_fsync_all(struct store_io *io, const int *fds, unsigned n, unsigned datasync,
+			  unsigned *failed)
+{
+	unsigned submitted = 0, reaped = 0;
+	int first = 0, ret = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+
+		if (!sqe)
+			return -EBUSY; /* cannot happen: the ring is idle and n <= its size */
+		io_uring_prep_fsync(sqe, fds[i], i < datasync ? IORING_FSYNC_DATASYNC : 0);
+		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)i);
+	}
+	while (submitted < n) {
+		ret = io_uring_submit(&io->ring);
+		if (ret == -EINTR || ret == -EAGAIN)
+			continue;
+		if (ret < 0)
+			break;
+		submitted += (unsigned)ret;
+	}
+	for (; reaped < submitted; reaped++) {
+		struct io_uring_cqe *cqe;
+		int wait = io_uring_wait_cqe(&io->ring, &cqe);
+
+		if (wait < 0)
+			return wait;
+		if (cqe->res < 0 && !first) {
+			first = cqe->res;
+			*failed = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
+		}
+		io_uring_cqe_seen(&io->ring, cqe);
+	}
+	return first ? first : (ret < 0 ? ret : 0);
+}
+
 static int ring_fsync(struct store_io *io, int fd, bool datasync)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
-	struct io_uring_cqe *cqe;
-	int ret;
+	unsigned failed;
 
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
-	io_uring_sqe_set_data(sqe, io);
-	ret = io_uring_submit_and_wait(&io->ring, 1);
-	if (ret < 0)
-		return ret;
-	ret = io_uring_wait_cqe(&io->ring, &cqe);
-	if (ret < 0)
-		return ret;
-	ret = cqe->res;
-	io_uring_cqe_seen(&io->ring, cqe);
-	return ret < 0 ? ret : 0;
+	return ring_fsync_all(io, &fd, 1, datasync, &failed);
 }
 
 /*
@@ -1160,55 +1189,12 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 	return 1;
 }
 
-/*
- * Flushes the @n (at most RING_ENTRIES) files of @fds at once: one submission
- * for all, so the disk gets them together rather than one after the other
- * (@datasync[i]: fdatasync, else fsync). Waits for every one; returns the
- * first error, whose index goes to *@failed.
- */
-static int ring_fsync_all(struct store_io *io, const int *fds, const bool *datasync, unsigned n,
-			  unsigned *failed)
-{
-	unsigned submitted = 0, reaped = 0;
-	int first = 0, ret = 0;
-
-	for (unsigned i = 0; i < n; i++) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
-
-		if (!sqe)
-			return -EBUSY; /* cannot happen: the ring is idle and n <= its size */
-		io_uring_prep_fsync(sqe, fds[i], datasync[i] ? IORING_FSYNC_DATASYNC : 0);
-		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)i);
-	}
-	while (submitted < n) {
-		ret = io_uring_submit(&io->ring);
-		if (ret == -EINTR || ret == -EAGAIN)
-			continue;
-		if (ret < 0)
-			break;
-		submitted += (unsigned)ret;
-	}
-	for (; reaped < submitted; reaped++) {
-		struct io_uring_cqe *cqe;
-		int wait = io_uring_wait_cqe(&io->ring, &cqe);
-
-		if (wait < 0)
-			return wait;
-		if (cqe->res < 0 && !first) {
-			first = cqe->res;
-			*failed = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
-		}
-		io_uring_cqe_seen(&io->ring, cqe);
-	}
-	return first ? first : (ret < 0 ? ret : 0);
-}
-
-/* Flushes and closes the @n files of @fds (chunk files, then directories). */
-static int commit_batch(struct store_io *io, int *fds, const bool *datasync,
-			const struct store_chunk_id *ids, unsigned chunks, unsigned n)
+/* Flushes and closes the @n files of @fds: @chunks chunk files (@ids), then directories. */
+static int commit_batch(struct store_io *io, int *fds, const struct store_chunk_id *ids,
+			unsigned chunks, unsigned n)
 {
 	unsigned failed = 0;
-	int ret = ring_fsync_all(io, fds, datasync, n, &failed);
+	int ret = ring_fsync_all(io, fds, n, chunks, &failed);
 
 	if (ret && failed < chunks)
 		rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " fdatasync: %s",
@@ -1237,7 +1223,6 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 {
 	struct store *st = io->st;
 	struct store_chunk_id ids[RING_ENTRIES];
-	bool datasync[RING_ENTRIES];
 	int fds[RING_ENTRIES];
 	uint64_t pos = sel->range ? sel->first_index : 0;
 	unsigned n = 0, chunks;
@@ -1253,11 +1238,10 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 			ret = -errno;
 			break;
 		}
-		fds[n] = fd;
-		datasync[n++] = true;
+		fds[n++] = fd;
 		/* room for the two directories of the last batch */
 		if (n == RING_ENTRIES - 2) {
-			ret = commit_batch(io, fds, datasync, ids, n, n);
+			ret = commit_batch(io, fds, ids, n, n);
 			n = 0;
 			if (ret)
 				return ret;
@@ -1268,21 +1252,21 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 		inode_path(sel->inode, path, sizeof(path));
 		ret = dir_open(st->chunks_fd, path, &fds[n]);
 		if (!ret)
-			datasync[n++] = false;
+			n++;
 		else if (ret == -ENOENT)
 			ret = 0; /* no chunk of the inode was ever written here */
 	}
 	if (!ret) {
 		ret = dir_open(st->chunks_fd, ".", &fds[n]);
 		if (!ret)
-			datasync[n++] = false;
+			n++;
 	}
 	if (ret) {
 		for (unsigned i = 0; i < n; i++)
 			close(fds[i]);
 		return ret;
 	}
-	ret = commit_batch(io, fds, datasync, ids, chunks, n);
+	ret = commit_batch(io, fds, ids, chunks, n);
 	if (!ret)
 		ret = lmdb_errno(mdb_env_sync(st->env, 1));
 	return ret;
