@@ -15,7 +15,9 @@
  * A write reads the partly covered first and last blocks (checking their
  * stored CRCs, so bad data is never laundered into a fresh CRC), merges the
  * payload, and writes whole blocks: the file offset is always 4 KiB aligned,
- * so the write uses O_DIRECT unless its end is the unaligned end of the chunk.
+ * so a write of DIRECT_MIN or more uses O_DIRECT unless its end is the
+ * unaligned end of the chunk. A shorter write goes to the page cache: it
+ * costs a copy, not a disk round trip, and COMMIT flushes it like the rest.
  * Reads always cover whole blocks. A client's read goes through the page
  * cache, so a block read again comes from memory (a direct write drops the
  * cached pages it covers, and the chunk lock keeps a chunk's reads and writes
@@ -67,6 +69,8 @@
 #define META_MAGIC   0x314d4352u /* "RCM1" */
 #define LOCK_STRIPES 64
 #define RING_ENTRIES 8
+/* A write this long or longer goes to the disk directly; a shorter one to the page cache. */
+#define DIRECT_MIN (64u << 10)
 /* Far more fences than a drain ever leaves (16 bytes each); the file is sparse. */
 #define FENCE_MAP_SIZE (64ull << 20)
 
@@ -852,7 +856,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	old_len = m->length;
 	new_len = end > old_len ? end : old_len;
 	wend = min_u32(b1 * BS, new_len);
-	direct = direct_allowed(st) && (wend - wstart) % BS == 0;
+	direct = direct_allowed(st) && (wend - wstart) % BS == 0 && wend - wstart >= DIRECT_MIN;
 	ret = chunk_open(st, id, true, direct, &fd);
 	if (ret)
 		goto out_unlock;
