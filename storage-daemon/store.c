@@ -371,6 +371,32 @@ out:
 }
 
 /*
+ * Writes [addr, addr + len) at @off of @fd, opened without O_DIRECT, with
+ * pwrite(2): a write to the page cache does not block on the disk, and the
+ * ring would hand it to a kernel worker thread (the file systems here have no
+ * non-blocking buffered write), a thread hop for a memory copy.
+ */
+static int cache_write(int fd, const uint8_t *addr, uint32_t len, uint64_t off, uint32_t *done)
+{
+	uint32_t moved = 0;
+	int ret = 0;
+
+	while (moved < len) {
+		ssize_t n = pwrite(fd, addr + moved, len - moved, (off_t)(off + moved));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			break;
+		}
+		moved += (uint32_t)n;
+	}
+	*done = moved;
+	return ret;
+}
+
+/*
  * Flushes the @n (at most RING_ENTRIES) files of @fds at once: one submission
  * for all, so the disk gets them together rather than one after the other;
  * the first @datasync of them with fdatasync, the rest with fsync. Waits for
@@ -906,7 +932,10 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 			goto out_close;
 	}
 
-	ret = ring_rw(io, true, fd, buf, wend - wstart, wstart, &done);
+	if (direct)
+		ret = ring_rw(io, true, fd, buf, wend - wstart, wstart, &done);
+	else
+		ret = cache_write(fd, buf, wend - wstart, wstart, &done);
 	if (ret) {
 		/* Cut back what reached the file past the old end, settle the rest. */
 		int err = ret;
