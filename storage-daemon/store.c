@@ -30,8 +30,11 @@
  * old ones, so a block found with either content verifies after a kill -9 in
  * the middle (an append that shares a block with committed data must not
  * turn that data into EIO). The next write or truncate of the chunk reads the
- * pending blocks back and keeps whichever CRC matches. A block torn inside
- * (power loss in mid-write) fails its CRC: EIO, never bad data.
+ * pending blocks back and keeps whichever CRC matches. A write shorter than
+ * DIRECT_MIN that neither grows the chunk nor fails stops there (one commit,
+ * the version bumped with the pending CRCs); any other write commits again
+ * after its data, with the new CRCs in place. A block torn inside (power loss
+ * in mid-write) fails its CRC: EIO, never bad data.
  *
  * Concurrency: a striped reader/writer lock per chunk keeps a chunk's data
  * and metadata in step; LMDB serialises its own writers.
@@ -870,7 +873,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	pthread_rwlock_t *lock = chunk_lock(st, id);
 	uint32_t end = offset + len, b0 = offset / BS, b1 = div_up(end, BS);
 	uint32_t old_len, new_len, wstart = b0 * BS, wend, done, head_block = UINT32_MAX;
-	bool exists, direct;
+	bool exists, direct, settle_later = false;
 	int fd, ret;
 
 	if (len == 0 || end > st->max_chunk_size || end < offset)
@@ -918,7 +921,12 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 		memcpy(buf + (end - wstart), old + (end - tb * BS), wend - end);
 	}
 
-	/* Blocks that hold data now may hold either content until the metadata says. */
+	/*
+	 * Blocks that hold data now may hold either content until the metadata
+	 * says. A short write inside the chunk leaves it at that: its one commit
+	 * is this one, and the next change of the chunk settles the CRCs (a read
+	 * of at most DIRECT_MIN from the page cache) instead of a second commit.
+	 */
 	if (wstart < old_len) {
 		uint32_t last = min_u32(b1, m->block_count);
 
@@ -927,6 +935,9 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 		for (uint32_t b = b0; b < last; b++)
 			m->crc[m->block_count + b - b0] =
 				rdmafs_crc32c(buf + (b - b0) * BS, min_u32(BS, old_len - b * BS));
+		settle_later = wend <= old_len && wend - wstart < DIRECT_MIN;
+		if (settle_later)
+			m->version++;
 		ret = meta_put(st, id, m);
 		if (ret)
 			goto out_close;
@@ -956,6 +967,15 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 
 	if (hole)
 		punch_zero_blocks(fd, buf + (offset - wstart), offset, len);
+	if (settle_later) {
+		if (sync)
+			ret = ring_fsync(io, fd, true);
+		if (!ret && sync)
+			ret = lmdb_errno(mdb_env_sync(st->env, 1));
+		if (!ret)
+			info_from_meta(m, true, info);
+		goto out_close;
+	}
 
 	/* CRCs: the old partial last block and any gap grow with zeros, then our blocks. */
 	m->pending_count = 0;

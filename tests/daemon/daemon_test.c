@@ -5,8 +5,9 @@
  *   daemon-test DAEMON_BINARY TRANSPORT TEST
  *
  * TRANSPORT is "tcp" or "rdma" (exits 77 without an RDMA device); the same
- * tests run over both. TEST is one of: roundtrip, clients, crash, corrupt,
- * enospc, config, malformed, fence, handles. Exit 0 pass, 1 fail, 77 skip, 99 the
+ * tests run over both. TEST is one of: roundtrip, clients, crash, killpoint
+ * (with rdmafs-daemon-killpoint), corrupt, enospc, config, malformed, fence,
+ * handles, inline. Exit 0 pass, 1 fail, 77 skip, 99 the
  * test could not run (tests/lib/check.h).
  */
 #include <errno.h>
@@ -402,10 +403,111 @@ static void verify_stream(struct rfs_daemon *c, const struct writer *w, uint64_t
 	free(buf);
 }
 
+/*
+ * The overwriter rewrites short ranges inside one laid-out chunk (inode 600),
+ * the daemon's one-commit path: every byte must read back as the last
+ * acknowledged write left it, or as the write in flight at the kill, never
+ * as an error.
+ */
+#define OVER_INODE 600u
+
+struct overwriter {
+	const struct daemon_proc *d;
+	volatile bool stop;
+	bool ready;			 /* the chunk is laid out */
+	uint64_t seed;			 /* continues across the cycles */
+	uint32_t gen[CRASH_CHUNK];	 /* per byte: the generation acknowledged */
+	uint32_t next;			 /* the newest generation sent */
+	uint32_t flight_off, flight_len; /* the write not yet acknowledged */
+	unsigned writes;
+};
+
+static uint8_t over_byte(uint32_t gen, uint32_t pos)
+{
+	return (uint8_t)(gen * 131u + pos * 7u + (pos >> 9));
+}
+
+static int over_write(struct rfs_daemon *c, struct overwriter *o, uint32_t off, uint32_t len,
+		      uint8_t *buf)
+{
+	uint32_t gen = ++o->next;
+	int ret;
+
+	for (uint32_t i = 0; i < len; i++)
+		buf[i] = over_byte(gen, off + i);
+	o->flight_off = off;
+	o->flight_len = len;
+	ret = rfs_chunk_write(c, (struct rfs_chunk_id){OVER_INODE, 0}, CRASH_CHUNK, off, buf, len,
+			      false, NULL);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < len; i++)
+		o->gen[off + i] = gen;
+	o->flight_len = 0;
+	return 0;
+}
+
+static void *overwriter_thread(void *arg)
+{
+	struct overwriter *o = arg;
+	struct rfs_daemon *c = client_of(o->d, CRASH_CHUNK);
+	uint8_t *buf = malloc(CRASH_CHUNK);
+
+	if (!o->ready) {
+		if (over_write(c, o, 0, CRASH_CHUNK, buf) ||
+		    rfs_chunk_commit(c,
+				     &(struct rfs_chunk_sel){.inode = OVER_INODE, .range = true}))
+			goto out;
+		o->ready = true;
+	}
+	while (!o->stop) {
+		/* Whole blocks half the time, any range the other half; up to 12 KiB. */
+		uint32_t len = 1 + (uint32_t)(rnd(&o->seed) % 12288);
+		uint32_t off = (uint32_t)(rnd(&o->seed) % (CRASH_CHUNK - len + 1));
+
+		if (o->writes % 2 == 0) {
+			off &= ~4095u;
+			len = (len + 4095u) & ~4095u;
+		}
+		if (over_write(c, o, off, len, buf))
+			break;
+		o->writes++;
+	}
+out:
+	free(buf);
+	rfs_daemon_close(c);
+	return NULL;
+}
+
+/* Checks the chunk; a byte the write in flight reached is that write's from now on. */
+static void verify_overwrites(struct rfs_daemon *c, struct overwriter *o)
+{
+	uint8_t *buf = malloc(CRASH_CHUNK);
+	uint32_t bytes = 0, clen = 0;
+	int ret = rfs_chunk_read(c, (struct rfs_chunk_id){OVER_INODE, 0}, 0, buf, CRASH_CHUNK,
+				 &bytes, &clen);
+
+	REQUIRE(ret == 0, "overwritten chunk: %s", strerror(-ret));
+	REQUIRE(bytes == CRASH_CHUNK, "overwritten chunk: %u bytes, want %u", bytes, CRASH_CHUNK);
+	for (uint32_t i = 0; i < CRASH_CHUNK; i++) {
+		bool flight = i >= o->flight_off && i - o->flight_off < o->flight_len;
+
+		REQUIRE(buf[i] == over_byte(o->gen[i], i) ||
+				(flight && buf[i] == over_byte(o->next, i)),
+			"overwritten chunk byte %u is neither the acknowledged generation %u%s", i,
+			o->gen[i], flight ? " nor the one in flight" : "");
+		if (flight)
+			o->gen[i] = buf[i] == over_byte(o->gen[i], i) ? o->gen[i] : o->next;
+	}
+	o->flight_len = 0;
+	free(buf);
+}
+
 static int test_crash(void)
 {
 	struct writer writers[WRITERS];
-	pthread_t threads[WRITERS];
+	struct overwriter *over = calloc(1, sizeof(*over));
+	pthread_t threads[WRITERS], over_thread;
 	struct rfs_daemon_stats ds;
 	struct daemon_proc d;
 	struct rfs_daemon *c;
@@ -413,6 +515,8 @@ static int test_crash(void)
 	uint64_t total_committed = 0;
 
 	memset(writers, 0, sizeof(writers));
+	REQUIRE(over, "out of memory");
+	over->seed = 4099;
 	for (unsigned cycle = 0; cycle < cycles; cycle++) {
 		REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 		/* Everything from before the last crash must still be there. */
@@ -420,6 +524,8 @@ static int test_crash(void)
 			c = client_of(&d, CRASH_CHUNK);
 			for (unsigned i = 0; i < WRITERS; i++)
 				verify_stream(c, &writers[i], writers[i].committed, "committed");
+			if (over->ready)
+				verify_overwrites(c, over);
 			rfs_daemon_close(c);
 		}
 		for (unsigned i = 0; i < WRITERS; i++) {
@@ -431,12 +537,17 @@ static int test_crash(void)
 			REQUIRE(pthread_create(&threads[i], NULL, writer_thread, &writers[i]) == 0,
 				"thread");
 		}
+		over->d = &d;
+		over->stop = false;
+		REQUIRE(pthread_create(&over_thread, NULL, overwriter_thread, over) == 0, "thread");
 		usleep(700000 + 300000 * cycle);
 		daemon_stop(&d, SIGKILL);
 		for (unsigned i = 0; i < WRITERS; i++) {
 			writers[i].stop = true;
 			pthread_join(threads[i], NULL);
 		}
+		over->stop = true;
+		pthread_join(over_thread, NULL);
 	}
 	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
 	c = client_of(&d, CRASH_CHUNK);
@@ -447,12 +558,127 @@ static int test_crash(void)
 		total_committed += writers[i].committed;
 		REQUIRE(writers[i].committed > 0, "writer %u never committed", i);
 	}
+	REQUIRE(over->ready && over->writes > 0, "the overwriter never wrote");
+	verify_overwrites(c, over);
 	REQUIRE(rfs_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0,
 		"checksum errors after the crashes: %llu", (unsigned long long)ds.checksum_errors);
 	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
-	printf("crash: %u kill -9 cycles, %llu committed bytes intact and verified\n", cycles,
-	       (unsigned long long)total_committed);
+	printf("crash: %u kill -9 cycles, %llu committed bytes intact and verified, %u "
+	       "overwrites\n",
+	       cycles, (unsigned long long)total_committed, over->writes);
+	free(over);
+	return 0;
+}
+
+/* ---- killpoint: kill -9 between a write's data and its metadata ---- */
+
+#define KP_INODE 700u
+#define KP_LEN	 (64u << 10)
+
+/* Reads chunk KP_INODE/0 whole: it must be @len bytes equal to @model. */
+static void kp_check(struct rfs_daemon *c, const uint8_t *model, uint32_t len, const char *what)
+{
+	uint8_t *buf = malloc(MAX_CHUNK);
+	uint32_t bytes = 0, clen = 0;
+	int ret = rfs_chunk_read(c, (struct rfs_chunk_id){KP_INODE, 0}, 0, buf, MAX_CHUNK, &bytes,
+				 &clen);
+
+	REQUIRE(ret == 0, "%s: reading the chunk back: %s", what, strerror(-ret));
+	REQUIRE(bytes == len && clen == len, "%s: %u bytes (length %u), want %u", what, bytes, clen,
+		len);
+	for (uint32_t i = 0; i < len; i++)
+		REQUIRE(buf[i] == model[i], "%s: byte %u differs", what, i);
+	free(buf);
+}
+
+static int kp_write(struct rfs_daemon *c, uint32_t gen, uint32_t off, uint32_t len, uint8_t *model)
+{
+	uint8_t *buf = malloc(len);
+	int ret;
+
+	for (uint32_t i = 0; i < len; i++)
+		buf[i] = over_byte(gen, off + i);
+	ret = rfs_chunk_write(c, (struct rfs_chunk_id){KP_INODE, 0}, MAX_CHUNK, off, buf, len,
+			      false, NULL);
+	if (ret == 0 && model)
+		memcpy(model + off, buf, len);
+	free(buf);
+	return ret;
+}
+
+/*
+ * store.c's contract: a write killed between its pending CRCs and its data,
+ * or between its data and its last commit, leaves each block verifying with
+ * the content it has (old before the data, new after), the chunk's length as
+ * it was, and the next write settles it. rdmafs-daemon-killpoint dies at the
+ * store's first pwrite(2) of its life, just before or just after it.
+ */
+static int test_killpoint(void)
+{
+	static const struct {
+		const char *what;
+		uint32_t off, len;
+	} cases[] = {
+		{"one whole block inside the chunk", 8192, 4096},
+		{"a range across blocks, unaligned", 10000, 5000},
+		{"a range that grows the chunk", KP_LEN - 6000, 12000},
+	};
+	uint8_t *model = calloc(1, MAX_CHUNK);
+	struct rfs_daemon_stats ds;
+	struct daemon_proc d;
+	struct rfs_daemon *c;
+	uint32_t gen = 1, len = KP_LEN;
+	char what[160];
+
+	REQUIRE(model, "out of memory");
+	REQUIRE(daemon_start(&d, data_path("kp"), NULL) == 0, "daemon start");
+	c = client_of(&d, MAX_CHUNK);
+	REQUIRE(kp_write(c, gen, 0, KP_LEN, model) == 0, "laying the chunk out");
+	REQUIRE(rfs_chunk_commit(c, &(struct rfs_chunk_sel){.inode = KP_INODE, .range = true}) == 0,
+		"commit");
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (int after = 0; after <= 1; after++) {
+			uint32_t off = cases[i].off, n = cases[i].len;
+
+			snprintf(what, sizeof(what), "%s, killed %s its data", cases[i].what,
+				 after ? "after" : "before");
+			setenv("RDMAFS_TEST_KILL_PWRITE", after ? "after:1" : "before:1", 1);
+			REQUIRE(daemon_start(&d, data_path("kp"), NULL) == 0, "daemon start");
+			unsetenv("RDMAFS_TEST_KILL_PWRITE");
+			c = client_of(&d, MAX_CHUNK);
+			REQUIRE(kp_write(c, ++gen, off, n, NULL) != 0,
+				"%s: the write was answered, the daemon did not die", what);
+			rfs_daemon_close(c);
+			daemon_stop(&d, SIGKILL);
+
+			/* The page cache keeps what the killed write put there, within the length.
+			 */
+			if (after)
+				for (uint32_t b = off; b < off + n && b < len; b++)
+					model[b] = over_byte(gen, b);
+			REQUIRE(daemon_start(&d, data_path("kp"), NULL) == 0, "daemon start");
+			c = client_of(&d, MAX_CHUNK);
+			kp_check(c, model, len, what);
+			/* The next write settles the CRCs the killed one left. */
+			REQUIRE(kp_write(c, ++gen, 30000 + 100 * i, 100, model) == 0,
+				"%s: the next write", what);
+			snprintf(what, sizeof(what), "%s, killed %s its data, written again",
+				 cases[i].what, after ? "after" : "before");
+			kp_check(c, model, len, what);
+			REQUIRE(rfs_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0,
+				"%s: checksum errors %llu", what,
+				(unsigned long long)ds.checksum_errors);
+			rfs_daemon_close(c);
+			REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+		}
+	}
+	printf("killpoint: %u writes killed before and after their data, every block verified\n",
+	       (unsigned)(2 * sizeof(cases) / sizeof(cases[0])));
+	free(model);
 	return 0;
 }
 
@@ -1352,9 +1578,11 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(void);
 	} tests[] = {
-		{"roundtrip", test_roundtrip}, {"clients", test_clients}, {"crash", test_crash},
-		{"corrupt", test_corrupt},     {"enospc", test_enospc},	  {"config", test_config},
-		{"malformed", test_malformed}, {"fence", test_fence},	  {"handles", test_handles},
+		{"roundtrip", test_roundtrip}, {"clients", test_clients},
+		{"crash", test_crash},	       {"killpoint", test_killpoint},
+		{"corrupt", test_corrupt},     {"enospc", test_enospc},
+		{"config", test_config},       {"malformed", test_malformed},
+		{"fence", test_fence},	       {"handles", test_handles},
 		{"inline", test_inline},
 	};
 

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Linked into rdmafs-daemon-killpoint only (-Wl,--wrap=pwrite,--wrap=pwrite64):
+ * RDMAFS_TEST_KILL_PWRITE="before:N" or "after:N" kills the daemon with
+ * SIGKILL just before or just after its Nth pwrite(2), so a test can stop a
+ * chunk write exactly between its data and its metadata. Unset, the daemon is
+ * the ordinary one.
+ */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
+ssize_t __real_pwrite64(int fd, const void *buf, size_t n, off_t off);
+ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off);
+ssize_t __wrap_pwrite64(int fd, const void *buf, size_t n, off_t off);
+
+/* Whether this call is the one to die at, before (@before) or after it. */
+static bool kill_here(bool before)
+{
+	static long calls;
+	const char *spec = getenv("RDMAFS_TEST_KILL_PWRITE");
+	bool want_before;
+	long n;
+
+	if (!spec)
+		return false;
+	want_before = strncmp(spec, "before:", 7) == 0;
+	if (!want_before && strncmp(spec, "after:", 6) != 0)
+		return false;
+	n = strtol(spec + (want_before ? 7 : 6), NULL, 10);
+	if (before)
+		calls++; /* threads: the tests that use it write one request at a time */
+	return want_before == before && calls == n;
+}
+
+ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	ssize_t ret;
+
+	if (kill_here(true))
+		raise(SIGKILL);
+	ret = __real_pwrite(fd, buf, n, off);
+	if (kill_here(false))
+		raise(SIGKILL);
+	return ret;
+}
+
+ssize_t __wrap_pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	ssize_t ret;
+
+	if (kill_here(true))
+		raise(SIGKILL);
+	ret = __real_pwrite64(fd, buf, n, off);
+	if (kill_here(false))
+		raise(SIGKILL);
+	return ret;
+}
