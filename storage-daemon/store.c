@@ -39,6 +39,13 @@
  * Concurrency: a striped reader/writer lock per chunk keeps a chunk's data
  * and metadata in step; LMDB serialises its own writers.
  *
+ * Open chunk files: up to FD_CACHE chunk files stay open for buffered
+ * reads, writes and truncates (a clock evicts one nobody holds), so a small
+ * request costs no open, fstat and close. Whoever holds a cached descriptor
+ * holds its chunk's lock, so removing a chunk (under the lock, exclusively)
+ * closes its descriptors before the name can be reused: a later write never
+ * lands in an unlinked file. O_DIRECT transfers and COMMIT open their own.
+ *
  * Fences (rdmafsctl drain, see rdmafs.proto "Layout generations and
  * fences"): one record per fenced inode, inode big-endian -> the lowest
  * layout generation still served, in a second LMDB environment
@@ -74,6 +81,8 @@
 #define RING_ENTRIES 8
 /* A write this long or longer goes to the disk directly; a shorter one to the page cache. */
 #define DIRECT_MIN (64u << 10)
+/* Chunk files kept open for buffered I/O (see "Open chunk files" below). */
+#define FD_CACHE 256
 /* Far more fences than a drain ever leaves (16 bytes each); the file is sparse. */
 #define FENCE_MAP_SIZE (64ull << 20)
 
@@ -101,6 +110,14 @@ struct store {
 	MDB_dbi fence_dbi;
 	pthread_rwlock_t fence_lock;
 	uint64_t fence_count; /* records in fence_env, under fence_lock: 0 skips the lookup */
+	pthread_mutex_t fd_lock;
+	struct fd_slot {
+		struct store_chunk_id id;
+		int fd;		/* -1: free */
+		unsigned users; /* holders now: a slot in use is never closed */
+		bool recent;	/* the clock's second chance */
+	} fds[FD_CACHE];
+	unsigned fd_hand;
 };
 
 struct store_io {
@@ -310,6 +327,94 @@ static int chunk_open(struct store *st, struct store_chunk_id id, bool create, b
 			return -errno;
 	}
 	return -EIO;
+}
+
+static bool same_chunk(struct store_chunk_id a, struct store_chunk_id b)
+{
+	return a.inode == b.inode && a.index == b.index;
+}
+
+/*
+ * The chunk's file for buffered I/O, from the cache or opened (and created,
+ * with @create) and cached; *@fresh says it was just opened. The caller holds
+ * the chunk's lock until chunk_put(). 0 or -errno.
+ */
+static int chunk_get(struct store *st, struct store_chunk_id id, bool create, int *fd,
+		     struct fd_slot **slot, bool *fresh)
+{
+	struct fd_slot *s = NULL;
+	int ret;
+
+	pthread_mutex_lock(&st->fd_lock);
+	for (int i = 0; i < FD_CACHE; i++) {
+		if (st->fds[i].fd >= 0 && same_chunk(st->fds[i].id, id)) {
+			s = &st->fds[i];
+			s->users++;
+			s->recent = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->fd_lock);
+	if (s) {
+		*fd = s->fd;
+		*slot = s;
+		*fresh = false;
+		return 0;
+	}
+	ret = chunk_open(st, id, create, false, fd);
+	if (ret)
+		return ret;
+	*fresh = true;
+	*slot = NULL; /* uncached if every slot is in use */
+	pthread_mutex_lock(&st->fd_lock);
+	for (unsigned step = 0; step < 2 * FD_CACHE; step++) {
+		s = &st->fds[st->fd_hand];
+		st->fd_hand = (st->fd_hand + 1) % FD_CACHE;
+		if (s->fd >= 0 && (s->users || s->recent)) {
+			s->recent = false;
+			continue;
+		}
+		if (s->fd >= 0)
+			close(s->fd);
+		*s = (struct fd_slot){.id = id, .fd = *fd, .users = 1, .recent = true};
+		*slot = s;
+		break;
+	}
+	pthread_mutex_unlock(&st->fd_lock);
+	return 0;
+}
+
+/* Gives back what chunk_get() gave; with @bad, the file is closed (it is reopened, and checked,
+ * next time). */
+static void chunk_put(struct store *st, int fd, struct fd_slot *slot, bool bad)
+{
+	if (!slot) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&st->fd_lock);
+	slot->users--;
+	if (bad && !slot->users) {
+		close(slot->fd);
+		slot->fd = -1;
+	}
+	pthread_mutex_unlock(&st->fd_lock);
+}
+
+/* Closes every cached file of @id; its chunk lock is held exclusively, so no one holds one. */
+static void chunk_forget(struct store *st, struct store_chunk_id id)
+{
+	pthread_mutex_lock(&st->fd_lock);
+	for (int i = 0; i < FD_CACHE; i++) {
+		struct fd_slot *s = &st->fds[i];
+
+		if (s->fd >= 0 && same_chunk(s->id, id)) {
+			close(s->fd);
+			s->fd = -1;
+			s->users = 0;
+		}
+	}
+	pthread_mutex_unlock(&st->fd_lock);
 }
 
 /* ---- io_uring ---- */
@@ -637,6 +742,9 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	st->direct_ok = 1;
 	for (int i = 0; i < LOCK_STRIPES; i++)
 		pthread_rwlock_init(&st->locks[i], NULL);
+	pthread_mutex_init(&st->fd_lock, NULL);
+	for (int i = 0; i < FD_CACHE; i++)
+		st->fds[i].fd = -1;
 	if (mkdirat(dir_fd, "chunks", 0750) && errno != EEXIST) {
 		ret = -errno;
 		goto err_free;
@@ -697,6 +805,7 @@ err_close_chunks:
 err_free:
 	for (int i = 0; i < LOCK_STRIPES; i++)
 		pthread_rwlock_destroy(&st->locks[i]);
+	pthread_mutex_destroy(&st->fd_lock);
 	free(st);
 	return ret;
 }
@@ -710,6 +819,10 @@ void store_close(struct store *st)
 	mdb_env_close(st->fence_env);
 	pthread_rwlock_destroy(&st->fence_lock);
 	close(st->chunks_fd);
+	for (int i = 0; i < FD_CACHE; i++)
+		if (st->fds[i].fd >= 0)
+			close(st->fds[i].fd);
+	pthread_mutex_destroy(&st->fd_lock);
 	for (int i = 0; i < LOCK_STRIPES; i++)
 		pthread_rwlock_destroy(&st->locks[i]);
 	free(st);
@@ -873,7 +986,8 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	pthread_rwlock_t *lock = chunk_lock(st, id);
 	uint32_t end = offset + len, b0 = offset / BS, b1 = div_up(end, BS);
 	uint32_t old_len, new_len, wstart = b0 * BS, wend, done, head_block = UINT32_MAX;
-	bool exists, direct, settle_later = false;
+	bool exists, direct, fresh = true, settle_later = false;
+	struct fd_slot *slot = NULL;
 	int fd, ret;
 
 	if (len == 0 || end > st->max_chunk_size || end < offset)
@@ -886,10 +1000,15 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	new_len = end > old_len ? end : old_len;
 	wend = min_u32(b1 * BS, new_len);
 	direct = direct_allowed(st) && (wend - wstart) % BS == 0 && wend - wstart >= DIRECT_MIN;
-	ret = chunk_open(st, id, true, direct, &fd);
+	if (direct)
+		ret = chunk_open(st, id, true, true, &fd);
+	else
+		ret = chunk_get(st, id, true, &fd, &slot, &fresh);
 	if (ret)
 		goto out_unlock;
-	ret = trim_leftover(fd, old_len);
+	/* A file kept open has no leftover: any failure below closes it. */
+	if (fresh)
+		ret = trim_leftover(fd, old_len);
 	if (!ret && m->pending_count)
 		ret = resolve_pending(io, fd, m);
 	if (ret)
@@ -999,7 +1118,9 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 		ret = lmdb_errno(mdb_env_sync(st->env, 1));
 	info_from_meta(m, true, info);
 out_close:
-	close(fd);
+	if (ret && direct)
+		chunk_forget(st, id); /* the cached file may now have a leftover */
+	chunk_put(st, fd, slot, ret != 0);
 out_unlock:
 	pthread_rwlock_unlock(lock);
 	return ret;
@@ -1012,7 +1133,8 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 	struct chunk_meta *m = io->meta;
 	pthread_rwlock_t *lock = chunk_lock(st, id);
 	uint32_t n, b0, b1, got;
-	bool exists;
+	struct fd_slot *slot;
+	bool exists, fresh;
 	int fd, ret;
 
 	*bytes = 0;
@@ -1028,7 +1150,7 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 	b0 = offset / BS;
 	b1 = div_up(offset + n, BS);
 	/* through the page cache: a block read again comes from memory (see the top) */
-	ret = chunk_open(st, id, false, false, &fd);
+	ret = chunk_get(st, id, false, &fd, &slot, &fresh);
 	if (ret == -ENOENT) {
 		/* Metadata without a file: read as zeros, so the CRCs decide. */
 		got = 0;
@@ -1036,7 +1158,7 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 		goto out_unlock;
 	} else {
 		ret = ring_rw(io, false, fd, buf, (b1 - b0) * BS, (uint64_t)b0 * BS, &got);
-		close(fd);
+		chunk_put(st, fd, slot, ret != 0);
 		if (ret) {
 			rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " read: %s",
 				   id.inode, id.index, strerror(-ret));
@@ -1125,7 +1247,8 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	struct chunk_meta *m = io->meta;
 	pthread_rwlock_t *lock = chunk_lock(st, id);
 	uint32_t old_len, lb;
-	bool exists;
+	struct fd_slot *slot;
+	bool exists, fresh;
 	int fd, ret;
 
 	if (length > st->max_chunk_size)
@@ -1135,7 +1258,7 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	if (ret)
 		goto out_unlock;
 	old_len = m->length;
-	ret = chunk_open(st, id, true, false, &fd);
+	ret = chunk_get(st, id, true, &fd, &slot, &fresh);
 	if (ret)
 		goto out_unlock;
 	if (m->pending_count) {
@@ -1171,7 +1294,7 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	if (!ret)
 		info_from_meta(m, true, info);
 out_close:
-	close(fd);
+	chunk_put(st, fd, slot, ret != 0);
 out_unlock:
 	pthread_rwlock_unlock(lock);
 	return ret == -EDQUOT ? -ENOSPC : ret;
@@ -1397,6 +1520,7 @@ int store_remove(struct store_io *io, const struct store_selection *sel, uint64_
 		if (!ret)
 			ret = meta_delete(st, id);
 		chunk_path(id, path, sizeof(path));
+		chunk_forget(st, id);
 		if (!ret && unlinkat(st->chunks_fd, path, 0) && errno != ENOENT)
 			ret = -errno;
 		pthread_rwlock_unlock(lock);

@@ -6,7 +6,7 @@
  *
  * TRANSPORT is "tcp" or "rdma" (exits 77 without an RDMA device); the same
  * tests run over both. TEST is one of: roundtrip, clients, crash, killpoint
- * (with rdmafs-daemon-killpoint), corrupt, enospc, config, malformed, fence,
+ * (with rdmafs-daemon-killpoint), rewrite, corrupt, enospc, config, malformed, fence,
  * handles, inline. Exit 0 pass, 1 fail, 77 skip, 99 the
  * test could not run (tests/lib/check.h).
  */
@@ -679,6 +679,81 @@ static int test_killpoint(void)
 	printf("killpoint: %u writes killed before and after their data, every block verified\n",
 	       (unsigned)(2 * sizeof(cases) / sizeof(cases[0])));
 	free(model);
+	return 0;
+}
+
+/* ---- rewrite: chunks removed and written again, more than the store keeps open ---- */
+
+#define RW_INODE  900u
+#define RW_CHUNKS 300u /* more than storage-daemon/store.c's FD_CACHE */
+#define RW_LEN	  4096u
+
+/* Reads the chunk file as the daemon's data directory holds it. */
+static void rewrite_check_file(uint32_t index, const uint8_t *want, const char *what)
+{
+	char path[400];
+	uint8_t got[RW_LEN];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", data_path("rw"),
+		 (unsigned long long)RW_INODE, (unsigned long long)index);
+	fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0, "%s: chunk %u is not in the data directory (%s): %s", what, index, path,
+		strerror(errno));
+	n = pread(fd, got, RW_LEN, 0);
+	REQUIRE(n >= 0, "%s: reading %s: %s", what, path, strerror(errno));
+	REQUIRE(n == RW_LEN && memcmp(got, want, RW_LEN) == 0,
+		"%s: chunk %u in the data directory is not the last write (%zd bytes)", what, index,
+		n);
+	close(fd);
+}
+
+/*
+ * store.c keeps chunk files open: a chunk removed and written again must land
+ * in the new file (the daemon's data directory shows it), not in the unlinked
+ * one, for chunks still open and chunks evicted alike.
+ */
+static int test_rewrite(void)
+{
+	struct rfs_chunk_sel sel = {.inode = RW_INODE, .range = true};
+	uint8_t buf[RW_LEN], got[RW_LEN];
+	struct daemon_proc d;
+	struct rfs_daemon *c;
+	uint64_t removed, freed;
+	uint32_t bytes, clen;
+	char what[64];
+	int ret;
+
+	REQUIRE(daemon_start(&d, data_path("rw"), NULL) == 0, "daemon start");
+	c = client_of(&d, MAX_CHUNK);
+	for (unsigned round = 0; round < 3; round++) {
+		snprintf(what, sizeof(what), "round %u", round);
+		/* Every other round backwards: the chunks open last come first. */
+		for (uint32_t k = 0; k < RW_CHUNKS; k++) {
+			uint32_t i = round % 2 ? RW_CHUNKS - 1 - k : k;
+
+			fill_pattern(buf, RW_LEN, round * 1000003ull + i);
+			ret = rfs_chunk_write(c, (struct rfs_chunk_id){RW_INODE, i}, MAX_CHUNK, 0,
+					      buf, RW_LEN, false, NULL);
+			REQUIRE(ret == 0, "%s: write chunk %u: %s", what, i, strerror(-ret));
+			ret = rfs_chunk_read(c, (struct rfs_chunk_id){RW_INODE, i}, 0, got, RW_LEN,
+					     &bytes, &clen);
+			REQUIRE(ret == 0 && bytes == RW_LEN && memcmp(got, buf, RW_LEN) == 0,
+				"%s: chunk %u read back wrong (%s)", what, i, strerror(-ret));
+		}
+		for (uint32_t i = 0; i < RW_CHUNKS; i++) {
+			fill_pattern(buf, RW_LEN, round * 1000003ull + i);
+			rewrite_check_file(i, buf, what);
+		}
+		ret = rfs_chunk_remove(c, &sel, &removed, &freed);
+		REQUIRE(ret == 0 && removed == RW_CHUNKS, "%s: remove: %s, %llu removed", what,
+			strerror(-ret), (unsigned long long)removed);
+	}
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	printf("rewrite: 3 rounds of %u chunks written, checked in the data directory, removed\n",
+	       RW_CHUNKS);
 	return 0;
 }
 
@@ -1580,10 +1655,10 @@ int main(int argc, char **argv)
 	} tests[] = {
 		{"roundtrip", test_roundtrip}, {"clients", test_clients},
 		{"crash", test_crash},	       {"killpoint", test_killpoint},
-		{"corrupt", test_corrupt},     {"enospc", test_enospc},
-		{"config", test_config},       {"malformed", test_malformed},
-		{"fence", test_fence},	       {"handles", test_handles},
-		{"inline", test_inline},
+		{"rewrite", test_rewrite},     {"corrupt", test_corrupt},
+		{"enospc", test_enospc},       {"config", test_config},
+		{"malformed", test_malformed}, {"fence", test_fence},
+		{"handles", test_handles},     {"inline", test_inline},
 	};
 
 	if (argc != 4)
