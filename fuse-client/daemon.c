@@ -598,7 +598,6 @@ int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out)
 	out->requests_in_flight = resp->requests_in_flight;
 	out->inline_writes = resp->inline_writes;
 	out->inline_reads = resp->inline_reads;
-	out->progress_reads = resp->progress_reads;
 	for (size_t i = 0; i < resp->n_ops; i++)
 		out->ops_total += resp->ops[i]->count;
 	rdmafs__daemon_stats_resp__free_unpacked(resp, NULL);

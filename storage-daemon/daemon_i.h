@@ -163,12 +163,6 @@ void store_close(struct store *st);
  */
 int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **out);
 void store_io_destroy(struct store_io *io);
-/*
- * With @on, store_read() on @io never waits: it returns -EAGAIN where it
- * would (the chunk's lock taken, its file not open, its blocks not in the
- * page cache), and the caller hands the read to a thread that may wait.
- */
-void store_io_set_nowait(struct store_io *io, bool on);
 
 /*
  * Writes @len bytes at @offset of a chunk. The payload is already in @buf at
@@ -234,10 +228,9 @@ struct store_list_entry {
  * Fences (drain): a request for @inode carrying layout generation
  * @generation passes store_fence_enter() unless the inode's fence is above
  * it (-ESTALE). On 0 the caller does its disk work and then calls
- * store_fence_leave(); no fence is set in between. With @nowait it returns
- * -EAGAIN instead of waiting for a fence being set.
+ * store_fence_leave(); no fence is set in between.
  */
-int store_fence_enter(struct store *st, uint64_t inode, uint64_t generation, bool nowait);
+int store_fence_enter(struct store *st, uint64_t inode, uint64_t generation);
 void store_fence_leave(struct store *st);
 
 /*
@@ -332,8 +325,7 @@ struct server_stats {
 	uint32_t in_flight, queued, queue_capacity, workers;
 	uint64_t rdma_bytes_in_flight;
 	uint64_t inline_writes, inline_reads; /* payloads carried in the messages, no RDMA */
-	uint64_t progress_reads; /* CHUNK_READs answered on the transport's thread, no hand-off */
-	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
+	uint64_t rdma_read_ns, rdma_write_ns; /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */
 	uint32_t connections;				      /* served, past HELLO */
 	uint32_t connections_verbs, connections_tcp, connections_handshaking;

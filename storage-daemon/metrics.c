@@ -158,10 +158,6 @@ static void render_server(const struct server_stats *st, FILE *f)
 	rdmafs_prom_counter(f, "rdmafs_inline_reads_total",
 			    "Small reads answered with the data inside the reply (no RDMA WRITE).",
 			    st->inline_reads);
-	rdmafs_prom_counter(f, "rdmafs_progress_reads_total",
-			    "Small reads served from the page cache on the transport's thread, "
-			    "with no hand-off to a worker.",
-			    st->progress_reads);
 
 	rdmafs_prom_family(
 		f, "rdmafs_rdma_seconds_total", "counter",

@@ -100,19 +100,8 @@ struct worker {
 	bool started;
 	struct store_io *io;
 	struct xprt_buf *buf;
-	uint8_t *data; /* the pool buffer's bytes, or the progress reader's own */
 	uint8_t *reply;
-	bool nowait; /* the progress reader: what would wait is -EAGAIN, handed on */
 };
-
-/*
- * A CHUNK_READ whose data fits in its reply is first tried on the transport's
- * progress thread, where it arrives (run to completion, no hand-off to a
- * worker): it is served there if nothing has to wait (store_io_set_nowait()),
- * queued as any other request if anything would.
- */
-#define PROGRESS_READ_MAX (16u << 10)
-#define PROGRESS_BUF	  (PROGRESS_READ_MAX + 2 * STORE_BLOCK_SIZE)
 
 struct scrub_bad {
 	struct store_chunk_id id;
@@ -158,10 +147,6 @@ struct server {
 	uint64_t rdma_read_ns, rdma_write_ns, disk_read_ns, disk_write_ns, disk_commit_ns;
 
 	struct scrub_job scrub;
-
-	pthread_mutex_t progress_lock; /* the progress reader's, taken with trylock */
-	struct worker progress;	       /* io NULL: off (not made, or stopped) */
-	uint64_t progress_reads;
 };
 
 #define STAT_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
@@ -238,7 +223,7 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	Rdmafs__ChunkWriteResp resp = RDMAFS__CHUNK_WRITE_RESP__INIT;
 	struct store_chunk_info info;
 	struct store_chunk_id id;
-	uint8_t *base = w->data, *payload;
+	uint8_t *base = xprt_buf_data(w->buf), *payload;
 	uint64_t t;
 	int ret;
 
@@ -278,7 +263,7 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		goto out_free;
 	}
 	/* after the RDMA READ: a fence never waits for a client's network */
-	ret = store_fence_enter(srv->store, id.inode, m->layout_generation, false);
+	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
 	if (ret)
 		goto out_free;
 	t = rdmafs_now_ns();
@@ -308,7 +293,7 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	Rdmafs__ChunkReadReq *m = rdmafs__chunk_read_req__unpack(NULL, len, body);
 	Rdmafs__ChunkReadResp resp = RDMAFS__CHUNK_READ_RESP__INIT;
 	struct store_chunk_id id;
-	uint8_t *base = w->data, *data;
+	uint8_t *base = xprt_buf_data(w->buf), *data;
 	uint32_t bytes, chunk_length;
 	uint64_t t;
 	int ret;
@@ -322,25 +307,14 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 		goto out_free;
 	}
 	data = base + m->offset % STORE_BLOCK_SIZE;
-	/* the progress reader takes what goes back inline, and fits its buffer */
-	if (w->nowait && (!m->length || m->length > m->inline_max ||
-			  m->offset % STORE_BLOCK_SIZE + m->length > PROGRESS_READ_MAX ||
-			  m->length + READ_REPLY_SLACK > xprt_conn_max_body(xprt_req_conn(req)))) {
-		ret = -EAGAIN;
-		goto out_free;
-	}
 	/* a reader with a replaced layout would miss writes made through the new one */
-	ret = store_fence_enter(srv->store, id.inode, m->layout_generation, w->nowait);
+	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
 	if (ret)
 		goto out_free;
 	t = rdmafs_now_ns();
 	ret = store_read(w->io, id, m->offset, m->length, base, &bytes, &chunk_length);
 	STAT_ADD(srv->disk_read_ns, rdmafs_now_ns() - t);
 	store_fence_leave(srv->store);
-	if (ret == -EAGAIN && w->nowait)
-		goto out_free;
-	if (w->nowait)
-		STAT_ADD(srv->progress_reads, 1);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
@@ -385,7 +359,7 @@ static int do_commit(struct worker *w, const void *body, size_t len, size_t *rep
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
 	if (!ret)
-		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation, false);
+		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
 	if (!ret) {
 		uint64_t t = rdmafs_now_ns();
 
@@ -421,7 +395,7 @@ static int do_truncate(struct worker *w, const void *body, size_t len, size_t *r
 	if (!ret && m->length > w->srv->max_chunk_size)
 		ret = -EINVAL;
 	if (!ret)
-		ret = store_fence_enter(w->srv->store, id.inode, m->layout_generation, false);
+		ret = store_fence_enter(w->srv->store, id.inode, m->layout_generation);
 	if (!ret) {
 		ret = store_truncate(w->io, id, m->length, &info);
 		store_fence_leave(w->srv->store);
@@ -450,7 +424,7 @@ static int do_remove(struct worker *w, const void *body, size_t len, size_t *rep
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
 	if (!ret)
-		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation, false);
+		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
 	if (!ret) {
 		ret = store_remove(w->io, &sel, &resp.removed, &resp.bytes_freed);
 		store_fence_leave(w->srv->store);
@@ -581,7 +555,6 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->rdma_bytes_in_flight = STAT_GET(srv->rdma_bytes_in_flight);
 	out->inline_writes = STAT_GET(srv->inline_writes);
 	out->inline_reads = STAT_GET(srv->inline_reads);
-	out->progress_reads = STAT_GET(srv->progress_reads);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
 	out->rdma_write_ns = STAT_GET(srv->rdma_write_ns);
 	out->disk_read_ns = STAT_GET(srv->disk_read_ns);
@@ -659,7 +632,6 @@ static int do_stats(struct worker *w, const void *body, size_t len, size_t *repl
 	resp.rdma_bytes_in_flight = st->rdma_bytes_in_flight;
 	resp.inline_writes = st->inline_writes;
 	resp.inline_reads = st->inline_reads;
-	resp.progress_reads = st->progress_reads;
 	ret = pack_reply(w, &resp.base, reply_len);
 	free(st);
 	return ret;
@@ -913,8 +885,7 @@ static int chunk_access(struct server *srv, const struct xprt_identity *id, uint
 	}
 }
 
-/* Runs @q and answers it; false (nothing answered) where the progress reader would wait. */
-static bool handle(struct worker *w, struct queued *q)
+static void handle(struct worker *w, struct queued *q)
 {
 	struct xprt_req *req = q->req;
 	uint32_t method = xprt_req_method(req);
@@ -974,8 +945,6 @@ static bool handle(struct worker *w, struct queued *q)
 			ret = -EOPNOTSUPP; /* metadata on a daemon without the service */
 		break;
 	}
-	if (ret == -EAGAIN && w->nowait)
-		return false;
 	if (ret) {
 		char name[40];
 
@@ -986,21 +955,6 @@ static bool handle(struct worker *w, struct queued *q)
 	}
 	account(w->srv, method, ret, moved, q->start_ns);
 	xprt_reply(req, ret, ret ? NULL : w->reply, ret ? 0 : reply_len);
-	return true;
-}
-
-/* Serves @req on the calling (progress) thread if it can without waiting. */
-static bool progress_read(struct server *srv, struct xprt_req *req)
-{
-	struct queued q = {.req = req, .start_ns = rdmafs_now_ns()};
-	bool done = false;
-
-	if (pthread_mutex_trylock(&srv->progress_lock))
-		return false;
-	if (srv->progress.io)
-		done = handle(&srv->progress, &q);
-	pthread_mutex_unlock(&srv->progress_lock);
-	return done;
 }
 
 /*
@@ -1077,8 +1031,6 @@ void server_request_cb(struct xprt_req *req, void *arg)
 	struct lane *lane = lane_of(srv, xprt_req_method(req));
 	int status = 0;
 
-	if (xprt_req_method(req) == RDMAFS__METHOD__METHOD_CHUNK_READ && progress_read(srv, req))
-		return;
 	pthread_mutex_lock(&srv->lock);
 	if (srv->stopping) {
 		status = -ESHUTDOWN;
@@ -1120,7 +1072,6 @@ static int lane_start(struct server *srv, struct lane *lane, unsigned workers, u
 			ret = xprt_pool_get(srv->pool, 0, &w->buf);
 			if (ret)
 				return ret;
-			w->data = xprt_buf_data(w->buf);
 			ret = store_io_create(srv->store, srv->pool, &w->io);
 			if (ret)
 				return ret;
@@ -1132,25 +1083,6 @@ static int lane_start(struct server *srv, struct lane *lane, unsigned workers, u
 			return ret;
 		w->started = true;
 	}
-	return 0;
-}
-
-/* The progress reader: its own buffer, reply and io_uring-less store I/O. */
-static int progress_start(struct server *srv)
-{
-	struct worker *w = &srv->progress;
-	int ret;
-
-	w->srv = srv;
-	w->nowait = true;
-	w->reply = malloc(REPLY_MAX);
-	w->data = aligned_alloc(STORE_BLOCK_SIZE, PROGRESS_BUF);
-	if (!w->reply || !w->data)
-		return -ENOMEM;
-	ret = store_io_create(srv->store, NULL, &w->io);
-	if (ret)
-		return ret;
-	store_io_set_nowait(w->io, true);
 	return 0;
 }
 
@@ -1170,7 +1102,6 @@ int server_create(const struct server_params *p, struct server **out)
 	srv->max_chunk_size = p->max_chunk_size;
 	srv->start_ns = rdmafs_now_ns();
 	pthread_mutex_init(&srv->lock, NULL);
-	pthread_mutex_init(&srv->progress_lock, NULL);
 	for (unsigned l = 0; l < LANES; l++)
 		pthread_cond_init(&srv->lanes[l].cond, NULL);
 	pthread_mutex_init(&srv->scrub.lock, NULL);
@@ -1187,8 +1118,6 @@ int server_create(const struct server_params *p, struct server **out)
 	if (!ret && meta_workers)
 		ret = lane_start(srv, &srv->lanes[LANE_META], meta_workers, p->queue_depth, false,
 				 !p->no_threads);
-	if (!ret)
-		ret = progress_start(srv);
 	if (ret)
 		goto err_stop;
 	*out = srv;
@@ -1210,11 +1139,6 @@ void server_stop(struct server *srv)
 	for (unsigned l = 0; l < LANES; l++)
 		pthread_cond_broadcast(&srv->lanes[l].cond);
 	pthread_mutex_unlock(&srv->lock);
-	/* the transport's thread may still call in: it finds the progress reader off */
-	pthread_mutex_lock(&srv->progress_lock);
-	store_io_destroy(srv->progress.io);
-	srv->progress.io = NULL;
-	pthread_mutex_unlock(&srv->progress_lock);
 	scrub_stop(srv);
 	for (unsigned l = 0; l < LANES; l++) {
 		struct lane *lane = &srv->lanes[l];
@@ -1249,9 +1173,6 @@ void server_destroy(struct server *srv)
 		free(lane->queue);
 		pthread_cond_destroy(&lane->cond);
 	}
-	free(srv->progress.reply);
-	free(srv->progress.data);
-	pthread_mutex_destroy(&srv->progress_lock);
 	pthread_mutex_destroy(&srv->scrub.lock);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);

@@ -124,7 +124,6 @@ struct store_io {
 	struct store *st;
 	struct io_uring ring;
 	bool fixed;
-	bool nowait; /* store_read() only where it need not wait (store_io_set_nowait()) */
 	uint8_t *region;
 	size_t region_len;
 	uint8_t *aux;		 /* two blocks, aligned, for the old head and tail */
@@ -341,7 +340,7 @@ static bool same_chunk(struct store_chunk_id a, struct store_chunk_id b)
  * the chunk's lock until chunk_put(). 0 or -errno.
  */
 static int chunk_get(struct store *st, struct store_chunk_id id, bool create, int *fd,
-		     struct fd_slot **slot, bool *fresh, bool cached_only)
+		     struct fd_slot **slot, bool *fresh)
 {
 	struct fd_slot *s = NULL;
 	int ret;
@@ -362,8 +361,6 @@ static int chunk_get(struct store *st, struct store_chunk_id id, bool create, in
 		*fresh = false;
 		return 0;
 	}
-	if (cached_only)
-		return -EAGAIN;
 	ret = chunk_open(st, id, create, false, fd);
 	if (ret)
 		return ret;
@@ -505,25 +502,6 @@ static int cache_write(int fd, const uint8_t *addr, uint32_t len, uint64_t off, 
 	}
 	*done = moved;
 	return ret;
-}
-
-/*
- * Reads [addr, addr + len) at @off of @fd from the page cache only
- * (RWF_NOWAIT): -EAGAIN unless all of it is there, @want bytes at least (the
- * chunk's bytes in the range; the file may end inside the last block).
- */
-static int cache_read(int fd, uint8_t *addr, uint32_t len, uint64_t off, uint32_t want,
-		      uint32_t *done)
-{
-	struct iovec iov = {addr, len};
-	ssize_t n = preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT);
-
-	if (n < 0)
-		return errno == EOPNOTSUPP || errno == EINTR ? -EAGAIN : -errno;
-	if ((uint32_t)n < len && (uint32_t)n < want)
-		return -EAGAIN;
-	*done = (uint32_t)n;
-	return 0;
 }
 
 /*
@@ -681,15 +659,12 @@ static int fence_get(struct store *st, uint64_t inode, uint64_t *fence)
 	return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 }
 
-int store_fence_enter(struct store *st, uint64_t inode, uint64_t generation, bool nowait)
+int store_fence_enter(struct store *st, uint64_t inode, uint64_t generation)
 {
 	uint64_t fence;
 	int ret;
 
-	if (!nowait)
-		pthread_rwlock_rdlock(&st->fence_lock);
-	else if (pthread_rwlock_tryrdlock(&st->fence_lock))
-		return -EAGAIN;
+	pthread_rwlock_rdlock(&st->fence_lock);
 	ret = fence_get(st, inode, &fence);
 	if (!ret && generation < fence)
 		ret = -ESTALE;
@@ -908,11 +883,6 @@ err_free:
 	return ret;
 }
 
-void store_io_set_nowait(struct store_io *io, bool on)
-{
-	io->nowait = on;
-}
-
 void store_io_destroy(struct store_io *io)
 {
 	if (!io)
@@ -1033,7 +1003,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (direct)
 		ret = chunk_open(st, id, true, true, &fd);
 	else
-		ret = chunk_get(st, id, true, &fd, &slot, &fresh, false);
+		ret = chunk_get(st, id, true, &fd, &slot, &fresh);
 	if (ret)
 		goto out_unlock;
 	/* A file kept open has no leftover: any failure below closes it. */
@@ -1169,10 +1139,7 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 
 	*bytes = 0;
 	*chunk_length = 0;
-	if (!io->nowait)
-		pthread_rwlock_rdlock(lock);
-	else if (pthread_rwlock_tryrdlock(lock))
-		return -EAGAIN;
+	pthread_rwlock_rdlock(lock);
 	ret = meta_load(st, id, m, &exists);
 	if (ret || !exists)
 		goto out_unlock;
@@ -1183,21 +1150,15 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 	b0 = offset / BS;
 	b1 = div_up(offset + n, BS);
 	/* through the page cache: a block read again comes from memory (see the top) */
-	ret = chunk_get(st, id, false, &fd, &slot, &fresh, io->nowait);
+	ret = chunk_get(st, id, false, &fd, &slot, &fresh);
 	if (ret == -ENOENT) {
 		/* Metadata without a file: read as zeros, so the CRCs decide. */
 		got = 0;
 	} else if (ret) {
 		goto out_unlock;
 	} else {
-		if (io->nowait)
-			ret = cache_read(fd, buf, (b1 - b0) * BS, (uint64_t)b0 * BS,
-					 m->length - b0 * BS, &got);
-		else
-			ret = ring_rw(io, false, fd, buf, (b1 - b0) * BS, (uint64_t)b0 * BS, &got);
-		chunk_put(st, fd, slot, ret != 0 && ret != -EAGAIN);
-		if (ret == -EAGAIN)
-			goto out_unlock;
+		ret = ring_rw(io, false, fd, buf, (b1 - b0) * BS, (uint64_t)b0 * BS, &got);
+		chunk_put(st, fd, slot, ret != 0);
 		if (ret) {
 			rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " read: %s",
 				   id.inode, id.index, strerror(-ret));
@@ -1297,7 +1258,7 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	if (ret)
 		goto out_unlock;
 	old_len = m->length;
-	ret = chunk_get(st, id, true, &fd, &slot, &fresh, false);
+	ret = chunk_get(st, id, true, &fd, &slot, &fresh);
 	if (ret)
 		goto out_unlock;
 	if (m->pending_count) {

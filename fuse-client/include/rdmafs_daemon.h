@@ -205,8 +205,6 @@ struct rfs_daemon_stats {
 	uint32_t requests_in_flight;
 	/* CHUNK_WRITEs and CHUNK_READs whose data travelled inside the messages */
 	uint64_t inline_writes, inline_reads;
-	/* CHUNK_READs served on the daemon's transport thread, with no hand-off */
-	uint64_t progress_reads;
 };
 
 int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out);

@@ -1537,14 +1537,6 @@ static void inline_counts(struct rfs_daemon *c, uint64_t *writes, uint64_t *read
 	*reads = ds.inline_reads;
 }
 
-static uint64_t progress_count(struct rfs_daemon *c)
-{
-	struct rfs_daemon_stats ds;
-
-	REQUIRE(rfs_daemon_stats(c, &ds) == 0, "stats");
-	return ds.progress_reads;
-}
-
 /*
  * rfs_chunk_write()/rfs_chunk_read() of up to 8 KiB travel inside the
  * messages and more by RDMA, and both read back what was written; a request
@@ -1649,46 +1641,9 @@ static int test_inline(void)
 	raw_close(&r);
 	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
-
-	/*
-	 * Where a small read is served (server.c, store_io_set_nowait()): after a
-	 * restart its chunk file is not open, so the first read goes to a worker;
-	 * the second finds file and blocks ready and is served on the transport's
-	 * thread; a read too large to come back inline goes to a worker again.
-	 */
-	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
-	c = client_of(&d, MiB);
-	fill_pattern(pat, 4096, 41);
-	for (int round = 0; round < 2; round++) {
-		uint64_t p0 = progress_count(c), p1;
-
-		memset(buf, 0, 4096);
-		ret = rfs_chunk_read(c, (struct rfs_chunk_id){0x1e, 1, 0}, 100, buf, 4096, &bytes,
-				     &clen);
-		CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096),
-		      "read %d after the restart: %d, %u bytes", round + 1, ret, bytes);
-		p1 = progress_count(c);
-		CHECK(p1 - p0 == (uint64_t)round,
-		      "read %d after the restart: %llu served on the transport's thread, want %d",
-		      round + 1, (unsigned long long)(p1 - p0), round);
-	}
-	{
-		uint64_t p0 = progress_count(c);
-
-		fill_pattern(pat, 65536, 44);
-		ret = rfs_chunk_read(c, (struct rfs_chunk_id){0x1e, 4, 0}, 100, buf, 65536, &bytes,
-				     &clen);
-		CHECK(ret == 0 && bytes == 65536 && !memcmp(buf, pat, 65536),
-		      "a 64 KiB read after the restart: %d, %u bytes", ret, bytes);
-		CHECK(progress_count(c) == p0,
-		      "a 64 KiB read was served on the transport's thread");
-	}
-	rfs_daemon_close(c);
-	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 	free(pat);
 	free(buf);
-	printf("inline: 1 B to 8 KiB inside the messages, larger by RDMA, bad ones refused;"
-	       " a small read of an open, cached chunk served where it arrives\n");
+	printf("inline: 1 B to 8 KiB inside the messages, larger by RDMA, bad ones refused\n");
 	return 0;
 }
 

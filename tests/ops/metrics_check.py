@@ -47,7 +47,6 @@ COMMON = {
     "rdmafs_rdma_bytes_in_flight": "gauge",
     "rdmafs_inline_writes": "counter",
     "rdmafs_inline_reads": "counter",
-    "rdmafs_progress_reads": "counter",
     "rdmafs_rdma_seconds": "counter",
     "rdmafs_disk_seconds": "counter",
     "rdmafs_connections": "gauge",
