@@ -36,26 +36,26 @@ static bool kill_here(bool before)
 	return want_before == before && calls == n;
 }
 
-ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
+/* One pwrite through @real, the kill before or after it where the test asked. */
+static ssize_t killable(ssize_t (*real)(int, const void *, size_t, off_t), int fd, const void *buf,
+			size_t n, off_t off)
 {
 	ssize_t ret;
 
 	if (kill_here(true))
 		raise(SIGKILL);
-	ret = __real_pwrite(fd, buf, n, off);
+	ret = real(fd, buf, n, off);
 	if (kill_here(false))
 		raise(SIGKILL);
 	return ret;
 }
 
+ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	return killable(__real_pwrite, fd, buf, n, off);
+}
+
 ssize_t __wrap_pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
-	ssize_t ret;
-
-	if (kill_here(true))
-		raise(SIGKILL);
-	ret = __real_pwrite64(fd, buf, n, off);
-	if (kill_here(false))
-		raise(SIGKILL);
-	return ret;
+	return killable(__real_pwrite64, fd, buf, n, off);
 }
