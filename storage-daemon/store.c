@@ -124,6 +124,7 @@ struct store_io {
 	struct store *st;
 	struct io_uring ring;
 	bool fixed;
+	bool broken; /* a completion could not be reaped: no request runs here again */
 	uint8_t *region;
 	size_t region_len;
 	uint8_t *aux;		 /* two blocks, aligned, for the old head and tail */
@@ -420,6 +421,101 @@ static void chunk_forget(struct store *st, struct store_chunk_id id)
 /* ---- io_uring ---- */
 
 /*
+ * The ring's discipline: a request the kernel took is always waited for (its
+ * buffer and file stay in use until its completion is reaped), and a request
+ * it did not take never runs later. A failed io_uring_enter(2) leaves the
+ * prepared SQEs queued, where the next submission would run them with
+ * whatever the buffer then holds; so a refusal is retried SUBMIT_TRIES times,
+ * and then, once everything taken is reaped, the idle ring is made anew
+ * (ring_rebuild()), which drops them.
+ */
+#define SUBMIT_TRIES 5
+
+/* The ring, with the pool's region registered as a fixed buffer where allowed. */
+static int ring_setup(struct store_io *io)
+{
+	struct iovec iov = {io->region, io->region_len};
+	int ret = io_uring_queue_init(RING_ENTRIES, &io->ring, 0);
+
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_ERR, "io_uring_queue_init: %s", strerror(-ret));
+		return ret;
+	}
+	io->fixed = false;
+	if (!io->region)
+		return 0;
+	ret = io_uring_register_buffers(&io->ring, &iov, 1);
+	if (ret == 0)
+		io->fixed = true;
+	else
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "io_uring_register_buffers: %s (raise the memlock limit);"
+			   " using unregistered buffers",
+			   strerror(-ret));
+	return 0;
+}
+
+/*
+ * Submits the @queued SQEs prepared since the last submission, waiting for
+ * @wait completions; *@taken gets how many the kernel took. -EIO when it
+ * keeps refusing: the caller reaps the *@taken and calls ring_rebuild().
+ */
+static int ring_submit(struct store_io *io, unsigned queued, unsigned wait, unsigned *taken)
+{
+	int ret = 0;
+
+	*taken = 0;
+	for (unsigned tries = 0; *taken < queued && tries < SUBMIT_TRIES;) {
+		ret = io_uring_submit_and_wait(&io->ring, *taken ? 0 : wait);
+		if (ret > 0) {
+			*taken += (unsigned)ret;
+			continue;
+		}
+		if (ret != -EINTR)
+			usleep(1000u << tries); /* -EAGAIN, -EBUSY: the kernel is short of memory */
+		tries++;
+	}
+	if (*taken == queued)
+		return 0;
+	rdmafs_log(RDMAFS_LOG_ERR, "io_uring_enter refused %u of %u requests: %s", queued - *taken,
+		   queued, strerror(ret < 0 ? -ret : EIO));
+	return -EIO;
+}
+
+/* Waits for the next completion; nothing but a broken ring stops the wait. */
+static int ring_reap(struct store_io *io, int *res, void **data)
+{
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	do
+		ret = io_uring_wait_cqe(&io->ring, &cqe);
+	while (ret == -EINTR || ret == -EAGAIN);
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_ERR, "io_uring_wait_cqe: %s; this worker's disk I/O stops",
+			   strerror(-ret));
+		io->broken = true;
+		return -EIO;
+	}
+	*res = cqe->res;
+	if (data)
+		*data = io_uring_cqe_get_data(cqe);
+	io_uring_cqe_seen(&io->ring, cqe);
+	return 0;
+}
+
+/* Drops the SQEs a refused submission left: the ring is idle, so it is made anew. */
+static void ring_rebuild(struct store_io *io)
+{
+	io_uring_queue_exit(&io->ring);
+	if (ring_setup(io)) {
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot make the io_uring anew; this worker's disk I/O"
+					   " stops");
+		io->broken = true;
+	}
+}
+
+/*
  * Reads or writes [addr, addr + len) at @off of @fd through the ring,
  * resubmitting after short transfers. *@done gets the bytes moved (a read
  * stops early at end of file). Returns 0 or -errno.
@@ -428,8 +524,8 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 		   uint64_t off, uint32_t *done)
 {
 	struct io_uring_sqe *sqe;
-	struct io_uring_cqe *cqe;
 	uint32_t moved = 0;
+	unsigned taken;
 	int ret, res;
 
 	while (moved < len) {
@@ -437,9 +533,9 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 		unsigned n = len - moved;
 		bool fixed = io->fixed && p >= io->region && p + n <= io->region + io->region_len;
 
-		sqe = io_uring_get_sqe(&io->ring);
+		sqe = io->broken ? NULL : io_uring_get_sqe(&io->ring);
 		if (!sqe) {
-			ret = -EBUSY;
+			ret = -EIO;
 			goto out;
 		}
 		if (write && fixed)
@@ -451,14 +547,14 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 		else
 			io_uring_prep_read(sqe, fd, p, n, off + moved);
 		io_uring_sqe_set_data(sqe, io);
-		ret = io_uring_submit_and_wait(&io->ring, 1);
-		if (ret < 0)
+		ret = ring_submit(io, 1, 1, &taken);
+		if (ret) {
+			ring_rebuild(io);
 			goto out;
-		ret = io_uring_wait_cqe(&io->ring, &cqe);
-		if (ret < 0)
+		}
+		ret = ring_reap(io, &res, NULL);
+		if (ret)
 			goto out;
-		res = cqe->res;
-		io_uring_cqe_seen(&io->ring, cqe);
 		if (res == -EINTR || res == -EAGAIN)
 			continue;
 		if (res < 0) {
@@ -513,38 +609,36 @@ static int cache_write(int fd, const uint8_t *addr, uint32_t len, uint64_t off, 
 static int ring_fsync_all(struct store_io *io, const int *fds, unsigned n, unsigned datasync,
 			  unsigned *failed)
 {
-	unsigned submitted = 0, reaped = 0;
-	int first = 0, ret = 0;
+	unsigned taken;
+	int first = 0, ret;
 
 	for (unsigned i = 0; i < n; i++) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+		struct io_uring_sqe *sqe = io->broken ? NULL : io_uring_get_sqe(&io->ring);
 
-		if (!sqe)
-			return -EBUSY; /* cannot happen: the ring is idle and n <= its size */
+		if (!sqe) {
+			/* only a broken ring: an idle one has room for n <= RING_ENTRIES */
+			if (i)
+				ring_rebuild(io);
+			return -EIO;
+		}
 		io_uring_prep_fsync(sqe, fds[i], i < datasync ? IORING_FSYNC_DATASYNC : 0);
 		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)i);
 	}
-	while (submitted < n) {
-		ret = io_uring_submit(&io->ring);
-		if (ret == -EINTR || ret == -EAGAIN)
-			continue;
-		if (ret < 0)
-			break;
-		submitted += (unsigned)ret;
-	}
-	for (; reaped < submitted; reaped++) {
-		struct io_uring_cqe *cqe;
-		int wait = io_uring_wait_cqe(&io->ring, &cqe);
+	ret = ring_submit(io, n, 0, &taken);
+	for (unsigned reaped = 0; reaped < taken; reaped++) {
+		void *data;
+		int res, wait = ring_reap(io, &res, &data);
 
-		if (wait < 0)
+		if (wait)
 			return wait;
-		if (cqe->res < 0 && !first) {
-			first = cqe->res;
-			*failed = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
+		if (res < 0 && !first) {
+			first = res;
+			*failed = (unsigned)(uintptr_t)data;
 		}
-		io_uring_cqe_seen(&io->ring, cqe);
 	}
-	return first ? first : (ret < 0 ? ret : 0);
+	if (ret)
+		ring_rebuild(io);
+	return first ? first : ret;
 }
 
 static int ring_fsync(struct store_io *io, int fd, bool datasync)
@@ -841,7 +935,6 @@ uint32_t store_max_chunk_size(const struct store *st)
 int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **out)
 {
 	struct store_io *io = calloc(1, sizeof(*io));
-	struct iovec iov;
 	void *region;
 	int ret;
 
@@ -854,25 +947,13 @@ int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **
 		ret = -ENOMEM;
 		goto err_free;
 	}
-	ret = io_uring_queue_init(RING_ENTRIES, &io->ring, 0);
-	if (ret) {
-		rdmafs_log(RDMAFS_LOG_ERR, "io_uring_queue_init: %s", strerror(-ret));
-		goto err_free;
-	}
 	if (pool) {
 		xprt_pool_region(pool, &region, &io->region_len);
 		io->region = region;
-		iov.iov_base = region;
-		iov.iov_len = io->region_len;
-		ret = io_uring_register_buffers(&io->ring, &iov, 1);
-		if (ret == 0)
-			io->fixed = true;
-		else
-			rdmafs_log(RDMAFS_LOG_WARN,
-				   "io_uring_register_buffers: %s (raise the memlock limit);"
-				   " using unregistered buffers",
-				   strerror(-ret));
 	}
+	ret = ring_setup(io);
+	if (ret)
+		goto err_free;
 	*out = io;
 	return 0;
 

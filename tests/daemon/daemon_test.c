@@ -6,9 +6,9 @@
  *
  * TRANSPORT is "tcp" or "rdma" (exits 77 without an RDMA device); the same
  * tests run over both. TEST is one of: roundtrip, clients, crash, killpoint
- * (with rdmafs-daemon-killpoint), rewrite, corrupt, enospc, config, malformed, fence,
- * handles, inline. Exit 0 pass, 1 fail, 77 skip, 99 the
- * test could not run (tests/lib/check.h).
+ * (with rdmafs-daemon-killpoint), ringrefuse (the same), rewrite, corrupt, enospc, config,
+ * malformed, fence, handles, inline. Exit 0 pass, 1 fail, 77 skip, 99 the test could not run
+ * (tests/lib/check.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -679,6 +679,95 @@ static int test_killpoint(void)
 	printf("killpoint: %u writes killed before and after their data, every block verified\n",
 	       (unsigned)(2 * sizeof(cases) / sizeof(cases[0])));
 	free(model);
+	return 0;
+}
+
+/* ---- ringrefuse: io_uring submissions the kernel refuses ---- */
+
+#define RR_INODE 710u
+#define RR_LEN	 (64u << 10) /* long enough for O_DIRECT: the store's ring writes it */
+
+static void rr_check(struct rfs_daemon *c, uint64_t index, const uint8_t *want, const char *what)
+{
+	uint8_t *got = malloc(RR_LEN);
+	uint32_t bytes = 0, clen = 0;
+	int ret = rfs_chunk_read(c, (struct rfs_chunk_id){RR_INODE, index}, 0, got, RR_LEN, &bytes,
+				 &clen);
+
+	REQUIRE(ret == 0, "%s: reading chunk %llu back: %s", what, (unsigned long long)index,
+		strerror(-ret));
+	REQUIRE(bytes == RR_LEN && memcmp(got, want, RR_LEN) == 0,
+		"%s: chunk %llu is not what was acknowledged (%u bytes)", what,
+		(unsigned long long)index, bytes);
+	free(got);
+}
+
+/*
+ * store.c's ring discipline: a submission the kernel refuses is retried; if
+ * the refusal lasts, the request fails and never runs later, when its buffer
+ * holds the next request's bytes. rdmafs-daemon-killpoint refuses the
+ * submissions RDMAFS_TEST_RING_REFUSE names.
+ */
+static int test_ringrefuse(void)
+{
+	uint8_t *model = malloc(RR_LEN), *next = malloc(RR_LEN), *other = malloc(RR_LEN);
+	struct rfs_daemon_stats ds;
+	struct daemon_proc d;
+	struct rfs_daemon *c;
+	int ret;
+
+	REQUIRE(model && next && other, "out of memory");
+	fill_pattern(model, RR_LEN, 71);
+	REQUIRE(daemon_start(&d, data_path("rr"), NULL) == 0, "daemon start");
+	c = client_of(&d, MAX_CHUNK);
+	REQUIRE(rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, 0}, MAX_CHUNK, 0, model, RR_LEN,
+				false, NULL) == 0,
+		"laying the chunk out");
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+
+	/* One refusal: the store submits again and the write goes through. */
+	setenv("RDMAFS_TEST_RING_REFUSE", "1:1", 1);
+	REQUIRE(daemon_start(&d, data_path("rr"), NULL) == 0, "daemon start");
+	unsetenv("RDMAFS_TEST_RING_REFUSE");
+	c = client_of(&d, MAX_CHUNK);
+	fill_pattern(model, RR_LEN, 72);
+	ret = rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, 0}, MAX_CHUNK, 0, model, RR_LEN,
+			      false, NULL);
+	REQUIRE(ret == 0, "a write whose first submission was refused: %s", strerror(-ret));
+	rr_check(c, 0, model, "one refusal");
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+
+	/*
+	 * Refusals that last: the write is refused (or, sent again by the client
+	 * later, done), and what it left queued never lands over the chunk, not
+	 * even when the next request's bytes sit in the same buffer.
+	 */
+	setenv("RDMAFS_TEST_RING_REFUSE", "1:5", 1);
+	REQUIRE(daemon_start(&d, data_path("rr"), NULL) == 0, "daemon start");
+	unsetenv("RDMAFS_TEST_RING_REFUSE");
+	c = client_of(&d, MAX_CHUNK);
+	fill_pattern(next, RR_LEN, 73);
+	ret = rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, 0}, MAX_CHUNK, 0, next, RR_LEN,
+			      false, NULL);
+	if (ret == 0)
+		memcpy(model, next, RR_LEN);
+	fill_pattern(other, RR_LEN, 74);
+	ret = rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, 1}, MAX_CHUNK, 0, other, RR_LEN,
+			      false, NULL);
+	REQUIRE(ret == 0, "the write after the refusals: %s", strerror(-ret));
+	rr_check(c, 0, model, "lasting refusals");
+	rr_check(c, 1, other, "the write after the refusals");
+	REQUIRE(rfs_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0, "checksum errors %llu",
+		(unsigned long long)ds.checksum_errors);
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	free(model);
+	free(next);
+	free(other);
+	printf("ringrefuse: a refused submission retried, lasting refusals fail the request"
+	       " and leave nothing queued\n");
 	return 0;
 }
 
@@ -1655,10 +1744,11 @@ int main(int argc, char **argv)
 	} tests[] = {
 		{"roundtrip", test_roundtrip}, {"clients", test_clients},
 		{"crash", test_crash},	       {"killpoint", test_killpoint},
-		{"rewrite", test_rewrite},     {"corrupt", test_corrupt},
-		{"enospc", test_enospc},       {"config", test_config},
-		{"malformed", test_malformed}, {"fence", test_fence},
-		{"handles", test_handles},     {"inline", test_inline},
+		{"rewrite", test_rewrite},     {"ringrefuse", test_ringrefuse},
+		{"corrupt", test_corrupt},     {"enospc", test_enospc},
+		{"config", test_config},       {"malformed", test_malformed},
+		{"fence", test_fence},	       {"handles", test_handles},
+		{"inline", test_inline},
 	};
 
 	if (argc != 4)

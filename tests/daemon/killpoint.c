@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Linked into rdmafs-daemon-killpoint only (-Wl,--wrap=pwrite,--wrap=pwrite64):
- * RDMAFS_TEST_KILL_PWRITE="before:N" or "after:N" kills the daemon with
- * SIGKILL just before or just after its Nth pwrite(2), so a test can stop a
- * chunk write exactly between its data and its metadata. Unset, the daemon is
- * the ordinary one.
+ * Linked into rdmafs-daemon-killpoint only (-Wl,--wrap=pwrite,--wrap=pwrite64,
+ * --wrap=io_uring_submit_and_wait):
+ * - RDMAFS_TEST_KILL_PWRITE="before:N" or "after:N" kills the daemon with
+ *   SIGKILL just before or just after its Nth pwrite(2), so a test can stop a
+ *   chunk write exactly between its data and its metadata;
+ * - RDMAFS_TEST_RING_REFUSE="N:K" makes the Nth to the (N+K-1)th submission
+ *   to an io_uring fail with -EAGAIN, as a kernel short of memory does (the
+ *   prepared requests stay queued).
+ * Unset, the daemon is the ordinary one.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <liburing.h>
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t __real_pwrite64(int fd, const void *buf, size_t n, off_t off);
@@ -58,4 +65,24 @@ ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
 ssize_t __wrap_pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
 	return killable(__real_pwrite64, fd, buf, n, off);
+}
+
+int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
+int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
+
+int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+{
+	static long calls;
+	const char *spec = getenv("RDMAFS_TEST_RING_REFUSE");
+	long first, count;
+	char *end;
+
+	calls++;
+	if (spec) {
+		first = strtol(spec, &end, 10);
+		count = *end == ':' ? strtol(end + 1, NULL, 10) : 1;
+		if (calls >= first && calls < first + count)
+			return -EAGAIN;
+	}
+	return __real_io_uring_submit_and_wait(ring, wait_nr);
 }
