@@ -573,6 +573,16 @@ static int test_crash(void)
 
 /* ---- killpoint: kill -9 between a write's data and its metadata ---- */
 
+/* Starts a daemon on @dir with @name=@value in its environment, and a client of it. */
+static struct rfs_daemon *start_with_env(struct daemon_proc *d, const char *dir, const char *name,
+					 const char *value)
+{
+	setenv(name, value, 1);
+	REQUIRE(daemon_start(d, dir, NULL) == 0, "daemon start (%s=%s)", name, value);
+	unsetenv(name);
+	return client_of(d, MAX_CHUNK);
+}
+
 #define KP_INODE 700u
 #define KP_LEN	 (64u << 10)
 
@@ -646,10 +656,8 @@ static int test_killpoint(void)
 
 			snprintf(what, sizeof(what), "%s, killed %s its data", cases[i].what,
 				 after ? "after" : "before");
-			setenv("RDMAFS_TEST_KILL_PWRITE", after ? "after:1" : "before:1", 1);
-			REQUIRE(daemon_start(&d, data_path("kp"), NULL) == 0, "daemon start");
-			unsetenv("RDMAFS_TEST_KILL_PWRITE");
-			c = client_of(&d, MAX_CHUNK);
+			c = start_with_env(&d, data_path("kp"), "RDMAFS_TEST_KILL_PWRITE",
+					   after ? "after:1" : "before:1");
 			REQUIRE(kp_write(c, ++gen, off, n, NULL) != 0,
 				"%s: the write was answered, the daemon did not die", what);
 			rfs_daemon_close(c);
@@ -687,6 +695,12 @@ static int test_killpoint(void)
 #define RR_INODE 710u
 #define RR_LEN	 (64u << 10) /* long enough for O_DIRECT: the store's ring writes it */
 
+static int rr_write(struct rfs_daemon *c, uint64_t index, const uint8_t *data)
+{
+	return rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, index}, MAX_CHUNK, 0, data,
+			       RR_LEN, false, NULL);
+}
+
 static void rr_check(struct rfs_daemon *c, uint64_t index, const uint8_t *want, const char *what)
 {
 	uint8_t *got = malloc(RR_LEN);
@@ -720,20 +734,14 @@ static int test_ringrefuse(void)
 	fill_pattern(model, RR_LEN, 71);
 	REQUIRE(daemon_start(&d, data_path("rr"), NULL) == 0, "daemon start");
 	c = client_of(&d, MAX_CHUNK);
-	REQUIRE(rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, 0}, MAX_CHUNK, 0, model, RR_LEN,
-				false, NULL) == 0,
-		"laying the chunk out");
+	REQUIRE(rr_write(c, 0, model) == 0, "laying the chunk out");
 	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
 
 	/* One refusal: the store submits again and the write goes through. */
-	setenv("RDMAFS_TEST_RING_REFUSE", "1:1", 1);
-	REQUIRE(daemon_start(&d, data_path("rr"), NULL) == 0, "daemon start");
-	unsetenv("RDMAFS_TEST_RING_REFUSE");
-	c = client_of(&d, MAX_CHUNK);
+	c = start_with_env(&d, data_path("rr"), "RDMAFS_TEST_RING_REFUSE", "1:1");
 	fill_pattern(model, RR_LEN, 72);
-	ret = rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, 0}, MAX_CHUNK, 0, model, RR_LEN,
-			      false, NULL);
+	ret = rr_write(c, 0, model);
 	REQUIRE(ret == 0, "a write whose first submission was refused: %s", strerror(-ret));
 	rr_check(c, 0, model, "one refusal");
 	rfs_daemon_close(c);
@@ -744,18 +752,12 @@ static int test_ringrefuse(void)
 	 * later, done), and what it left queued never lands over the chunk, not
 	 * even when the next request's bytes sit in the same buffer.
 	 */
-	setenv("RDMAFS_TEST_RING_REFUSE", "1:5", 1);
-	REQUIRE(daemon_start(&d, data_path("rr"), NULL) == 0, "daemon start");
-	unsetenv("RDMAFS_TEST_RING_REFUSE");
-	c = client_of(&d, MAX_CHUNK);
+	c = start_with_env(&d, data_path("rr"), "RDMAFS_TEST_RING_REFUSE", "1:5");
 	fill_pattern(next, RR_LEN, 73);
-	ret = rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, 0}, MAX_CHUNK, 0, next, RR_LEN,
-			      false, NULL);
-	if (ret == 0)
+	if (rr_write(c, 0, next) == 0)
 		memcpy(model, next, RR_LEN);
 	fill_pattern(other, RR_LEN, 74);
-	ret = rfs_chunk_write(c, (struct rfs_chunk_id){RR_INODE, 1}, MAX_CHUNK, 0, other, RR_LEN,
-			      false, NULL);
+	ret = rr_write(c, 1, other);
 	REQUIRE(ret == 0, "the write after the refusals: %s", strerror(-ret));
 	rr_check(c, 0, model, "lasting refusals");
 	rr_check(c, 1, other, "the write after the refusals");
