@@ -385,8 +385,7 @@ static int chunk_get(struct store *st, struct store_chunk_id id, bool create, in
 	return 0;
 }
 
-/* Gives back what chunk_get() gave; with @bad, the file is closed (it is reopened, and checked,
- * next time). */
+/* Gives back what chunk_get() gave; with @bad it closes the file (reopened, and checked, next). */
 static void chunk_put(struct store *st, int fd, struct fd_slot *slot, bool bad)
 {
 	if (!slot) {
@@ -528,13 +527,15 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 	unsigned taken;
 	int ret, res;
 
-	while (moved < len) {
+	ret = io->broken ? -EIO : 0;
+	while (!ret && moved < len) {
 		uint8_t *p = addr + moved;
 		unsigned n = len - moved;
 		bool fixed = io->fixed && p >= io->region && p + n <= io->region + io->region_len;
 
-		sqe = io->broken ? NULL : io_uring_get_sqe(&io->ring);
+		sqe = io_uring_get_sqe(&io->ring);
 		if (!sqe) {
+			/* cannot happen: the ring is idle between requests */
 			ret = -EIO;
 			goto out;
 		}
@@ -568,7 +569,6 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 		}
 		moved += (uint32_t)res;
 	}
-	ret = 0;
 out:
 	*done = moved;
 	return ret;
@@ -612,13 +612,14 @@ static int ring_fsync_all(struct store_io *io, const int *fds, unsigned n, unsig
 	unsigned taken;
 	int first = 0, ret;
 
+	if (io->broken)
+		return -EIO;
 	for (unsigned i = 0; i < n; i++) {
-		struct io_uring_sqe *sqe = io->broken ? NULL : io_uring_get_sqe(&io->ring);
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
 
 		if (!sqe) {
-			/* only a broken ring: an idle one has room for n <= RING_ENTRIES */
-			if (i)
-				ring_rebuild(io);
+			/* cannot happen: an idle ring has room for n <= RING_ENTRIES */
+			ring_rebuild(io);
 			return -EIO;
 		}
 		io_uring_prep_fsync(sqe, fds[i], i < datasync ? IORING_FSYNC_DATASYNC : 0);
@@ -1167,37 +1168,29 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 
 	if (hole)
 		punch_zero_blocks(fd, buf + (offset - wstart), offset, len);
-	if (settle_later) {
-		if (sync)
-			ret = ring_fsync(io, fd, true);
-		if (!ret && sync)
-			ret = lmdb_errno(mdb_env_sync(st->env, 1));
-		if (!ret)
-			info_from_meta(m, true, info);
-		goto out_close;
-	}
 
-	/* CRCs: the old partial last block and any gap grow with zeros, then our blocks. */
-	m->pending_count = 0;
-	m->pending_first = 0;
-	if (wstart > old_len)
-		meta_grow_zeros(m, wstart);
-	for (uint32_t b = b0; b < b1; b++)
-		m->crc[b] = rdmafs_crc32c(buf + (b - b0) * BS, min_u32(BS, new_len - b * BS));
-	m->length = new_len;
-	m->block_count = div_up(new_len, BS);
-	m->version++;
-	if (sync) {
-		ret = ring_fsync(io, fd, true);
-		if (ret)
-			goto out_close;
+	if (!settle_later) {
+		/* CRCs: the old partial last block and any gap grow with zeros, then ours. */
+		m->pending_count = 0;
+		m->pending_first = 0;
+		if (wstart > old_len)
+			meta_grow_zeros(m, wstart);
+		for (uint32_t b = b0; b < b1; b++)
+			m->crc[b] =
+				rdmafs_crc32c(buf + (b - b0) * BS, min_u32(BS, new_len - b * BS));
+		m->length = new_len;
+		m->block_count = div_up(new_len, BS);
+		m->version++;
 	}
-	ret = meta_put(st, id, m);
-	if (ret)
-		goto out_close;
+	/* with O_SYNC: the data on disk before the metadata that describes it */
 	if (sync)
+		ret = ring_fsync(io, fd, true);
+	if (!ret && !settle_later)
+		ret = meta_put(st, id, m);
+	if (!ret && sync)
 		ret = lmdb_errno(mdb_env_sync(st->env, 1));
-	info_from_meta(m, true, info);
+	if (!ret)
+		info_from_meta(m, true, info);
 out_close:
 	if (ret && direct)
 		chunk_forget(st, id); /* the cached file may now have a leftover */

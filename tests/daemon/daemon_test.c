@@ -63,16 +63,26 @@ struct model_chunk {
 	uint8_t *data;
 };
 
-static void model_check(struct rfs_daemon *c, struct model_chunk *m, uint8_t *buf)
+/* Reads chunk @id whole: it must be @len bytes long and equal to @want. */
+static void chunk_check(struct rfs_daemon *c, struct rfs_chunk_id id, const uint8_t *want,
+			uint32_t len, const char *what)
 {
+	uint8_t *buf = malloc(MAX_CHUNK);
 	uint32_t bytes = 0, clen = 0;
-	int ret = rfs_chunk_read(c, m->id, 0, buf, m->chunk_size, &bytes, &clen);
+	int ret;
 
-	REQUIRE(ret == 0, "read chunk %llu: %s", (unsigned long long)m->id.index, strerror(-ret));
-	REQUIRE(bytes == m->length && clen == m->length, "length %u/%u, want %u", bytes, clen,
-		m->length);
-	REQUIRE(memcmp(buf, m->data, m->length) == 0, "chunk %llu content differs",
-		(unsigned long long)m->id.index);
+	REQUIRE(buf, "out of memory");
+	ret = rfs_chunk_read(c, id, 0, buf, MAX_CHUNK, &bytes, &clen);
+	REQUIRE(ret == 0, "%s: reading chunk %llu/%llu back: %s", what,
+		(unsigned long long)id.inode, (unsigned long long)id.index, strerror(-ret));
+	REQUIRE(bytes == len && clen == len,
+		"%s: chunk %llu/%llu has %u bytes (length %u), want %u", what,
+		(unsigned long long)id.inode, (unsigned long long)id.index, bytes, clen, len);
+	for (uint32_t i = 0; i < len; i++)
+		REQUIRE(buf[i] == want[i],
+			"%s: chunk %llu/%llu byte %u is not what was acknowledged", what,
+			(unsigned long long)id.inode, (unsigned long long)id.index, i);
+	free(buf);
 }
 
 static int test_roundtrip(void)
@@ -166,7 +176,7 @@ static int test_roundtrip(void)
 		}
 	}
 	for (unsigned i = 0; i < 3; i++) {
-		model_check(c, &chunks[i], buf);
+		chunk_check(c, chunks[i].id, chunks[i].data, chunks[i].length, "roundtrip");
 		ret = rfs_chunk_stat(c, chunks[i].id, &st);
 		REQUIRE(ret == 0 && st.exists && st.length == chunks[i].length &&
 				st.block_count == (st.length + 4095) / 4096,
@@ -196,7 +206,7 @@ static int test_roundtrip(void)
 	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon restart");
 	c = client_of(&d, MiB);
 	for (unsigned i = 0; i < 3; i++)
-		model_check(c, &chunks[i], buf);
+		chunk_check(c, chunks[i].id, chunks[i].data, chunks[i].length, "roundtrip");
 
 	ret = rfs_chunk_remove(c, &(struct rfs_chunk_sel){.inode = 7, .range = true}, &removed,
 			       &freed);
@@ -586,22 +596,6 @@ static struct rfs_daemon *start_with_env(struct daemon_proc *d, const char *dir,
 #define KP_INODE 700u
 #define KP_LEN	 (64u << 10)
 
-/* Reads chunk KP_INODE/0 whole: it must be @len bytes equal to @model. */
-static void kp_check(struct rfs_daemon *c, const uint8_t *model, uint32_t len, const char *what)
-{
-	uint8_t *buf = malloc(MAX_CHUNK);
-	uint32_t bytes = 0, clen = 0;
-	int ret = rfs_chunk_read(c, (struct rfs_chunk_id){KP_INODE, 0}, 0, buf, MAX_CHUNK, &bytes,
-				 &clen);
-
-	REQUIRE(ret == 0, "%s: reading the chunk back: %s", what, strerror(-ret));
-	REQUIRE(bytes == len && clen == len, "%s: %u bytes (length %u), want %u", what, bytes, clen,
-		len);
-	for (uint32_t i = 0; i < len; i++)
-		REQUIRE(buf[i] == model[i], "%s: byte %u differs", what, i);
-	free(buf);
-}
-
 static int kp_write(struct rfs_daemon *c, uint32_t gen, uint32_t off, uint32_t len, uint8_t *model)
 {
 	uint8_t *buf = malloc(len);
@@ -670,13 +664,13 @@ static int test_killpoint(void)
 					model[b] = over_byte(gen, b);
 			REQUIRE(daemon_start(&d, data_path("kp"), NULL) == 0, "daemon start");
 			c = client_of(&d, MAX_CHUNK);
-			kp_check(c, model, len, what);
+			chunk_check(c, (struct rfs_chunk_id){KP_INODE, 0}, model, len, what);
 			/* The next write settles the CRCs the killed one left. */
 			REQUIRE(kp_write(c, ++gen, 30000 + 100 * i, 100, model) == 0,
 				"%s: the next write", what);
 			snprintf(what, sizeof(what), "%s, killed %s its data, written again",
 				 cases[i].what, after ? "after" : "before");
-			kp_check(c, model, len, what);
+			chunk_check(c, (struct rfs_chunk_id){KP_INODE, 0}, model, len, what);
 			REQUIRE(rfs_daemon_stats(c, &ds) == 0 && ds.checksum_errors == 0,
 				"%s: checksum errors %llu", what,
 				(unsigned long long)ds.checksum_errors);
@@ -703,17 +697,7 @@ static int rr_write(struct rfs_daemon *c, uint64_t index, const uint8_t *data)
 
 static void rr_check(struct rfs_daemon *c, uint64_t index, const uint8_t *want, const char *what)
 {
-	uint8_t *got = malloc(RR_LEN);
-	uint32_t bytes = 0, clen = 0;
-	int ret = rfs_chunk_read(c, (struct rfs_chunk_id){RR_INODE, index}, 0, got, RR_LEN, &bytes,
-				 &clen);
-
-	REQUIRE(ret == 0, "%s: reading chunk %llu back: %s", what, (unsigned long long)index,
-		strerror(-ret));
-	REQUIRE(bytes == RR_LEN && memcmp(got, want, RR_LEN) == 0,
-		"%s: chunk %llu is not what was acknowledged (%u bytes)", what,
-		(unsigned long long)index, bytes);
-	free(got);
+	chunk_check(c, (struct rfs_chunk_id){RR_INODE, index}, want, RR_LEN, what);
 }
 
 /*
