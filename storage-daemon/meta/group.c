@@ -5,9 +5,10 @@
  * flush however many waited. Here the requests that arrive while a group is
  * committing queue up; the first of them to find no group running leads the
  * next, taking the whole queue into one transaction, each request nested in
- * it so that a failing one is undone alone, and one flush makes them all
- * durable. Durability is what it was: no request is answered before the
- * flush that holds it.
+ * it so that a failing one is undone alone. With metadata_sync = always one
+ * flush makes them all durable before any is answered; with batch the
+ * commit flushes nothing (lmdb_guard.h), and a request that must be
+ * durable flushes after it (dispatch.c, meta_txn.durable).
  */
 #include <errno.h>
 #include <pthread.h>

@@ -43,13 +43,16 @@ struct meta_options {
 	uint32_t reclaim_grace_sec;
 	/*
 	 * metadata_sync = always: every commit is on disk before its answer.
-	 * Otherwise (batch, the default) a commit flushes its data pages and
-	 * the next commit, meta_tick() within a second, or a SYNC request
-	 * flushes the rest: a power loss can undo the last commit only (kill -9
-	 * loses nothing), and never corrupts the store.
+	 * Otherwise (batch, the default) a commit is answered once it is in
+	 * the store, and meta_tick() within a second, or a request that needs
+	 * it (SYNC, a change whose answer leads a client to remove or cut
+	 * chunks, an administration change), flushes it: a kill -9 loses
+	 * nothing, a power loss can undo the commits since the last flush and
+	 * never corrupts the store (lmdb_guard.h).
 	 */
 	bool sync_always;
-	meta_log_cb log; /* [stderr] */
+	const char *boot_id; /* the running boot, for tests [/proc/sys/kernel/random/boot_id] */
+	meta_log_cb log;     /* [stderr] */
 	void *log_arg;
 };
 

@@ -186,7 +186,7 @@ struct meta_txn {
 	struct meta_arena *arena; /* reply memory, freed after packing */
 	size_t resp_cap;	  /* room for the packed reply */
 	struct handle_undo *undo; /* handles.c: this request's changes of the table, newest first */
-	bool durable;		  /* answer only once the store is flushed (SYNC) */
+	bool durable;		  /* answer only once the store is flushed (SYNC, ...) */
 };
 
 /* ---- the log and reply memory of every layer ---- */

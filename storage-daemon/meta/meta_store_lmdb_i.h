@@ -10,10 +10,12 @@
 
 #include <lmdb.h>
 
+#include "lmdb_guard.h"
 #include "meta_store_i.h"
 
 struct meta_store {
 	MDB_env *env;
+	struct lmdb_guard *guard; /* metadata_sync = batch: commits flush nothing */
 	MDB_dbi db_counters;
 	MDB_dbi db_inodes;
 	MDB_dbi db_dirents;

@@ -298,6 +298,10 @@ static int free_inode(struct meta_txn *t, const struct inode *in, Rdmafs__FreedI
 	int ret;
 
 	if (S_ISREG(in->r.mode) && freed) {
+		/* the caller removes its chunks next: the file must not come back after a power
+		 * loss */
+		if (in->r.size)
+			t->durable = true;
 		f = meta_alloc(t, sizeof(*f));
 		if (!f)
 			return -ENOMEM;
@@ -640,6 +644,10 @@ int meta_op_setattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		changed = true;
 	}
 	if (v & RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE) {
+		/* the caller cuts the chunks next: the old size must not come back after a power
+		 * loss */
+		if (req->size < in.r.size)
+			t->durable = true;
 		in.r.size = req->size;
 		set_ts(&in.r.mtime_sec, &in.r.mtime_nsec, &t->now);
 		/* truncate by a non-owner clears setuid/setgid, as a write does */

@@ -6,6 +6,8 @@
  * only typed records and walks are seen. Also the log and reply memory.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -846,54 +848,67 @@ int meta_store_clients_from(struct meta_txn *t, uint64_t after, meta_store_clien
 
 int meta_store_open(struct meta *m, const char *dir)
 {
+	char side[PATH_MAX], boot_id[LMDB_GUARD_BOOT_ID_LEN];
+	struct lmdb_guard_report report;
 	struct meta_store *st;
-	int rc;
+	int n, rc, ret;
 
+	n = snprintf(side, sizeof(side), "%s/flushed.snapshot", dir);
+	if (n < 0 || (size_t)n >= sizeof(side))
+		return -ENAMETOOLONG;
+	ret = m->opts.boot_id ? 0 : lmdb_guard_boot_id(boot_id);
+	if (ret) {
+		meta_log(m, META_LOG_ERR, "cannot read this boot's id: %s", strerror(-ret));
+		return ret;
+	}
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
 	rc = mdb_env_create(&st->env);
-	if (rc)
-		goto err_free;
+	if (rc) {
+		free(st);
+		return lmdb_errno(rc);
+	}
 	rc = mdb_env_set_maxdbs(st->env, 16);
 	if (!rc)
 		rc = mdb_env_set_mapsize(st->env, m->opts.map_size);
 	if (!rc)
 		rc = mdb_env_set_maxreaders(st->env, 512);
+	ret = lmdb_errno(rc);
 	/*
 	 * MDB_NOTLS: a read transaction is not tied to the thread that began it.
-	 * MDB_NOMETASYNC (metadata_sync = batch): every commit flushes its data
-	 * pages but not the meta page, which the next commit's flush carries, or
-	 * meta_tick() within a second, or a SYNC (fsync) at once: one flush per
-	 * commit instead of two. Atomicity and consistency are kept; a system
-	 * crash can undo at most the last transaction, and never corrupts the
-	 * store (unlike MDB_NOSYNC).
+	 * metadata_sync = batch: commits flush nothing, the guard keeps the
+	 * last flushed snapshot for a power loss to return to (lmdb_guard.h).
 	 */
-	if (!rc)
-		rc = mdb_env_open(st->env, dir,
-				  MDB_NOTLS | (m->opts.sync_always ? 0 : MDB_NOMETASYNC), 0600);
-	if (rc) {
+	if (!ret)
+		ret = lmdb_guard_open(st->env, dir, MDB_NOTLS, side,
+				      m->opts.boot_id ? m->opts.boot_id : boot_id,
+				      !m->opts.sync_always, &st->guard, &report);
+	if (ret) {
 		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
-			 mdb_strerror(rc));
-		goto err_close_env;
+			 strerror(-ret));
+		mdb_env_close(st->env);
+		free(st);
+		return ret;
 	}
+	if (report.restored)
+		meta_log(m, META_LOG_WARN,
+			 "the metadata store in %s did not close on this boot: restored it to its "
+			 "last flush (transaction %" PRIu64
+			 "); what was committed after it is lost",
+			 dir, report.txnid);
 	m->store = st;
 	return 0;
-
-err_close_env:
-	mdb_env_close(st->env);
-err_free:
-	free(st);
-	return lmdb_errno(rc);
 }
 
 int meta_store_sync(struct meta *m)
 {
-	int rc = mdb_env_sync(m->store->env, 1);
+	struct meta_store *st = m->store;
+	int ret = st->guard ? lmdb_guard_flush(st->guard) : lmdb_errno(mdb_env_sync(st->env, 1));
 
-	if (rc) {
-		meta_log(m, META_LOG_ERR, "cannot flush the metadata store: %s", mdb_strerror(rc));
-		return lmdb_errno(rc);
+	if (ret) {
+		meta_log(m, META_LOG_ERR, "cannot flush the metadata store: %s", strerror(-ret));
+		return ret;
 	}
 	__atomic_add_fetch(&m->syncs, 1, __ATOMIC_RELAXED);
 	return 0;
@@ -901,8 +916,14 @@ int meta_store_sync(struct meta *m)
 
 void meta_store_close(struct meta *m)
 {
+	int ret;
+
 	if (!m || !m->store)
 		return;
+	ret = lmdb_guard_close(m->store->guard);
+	if (ret)
+		meta_log(m, META_LOG_ERR, "cannot flush the metadata store at close: %s",
+			 strerror(-ret));
 	mdb_env_close(m->store->env);
 	free(m->store);
 	m->store = NULL;

@@ -1440,6 +1440,54 @@ static void test_sync(void **state)
 	assert_int_equal(meta_sync_count(e->m), n + 2);
 }
 
+/* SETATTR of @ino's size alone. */
+static int set_size(struct meta *m, uint64_t ino, uint64_t size)
+{
+	Rdmafs__SetattrReq s = RDMAFS__SETATTR_REQ__INIT;
+
+	s.ino = ino;
+	s.valid = RDMAFS__SETATTR_VALID__SETATTR_VALID_SIZE;
+	s.size = size;
+	return tm_setattr(m, NULL, &s, NULL);
+}
+
+/*
+ * metadata_sync = batch answers a commit before it is flushed, but not a
+ * change whose answer makes the caller destroy data: the unlink that frees
+ * a file with bytes (the client removes its chunks next), a truncate that
+ * shrinks (it cuts them), and an administration change (a drain acts on
+ * it). Each of those is flushed before its answer; the rest wait for a tick.
+ */
+static void test_sync_before_destroying(void **state)
+{
+	struct tm_env *e = *state;
+	uint64_t n, freed = 0;
+	int64_t a, b;
+
+	meta_tick(e->m, 100);
+	n = meta_sync_count(e->m);
+	a = tm_mkfile(e->m, NULL, ROOT, "a", 0644);
+	assert_true(a > 0);
+	assert_int_equal(tm_update_size(e->m, (uint64_t)a, 4096, NULL, NULL), 0);
+	assert_int_equal(set_size(e->m, (uint64_t)a, 8192), 0);
+	assert_int_equal(tm_heartbeat(e->m, 1, 1000, 0, NULL), 0);
+	assert_int_equal(meta_sync_count(e->m), n);
+	assert_int_equal(set_size(e->m, (uint64_t)a, 100), 0);
+	assert_int_equal(meta_sync_count(e->m), n + 1);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "a", &freed), 0);
+	assert_int_equal(freed, (uint64_t)a);
+	assert_int_equal(meta_sync_count(e->m), n + 2);
+	/* an empty file's unlink destroys nothing */
+	b = tm_mkfile(e->m, NULL, ROOT, "b", 0644);
+	assert_true(b > 0);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "b", &freed), 0);
+	assert_int_equal(freed, (uint64_t)b);
+	assert_int_equal(meta_sync_count(e->m), n + 2);
+	assert_int_equal(
+		tm_set_state(e->m, 1, RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING, false, NULL), 0);
+	assert_int_equal(meta_sync_count(e->m), n + 3);
+}
+
 /* GETATTR of @ino with its layout; the caller frees the reply. */
 static Rdmafs__AttrResp *getattr_layout(struct meta *m, uint64_t ino)
 {
@@ -1752,6 +1800,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_allocations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sync_before_destroying, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layout_generation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_emsgsize, setup, teardown),
