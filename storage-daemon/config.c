@@ -13,7 +13,7 @@
  *   workers = 4
  *   meta_workers = 64                 ; metadata requests' threads (metadata = yes); 0: workers'
  *   reclaim_grace = 30                ; s clients have to reclaim open handles after a restart
- *   metadata_sync = batch             ; always: every metadata commit on disk before its answer
+ *   metadata_sync = batch             ; flushed within 1 s; always: each commit before its answer
  *   queue_depth = 256
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
  *   lmdb_map_size = 1073741824

@@ -23,7 +23,9 @@
  * cached pages it covers, and the chunk lock keeps a chunk's reads and writes
  * apart); a scrub reads with O_DIRECT, to check what the disk holds. Data
  * goes to disk before the metadata, and the metadata is written without sync
- * (MDB_NOSYNC); COMMIT fdatasyncs the chunk files and then syncs LMDB.
+ * (MDB_NOSYNC); COMMIT fdatasyncs the chunk files and then flushes LMDB
+ * through its guard (meta/lmdb_guard.h), so that a power loss finds the
+ * index as the last COMMIT left it, never a corrupt one.
  *
  * Crash safety of overwrites: a write that rewrites blocks holding existing
  * data first records the new CRCs of those blocks as "pending" beside the
@@ -74,6 +76,7 @@
 #include "xprt.h"
 #include "daemon_i.h"
 #include "lmdb_errno.h"
+#include "lmdb_guard.h"
 
 #define BS	     STORE_BLOCK_SIZE
 #define META_MAGIC   0x314d4352u /* "RCM1" */
@@ -101,6 +104,7 @@ struct store {
 	char *meta_path;
 	int chunks_fd;
 	MDB_env *env;
+	struct lmdb_guard *guard; /* the chunk index's last flushed state, for a power loss */
 	MDB_dbi dbi;
 	uint32_t max_chunk_size;
 	uint32_t max_blocks;
@@ -824,9 +828,10 @@ out_unlock:
 
 int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct store **out)
 {
+	char path[64], side[96], boot_id[LMDB_GUARD_BOOT_ID_LEN];
+	struct lmdb_guard_report report;
 	struct store *st;
 	MDB_txn *txn;
-	char path[64];
 	int rc, ret, dead;
 
 	st = calloc(1, sizeof(*st));
@@ -855,6 +860,12 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	}
 	/* LMDB wants a path: reach the directory through our descriptor. */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d/meta", dir_fd);
+	snprintf(side, sizeof(side), "%s/flushed.snapshot", path);
+	ret = lmdb_guard_boot_id(boot_id);
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot read this boot's id: %s", strerror(-ret));
+		goto err_close_chunks;
+	}
 	rc = mdb_env_create(&st->env);
 	if (rc) {
 		ret = lmdb_errno(rc);
@@ -863,14 +874,21 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	rc = mdb_env_set_mapsize(st->env, map_size);
 	if (!rc)
 		rc = mdb_env_set_maxreaders(st->env, 256);
-	if (!rc)
-		rc = mdb_env_open(st->env, path, MDB_NOSYNC | MDB_NOTLS, 0640);
-	if (rc) {
+	ret = lmdb_errno(rc);
+	if (!ret)
+		ret = lmdb_guard_open(st->env, path, MDB_NOTLS, side, boot_id, true, &st->guard,
+				      &report);
+	if (ret) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot open the chunk index (LMDB): %s",
-			   mdb_strerror(rc));
-		ret = lmdb_errno(rc);
+			   strerror(-ret));
 		goto err_close_env;
 	}
+	if (report.restored)
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "the chunk index did not close on this boot: restored it to its last "
+			   "flush (transaction %" PRIu64 "); writes no COMMIT covered may read as "
+			   "EIO",
+			   report.txnid);
 	/* Reader slots of a daemon killed with -9 would pin old pages forever. */
 	mdb_reader_check(st->env, &dead);
 	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
@@ -894,6 +912,8 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	return 0;
 
 err_close_env:
+	lmdb_guard_close(st->guard);
+	st->guard = NULL;
 	mdb_env_close(st->env);
 err_close_chunks:
 	close(st->chunks_fd);
@@ -909,7 +929,7 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
-	mdb_env_sync(st->env, 1);
+	lmdb_guard_close(st->guard);
 	mdb_env_close(st->env);
 	mdb_env_close(st->fence_env);
 	pthread_rwlock_destroy(&st->fence_lock);
@@ -1188,7 +1208,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (!ret && !settle_later)
 		ret = meta_put(st, id, m);
 	if (!ret && sync)
-		ret = lmdb_errno(mdb_env_sync(st->env, 1));
+		ret = lmdb_guard_flush(st->guard);
 	if (!ret)
 		info_from_meta(m, true, info);
 out_close:
@@ -1518,7 +1538,7 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	}
 	ret = commit_batch(io, fds, ids, chunks, n);
 	if (!ret)
-		ret = lmdb_errno(mdb_env_sync(st->env, 1));
+		ret = lmdb_guard_flush(st->guard);
 	return ret;
 }
 

@@ -3,15 +3,18 @@
  * Linked into rdmafs-daemon-killpoint only (-Wl,--wrap=pwrite,--wrap=pwrite64,
  * --wrap=io_uring_submit_and_wait):
  * - RDMAFS_TEST_KILL_PWRITE="before:N" or "after:N" kills the daemon with
- *   SIGKILL just before or just after its Nth pwrite(2), so a test can stop a
- *   chunk write exactly between its data and its metadata;
+ *   SIGKILL just before or just after its Nth pwrite(2) to a chunk file, so
+ *   a test can stop a chunk write exactly between its data and its
+ *   metadata (the metadata store's own pwrites do not count);
  * - RDMAFS_TEST_RING_REFUSE="N:K" makes the Nth to the (N+K-1)th submission
  *   to an io_uring fail with -EAGAIN, as a kernel short of memory does (the
  *   prepared requests stay queued).
  * Unset, the daemon is the ordinary one.
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,20 @@ ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t __real_pwrite64(int fd, const void *buf, size_t n, off_t off);
 ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t __wrap_pwrite64(int fd, const void *buf, size_t n, off_t off);
+
+/* Whether @fd is a chunk file (DATA_DIR/chunks/...). */
+static bool chunk_file(int fd)
+{
+	char link[64], path[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return false;
+	path[n] = '\0';
+	return strstr(path, "/chunks/") != NULL;
+}
 
 /* Whether this call is the one to die at, before (@before) or after it. */
 static bool kill_here(bool before)
@@ -49,10 +66,12 @@ static ssize_t killable(ssize_t (*real)(int, const void *, size_t, off_t), int f
 {
 	ssize_t ret;
 
-	if (kill_here(true))
+	bool counted = chunk_file(fd);
+
+	if (counted && kill_here(true))
 		raise(SIGKILL);
 	ret = real(fd, buf, n, off);
-	if (kill_here(false))
+	if (counted && kill_here(false))
 		raise(SIGKILL);
 	return ret;
 }
