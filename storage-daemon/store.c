@@ -1460,19 +1460,28 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 }
 
 /* Flushes and closes the @n files of @fds: @chunks chunk files (@ids), then directories. */
+/*
+ * Flushes @n files in one submission: @fds[0 .. @chunks) are chunk files
+ * (@ids), then up to @datasync fdatasyncs in all (the chunk index's file,
+ * which stays open), then fsyncs (directories), which are closed with the
+ * chunk files.
+ */
 static int commit_batch(struct store_io *io, int *fds, const struct store_chunk_id *ids,
-			unsigned chunks, unsigned n)
+			unsigned chunks, unsigned datasync, unsigned n)
 {
 	unsigned failed = 0;
-	int ret = ring_fsync_all(io, fds, n, chunks, &failed);
+	int ret = ring_fsync_all(io, fds, n, datasync, &failed);
 
 	if (ret && failed < chunks)
 		rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " fdatasync: %s",
 			   ids[failed].inode, ids[failed].index, strerror(-ret));
+	else if (ret && failed < datasync)
+		rdmafs_log(RDMAFS_LOG_ERR, "chunk index fdatasync: %s", strerror(-ret));
 	else if (ret)
 		rdmafs_log(RDMAFS_LOG_ERR, "chunk directory fsync: %s", strerror(-ret));
 	for (unsigned i = 0; i < n; i++)
-		close(fds[i]);
+		if (i < chunks || i >= datasync)
+			close(fds[i]);
 	return ret;
 }
 
@@ -1486,16 +1495,19 @@ static int dir_open(int parent_fd, const char *name, int *fd)
 /*
  * fdatasyncs the selected chunk files, and fsyncs the inode's directory and
  * the chunks directory (new chunk files and inode directories must survive
- * too), RING_ENTRIES at a time in one submission each, then syncs the chunk
- * index: the CRCs reach the disk after the data they describe.
+ * too), RING_ENTRIES at a time in one submission each; the last one also
+ * fdatasyncs the chunk index, whose guard then makes that state the one a
+ * power loss returns to (so the CRCs are never the restored ones before
+ * the data they describe is on disk).
  */
 int store_commit(struct store_io *io, const struct store_selection *sel)
 {
 	struct store *st = io->st;
 	struct store_chunk_id ids[RING_ENTRIES];
+	struct lmdb_guard_ticket *ticket = NULL;
 	int fds[RING_ENTRIES];
 	uint64_t pos = sel->range ? sel->first_index : 0;
-	unsigned n = 0, chunks;
+	unsigned n = 0, chunks, datasync;
 	char path[64];
 	int fd, ret;
 
@@ -1509,15 +1521,20 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 			break;
 		}
 		fds[n++] = fd;
-		/* room for the two directories of the last batch */
-		if (n == RING_ENTRIES - 2) {
-			ret = commit_batch(io, fds, ids, n, n);
+		/* room for the index and the two directories of the last batch */
+		if (n == RING_ENTRIES - 3) {
+			ret = commit_batch(io, fds, ids, n, n, n);
 			n = 0;
 			if (ret)
 				return ret;
 		}
 	}
 	chunks = n;
+	if (!ret)
+		ret = lmdb_guard_flush_begin(st->guard, &ticket, &fd);
+	if (!ret && ticket)
+		fds[n++] = fd;
+	datasync = n;
 	if (!ret) {
 		inode_path(sel->inode, path, sizeof(path));
 		ret = dir_open(st->chunks_fd, path, &fds[n]);
@@ -1533,13 +1550,12 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	}
 	if (ret) {
 		for (unsigned i = 0; i < n; i++)
-			close(fds[i]);
-		return ret;
+			if (i < chunks || i >= datasync)
+				close(fds[i]);
+	} else {
+		ret = commit_batch(io, fds, ids, chunks, datasync, n);
 	}
-	ret = commit_batch(io, fds, ids, chunks, n);
-	if (!ret)
-		ret = lmdb_guard_flush(st->guard);
-	return ret;
+	return lmdb_guard_flush_end(st->guard, ticket, ret);
 }
 
 /*

@@ -46,7 +46,7 @@ struct lmdb_guard {
 	int side_fd;
 	size_t page_size;
 	char boot_id[LMDB_GUARD_BOOT_ID_LEN];
-	pthread_mutex_t lock; /* one flush at a time */
+	pthread_mutex_t lock; /* the fields below; one slot written at a time */
 	MDB_txn *pin;	      /* read transaction on the last flushed snapshot */
 	uint64_t txnid;	      /* its id */
 	uint64_t seq;	      /* the newest slot written */
@@ -240,50 +240,79 @@ static int restore(const char *file, const unsigned char *slot, size_t page_size
 	return ret ? ret : 1;
 }
 
-/* Pins the newest snapshot and flushes it into the next slot (lmdb_guard_flush()). */
-static int guard_flush(struct lmdb_guard *g, bool clean)
+/* A flush between lmdb_guard_flush_begin() and lmdb_guard_flush_end(). */
+struct lmdb_guard_ticket {
+	MDB_txn *pin;	/* on the snapshot this flush makes the one restored */
+	uint64_t txnid; /* its id */
+	bool clean;
+	unsigned char pages[]; /* its two meta pages, as read under the writer's lock */
+};
+
+/*
+ * Pins the newest snapshot and copies its meta pages: *@out is the ticket,
+ * or NULL when that snapshot is the last flushed already (unless @clean).
+ */
+static int flush_begin(struct lmdb_guard *g, bool clean, struct lmdb_guard_ticket **out)
 {
-	struct slot_head *h = (void *)g->slot;
-	MDB_txn *writer = NULL, *pin = NULL;
-	uint64_t txnid;
+	struct lmdb_guard_ticket *t = malloc(sizeof(*t) + 2 * g->page_size);
+	MDB_txn *writer = NULL;
 	int ret;
 
-	pthread_mutex_lock(&g->lock);
+	*out = NULL;
+	if (!t)
+		return -ENOMEM;
+	t->pin = NULL;
+	t->clean = clean;
 	/* the writer's lock: no commit rewrites a meta page while it is copied */
 	ret = lmdb_errno(mdb_txn_begin(g->env, NULL, 0, &writer));
+	if (!ret)
+		ret = lmdb_errno(mdb_txn_begin(g->env, NULL, MDB_RDONLY, &t->pin));
 	if (ret)
-		goto out_unlock;
-	ret = lmdb_errno(mdb_txn_begin(g->env, NULL, MDB_RDONLY, &pin));
-	if (ret)
-		goto out_abort_writer;
-	txnid = mdb_txn_id(pin);
-	if (g->pin && txnid == g->txnid && !clean) {
-		ret = 0; /* nothing committed since the last flush */
-		goto out_abort_pin;
-	}
-	ret = pread_all(g->data_fd, g->slot + SLOT_HEAD, 2 * g->page_size, 0);
-	if (!ret && !names_txn(g->slot + SLOT_HEAD, g->page_size, txnid))
+		goto out;
+	t->txnid = mdb_txn_id(t->pin);
+	pthread_mutex_lock(&g->lock);
+	if (g->pin && t->txnid == g->txnid && !clean)
+		ret = 1; /* nothing committed since the last flush */
+	pthread_mutex_unlock(&g->lock);
+	if (!ret)
+		ret = pread_all(g->data_fd, t->pages, 2 * g->page_size, 0);
+	if (!ret && !names_txn(t->pages, g->page_size, t->txnid))
 		ret = -EPROTO; /* not the LMDB format this guard knows */
-	if (ret)
-		goto out_abort_pin;
-	mdb_txn_abort(writer);
-	writer = NULL;
+out:
+	if (writer)
+		mdb_txn_abort(writer);
+	if (ret) {
+		if (t->pin)
+			mdb_txn_abort(t->pin);
+		free(t);
+		return ret > 0 ? 0 : ret;
+	}
+	*out = t;
+	return 0;
+}
 
-	/*
-	 * Every page of the snapshot was written before its meta page, which
-	 * was read above: this flush carries them all.
-	 */
-	ret = lmdb_errno(mdb_env_sync(g->env, 1));
-	if (ret)
-		goto out_abort_pin;
+/*
+ * Writes @t's slot once the data file is flushed (@synced 0) and moves the
+ * pin to it, unless a flush that began later ended first: its slot covers
+ * this one. Frees @t. Returns 0, @synced, or -errno.
+ */
+static int flush_end(struct lmdb_guard *g, struct lmdb_guard_ticket *t, int synced)
+{
+	struct slot_head *h = (void *)g->slot;
+	int ret = synced;
+
+	pthread_mutex_lock(&g->lock);
+	if (ret || (g->pin && (t->txnid < g->txnid || (t->txnid == g->txnid && !t->clean))))
+		goto out;
 	memset(h, 0, sizeof(*h));
 	memcpy(h->magic, SLOT_MAGIC, sizeof(h->magic));
 	h->version = SLOT_VERSION;
 	h->page_size = (uint32_t)g->page_size;
 	h->seq = g->seq + 1;
-	h->txnid = txnid;
-	h->clean = clean;
+	h->txnid = t->txnid;
+	h->clean = t->clean;
 	memcpy(h->boot_id, g->boot_id, sizeof(h->boot_id));
+	memcpy(g->slot + SLOT_HEAD, t->pages, 2 * g->page_size);
 	h->crc = slot_crc(g->slot, g->page_size);
 	/* the older slot: a torn write leaves the newer, still pinned, to restore */
 	ret = pwrite_all(g->side_fd, g->slot, slot_size(g->page_size),
@@ -291,22 +320,34 @@ static int guard_flush(struct lmdb_guard *g, bool clean)
 	if (!ret && fdatasync(g->side_fd))
 		ret = -errno;
 	if (ret)
-		goto out_abort_pin;
+		goto out;
 	if (g->pin)
 		mdb_txn_abort(g->pin);
-	g->pin = pin;
-	pin = NULL;
-	g->txnid = txnid;
+	g->pin = t->pin;
+	t->pin = NULL;
+	g->txnid = t->txnid;
 	g->seq = h->seq;
-out_abort_pin:
-	if (pin)
-		mdb_txn_abort(pin);
-out_abort_writer:
-	if (writer)
-		mdb_txn_abort(writer);
-out_unlock:
+out:
 	pthread_mutex_unlock(&g->lock);
+	if (t->pin)
+		mdb_txn_abort(t->pin);
+	free(t);
 	return ret;
+}
+
+/* lmdb_guard_flush(), or with @clean the last one, which lmdb_guard_close() makes. */
+static int guard_flush(struct lmdb_guard *g, bool clean)
+{
+	struct lmdb_guard_ticket *t;
+	int ret = flush_begin(g, clean, &t);
+
+	if (ret || !t)
+		return ret;
+	/*
+	 * Every page of the snapshot was written before its meta page, which
+	 * flush_begin() read: this flush carries them all.
+	 */
+	return flush_end(g, t, lmdb_errno(mdb_env_sync(g->env, 1)));
 }
 
 static void guard_free(struct lmdb_guard *g)
@@ -416,6 +457,17 @@ out_free:
 int lmdb_guard_flush(struct lmdb_guard *g)
 {
 	return guard_flush(g, false);
+}
+
+int lmdb_guard_flush_begin(struct lmdb_guard *g, struct lmdb_guard_ticket **ticket, int *data_fd)
+{
+	*data_fd = g->data_fd;
+	return flush_begin(g, false, ticket);
+}
+
+int lmdb_guard_flush_end(struct lmdb_guard *g, struct lmdb_guard_ticket *ticket, int synced)
+{
+	return ticket ? flush_end(g, ticket, synced) : synced;
 }
 
 int lmdb_guard_close(struct lmdb_guard *g)

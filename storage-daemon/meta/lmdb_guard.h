@@ -28,9 +28,9 @@
  * copies names the snapshot it pinned, and fails rather than keep a copy it
  * does not understand.
  *
- * Thread safety: lmdb_guard_flush() may run in any thread at any time the
- * thread holds no write transaction of the environment, beside any number
- * of readers and writers; flushes are serialised.
+ * Thread safety: lmdb_guard_flush() (or its two halves) may run in any
+ * thread at any time the thread holds no write transaction of the
+ * environment, beside any number of readers, writers and other flushes.
  */
 #ifndef RDMAFS_LMDB_GUARD_H
 #define RDMAFS_LMDB_GUARD_H
@@ -81,6 +81,21 @@ int lmdb_guard_open(MDB_env *env, const char *path, unsigned flags, const char *
  * the snapshot flushed before stays the one restored).
  */
 int lmdb_guard_flush(struct lmdb_guard *g);
+
+/*
+ * lmdb_guard_flush() in two halves, for a caller that flushes the data file
+ * together with files of its own (one io_uring submission):
+ * lmdb_guard_flush_begin() pins the newest snapshot, sets *@ticket (NULL
+ * when nothing is new: nothing to flush) and *@data_fd, the data file's
+ * descriptor (LMDB's: never close it); the caller then fdatasyncs it and
+ * passes the result (0 or -errno) to lmdb_guard_flush_end(), which makes
+ * that snapshot the one restored and frees the ticket. Every begin that
+ * returned 0 is followed by one end, whatever happened between. Both
+ * return 0 or -errno (end: @synced when that is an error).
+ */
+struct lmdb_guard_ticket;
+int lmdb_guard_flush_begin(struct lmdb_guard *g, struct lmdb_guard_ticket **ticket, int *data_fd);
+int lmdb_guard_flush_end(struct lmdb_guard *g, struct lmdb_guard_ticket *ticket, int synced);
 
 /*
  * Ends the guard of an environment no transaction uses any more: a last

@@ -173,11 +173,15 @@ static void check_state(MDB_env *env, const struct model *m, const char *what)
 	assert_int_equal(mdb_cursor_open(txn, dbi, &cur), 0);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		char name[16];
-		unsigned key;
+		char name[16], got[8] = "";
+		unsigned key = KEYS_ALL;
 
-		if (k.mv_size != 7 || sscanf((const char *)k.mv_data, "k%6u", &key) != 1 ||
-		    key >= KEYS_ALL)
+		if (k.mv_size == 7) {
+			memcpy(got, k.mv_data, 7);
+			if (sscanf(got, "k%6u", &key) != 1)
+				key = KEYS_ALL;
+		}
+		if (key >= KEYS_ALL)
 			fail_msg("%s: a key that was never written (%zu bytes)", what, k.mv_size);
 		key_name(key, name);
 		if (memcmp(k.mv_data, name, 7) != 0)
@@ -236,7 +240,52 @@ static void copy_file(const char *from, const char *to)
  * churn. Leaves the data file as flushed and as at the end, the side file,
  * and the flushed transaction's id.
  */
+enum first_flush {
+	FLUSH_WHOLE,	 /* lmdb_guard_flush() after the first state */
+	FLUSH_OPEN_ONLY, /* none after the first state: the open's alone */
+	FLUSH_OVERTAKEN, /* two flushes in halves, the later ending first */
+};
+
+static void crash_run_from(const struct fixture *fx, enum first_flush how);
+
 static void crash_run(const struct fixture *fx)
+{
+	crash_run_from(fx, FLUSH_WHOLE);
+}
+
+/*
+ * FLUSH_OVERTAKEN: a flush begins before the last 100 keys are put, another
+ * after, and the later ends first; the earlier must then change nothing.
+ */
+static int overtaken_flush(struct lmdb_guard *g, MDB_env *env, struct model *m)
+{
+	struct lmdb_guard_ticket *early, *late;
+	struct model rest = {0};
+	int fd, ret;
+
+	fill(env, &rest); /* every key, then the earlier flush, then the last 100 again */
+	ret = lmdb_guard_flush_begin(g, &early, &fd);
+	if (ret || !early)
+		return -1;
+	for (unsigned c = 0; c < 1; c++) {
+		MDB_dbi dbi;
+		MDB_txn *txn = begin(env, &dbi);
+
+		for (unsigned key = 0; key < 100; key++)
+			put_key(txn, dbi, key, 1);
+		commit(txn);
+	}
+	ret = lmdb_guard_flush_begin(g, &late, &fd);
+	if (ret || !late || fdatasync(fd))
+		return -1;
+	if (lmdb_guard_flush_end(g, late, 0) || lmdb_guard_flush_end(g, early, 0))
+		return -1;
+	*m = rest;
+	return 0;
+}
+
+/* crash_run(), or with @how another way to flush the first state. */
+static void crash_run_from(const struct fixture *fx, enum first_flush how)
 {
 	pid_t pid = fork();
 	int status;
@@ -252,8 +301,11 @@ static void crash_run(const struct fixture *fx)
 
 		if (open_env(fx, "boot-A", true, &env, &g, &report))
 			_exit(2);
-		fill(env, &m);
-		if (lmdb_guard_flush(g) || mdb_env_info(env, &info))
+		if (how == FLUSH_WHOLE)
+			fill(env, &m);
+		if ((how == FLUSH_WHOLE && lmdb_guard_flush(g)) ||
+		    (how == FLUSH_OVERTAKEN && overtaken_flush(g, env, &m)) ||
+		    mdb_env_info(env, &info))
 			_exit(3);
 		copy_file(fx->data, fx->flushed);
 		snprintf(id, sizeof(id), "%zu", info.me_last_txnid);
@@ -430,6 +482,41 @@ static void test_power_loss(void **state)
 		check_restored(fx, KEEP_MIX, seed * 0x9E3779B97F4A7C15ull);
 }
 
+/* A power loss before any flush but the one lmdb_guard_open() makes: back to the empty store. */
+static void test_power_loss_before_a_flush(void **state)
+{
+	struct fixture *fx = *state;
+	struct lmdb_guard_report report;
+	struct lmdb_guard *g;
+	struct model none = {0};
+	MDB_env *env;
+
+	crash_run_from(fx, FLUSH_OPEN_ONLY);
+	for (enum kept k = KEEP_METAS; k <= KEEP_ALL_BUT_METAS; k++) {
+		power_loss_disk(fx, k, 1);
+		assert_int_equal(open_env(fx, "boot-B", true, &env, &g, &report), 0);
+		if (!report.restored)
+			fail_msg("power loss keeping %s: nothing was restored", kept_name(k));
+		assert_int_equal(report.txnid, flushed_txnid(fx));
+		check_state(env, &none, kept_name(k));
+		assert_int_equal(lmdb_guard_close(g), 0);
+		mdb_env_close(env);
+	}
+}
+
+/*
+ * Flushes in two halves that overlap, the later ending first: the earlier
+ * one's end changes nothing, and a power loss returns to the later one.
+ */
+static void test_overtaken_flush(void **state)
+{
+	struct fixture *fx = *state;
+
+	crash_run_from(fx, FLUSH_OVERTAKEN);
+	check_restored(fx, KEEP_METAS, 1);
+	check_restored(fx, KEEP_ALL_BUT_METAS, 1);
+}
+
 /* A kill -9 on the same boot: the page cache kept every commit, and nothing is undone. */
 static void test_kill_keeps_all(void **state)
 {
@@ -484,6 +571,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_power_loss, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_power_loss_before_a_flush, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_overtaken_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_keeps_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unguarded_open_restores_then_forgets, setup,
 						teardown),
