@@ -87,8 +87,13 @@ struct cp_side_ops {
 		      const struct cp_attr *a, struct cp_file *f, uint64_t *ino);
 	int (*write)(struct cp_side *s, struct cp_file *f, uint64_t off, size_t len,
 		     const void *buf);
-	/* after writes: size @size, data durable (rdmafs: COMMIT + UPDATE_SIZE) */
+	/* after writes: size @size (rdmafs: data durable, COMMIT + UPDATE_SIZE) */
 	int (*finish)(struct cp_side *s, struct cp_file *f, uint64_t size);
+	/*
+	 * at the end of the copy: everything it wrote under @root is on disk
+	 * (rdmafs: SYNC, the metadata service's flush; local: syncfs)
+	 */
+	int (*sync)(struct cp_side *s, const struct cp_loc *root);
 	/* closes (rdmafs: RELEASE); never fails the copy */
 	void (*close)(struct cp_side *s, struct cp_file *f);
 	int (*readlink)(struct cp_side *s, const struct cp_loc *loc, char *buf, size_t size);

@@ -1432,6 +1432,10 @@ int cp_run(const struct cp_options *opts, struct cp_side *from, struct cp_loc *s
 		goto out_free;
 	}
 	finish_dirs(&e);
+	/* exit 0 promises a copy that survives a power loss */
+	ret = e.to->ops->sync(e.to, dst);
+	if (ret)
+		fail(&e, dst->path, "flushing the copy to disk", ret);
 	ret = 0;
 
 out_free:

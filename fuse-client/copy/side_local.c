@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +203,26 @@ static int local_finish(struct cp_side *s, struct cp_file *f, uint64_t size)
 	return 0;
 }
 
+static int local_sync(struct cp_side *s, const struct cp_loc *root)
+{
+	char dir[PATH_MAX];
+	int fd, ret = 0;
+
+	(void)s;
+	/* a directory to name the file system by (a file copied alone: its parent's) */
+	fd = open(root->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOTDIR) {
+		snprintf(dir, sizeof(dir), "%s", root->path);
+		fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return -errno;
+	if (syncfs(fd))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
 static void local_close(struct cp_side *s, struct cp_file *f)
 {
 	if (f->fd >= 0)
@@ -397,6 +419,7 @@ static const struct cp_side_ops local_ops = {
 	.create = local_create,
 	.write = local_write,
 	.finish = local_finish,
+	.sync = local_sync,
 	.close = local_close,
 	.readlink = local_readlink,
 	.listxattr = local_listxattr,

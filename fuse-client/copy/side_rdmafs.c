@@ -270,6 +270,13 @@ static int rdmafs_finish(struct cp_side *s, struct cp_file *f, uint64_t size)
 	return ret;
 }
 
+static int rdmafs_sync(struct cp_side *s, const struct cp_loc *root)
+{
+	/* every file's data was committed at its finish: what is left is the service's */
+	(void)root;
+	return rfs_meta_sync(s->rfs);
+}
+
 static void rdmafs_close(struct cp_side *s, struct cp_file *f)
 {
 	if (f->ino)
@@ -429,6 +436,7 @@ static const struct cp_side_ops rdmafs_ops = {
 	.create = rdmafs_create,
 	.write = rdmafs_write,
 	.finish = rdmafs_finish,
+	.sync = rdmafs_sync,
 	.close = rdmafs_close,
 	.readlink = rdmafs_readlink,
 	.listxattr = rdmafs_listxattr,

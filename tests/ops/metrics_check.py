@@ -69,10 +69,11 @@ META = {
     "rdmafs_cluster_daemons": "gauge",
 }
 # Metadata methods metrics.sh's work calls for sure (rdmafs-copy in and out,
-# the daemons' registration before the cluster was ready). Not HEARTBEAT: the
-# first comes 2 s after registration, and the test may be faster.
+# the daemons' registration before the cluster was ready; SYNC: the copy in
+# flushes the service before it exits 0). Not HEARTBEAT: the first comes 2 s
+# after registration, and the test may be faster.
 META_OPS_USED = ["MKDIR", "CREATE", "SETATTR", "OPEN", "RELEASE", "LOOKUP", "READDIR",
-                 "GET_CLUSTER_MAP", "REGISTER_DAEMON"]
+                 "GET_CLUSTER_MAP", "REGISTER_DAEMON", "SYNC"]
 
 
 

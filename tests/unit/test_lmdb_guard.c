@@ -450,8 +450,7 @@ static void check_restored(const struct fixture *fx, enum kept k, uint64_t seed)
 	if (!report.restored)
 		fail_msg("%s: nothing was restored", what);
 	assert_int_equal(report.txnid, flushed_txnid(fx));
-	for (unsigned key = 0; key < KEYS_FIRST; key++)
-		first.gen[key] = 1;
+	fill(NULL, &first);
 	check_state(env, &first, what);
 
 	/* and it takes commits again, which a clean close keeps */
@@ -555,8 +554,7 @@ static void test_unguarded_open_restores_then_forgets(void **state)
 	assert_int_equal(open_env(fx, "boot-B", false, &env, &g, &report), 0);
 	assert_null(g);
 	assert_true(report.restored);
-	for (unsigned key = 0; key < KEYS_FIRST; key++)
-		first.gen[key] = 1;
+	fill(NULL, &first);
 	check_state(env, &first, "unguarded open after a power loss");
 	mdb_env_close(env);
 	assert_int_equal(access(fx->side, F_OK), -1);
