@@ -13,7 +13,8 @@
  *   workers = 4
  *   meta_workers = 64                 ; metadata requests' threads (metadata = yes); 0: workers'
  *   reclaim_grace = 30                ; s clients have to reclaim open handles after a restart
- *   metadata_sync = batch             ; flushed within 1 s; always: each commit before its answer
+ *   metadata_sync = batch             ; always: each commit on disk before its answer
+ *   metadata_sync_ms = 1000           ; batch: a commit is on disk within this (10..60000)
  *   queue_depth = 256
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
  *   lmdb_map_size = 1073741824
@@ -301,6 +302,10 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 			ret = -EINVAL;
 			snprintf(why, why_size, "must be always or batch");
 		}
+	} else if (strcmp(key, "metadata_sync_ms") == 0) {
+		ret = parse_range(value, 10, 60000, &v, why, why_size);
+		if (!ret)
+			cfg->metadata_sync_ms = (unsigned)v;
 	} else if (strcmp(key, "queue_depth") == 0) {
 		ret = parse_range(value, 1, 65536, &v, why, why_size);
 		if (!ret)
@@ -568,6 +573,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	cfg->workers = 4;
 	cfg->meta_workers = 64;
 	cfg->reclaim_grace_sec = 30;
+	cfg->metadata_sync_ms = 1000;
 	cfg->queue_depth = 256;
 	cfg->max_chunk_size = 1u << 20;
 	cfg->lmdb_map_size = 1ull << 30;

@@ -38,6 +38,7 @@ struct daemon_config {
 	unsigned meta_workers;	    /* metadata requests' threads; 0: the workers run them */
 	unsigned reclaim_grace_sec; /* metadata service: clients' time to reclaim handles */
 	bool metadata_sync_always;  /* metadata_sync = always (else batch) */
+	unsigned metadata_sync_ms;  /* batch: how often what was committed is flushed */
 	unsigned queue_depth;	    /* requests queued for the workers, then -EBUSY */
 	uint32_t max_chunk_size;    /* largest chunk served; sizes the buffers */
 	uint64_t lmdb_map_size;

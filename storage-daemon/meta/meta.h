@@ -51,6 +51,12 @@ struct meta_options {
 	 * never corrupts the store (lmdb_guard.h).
 	 */
 	bool sync_always;
+	/*
+	 * metadata_sync_ms: with batch, a thread of the service flushes what
+	 * was committed this often. 0: no thread, meta_tick() flushes (tests
+	 * and fuzzing, which want every flush where they call for it) [0]
+	 */
+	uint32_t sync_interval_ms;
 	const char *boot_id; /* the running boot, for tests [/proc/sys/kernel/random/boot_id] */
 	meta_log_cb log;     /* [stderr] */
 	void *log_arg;
@@ -158,9 +164,9 @@ int meta_store_stats(struct meta *m, struct meta_store_stats *out);
  * first tick, since heartbeat stamps of an earlier run used another clock.
  * Once the reclaim grace period has passed since the first tick, it frees
  * the unlinked files that no reclaimed handle holds (their chunks are left
- * to `rdmafsctl fsck --repair`). With metadata_sync = batch it flushes the
- * store when something was committed since the last flush. Call it about
- * once a second.
+ * to `rdmafsctl fsck --repair`). With metadata_sync = batch and no
+ * sync_interval_ms it flushes the store when something was committed since
+ * the last flush. Call it about once a second.
  *
  * Returns the number of daemons marked DOWN, or a negative errno.
  */

@@ -41,6 +41,7 @@
 #ifndef RDMAFS_META_STORE_I_H
 #define RDMAFS_META_STORE_I_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -77,6 +78,7 @@ struct meta {
 	struct meta_handles *handles; /* handles.c: the open handles */
 	uint64_t syncs;		      /* meta_store_sync() calls that flushed (atomic) */
 	uint64_t synced_groups;	      /* meta_group_stats() groups at the last flush (atomic) */
+	struct meta_flusher *flusher; /* dispatch.c: batch's flushes every sync_interval_ms */
 };
 
 struct inode_rec {

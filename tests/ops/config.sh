@@ -148,6 +148,7 @@ this line is not a setting
 meta_workers = 300
 reclaim_grace = 0
 metadata_sync = sometimes
+metadata_sync_ms = 5
 [store]
 path = /x
 EOF
@@ -164,11 +165,12 @@ bad_lines=(
 	"bad.conf:13: unknown key 'colour' in [daemon]"
 	"bad.conf:14: name = : must not be empty"
 	"bad.conf:15: line longer than 198 characters"
-	"bad.conf:21: 'path' is in unknown section [store] (only [daemon] is known)"
+	"bad.conf:22: 'path' is in unknown section [store] (only [daemon] is known)"
 	"bad.conf:16: syntax error: want key = value, [section] or a comment"
 	"bad.conf:17: meta_workers = 300: must be 0..256"
 	"bad.conf:18: reclaim_grace = 0: must be 1..3600"
 	"bad.conf:19: metadata_sync = sometimes: must be always or batch"
+	"bad.conf:20: metadata_sync_ms = 5: must be 10..60000"
 	"rdmafs-daemon: --workers 65: must be 1..64"
 	"rdmafs-daemon: nothing to listen on: set listen or --listen"
 )

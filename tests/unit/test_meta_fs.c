@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
@@ -1440,6 +1441,36 @@ static void test_sync(void **state)
 	assert_int_equal(meta_sync_count(e->m), n + 2);
 }
 
+/*
+ * metadata_sync_ms: a thread of the service flushes what was committed,
+ * with no tick and no request asking; meta_close() stops it.
+ */
+static void test_sync_interval(void **state)
+{
+	struct meta_options o = {.log = tm_quiet_log, .sync_interval_ms = 10};
+	struct tm_env e;
+	uint64_t n;
+	int waited_ms = 0;
+
+	(void)state;
+	snprintf(e.dir, sizeof(e.dir), "/tmp/test-meta-sync.XXXXXX");
+	assert_non_null(mkdtemp(e.dir));
+	assert_int_equal(meta_open(e.dir, &o, &e.m), 0);
+	n = meta_sync_count(e.m);
+	assert_int_equal(tm_mkdir(e.m, NULL, ROOT, "d", 0755, NULL), 0);
+	/* not a speed check: the bound only ends a test whose flusher never runs */
+	while (meta_sync_count(e.m) == n && waited_ms < 30000) {
+		usleep(5000);
+		waited_ms += 5;
+	}
+	if (meta_sync_count(e.m) == n)
+		fail_msg("no flush 30 s after a commit with metadata_sync_ms = 10");
+	n = meta_sync_count(e.m);
+	usleep(50000); /* rounds with nothing new committed: no flush */
+	assert_int_equal(meta_sync_count(e.m), n);
+	tm_teardown(&e);
+}
+
 /* SETATTR of @ino's size alone. */
 static int set_size(struct meta *m, uint64_t ino, uint64_t size)
 {
@@ -1801,6 +1832,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_before_destroying, setup, teardown),
+		cmocka_unit_test(test_sync_interval),
 		cmocka_unit_test_setup_teardown(test_layout_generation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_emsgsize, setup, teardown),
