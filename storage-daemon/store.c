@@ -23,9 +23,10 @@
  * cached pages it covers, and the chunk lock keeps a chunk's reads and writes
  * apart); a scrub reads with O_DIRECT, to check what the disk holds. Data
  * goes to disk before the metadata, and the metadata is written without sync
- * (MDB_NOSYNC); COMMIT fdatasyncs the chunk files and then flushes LMDB
- * through its guard (meta/lmdb_guard.h), so that a power loss finds the
- * index as the last COMMIT left it, never a corrupt one.
+ * (MDB_NOSYNC); COMMIT fdatasyncs the chunk files and the index together,
+ * and the index's guard (meta/lmdb_guard.h) then makes that state the one a
+ * power loss returns to: the index as the last COMMIT left it, never a
+ * corrupt one.
  *
  * Crash safety of overwrites: a write that rewrites blocks holding existing
  * data first records the new CRCs of those blocks as "pending" beside the
@@ -1459,7 +1460,15 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 	return 1;
 }
 
-/* Flushes and closes the @n files of @fds: @chunks chunk files (@ids), then directories. */
+/* Closes what commit_batch() closes: every file of @fds but the index, @fds[@chunks .. @datasync).
+ */
+static void close_batch(const int *fds, unsigned chunks, unsigned datasync, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (i < chunks || i >= datasync)
+			close(fds[i]);
+}
+
 /*
  * Flushes @n files in one submission: @fds[0 .. @chunks) are chunk files
  * (@ids), then up to @datasync fdatasyncs in all (the chunk index's file,
@@ -1479,9 +1488,7 @@ static int commit_batch(struct store_io *io, int *fds, const struct store_chunk_
 		rdmafs_log(RDMAFS_LOG_ERR, "chunk index fdatasync: %s", strerror(-ret));
 	else if (ret)
 		rdmafs_log(RDMAFS_LOG_ERR, "chunk directory fsync: %s", strerror(-ret));
-	for (unsigned i = 0; i < n; i++)
-		if (i < chunks || i >= datasync)
-			close(fds[i]);
+	close_batch(fds, chunks, datasync, n);
 	return ret;
 }
 
@@ -1548,13 +1555,10 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 		if (!ret)
 			n++;
 	}
-	if (ret) {
-		for (unsigned i = 0; i < n; i++)
-			if (i < chunks || i >= datasync)
-				close(fds[i]);
-	} else {
+	if (ret)
+		close_batch(fds, chunks, datasync, n);
+	else
 		ret = commit_batch(io, fds, ids, chunks, datasync, n);
-	}
 	return lmdb_guard_flush_end(st->guard, ticket, ret);
 }
 
