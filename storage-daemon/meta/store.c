@@ -851,7 +851,7 @@ int meta_store_open(struct meta *m, const char *dir)
 	char side[PATH_MAX], boot_id[LMDB_GUARD_BOOT_ID_LEN];
 	struct lmdb_guard_report report;
 	struct meta_store *st;
-	int n, rc, ret;
+	int n, ret;
 
 	n = snprintf(side, sizeof(side), "%s/flushed.snapshot", dir);
 	if (n < 0 || (size_t)n >= sizeof(side))
@@ -864,17 +864,14 @@ int meta_store_open(struct meta *m, const char *dir)
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
-	rc = mdb_env_create(&st->env);
-	if (rc) {
-		free(st);
-		return lmdb_errno(rc);
-	}
-	rc = mdb_env_set_maxdbs(st->env, 16);
-	if (!rc)
-		rc = mdb_env_set_mapsize(st->env, m->opts.map_size);
-	if (!rc)
-		rc = mdb_env_set_maxreaders(st->env, 512);
-	ret = lmdb_errno(rc);
+	ret = lmdb_errno(mdb_env_create(&st->env));
+	if (ret)
+		goto err_free;
+	ret = lmdb_errno(mdb_env_set_maxdbs(st->env, 16));
+	if (!ret)
+		ret = lmdb_errno(mdb_env_set_mapsize(st->env, m->opts.map_size));
+	if (!ret)
+		ret = lmdb_errno(mdb_env_set_maxreaders(st->env, 512));
 	/*
 	 * MDB_NOTLS: a read transaction is not tied to the thread that began it.
 	 * metadata_sync = batch: commits flush nothing, the guard keeps the
@@ -887,9 +884,7 @@ int meta_store_open(struct meta *m, const char *dir)
 	if (ret) {
 		meta_log(m, META_LOG_ERR, "cannot open metadata store in %s: %s", dir,
 			 strerror(-ret));
-		mdb_env_close(st->env);
-		free(st);
-		return ret;
+		goto err_close_env;
 	}
 	if (report.restored)
 		meta_log(m, META_LOG_WARN,
@@ -899,6 +894,12 @@ int meta_store_open(struct meta *m, const char *dir)
 			 dir, report.txnid);
 	m->store = st;
 	return 0;
+
+err_close_env:
+	mdb_env_close(st->env);
+err_free:
+	free(st);
+	return ret;
 }
 
 int meta_store_sync(struct meta *m)
