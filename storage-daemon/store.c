@@ -248,6 +248,23 @@ out_abort:
 	return ret;
 }
 
+/*
+ * Commits a write of the index, and flushes it when too many commits ran
+ * since the last: the guard's pinned snapshot holds every page they freed.
+ */
+static int index_commit(struct store *st, MDB_txn *txn)
+{
+	int ret = lmdb_errno(mdb_txn_commit(txn)), flushed;
+
+	if (!ret && lmdb_guard_lagging(st->guard)) {
+		flushed = lmdb_guard_flush(st->guard);
+		/* the commit stands; the next one tries again */
+		if (flushed)
+			rdmafs_log(RDMAFS_LOG_WARN, "chunk index flush: %s", strerror(-flushed));
+	}
+	return ret;
+}
+
 static int meta_put(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
 {
 	uint8_t key[16];
@@ -264,7 +281,7 @@ static int meta_put(struct store *st, struct store_chunk_id id, const struct chu
 		mdb_txn_abort(txn);
 		return lmdb_errno(rc);
 	}
-	return lmdb_errno(mdb_txn_commit(txn));
+	return index_commit(st, txn);
 }
 
 static int meta_delete(struct store *st, struct store_chunk_id id)
@@ -283,7 +300,7 @@ static int meta_delete(struct store *st, struct store_chunk_id id)
 		mdb_txn_abort(txn);
 		return lmdb_errno(rc);
 	}
-	return lmdb_errno(mdb_txn_commit(txn));
+	return index_commit(st, txn);
 }
 
 /* ---- files ---- */

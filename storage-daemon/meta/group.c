@@ -149,6 +149,7 @@ int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *a
 	pthread_mutex_unlock(&g->lock);
 
 	commit_group(m, list);
+	meta_store_bound_growth(m);
 
 	pthread_mutex_lock(&g->lock);
 	for (r = list; r; r = r->next) {

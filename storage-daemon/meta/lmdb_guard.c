@@ -48,7 +48,7 @@ struct lmdb_guard {
 	char boot_id[LMDB_GUARD_BOOT_ID_LEN];
 	pthread_mutex_t lock; /* the fields below; one slot written at a time */
 	MDB_txn *pin;	      /* read transaction on the last flushed snapshot */
-	uint64_t txnid;	      /* its id */
+	uint64_t txnid;	      /* its id (written under lock, read atomically) */
 	uint64_t seq;	      /* the newest slot written */
 	unsigned char *slot;  /* SLOT_HEAD + 2 pages, reused by every flush */
 };
@@ -325,7 +325,7 @@ static int flush_end(struct lmdb_guard *g, struct lmdb_guard_ticket *t, int sync
 		mdb_txn_abort(g->pin);
 	g->pin = t->pin;
 	t->pin = NULL;
-	g->txnid = t->txnid;
+	__atomic_store_n(&g->txnid, t->txnid, __ATOMIC_RELAXED);
 	g->seq = h->seq;
 out:
 	pthread_mutex_unlock(&g->lock);
@@ -457,6 +457,15 @@ out_free:
 int lmdb_guard_flush(struct lmdb_guard *g)
 {
 	return guard_flush(g, false);
+}
+
+bool lmdb_guard_lagging(struct lmdb_guard *g)
+{
+	MDB_envinfo info;
+
+	if (mdb_env_info(g->env, &info))
+		return false;
+	return info.me_last_txnid > __atomic_load_n(&g->txnid, __ATOMIC_RELAXED) + LMDB_GUARD_LAG;
 }
 
 int lmdb_guard_flush_begin(struct lmdb_guard *g, struct lmdb_guard_ticket **ticket, int *data_fd)

@@ -83,6 +83,20 @@ int lmdb_guard_open(MDB_env *env, const char *path, unsigned flags, const char *
 int lmdb_guard_flush(struct lmdb_guard *g);
 
 /*
+ * Transactions a writer may commit past the last flushed snapshot before it
+ * flushes itself (lmdb_guard_lagging()): LMDB reuses no page freed since the
+ * pinned snapshot, so without flushes a store that is rewritten over and
+ * over would grow to its map size and fail with ENOSPC.
+ */
+#define LMDB_GUARD_LAG 512
+
+/*
+ * Whether the newest transaction is more than LMDB_GUARD_LAG past the last
+ * flushed snapshot: the caller, holding no transaction, should then flush.
+ */
+bool lmdb_guard_lagging(struct lmdb_guard *g);
+
+/*
  * lmdb_guard_flush() in two halves, for a caller that flushes the data file
  * together with files of its own (one io_uring submission):
  * lmdb_guard_flush_begin() pins the newest snapshot, sets *@ticket (NULL

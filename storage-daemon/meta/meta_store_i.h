@@ -242,10 +242,18 @@ int meta_store_txn_commit(struct meta_txn *t);
 void meta_store_txn_abort(struct meta_txn *t);
 
 /*
- * Flushes every committed transaction to disk (the meta page that
- * MDB_NOMETASYNC leaves to the next commit) and counts it. 0 or -errno.
+ * Flushes every committed transaction to disk (with batch, through the
+ * guard: lmdb_guard_flush()) and counts it. 0 or -errno.
  */
 int meta_store_sync(struct meta *m);
+
+/*
+ * metadata_sync = batch: flushes when more than LMDB_GUARD_LAG commits ran
+ * since the last flush (lmdb_guard.h), so that a burst between two of the
+ * flusher's rounds cannot grow the store to its map size. Called by a
+ * group's leader once its transaction is over.
+ */
+void meta_store_bound_growth(struct meta *m);
 
 /*
  * A group transaction (group.c): one write transaction that several

@@ -915,6 +915,14 @@ int meta_store_sync(struct meta *m)
 	return 0;
 }
 
+void meta_store_bound_growth(struct meta *m)
+{
+	struct meta_store *st = m->store;
+
+	if (st->guard && lmdb_guard_lagging(st->guard))
+		meta_store_sync(m); /* logs its failure; the next group tries again */
+}
+
 void meta_store_close(struct meta *m)
 {
 	int ret;

@@ -6,7 +6,8 @@
  *
  * TRANSPORT is "tcp" or "rdma" (exits 77 without an RDMA device); the same
  * tests run over both. TEST is one of: roundtrip, clients, crash, killpoint
- * (with rdmafs-daemon-killpoint), ringrefuse (the same), rewrite, corrupt, enospc, config,
+ * (with rdmafs-daemon-killpoint), ringrefuse (the same), rewrite, indexgrowth, corrupt,
+ * enospc, config,
  * malformed, fence, handles, inline. Exit 0 pass, 1 fail, 77 skip, 99 the test could not run
  * (tests/lib/check.h).
  */
@@ -1215,6 +1216,56 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+/* ---- indexgrowth: a chunk rewritten over and over, never committed ---- */
+
+#define IG_INODE  720u
+#define IG_LEN	  (64u << 10)
+#define IG_WRITES 6000u
+
+/*
+ * The chunk index commits without a flush, and its guard pins the last
+ * flushed state, whose pages LMDB may not reuse: a store rewritten over and
+ * over with no COMMIT between would grow to its map size and fail with
+ * ENOSPC. The writer flushes past LMDB_GUARD_LAG commits; with a 16 MiB
+ * map, 6,000 short overwrites (each one or two index commits of a 64 KiB
+ * chunk's record) must all go through and read back.
+ */
+static int test_indexgrowth(void)
+{
+	uint8_t *model = malloc(IG_LEN), block[4096];
+	struct rfs_chunk_id id = {IG_INODE, 0};
+	struct daemon_proc d;
+	struct rfs_daemon *c;
+	char conf[400];
+	int ret;
+
+	REQUIRE(model, "out of memory");
+	snprintf(conf, sizeof(conf), "%s/indexgrowth.conf", harness_dir());
+	write_file(conf, "[daemon]\nlmdb_map_size = 16777216\n");
+	REQUIRE(daemon_start(&d, data_path("ig"), (const char *[]){"--config", conf, NULL}) == 0,
+		"daemon start");
+	c = client_of(&d, MAX_CHUNK);
+	fill_pattern(model, IG_LEN, 81);
+	ret = rfs_chunk_write(c, id, MAX_CHUNK, 0, model, IG_LEN, false, NULL);
+	REQUIRE(ret == 0, "laying the chunk out: %s", strerror(-ret));
+	for (unsigned i = 0; i < IG_WRITES; i++) {
+		uint32_t off = (i * 7u % (IG_LEN / sizeof(block))) * (uint32_t)sizeof(block);
+
+		fill_pattern(block, sizeof(block), 100 + i);
+		ret = rfs_chunk_write(c, id, MAX_CHUNK, off, block, sizeof(block), false, NULL);
+		REQUIRE(ret == 0, "overwrite %u of %u, no COMMIT since the first: %s", i + 1,
+			IG_WRITES, strerror(-ret));
+		memcpy(model + off, block, sizeof(block));
+	}
+	chunk_check(c, id, model, IG_LEN, "after the overwrites");
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	free(model);
+	printf("indexgrowth: %u overwrites with no COMMIT in a 16 MiB chunk index, read back\n",
+	       IG_WRITES);
+	return 0;
+}
+
 static void expect_refused(const char *what, const char *const *args, const char *needle)
 {
 	char err[4096];
@@ -1728,12 +1779,19 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(void);
 	} tests[] = {
-		{"roundtrip", test_roundtrip}, {"clients", test_clients},
-		{"crash", test_crash},	       {"killpoint", test_killpoint},
-		{"rewrite", test_rewrite},     {"ringrefuse", test_ringrefuse},
-		{"corrupt", test_corrupt},     {"enospc", test_enospc},
-		{"config", test_config},       {"malformed", test_malformed},
-		{"fence", test_fence},	       {"handles", test_handles},
+		{"roundtrip", test_roundtrip},
+		{"clients", test_clients},
+		{"crash", test_crash},
+		{"killpoint", test_killpoint},
+		{"rewrite", test_rewrite},
+		{"ringrefuse", test_ringrefuse},
+		{"indexgrowth", test_indexgrowth},
+		{"corrupt", test_corrupt},
+		{"enospc", test_enospc},
+		{"config", test_config},
+		{"malformed", test_malformed},
+		{"fence", test_fence},
+		{"handles", test_handles},
 		{"inline", test_inline},
 	};
 

@@ -516,6 +516,31 @@ static void test_overtaken_flush(void **state)
 	check_restored(fx, KEEP_ALL_BUT_METAS, 1);
 }
 
+/* lmdb_guard_lagging(): past LMDB_GUARD_LAG commits since the last flush, and not after one. */
+static void test_lagging(void **state)
+{
+	struct fixture *fx = *state;
+	struct lmdb_guard_report report;
+	struct lmdb_guard *g;
+	MDB_env *env;
+
+	assert_int_equal(open_env(fx, "boot-A", true, &env, &g, &report), 0);
+	assert_false(lmdb_guard_lagging(g));
+	for (unsigned i = 0; i <= LMDB_GUARD_LAG; i++) {
+		MDB_dbi dbi;
+		MDB_txn *txn = begin(env, &dbi);
+
+		assert_false(lmdb_guard_lagging(g));
+		put_key(txn, dbi, i % KEYS_ALL, i + 1);
+		commit(txn);
+	}
+	assert_true(lmdb_guard_lagging(g));
+	assert_int_equal(lmdb_guard_flush(g), 0);
+	assert_false(lmdb_guard_lagging(g));
+	assert_int_equal(lmdb_guard_close(g), 0);
+	mdb_env_close(env);
+}
+
 /* A kill -9 on the same boot: the page cache kept every commit, and nothing is undone. */
 static void test_kill_keeps_all(void **state)
 {
@@ -571,6 +596,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_power_loss, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_loss_before_a_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overtaken_flush, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lagging, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_keeps_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unguarded_open_restores_then_forgets, setup,
 						teardown),
