@@ -256,7 +256,7 @@ static int index_commit(struct store *st, MDB_txn *txn)
 {
 	int ret = lmdb_errno(mdb_txn_commit(txn)), flushed;
 
-	if (!ret && lmdb_guard_lagging(st->guard)) {
+	if (!ret && lmdb_guard_unflushed(st->guard) > LMDB_GUARD_LAG) {
 		flushed = lmdb_guard_flush(st->guard);
 		/* the commit stands; the next one tries again */
 		if (flushed)

@@ -578,17 +578,6 @@ static int check_format(struct meta *m, struct meta_txn *t)
 	return ret;
 }
 
-/* Flushes the store when a group committed since the last flush (batch). */
-static void flush_committed(struct meta *m)
-{
-	uint64_t groups, requests;
-
-	meta_group_stats(m, &groups, &requests);
-	if (groups != __atomic_load_n(&m->synced_groups, __ATOMIC_RELAXED) &&
-	    meta_store_sync(m) == 0)
-		__atomic_store_n(&m->synced_groups, groups, __ATOMIC_RELAXED);
-}
-
 /* metadata_sync = batch with sync_interval_ms: the thread that flushes. */
 struct meta_flusher {
 	struct meta *m;
@@ -617,7 +606,7 @@ static void *flusher_main(void *arg)
 		       pthread_cond_timedwait(&f->wake, &f->lock, &until) != ETIMEDOUT)
 			;
 		pthread_mutex_unlock(&f->lock);
-		flush_committed(f->m);
+		meta_store_sync_new(f->m);
 		pthread_mutex_lock(&f->lock);
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -754,8 +743,8 @@ int meta_tick(struct meta *m, uint64_t now_sec)
 	/* the clock is set: the grace period counts from the first tick */
 	meta_orphans_sweep(m, now_sec);
 	/* batch without a flusher: what was committed since the last flush */
-	if (!m->opts.sync_always && !m->flusher)
-		flush_committed(m);
+	if (!m->flusher)
+		meta_store_sync_new(m);
 	return ret;
 }
 

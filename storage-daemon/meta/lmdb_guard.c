@@ -459,13 +459,14 @@ int lmdb_guard_flush(struct lmdb_guard *g)
 	return guard_flush(g, false);
 }
 
-bool lmdb_guard_lagging(struct lmdb_guard *g)
+uint64_t lmdb_guard_unflushed(struct lmdb_guard *g)
 {
+	uint64_t flushed = __atomic_load_n(&g->txnid, __ATOMIC_RELAXED);
 	MDB_envinfo info;
 
-	if (mdb_env_info(g->env, &info))
-		return false;
-	return info.me_last_txnid > __atomic_load_n(&g->txnid, __ATOMIC_RELAXED) + LMDB_GUARD_LAG;
+	if (mdb_env_info(g->env, &info) || info.me_last_txnid < flushed)
+		return 0;
+	return info.me_last_txnid - flushed;
 }
 
 int lmdb_guard_flush_begin(struct lmdb_guard *g, struct lmdb_guard_ticket **ticket, int *data_fd)

@@ -84,17 +84,18 @@ int lmdb_guard_flush(struct lmdb_guard *g);
 
 /*
  * Transactions a writer may commit past the last flushed snapshot before it
- * flushes itself (lmdb_guard_lagging()): LMDB reuses no page freed since the
+ * flushes itself (lmdb_guard_unflushed()): LMDB reuses no page freed since the
  * pinned snapshot, so without flushes a store that is rewritten over and
  * over would grow to its map size and fail with ENOSPC.
  */
 #define LMDB_GUARD_LAG 512
 
 /*
- * Whether the newest transaction is more than LMDB_GUARD_LAG past the last
- * flushed snapshot: the caller, holding no transaction, should then flush.
+ * How many transactions were committed after the last flushed snapshot: 0,
+ * nothing to flush; past LMDB_GUARD_LAG a writer holding no transaction
+ * should flush.
  */
-bool lmdb_guard_lagging(struct lmdb_guard *g);
+uint64_t lmdb_guard_unflushed(struct lmdb_guard *g);
 
 /*
  * lmdb_guard_flush() in two halves, for a caller that flushes the data file

@@ -172,7 +172,10 @@ int meta_store_stats(struct meta *m, struct meta_store_stats *out);
  */
 int meta_tick(struct meta *m, uint64_t now_sec);
 
-/* How many times the store was flushed on request (SYNC) or by meta_tick(). */
+/*
+ * How many times the store was flushed: for a request that needed it (SYNC,
+ * ...), by the flusher or meta_tick(), or past LMDB_GUARD_LAG commits.
+ */
 uint64_t meta_sync_count(struct meta *m);
 
 #endif

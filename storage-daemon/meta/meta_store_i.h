@@ -77,7 +77,6 @@ struct meta {
 	struct meta_group *group;     /* group.c: the write requests waiting to commit */
 	struct meta_handles *handles; /* handles.c: the open handles */
 	uint64_t syncs;		      /* meta_store_sync() calls that flushed (atomic) */
-	uint64_t synced_groups;	      /* meta_group_stats() groups at the last flush (atomic) */
 	struct meta_flusher *flusher; /* dispatch.c: batch's flushes every sync_interval_ms */
 };
 
@@ -248,11 +247,14 @@ void meta_store_txn_abort(struct meta_txn *t);
 int meta_store_sync(struct meta *m);
 
 /*
- * metadata_sync = batch: flushes when more than LMDB_GUARD_LAG commits ran
- * since the last flush (lmdb_guard.h), so that a burst between two of the
- * flusher's rounds cannot grow the store to its map size. Called by a
- * group's leader once its transaction is over.
+ * metadata_sync = batch, for a caller holding no transaction; no-ops with
+ * always. The guard counts the commits since the last flush, whoever made
+ * them (requests, ticks, sweeps). meta_store_sync_new() flushes when there
+ * is any (the flusher, meta_tick()); meta_store_bound_growth() when there
+ * are more than LMDB_GUARD_LAG (a group's leader), so that a burst between
+ * two of the flusher's rounds cannot grow the store to its map size.
  */
+void meta_store_sync_new(struct meta *m);
 void meta_store_bound_growth(struct meta *m);
 
 /*

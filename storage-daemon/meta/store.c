@@ -915,12 +915,23 @@ int meta_store_sync(struct meta *m)
 	return 0;
 }
 
-void meta_store_bound_growth(struct meta *m)
+/* Flushes when more than @commits transactions were committed since the last flush. */
+static void sync_past(struct meta *m, uint64_t commits)
 {
 	struct meta_store *st = m->store;
 
-	if (st->guard && lmdb_guard_lagging(st->guard))
-		meta_store_sync(m); /* logs its failure; the next group tries again */
+	if (st->guard && lmdb_guard_unflushed(st->guard) > commits)
+		meta_store_sync(m); /* logs its failure; the next call tries again */
+}
+
+void meta_store_sync_new(struct meta *m)
+{
+	sync_past(m, 0);
+}
+
+void meta_store_bound_growth(struct meta *m)
+{
+	sync_past(m, LMDB_GUARD_LAG);
 }
 
 void meta_store_close(struct meta *m)

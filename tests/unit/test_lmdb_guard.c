@@ -235,46 +235,33 @@ static void copy_file(const char *from, const char *to)
 	free(buf);
 }
 
-/*
- * In a child that dies without closing: the first state, a flush, the
- * churn. Leaves the data file as flushed and as at the end, the side file,
- * and the flushed transaction's id.
- */
+/* How crash_run() flushes the first state. */
 enum first_flush {
 	FLUSH_WHOLE,	 /* lmdb_guard_flush() after the first state */
 	FLUSH_OPEN_ONLY, /* none after the first state: the open's alone */
 	FLUSH_OVERTAKEN, /* two flushes in halves, the later ending first */
 };
 
-static void crash_run_from(const struct fixture *fx, enum first_flush how);
-
-static void crash_run(const struct fixture *fx)
-{
-	crash_run_from(fx, FLUSH_WHOLE);
-}
-
 /*
- * FLUSH_OVERTAKEN: a flush begins before the last 100 keys are put, another
+ * FLUSH_OVERTAKEN: a flush begins before 100 keys are put again, another
  * after, and the later ends first; the earlier must then change nothing.
  */
 static int overtaken_flush(struct lmdb_guard *g, MDB_env *env, struct model *m)
 {
 	struct lmdb_guard_ticket *early, *late;
 	struct model rest = {0};
+	MDB_dbi dbi;
+	MDB_txn *txn;
 	int fd, ret;
 
-	fill(env, &rest); /* every key, then the earlier flush, then the last 100 again */
+	fill(env, &rest); /* every key, then the earlier flush, then the first 100 again */
 	ret = lmdb_guard_flush_begin(g, &early, &fd);
 	if (ret || !early)
 		return -1;
-	for (unsigned c = 0; c < 1; c++) {
-		MDB_dbi dbi;
-		MDB_txn *txn = begin(env, &dbi);
-
-		for (unsigned key = 0; key < 100; key++)
-			put_key(txn, dbi, key, 1);
-		commit(txn);
-	}
+	txn = begin(env, &dbi);
+	for (unsigned key = 0; key < 100; key++)
+		put_key(txn, dbi, key, 1);
+	commit(txn);
 	ret = lmdb_guard_flush_begin(g, &late, &fd);
 	if (ret || !late || fdatasync(fd))
 		return -1;
@@ -284,8 +271,12 @@ static int overtaken_flush(struct lmdb_guard *g, MDB_env *env, struct model *m)
 	return 0;
 }
 
-/* crash_run(), or with @how another way to flush the first state. */
-static void crash_run_from(const struct fixture *fx, enum first_flush how)
+/*
+ * In a child that dies without closing: the first state, flushed as @how
+ * says, then the churn. Leaves the data file as flushed and as at the end,
+ * the side file, and the flushed transaction's id.
+ */
+static void crash_run(const struct fixture *fx, enum first_flush how)
 {
 	pid_t pid = fork();
 	int status;
@@ -474,7 +465,7 @@ static void test_power_loss(void **state)
 {
 	struct fixture *fx = *state;
 
-	crash_run(fx);
+	crash_run(fx, FLUSH_WHOLE);
 	for (enum kept k = KEEP_NONE; k < KEEP_MIX; k++)
 		check_restored(fx, k, 1);
 	for (uint64_t seed = 1; seed <= 4; seed++)
@@ -490,7 +481,7 @@ static void test_power_loss_before_a_flush(void **state)
 	struct model none = {0};
 	MDB_env *env;
 
-	crash_run_from(fx, FLUSH_OPEN_ONLY);
+	crash_run(fx, FLUSH_OPEN_ONLY);
 	for (enum kept k = KEEP_METAS; k <= KEEP_ALL_BUT_METAS; k++) {
 		power_loss_disk(fx, k, 1);
 		assert_int_equal(open_env(fx, "boot-B", true, &env, &g, &report), 0);
@@ -511,13 +502,14 @@ static void test_overtaken_flush(void **state)
 {
 	struct fixture *fx = *state;
 
-	crash_run_from(fx, FLUSH_OVERTAKEN);
+	crash_run(fx, FLUSH_OVERTAKEN);
 	check_restored(fx, KEEP_METAS, 1);
 	check_restored(fx, KEEP_ALL_BUT_METAS, 1);
 }
 
-/* lmdb_guard_lagging(): past LMDB_GUARD_LAG commits since the last flush, and not after one. */
-static void test_lagging(void **state)
+/* lmdb_guard_unflushed(): the commits since the last flush, past LMDB_GUARD_LAG too; 0 after one.
+ */
+static void test_unflushed(void **state)
 {
 	struct fixture *fx = *state;
 	struct lmdb_guard_report report;
@@ -525,18 +517,18 @@ static void test_lagging(void **state)
 	MDB_env *env;
 
 	assert_int_equal(open_env(fx, "boot-A", true, &env, &g, &report), 0);
-	assert_false(lmdb_guard_lagging(g));
+	assert_int_equal(lmdb_guard_unflushed(g), 0);
 	for (unsigned i = 0; i <= LMDB_GUARD_LAG; i++) {
 		MDB_dbi dbi;
 		MDB_txn *txn = begin(env, &dbi);
 
-		assert_false(lmdb_guard_lagging(g));
+		assert_int_equal(lmdb_guard_unflushed(g), i);
 		put_key(txn, dbi, i % KEYS_ALL, i + 1);
 		commit(txn);
 	}
-	assert_true(lmdb_guard_lagging(g));
+	assert_true(lmdb_guard_unflushed(g) > LMDB_GUARD_LAG);
 	assert_int_equal(lmdb_guard_flush(g), 0);
-	assert_false(lmdb_guard_lagging(g));
+	assert_int_equal(lmdb_guard_unflushed(g), 0);
 	assert_int_equal(lmdb_guard_close(g), 0);
 	mdb_env_close(env);
 }
@@ -550,7 +542,7 @@ static void test_kill_keeps_all(void **state)
 	struct model m = {0};
 	MDB_env *env;
 
-	crash_run(fx);
+	crash_run(fx, FLUSH_WHOLE);
 	power_loss_disk(fx, KEEP_ALL, 1);
 	assert_int_equal(open_env(fx, "boot-A", true, &env, &g, &report), 0);
 	assert_false(report.restored);
@@ -574,7 +566,7 @@ static void test_unguarded_open_restores_then_forgets(void **state)
 	struct model first = {0};
 	MDB_env *env;
 
-	crash_run(fx);
+	crash_run(fx, FLUSH_WHOLE);
 	power_loss_disk(fx, KEEP_ALL_BUT_METAS, 1);
 	assert_int_equal(open_env(fx, "boot-B", false, &env, &g, &report), 0);
 	assert_null(g);
@@ -596,7 +588,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_power_loss, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_loss_before_a_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overtaken_flush, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lagging, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unflushed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_keeps_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unguarded_open_restores_then_forgets, setup,
 						teardown),

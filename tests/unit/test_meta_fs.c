@@ -1447,15 +1447,12 @@ static void test_sync(void **state)
  */
 static void test_sync_interval(void **state)
 {
-	struct meta_options o = {.log = tm_quiet_log, .sync_interval_ms = 10};
 	struct tm_env e;
 	uint64_t n;
 	int waited_ms = 0;
 
 	(void)state;
-	snprintf(e.dir, sizeof(e.dir), "/tmp/test-meta-sync.XXXXXX");
-	assert_non_null(mkdtemp(e.dir));
-	assert_int_equal(meta_open(e.dir, &o, &e.m), 0);
+	tm_setup_with(&e, 0, &(struct meta_options){.sync_interval_ms = 10});
 	n = meta_sync_count(e.m);
 	assert_int_equal(tm_mkdir(e.m, NULL, ROOT, "d", 0755, NULL), 0);
 	/* not a speed check: the bound only ends a test whose flusher never runs */

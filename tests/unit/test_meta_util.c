@@ -44,13 +44,18 @@ void tm_uuid(uint8_t *uuid, unsigned n)
 
 static void open_store(struct tm_env *e)
 {
-	struct meta_options o = {.log = tm_quiet_log};
-
-	assert_int_equal(meta_open(e->dir, &o, &e->m), 0);
+	assert_int_equal(meta_open(e->dir, &e->opts, &e->m), 0);
 }
 
 void tm_setup(struct tm_env *e, unsigned daemons)
 {
+	tm_setup_with(e, daemons, &(struct meta_options){.sync_interval_ms = 0});
+}
+
+void tm_setup_with(struct tm_env *e, unsigned daemons, const struct meta_options *o)
+{
+	e->opts = *o;
+	e->opts.log = tm_quiet_log;
 	snprintf(e->dir, sizeof(e->dir), "/tmp/test-meta.XXXXXX");
 	assert_non_null(mkdtemp(e->dir));
 	open_store(e);

@@ -18,6 +18,7 @@
 struct tm_env {
 	char dir[64];
 	struct meta *m;
+	struct meta_options opts; /* every open's, the log quiet */
 };
 
 /* What the tests look at in an Attr. */
@@ -52,6 +53,8 @@ const Rdmafs__Cred *tm_user(struct tm_cred *tc, uint32_t uid, uint32_t gid);
 
 /* A fresh store with @daemons registered daemons (UUIDs 1, 2, ... in byte 0). */
 void tm_setup(struct tm_env *e, unsigned daemons);
+/* tm_setup() with the service opened with @o (its log made quiet). */
+void tm_setup_with(struct tm_env *e, unsigned daemons, const struct meta_options *o);
 void tm_reopen(struct tm_env *e);
 void tm_teardown(struct tm_env *e);
 
