@@ -256,6 +256,77 @@ int store_bytes(struct store *st, uint64_t *out);
 int store_data_fd(const struct store *st);
 uint32_t store_max_chunk_size(const struct store *st);
 
+/* ---- chunk index journal (journal.c) ---- */
+
+/*
+ * Changes of the chunk index, appended to a file and held in memory until a
+ * checkpoint applies them to the index in one transaction (see journal.c for
+ * why). A change appended is in the file when journal_append() returns, so
+ * a kill -9 keeps it; nothing here flushes the file to the disk.
+ *
+ * Thread safety: every function but open and close may be called by any
+ * thread at any time; a checkpoint's commit runs with the journal locked
+ * (no append or lookup meanwhile).
+ */
+#define JOURNAL_KEY_LEN 16
+#define JOURNAL_DELETED UINT32_MAX /* a change's len when it removes the key */
+
+struct journal;
+
+struct journal_change {
+	uint8_t key[JOURNAL_KEY_LEN];
+	uint32_t len;
+	void *value; /* NULL: the key is removed */
+};
+
+/* Opens (creating, mode 0600) the journal file @name in @dir_fd. 0 or -errno. */
+int journal_open(int dir_fd, const char *name, struct journal **out);
+/* Closes; NULL is a no-op. What was not checkpointed stays in the file. */
+void journal_close(struct journal *j);
+
+/* What a replay hands on: @value NULL for a removal. Returns 0 or -errno (ends the replay). */
+typedef int (*journal_apply_fn)(void *arg, const uint8_t *key, const void *value, uint32_t len);
+
+/*
+ * At open, before any append: calls @apply for each record of the file, in
+ * the order written, up to the first that fails a check (a foreign or cut
+ * tail). *@records counts those applied. The records stay in the file until
+ * journal_discard(). Returns 0 or the first error of a read or of @apply.
+ */
+int journal_replay(struct journal *j, journal_apply_fn apply, void *arg, uint64_t *records);
+
+/* Forgets every change, in memory and in the file (emptied). 0 or -errno. */
+int journal_discard(struct journal *j);
+
+/*
+ * Appends @key's change: @value (@len bytes, at most 1 MiB) or, when @value
+ * is NULL, its removal. Returns 0, or -ENOSPC (the file system is full),
+ * -EINVAL, -ENOMEM or another -errno of the write: then nothing of the
+ * change is in the file or in memory.
+ */
+int journal_append(struct journal *j, const uint8_t *key, const void *value, uint32_t len);
+
+/* Changes appended since the last checkpoint (or open). */
+uint64_t journal_records(struct journal *j);
+
+/*
+ * The newest change of @key held: 0 when none (the index is current), 1 with
+ * *@len its length (the value copied into @buf of @cap bytes) or
+ * JOURNAL_DELETED. -EIO when the value is longer than @cap.
+ */
+int journal_lookup(struct journal *j, const uint8_t *key, void *buf, size_t cap, uint32_t *len);
+
+/* Applies @n changes (one per key) to the index; 0 once committed, or -errno. */
+typedef int (*journal_commit_fn)(void *arg, struct journal_change *const *changes, size_t n);
+
+/*
+ * Calls @commit with every change held (if any) and, when it returns 0,
+ * forgets them and empties the file. Returns 0 or @commit's error (then
+ * everything is still held) or the truncation's (the changes are in the
+ * index: a replay applies them again, which changes nothing).
+ */
+int journal_checkpoint(struct journal *j, journal_commit_fn commit, void *arg);
+
 /* ---- revoked client keys (keyring.c) ---- */
 
 struct keyring;

@@ -22,11 +22,15 @@
  * cache, so a block read again comes from memory (a direct write drops the
  * cached pages it covers, and the chunk lock keeps a chunk's reads and writes
  * apart); a scrub reads with O_DIRECT, to check what the disk holds. Data
- * goes to disk before the metadata, and the metadata is written without sync
- * (MDB_NOSYNC); COMMIT fdatasyncs the chunk files and the index together,
- * and the index's guard (meta/lmdb_guard.h) then makes that state the one a
- * power loss returns to: the index as the last COMMIT left it, never a
- * corrupt one.
+ * goes to disk before the metadata. A write's metadata goes to the index's
+ * journal (journal.c: a record appended, the change held in memory, where
+ * meta_load() looks first), which a checkpoint applies to the index in one
+ * transaction, written without sync (MDB_NOSYNC): every JOURNAL_RECORDS
+ * changes and before COMMIT or any walk of the index. COMMIT fdatasyncs the
+ * chunk files and the index together, and the index's guard
+ * (meta/lmdb_guard.h) then makes that state the one a power loss returns
+ * to: the index as the last COMMIT left it, never a corrupt one (the
+ * journal is then discarded; after a kill -9 it is replayed).
  *
  * Crash safety of overwrites: a write that rewrites blocks holding existing
  * data first records the new CRCs of those blocks as "pending" beside the
@@ -87,6 +91,8 @@
 #define DIRECT_MIN (64u << 10)
 /* Chunk files kept open for buffered I/O (see "Open chunk files" below). */
 #define FD_CACHE 256
+/* Index changes the journal holds before a checkpoint applies them; 4x that refuses writes. */
+#define JOURNAL_RECORDS 4096
 /* Far more fences than a drain ever leaves (16 bytes each); the file is sparse. */
 #define FENCE_MAP_SIZE (64ull << 20)
 
@@ -106,6 +112,7 @@ struct store {
 	int chunks_fd;
 	MDB_env *env;
 	struct lmdb_guard *guard; /* the chunk index's last flushed state, for a power loss */
+	struct journal *journal;  /* index changes not in the index yet (journal.c) */
 	MDB_dbi dbi;
 	uint32_t max_chunk_size;
 	uint32_t max_blocks;
@@ -197,64 +204,111 @@ static pthread_rwlock_t *chunk_lock(struct store *st, struct store_chunk_id id)
 
 /* ---- metadata ---- */
 
-/* Loads @id's metadata into @m; *@exists false (and @m an empty chunk) if none. */
+/* Takes @len bytes at @data as @id's metadata into @m: -EIO unless they are whole and ours. */
+static int meta_take(struct store *st, struct store_chunk_id id, const void *data, size_t len,
+		     struct chunk_meta *m)
+{
+	struct chunk_meta hdr;
+
+	/* LMDB values are not aligned: read the header through a copy. */
+	if (len >= sizeof(hdr))
+		memcpy(&hdr, data, sizeof(hdr));
+	if (len < sizeof(hdr) || hdr.magic != META_MAGIC || hdr.block_size != BS ||
+	    hdr.length > st->max_chunk_size || hdr.block_count != div_up(hdr.length, BS) ||
+	    hdr.pending_count > hdr.block_count ||
+	    hdr.pending_first > hdr.block_count - hdr.pending_count || len != meta_bytes(&hdr)) {
+		rdmafs_log(RDMAFS_LOG_ERR,
+			   "chunk %016" PRIx64 "/%016" PRIx64
+			   ": metadata damaged or larger than max_chunk_size",
+			   id.inode, id.index);
+		return -EIO;
+	}
+	memmove(m, data, len);
+	return 0;
+}
+
+/*
+ * Loads @id's metadata into @m (room for 2 * max_blocks CRCs): the
+ * journal's newest change, else the index's record. *@exists false (and @m
+ * an empty chunk) if none.
+ */
 static int meta_load(struct store *st, struct store_chunk_id id, struct chunk_meta *m, bool *exists)
 {
 	uint8_t key[16];
 	MDB_val k = {sizeof(key), key}, v;
-	const struct chunk_meta *disk;
-	struct chunk_meta hdr;
 	MDB_txn *txn;
-	int rc, ret = 0;
+	uint32_t len;
+	int rc, ret;
 
 	memset(m, 0, sizeof(*m));
 	m->magic = META_MAGIC;
 	m->block_size = BS;
 	*exists = false;
 	key_encode(id, key);
+	ret = journal_lookup(st->journal, key, m, meta_size(2 * st->max_blocks), &len);
+	if (ret == 1 && len == JOURNAL_DELETED)
+		return 0; /* removed: @m is the empty chunk */
+	if (ret == 1) {
+		ret = meta_take(st, id, m, len, m);
+		*exists = ret == 0;
+		return ret;
+	}
+	if (ret)
+		return ret;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return lmdb_errno(rc);
 	rc = mdb_get(txn, st->dbi, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		goto out_abort;
-	if (rc) {
+	if (rc == 0) {
+		ret = meta_take(st, id, v.mv_data, v.mv_size, m);
+		*exists = ret == 0;
+	} else if (rc != MDB_NOTFOUND) {
 		ret = lmdb_errno(rc);
-		goto out_abort;
 	}
-	/* LMDB values are not aligned: read the header through a copy. */
-	if (v.mv_size < sizeof(hdr)) {
-		ret = -EIO;
-		goto out_abort;
-	}
-	memcpy(&hdr, v.mv_data, sizeof(hdr));
-	disk = &hdr;
-	if (disk->magic != META_MAGIC || disk->block_size != BS ||
-	    disk->length > st->max_chunk_size || disk->block_count != div_up(disk->length, BS) ||
-	    disk->pending_count > disk->block_count ||
-	    disk->pending_first > disk->block_count - disk->pending_count ||
-	    v.mv_size != meta_bytes(disk)) {
-		rdmafs_log(RDMAFS_LOG_ERR,
-			   "chunk %016" PRIx64 "/%016" PRIx64
-			   ": metadata damaged or larger than max_chunk_size",
-			   id.inode, id.index);
-		ret = -EIO;
-		goto out_abort;
-	}
-	memcpy(m, v.mv_data, v.mv_size);
-	*exists = true;
-out_abort:
 	mdb_txn_abort(txn);
 	return ret;
 }
 
-/*
- * Commits a write of the index, and flushes it when too many commits ran
- * since the last: the guard's pinned snapshot holds every page they freed.
- */
-static int index_commit(struct store *st, MDB_txn *txn)
+/* Puts (@value) or deletes (NULL) one record of the index in @txn. */
+static int index_apply(MDB_txn *txn, MDB_dbi dbi, const uint8_t *key, const void *value,
+		       uint32_t len)
 {
-	int ret = lmdb_errno(mdb_txn_commit(txn)), flushed;
+	MDB_val k = {16, (void *)key}, v = {len, (void *)value};
+	int rc;
+
+	if (!value) {
+		rc = mdb_del(txn, dbi, &k, NULL);
+		return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
+	}
+	return lmdb_errno(mdb_put(txn, dbi, &k, &v, 0));
+}
+
+/* journal_commit_fn: the journal's changes in one transaction of the index. */
+static int commit_changes(void *arg, struct journal_change *const *changes, size_t n)
+{
+	struct store *st = arg;
+	MDB_txn *txn = NULL;
+	int ret = lmdb_errno(mdb_txn_begin(st->env, NULL, 0, &txn));
+
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = index_apply(txn, st->dbi, changes[i]->key, changes[i]->value,
+				  changes[i]->len);
+	if (ret) {
+		if (txn)
+			mdb_txn_abort(txn);
+		return ret;
+	}
+	return lmdb_errno(mdb_txn_commit(txn));
+}
+
+/*
+ * Applies the journal's changes to the index (a walk of the index or a
+ * flush needs them there), then flushes when too many commits ran since the
+ * last flush: the guard's pinned snapshot holds every page they freed.
+ */
+static int index_checkpoint(struct store *st)
+{
+	int ret = journal_checkpoint(st->journal, commit_changes, st), flushed;
 
 	if (!ret && lmdb_guard_unflushed(st->guard) > LMDB_GUARD_LAG) {
 		flushed = lmdb_guard_flush(st->guard);
@@ -265,42 +319,52 @@ static int index_commit(struct store *st, MDB_txn *txn)
 	return ret;
 }
 
+/* Makes every change of the index so far durable: a checkpoint, then the guard's flush. */
+static int index_flush(struct store *st)
+{
+	int ret = index_checkpoint(st);
+
+	return ret ? ret : lmdb_guard_flush(st->guard);
+}
+
+/*
+ * Records one change of @id's metadata (@m, or NULL: removed) in the
+ * journal, after a checkpoint when it holds JOURNAL_RECORDS already. A
+ * checkpoint that fails (the index's map is full, say) leaves the changes
+ * held; when four times that many are, the change is refused with its error.
+ */
+static int index_change(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
+{
+	uint64_t held = journal_records(st->journal);
+	uint8_t key[16];
+	int ret;
+
+	if (held >= JOURNAL_RECORDS) {
+		ret = index_checkpoint(st);
+		if (ret && held >= 4 * JOURNAL_RECORDS) {
+			rdmafs_log(RDMAFS_LOG_ERR,
+				   "chunk index checkpoint (%" PRIu64 " changes held): %s; "
+				   "refusing more",
+				   held, strerror(-ret));
+			return ret;
+		}
+		if (ret)
+			rdmafs_log(RDMAFS_LOG_WARN,
+				   "chunk index checkpoint (%" PRIu64 " changes held): %s", held,
+				   strerror(-ret));
+	}
+	key_encode(id, key);
+	return journal_append(st->journal, key, m, m ? meta_bytes(m) : 0);
+}
+
 static int meta_put(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
 {
-	uint8_t key[16];
-	MDB_val k = {sizeof(key), key}, v = {meta_bytes(m), (void *)m};
-	MDB_txn *txn;
-	int rc;
-
-	key_encode(id, key);
-	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (rc)
-		return lmdb_errno(rc);
-	rc = mdb_put(txn, st->dbi, &k, &v, 0);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return lmdb_errno(rc);
-	}
-	return index_commit(st, txn);
+	return index_change(st, id, m);
 }
 
 static int meta_delete(struct store *st, struct store_chunk_id id)
 {
-	uint8_t key[16];
-	MDB_val k = {sizeof(key), key};
-	MDB_txn *txn;
-	int rc;
-
-	key_encode(id, key);
-	rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (rc)
-		return lmdb_errno(rc);
-	rc = mdb_del(txn, st->dbi, &k, NULL);
-	if (rc && rc != MDB_NOTFOUND) {
-		mdb_txn_abort(txn);
-		return lmdb_errno(rc);
-	}
-	return index_commit(st, txn);
+	return index_change(st, id, NULL);
 }
 
 /* ---- files ---- */
@@ -844,6 +908,58 @@ out_unlock:
 
 /* ---- public ---- */
 
+struct replay {
+	struct store *st;
+	MDB_txn *txn;
+};
+
+static int replay_one(void *arg, const uint8_t *key, const void *value, uint32_t len)
+{
+	struct replay *r = arg;
+
+	return index_apply(r->txn, r->st->dbi, key, value, len);
+}
+
+/*
+ * Opens the index's journal and brings the index up to it: after a kill -9
+ * its records are applied (the page cache kept them); after a power loss
+ * (@restored: the index went back to its last flush) they are dropped, so
+ * the store is as the last COMMIT left it.
+ */
+static int journal_start(struct store *st, int dir_fd, bool restored)
+{
+	struct replay r = {.st = st};
+	uint64_t records = 0;
+	int ret = journal_open(dir_fd, "meta/index.journal", &st->journal);
+
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot open the chunk index journal: %s",
+			   strerror(-ret));
+		return ret;
+	}
+	if (!restored) {
+		ret = lmdb_errno(mdb_txn_begin(st->env, NULL, 0, &r.txn));
+		if (!ret) {
+			ret = journal_replay(st->journal, replay_one, &r, &records);
+			if (ret)
+				mdb_txn_abort(r.txn);
+			else
+				ret = lmdb_errno(mdb_txn_commit(r.txn));
+		}
+		if (!ret && records)
+			ret = lmdb_guard_flush(st->guard);
+	}
+	if (!ret)
+		ret = journal_discard(st->journal);
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot replay the chunk index journal: %s",
+			   strerror(-ret));
+	else if (records)
+		rdmafs_log(RDMAFS_LOG_INFO,
+			   "chunk index: %" PRIu64 " changes replayed from its journal", records);
+	return ret;
+}
+
 int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct store **out)
 {
 	char path[64], side[96], boot_id[LMDB_GUARD_BOOT_ID_LEN];
@@ -923,6 +1039,9 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 		ret = lmdb_errno(rc);
 		goto err_close_env;
 	}
+	ret = journal_start(st, dir_fd, report.restored);
+	if (ret)
+		goto err_close_env;
 	ret = fence_open(st, dir_fd);
 	if (ret)
 		goto err_close_env;
@@ -930,6 +1049,7 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	return 0;
 
 err_close_env:
+	journal_close(st->journal);
 	lmdb_guard_close(st->guard);
 	st->guard = NULL;
 	mdb_env_close(st->env);
@@ -945,8 +1065,16 @@ err_free:
 
 void store_close(struct store *st)
 {
+	int ret;
+
 	if (!st)
 		return;
+	ret = index_checkpoint(st);
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "chunk index checkpoint at close: %s; its journal keeps the changes",
+			   strerror(-ret));
+	journal_close(st->journal);
 	lmdb_guard_close(st->guard);
 	mdb_env_close(st->env);
 	mdb_env_close(st->fence_env);
@@ -1226,7 +1354,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (!ret && !settle_later)
 		ret = meta_put(st, id, m);
 	if (!ret && sync)
-		ret = lmdb_guard_flush(st->guard);
+		ret = index_flush(st);
 	if (!ret)
 		info_from_meta(m, true, info);
 out_close:
@@ -1456,6 +1584,9 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 	id->inode = sel->inode;
 	id->index = *pos;
 	key_encode(*id, key);
+	rc = index_checkpoint(st); /* the walk sees every chunk written */
+	if (rc)
+		return rc;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return lmdb_errno(rc);
@@ -1555,6 +1686,8 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	}
 	chunks = n;
 	if (!ret)
+		ret = index_checkpoint(st);
+	if (!ret)
 		ret = lmdb_guard_flush_begin(st->guard, &ticket, &fd);
 	if (!ret && ticket)
 		fds[n++] = fd;
@@ -1598,6 +1731,9 @@ int store_allocated(struct store *st, uint64_t inode, uint64_t *bytes)
 
 	*bytes = 0;
 	key_encode(id, key);
+	ret = index_checkpoint(st);
+	if (ret)
+		return ret;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return lmdb_errno(rc);
@@ -1672,10 +1808,14 @@ int store_remove(struct store_io *io, const struct store_selection *sel, uint64_
 }
 
 /* A read-only transaction and a cursor on the chunk index. 0 or -errno. */
+/* A cursor on the whole index, the journal's changes checkpointed into it first. */
 static int index_cursor(struct store *st, MDB_txn **txn, MDB_cursor **cur)
 {
-	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
+	int rc = index_checkpoint(st);
 
+	if (rc)
+		return rc;
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
 	if (rc)
 		return lmdb_errno(rc);
 	rc = mdb_cursor_open(*txn, st->dbi, cur);
@@ -1766,7 +1906,7 @@ uint64_t store_chunk_count(struct store *st)
 	MDB_txn *txn;
 	uint64_t n = 0;
 
-	if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn))
+	if (index_checkpoint(st) || mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn))
 		return 0;
 	if (mdb_stat(txn, st->dbi, &ms) == 0)
 		n = ms.ms_entries;

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The chunk index's journal (daemon_i.h, "chunk index journal").
+ *
+ * Why: the index is an LMDB environment under a guard (meta/lmdb_guard.h)
+ * that pins the last flushed snapshot, so LMDB reuses none of the pages a
+ * later commit frees. A commit per small write then writes about seven fresh
+ * 4 KiB pages (the leaf and root of the index and of LMDB's free list), every
+ * one of which the next flush sends to the disk: a 4 KiB random write cost
+ * 28 KiB of index writes. The journal takes those commits off the write
+ * path: a change is one record appended to a file (about 1 KiB for a 1 MiB
+ * chunk's CRCs) and kept in memory, and a checkpoint applies every change
+ * held to the index in one transaction, then empties the file.
+ *
+ * A record survives a kill -9 (it is in the page cache once pwrite()
+ * returns) and is replayed at the next open. After a power loss the guard
+ * returns the index to its last flush and the caller discards the journal,
+ * so the store is as the last COMMIT left it, as without a journal. A
+ * record is: magic, crc32c of the rest, sequence number, key, length (of the
+ * value; DELETED for a removal), value. The first record that fails any
+ * check ends the replay (a write cut short by ENOSPC is cut back at once, so
+ * only a foreign file ends that way).
+ *
+ * In memory the changes are an array with one entry per key (the newest
+ * value), found through a tsearch(3) tree of the same entries. One mutex
+ * covers the file, the array and the tree; a checkpoint holds it throughout,
+ * so no change is appended or looked up between the index's commit and the
+ * file's truncation.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include "daemon_i.h"
+
+#define JOURNAL_MAGIC 0x314a4352u /* "RCJ1" */
+#define DELETED	      JOURNAL_DELETED
+/* Far above a chunk's metadata (max_blocks CRCs): a longer length is not ours. */
+#define VALUE_MAX (1u << 20)
+
+struct record_head {
+	uint32_t magic;
+	uint32_t crc; /* of everything after this field, the value included */
+	uint64_t seq;
+	uint8_t key[JOURNAL_KEY_LEN];
+	uint32_t len; /* of the value, or DELETED */
+	uint32_t pad;
+};
+
+struct journal {
+	pthread_mutex_t lock;
+	int fd;
+	uint64_t tail; /* the file's length: where the next record goes */
+	uint64_t seq;
+	uint64_t records;		 /* appended since the last checkpoint */
+	struct journal_change **changes; /* one per key, its newest value */
+	size_t count, cap;
+	void *tree; /* tsearch(3) root: the same changes, by key */
+};
+
+static int key_cmp(const void *a, const void *b)
+{
+	const struct journal_change *x = a, *y = b;
+
+	return memcmp(x->key, y->key, JOURNAL_KEY_LEN);
+}
+
+static void free_nothing(void *node)
+{
+	(void)node; /* the changes are freed through the array */
+}
+
+int journal_open(int dir_fd, const char *name, struct journal **out)
+{
+	struct journal *j = calloc(1, sizeof(*j));
+	struct stat sb;
+	int ret;
+
+	if (!j)
+		return -ENOMEM;
+	j->fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (j->fd < 0 || fstat(j->fd, &sb)) {
+		ret = -errno;
+		if (j->fd >= 0)
+			close(j->fd);
+		free(j);
+		return ret;
+	}
+	j->tail = sb.st_size;
+	pthread_mutex_init(&j->lock, NULL);
+	*out = j;
+	return 0;
+}
+
+static void forget_changes(struct journal *j)
+{
+	tdestroy(j->tree, free_nothing);
+	j->tree = NULL;
+	for (size_t i = 0; i < j->count; i++) {
+		free(j->changes[i]->value);
+		free(j->changes[i]);
+	}
+	j->count = 0;
+	j->records = 0;
+}
+
+void journal_close(struct journal *j)
+{
+	if (!j)
+		return;
+	forget_changes(j);
+	free(j->changes);
+	close(j->fd);
+	pthread_mutex_destroy(&j->lock);
+	free(j);
+}
+
+/* Empties the file; the lock is held (or the journal not shared yet). */
+static int truncate_file(struct journal *j)
+{
+	if (ftruncate(j->fd, 0))
+		return -errno;
+	j->tail = 0;
+	return 0;
+}
+
+static uint32_t record_crc(const struct record_head *h, const void *value, uint32_t len)
+{
+	uint32_t crc = rdmafs_crc32c((const uint8_t *)h + offsetof(struct record_head, seq),
+				     sizeof(*h) - offsetof(struct record_head, seq));
+
+	return rdmafs_crc32c_extend(crc, value, len);
+}
+
+int journal_replay(struct journal *j, journal_apply_fn apply, void *arg, uint64_t *records)
+{
+	struct record_head h;
+	uint64_t off = 0;
+	void *value = NULL;
+	uint32_t len;
+	ssize_t n;
+	int ret = 0;
+
+	*records = 0;
+	for (;;) {
+		n = pread(j->fd, &h, sizeof(h), off);
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if ((size_t)n < sizeof(h) || h.magic != JOURNAL_MAGIC)
+			break;
+		len = h.len == DELETED ? 0 : h.len;
+		if (len > VALUE_MAX)
+			break;
+		free(value);
+		value = malloc(len ? len : 1);
+		if (!value) {
+			ret = -ENOMEM;
+			break;
+		}
+		n = pread(j->fd, value, len, off + sizeof(h));
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if ((uint32_t)n < len || record_crc(&h, value, len) != h.crc)
+			break;
+		ret = apply(arg, h.key, h.len == DELETED ? NULL : value, len);
+		if (ret)
+			break;
+		(*records)++;
+		j->seq = h.seq;
+		off += sizeof(h) + len;
+	}
+	free(value);
+	return ret;
+}
+
+int journal_discard(struct journal *j)
+{
+	int ret;
+
+	pthread_mutex_lock(&j->lock);
+	forget_changes(j);
+	ret = truncate_file(j);
+	pthread_mutex_unlock(&j->lock);
+	return ret;
+}
+
+/* Keeps @value (@len bytes, NULL: deleted) as @key's newest change. */
+static int hold_change(struct journal *j, const uint8_t *key, const void *value, uint32_t len)
+{
+	struct journal_change probe, *c, **found, **grown;
+	void *copy = NULL;
+
+	if (value) {
+		copy = malloc(len ? len : 1);
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, value, len);
+	}
+	memcpy(probe.key, key, JOURNAL_KEY_LEN);
+	found = tfind(&probe, &j->tree, key_cmp);
+	if (found) {
+		c = *found;
+		free(c->value);
+		c->value = copy;
+		c->len = len;
+		return 0;
+	}
+	if (j->count == j->cap) {
+		size_t cap = j->cap ? 2 * j->cap : 64;
+
+		grown = realloc(j->changes, cap * sizeof(*grown));
+		if (!grown)
+			goto err_free;
+		j->changes = grown;
+		j->cap = cap;
+	}
+	c = malloc(sizeof(*c));
+	if (!c)
+		goto err_free;
+	memcpy(c->key, key, JOURNAL_KEY_LEN);
+	c->value = copy;
+	c->len = len;
+	if (!tsearch(c, &j->tree, key_cmp)) {
+		free(c);
+		goto err_free;
+	}
+	j->changes[j->count++] = c;
+	return 0;
+
+err_free:
+	free(copy);
+	return -ENOMEM;
+}
+
+int journal_append(struct journal *j, const uint8_t *key, const void *value, uint32_t len)
+{
+	struct record_head h = {.magic = JOURNAL_MAGIC, .len = value ? len : DELETED};
+	struct iovec iov[2];
+	ssize_t n;
+	int ret;
+
+	if (value && len > VALUE_MAX)
+		return -EINVAL;
+	memcpy(h.key, key, JOURNAL_KEY_LEN);
+	pthread_mutex_lock(&j->lock);
+	h.seq = j->seq + 1;
+	h.crc = record_crc(&h, value, value ? len : 0);
+	iov[0] = (struct iovec){&h, sizeof(h)};
+	iov[1] = (struct iovec){(void *)value, value ? len : 0};
+	n = pwritev(j->fd, iov, value ? 2 : 1, j->tail);
+	if (n == (ssize_t)(sizeof(h) + (value ? len : 0))) {
+		ret = hold_change(j, key, value, len);
+	} else {
+		/* ENOSPC, EIO, a short write: the record is not there; neither is a piece of it */
+		ret = n < 0 ? -errno : -ENOSPC;
+	}
+	if (ret) {
+		if (ftruncate(j->fd, j->tail))
+			rdmafs_log(RDMAFS_LOG_WARN, "cutting back the chunk index journal: %s",
+				   strerror(errno));
+	} else {
+		j->tail += n;
+		j->seq = h.seq;
+		j->records++;
+	}
+	pthread_mutex_unlock(&j->lock);
+	return ret;
+}
+
+uint64_t journal_records(struct journal *j)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&j->lock);
+	n = j->records;
+	pthread_mutex_unlock(&j->lock);
+	return n;
+}
+
+int journal_lookup(struct journal *j, const uint8_t *key, void *buf, size_t cap, uint32_t *len)
+{
+	struct journal_change probe, **found;
+	int ret = 0;
+
+	memcpy(probe.key, key, JOURNAL_KEY_LEN);
+	pthread_mutex_lock(&j->lock);
+	found = j->count ? tfind(&probe, &j->tree, key_cmp) : NULL;
+	if (found) {
+		ret = 1;
+		*len = (*found)->value ? (*found)->len : JOURNAL_DELETED;
+		if (*len != JOURNAL_DELETED && *len > cap)
+			ret = -EIO;
+		else if (*len != JOURNAL_DELETED)
+			memcpy(buf, (*found)->value, *len);
+	}
+	pthread_mutex_unlock(&j->lock);
+	return ret;
+}
+
+int journal_checkpoint(struct journal *j, journal_commit_fn commit, void *arg)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&j->lock);
+	if (j->count)
+		ret = commit(arg, j->changes, j->count);
+	if (!ret && j->tail) {
+		/* in the index now: the file and the memory start again */
+		forget_changes(j);
+		ret = truncate_file(j);
+	}
+	pthread_mutex_unlock(&j->lock);
+	return ret;
+}

@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The chunk index's journal (storage-daemon/journal.c, daemon_i.h): each
+ * promise of its header. A change appended is found by a lookup (the newest
+ * per key, removals included) and read back by a replay in the order
+ * written; a checkpoint hands the commit one change per key and, once that
+ * commits, forgets them and empties the file, while a commit that fails
+ * keeps everything; a replay stops at the first damaged or cut record; an
+ * append the file system refuses leaves nothing of itself, in the file or in
+ * memory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "daemon_i.h"
+
+#define FILE_NAME "index.journal"
+
+struct fixture {
+	char dir[64];
+	int dir_fd;
+	struct journal *j;
+};
+
+/* What a replay or a commit saw, in order. */
+struct seen {
+	unsigned n;
+	uint8_t key[16][JOURNAL_KEY_LEN];
+	uint32_t len[16];
+	uint8_t first[16]; /* the value's first byte */
+	bool removed[16];
+	int fail; /* returned by the commit */
+};
+
+static void key_of(unsigned k, uint8_t *key)
+{
+	memset(key, 0, JOURNAL_KEY_LEN);
+	key[15] = (uint8_t)k;
+}
+
+static void value_of(unsigned k, unsigned gen, uint8_t *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(k * 16 + gen + i);
+}
+
+static void append(struct journal *j, unsigned k, unsigned gen, size_t len)
+{
+	uint8_t key[JOURNAL_KEY_LEN], value[2048];
+
+	key_of(k, key);
+	value_of(k, gen, value, len);
+	assert_int_equal(journal_append(j, key, value, len), 0);
+}
+
+static void note(struct seen *s, const uint8_t *key, const void *value, uint32_t len)
+{
+	assert_true(s->n < 16);
+	memcpy(s->key[s->n], key, JOURNAL_KEY_LEN);
+	s->removed[s->n] = value == NULL;
+	s->len[s->n] = len;
+	s->first[s->n] = value && len ? *(const uint8_t *)value : 0;
+	s->n++;
+}
+
+static int replay_note(void *arg, const uint8_t *key, const void *value, uint32_t len)
+{
+	note(arg, key, value, len);
+	return 0;
+}
+
+static int commit_note(void *arg, struct journal_change *const *changes, size_t n)
+{
+	struct seen *s = arg;
+
+	for (size_t i = 0; i < n; i++)
+		note(s, changes[i]->key, changes[i]->value,
+		     changes[i]->value ? changes[i]->len : 0);
+	return s->fail;
+}
+
+static off_t file_size(struct fixture *fx)
+{
+	struct stat sb;
+
+	assert_int_equal(fstatat(fx->dir_fd, FILE_NAME, &sb, 0), 0);
+	return sb.st_size;
+}
+
+/* 1: held with @gen's value of @len bytes; 0: not held; 2: held as removed. */
+static int held(struct journal *j, unsigned k, unsigned gen, size_t len)
+{
+	uint8_t key[JOURNAL_KEY_LEN], want[2048], got[2048];
+	uint32_t got_len;
+	int ret;
+
+	key_of(k, key);
+	ret = journal_lookup(j, key, got, sizeof(got), &got_len);
+	if (ret != 1)
+		return ret;
+	if (got_len == JOURNAL_DELETED)
+		return 2;
+	value_of(k, gen, want, len);
+	assert_int_equal(got_len, len);
+	assert_memory_equal(got, want, len);
+	return 1;
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+
+	strcpy(fx->dir, "/tmp/rdmafs-journal.XXXXXX");
+	if (!mkdtemp(fx->dir))
+		return -1;
+	fx->dir_fd = open(fx->dir, O_RDONLY | O_DIRECTORY);
+	if (fx->dir_fd < 0 || journal_open(fx->dir_fd, FILE_NAME, &fx->j))
+		return -1;
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+
+	journal_close(fx->j);
+	unlinkat(fx->dir_fd, FILE_NAME, 0);
+	close(fx->dir_fd);
+	rmdir(fx->dir);
+	free(fx);
+	return 0;
+}
+
+/* Reopens the file as a new daemon would, and replays it into @s. */
+static void reopen_and_replay(struct fixture *fx, struct seen *s, uint64_t *records)
+{
+	journal_close(fx->j);
+	assert_int_equal(journal_open(fx->dir_fd, FILE_NAME, &fx->j), 0);
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(journal_replay(fx->j, replay_note, s, records), 0);
+}
+
+static void test_lookup_holds_the_newest(void **state)
+{
+	struct fixture *fx = *state;
+	uint8_t key[JOURNAL_KEY_LEN];
+
+	assert_int_equal(held(fx->j, 1, 0, 0), 0);
+	append(fx->j, 1, 1, 100);
+	append(fx->j, 2, 1, 1000);
+	append(fx->j, 1, 2, 300);
+	key_of(2, key);
+	assert_int_equal(journal_append(fx->j, key, NULL, 0), 0);
+	assert_int_equal(held(fx->j, 1, 2, 300), 1);
+	assert_int_equal(held(fx->j, 2, 0, 0), 2);
+	assert_int_equal(held(fx->j, 3, 0, 0), 0);
+	assert_int_equal(journal_records(fx->j), 4);
+	/* a value longer than the caller's room is an error, not a cut copy */
+	uint8_t small[8];
+	uint32_t len;
+
+	key_of(1, key);
+	assert_int_equal(journal_lookup(fx->j, key, small, sizeof(small), &len), -EIO);
+}
+
+static void test_checkpoint_hands_one_change_per_key(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s = {0};
+	uint8_t key[JOURNAL_KEY_LEN];
+
+	append(fx->j, 1, 1, 100);
+	append(fx->j, 2, 1, 200);
+	append(fx->j, 1, 2, 300);
+	key_of(2, key);
+	assert_int_equal(journal_append(fx->j, key, NULL, 0), 0);
+	assert_true(file_size(fx) > 0);
+
+	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), 0);
+	assert_int_equal(s.n, 2);
+	key_of(1, key);
+	assert_memory_equal(s.key[0], key, JOURNAL_KEY_LEN);
+	assert_false(s.removed[0]);
+	assert_int_equal(s.len[0], 300);
+	assert_int_equal(s.first[0], (uint8_t)(1 * 16 + 2));
+	assert_true(s.removed[1]);
+
+	assert_int_equal(held(fx->j, 1, 0, 0), 0);
+	assert_int_equal(held(fx->j, 2, 0, 0), 0);
+	assert_int_equal(journal_records(fx->j), 0);
+	assert_int_equal(file_size(fx), 0);
+	/* nothing held: the commit is not called */
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), 0);
+	assert_int_equal(s.n, 0);
+}
+
+static void test_failed_commit_keeps_everything(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s = {.fail = -ENOSPC};
+	off_t size;
+
+	append(fx->j, 1, 1, 100);
+	append(fx->j, 2, 1, 200);
+	size = file_size(fx);
+	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), -ENOSPC);
+	assert_int_equal(held(fx->j, 1, 1, 100), 1);
+	assert_int_equal(held(fx->j, 2, 1, 200), 1);
+	assert_int_equal(journal_records(fx->j), 2);
+	assert_int_equal(file_size(fx), size);
+
+	s = (struct seen){0};
+	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), 0);
+	assert_int_equal(s.n, 2);
+	assert_int_equal(file_size(fx), 0);
+}
+
+static void test_replay_in_written_order(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s;
+	uint64_t records;
+	uint8_t key[JOURNAL_KEY_LEN];
+
+	append(fx->j, 5, 1, 40);
+	append(fx->j, 6, 1, 1500);
+	key_of(5, key);
+	assert_int_equal(journal_append(fx->j, key, NULL, 0), 0);
+	append(fx->j, 5, 3, 60);
+
+	reopen_and_replay(fx, &s, &records);
+	assert_int_equal(records, 4);
+	assert_int_equal(s.n, 4);
+	assert_int_equal(s.len[0], 40);
+	assert_int_equal(s.len[1], 1500);
+	assert_int_equal(s.first[1], (uint8_t)(6 * 16 + 1));
+	assert_true(s.removed[2]);
+	assert_int_equal(s.len[3], 60);
+	assert_int_equal(s.first[3], (uint8_t)(5 * 16 + 3));
+	/* a replay holds nothing in memory and keeps the file until the discard */
+	assert_int_equal(held(fx->j, 5, 0, 0), 0);
+	assert_true(file_size(fx) > 0);
+	assert_int_equal(journal_discard(fx->j), 0);
+	assert_int_equal(file_size(fx), 0);
+	reopen_and_replay(fx, &s, &records);
+	assert_int_equal(records, 0);
+}
+
+static void test_replay_stops_at_damage(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s;
+	uint64_t records;
+	off_t one, two;
+	uint8_t byte;
+
+	append(fx->j, 1, 1, 100);
+	one = file_size(fx);
+	append(fx->j, 2, 1, 100);
+	two = file_size(fx);
+	append(fx->j, 3, 1, 100);
+	journal_close(fx->j);
+	fx->j = NULL;
+
+	/* a flipped byte in the second record's value: only the first is replayed */
+	int fd = openat(fx->dir_fd, FILE_NAME, O_RDWR);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &byte, 1, two - 10), 1);
+	byte ^= 0x40;
+	assert_int_equal(pwrite(fd, &byte, 1, two - 10), 1);
+	assert_int_equal(journal_open(fx->dir_fd, FILE_NAME, &fx->j), 0);
+	reopen_and_replay(fx, &s, &records);
+	assert_int_equal(records, 1);
+	assert_int_equal(s.n, 1);
+
+	/* mended, then cut inside the third record: two are replayed */
+	byte ^= 0x40;
+	assert_int_equal(pwrite(fd, &byte, 1, two - 10), 1);
+	assert_int_equal(ftruncate(fd, two + 20), 0);
+	reopen_and_replay(fx, &s, &records);
+	assert_int_equal(records, 2);
+	assert_true(two > one);
+
+	/* foreign bytes from the start: nothing */
+	assert_int_equal(pwrite(fd, "not a journal", 13, 0), 13);
+	reopen_and_replay(fx, &s, &records);
+	assert_int_equal(records, 0);
+	close(fd);
+}
+
+static void test_refused_append_leaves_nothing(void **state)
+{
+	struct fixture *fx = *state;
+	struct rlimit old, small;
+	uint8_t key[JOURNAL_KEY_LEN], value[1024] = {0};
+	struct seen s;
+	uint64_t records;
+	off_t size;
+
+	append(fx->j, 1, 1, 100);
+	size = file_size(fx);
+	/* the file system takes part of the record, then refuses (as a full disk would) */
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	small = old;
+	small.rlim_cur = size + 200;
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	key_of(2, key);
+	assert_int_not_equal(journal_append(fx->j, key, value, sizeof(value)), 0);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+
+	assert_int_equal(file_size(fx), size);
+	assert_int_equal(held(fx->j, 2, 0, 0), 0);
+	assert_int_equal(journal_records(fx->j), 1);
+	/* the journal goes on: the next append and the replay find no piece of the refused one */
+	append(fx->j, 3, 1, 50);
+	reopen_and_replay(fx, &s, &records);
+	assert_int_equal(records, 2);
+	assert_int_equal(s.len[1], 50);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_lookup_holds_the_newest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_hands_one_change_per_key, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_failed_commit_keeps_everything, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_replay_in_written_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replay_stops_at_damage, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_append_leaves_nothing, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
