@@ -32,6 +32,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #ifdef HAVE_SYSTEMD
@@ -203,6 +204,23 @@ static const char *default_name(unsigned port, char *out, size_t len)
 	return out;
 }
 
+/*
+ * Takes every descriptor the hard limit allows: the chunk store keeps a
+ * quarter of them open as its cache of chunk files (store.c), and a soft
+ * limit of 1024 (a login shell's) would leave it 256.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		rdmafs_log(RDMAFS_LOG_WARN, "cannot raise the open files limit: %s",
+			   strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	struct xprt_listener *listeners[DAEMON_MAX_LISTEN] = {NULL};
@@ -250,6 +268,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 
 	if (datadir_open(cfg.data_dir, &dd))
 		goto out_free_config;

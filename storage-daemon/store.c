@@ -46,9 +46,11 @@
  * Concurrency: a striped reader/writer lock per chunk keeps a chunk's data
  * and metadata in step; LMDB serialises its own writers.
  *
- * Open chunk files: up to FD_CACHE chunk files stay open for buffered
- * reads, writes and truncates (a clock evicts one nobody holds), so a small
- * request costs no open, fstat and close. Whoever holds a cached descriptor
+ * Open chunk files: chunk files stay open for buffered reads, writes and
+ * truncates (a clock evicts one nobody holds), so a small request costs no
+ * open, fstat and close: a quarter of the descriptors the process may open
+ * (RLIMIT_NOFILE), between FD_CACHE_MIN and FD_CACHE_MAX, found through a
+ * hash of the chunk id. Whoever holds a cached descriptor
  * holds its chunk's lock, so removing a chunk (under the lock, exclusively)
  * closes its descriptors before the name can be reused: a later write never
  * lands in an unlinked file. O_DIRECT transfers and COMMIT open their own.
@@ -72,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
@@ -89,8 +92,9 @@
 #define RING_ENTRIES 8
 /* A write this long or longer goes to the disk directly; a shorter one to the page cache. */
 #define DIRECT_MIN (64u << 10)
-/* Chunk files kept open for buffered I/O (see "Open chunk files" below). */
-#define FD_CACHE 256
+/* Chunk files kept open for buffered I/O (see "Open chunk files" above). */
+#define FD_CACHE_MIN 64
+#define FD_CACHE_MAX 4096
 /* Index changes the journal holds before a checkpoint applies them; 4x that refuses writes. */
 #define JOURNAL_RECORDS 4096
 /* Far more fences than a drain ever leaves (16 bytes each); the file is sparse. */
@@ -128,8 +132,11 @@ struct store {
 		int fd;		/* -1: free */
 		unsigned users; /* holders now: a slot in use is never closed */
 		bool recent;	/* the clock's second chance */
-	} fds[FD_CACHE];
-	unsigned fd_hand;
+		int next;	/* the next slot of its hash chain; -1 ends it */
+	} * fds;
+	unsigned fd_count, fd_hand;
+	int *fd_heads; /* the first slot of each hash chain (fd_mask + 1 of them) */
+	unsigned fd_mask;
 };
 
 struct store_io {
@@ -193,13 +200,18 @@ static struct store_chunk_id key_decode(const uint8_t *key)
 	return id;
 }
 
-static pthread_rwlock_t *chunk_lock(struct store *st, struct store_chunk_id id)
+/* A hash of @id, its high bits well mixed. */
+static uint64_t chunk_hash(struct store_chunk_id id)
 {
 	uint64_t h = id.inode * 0x9e3779b97f4a7c15ull ^ (id.index + 0x632be59bd9b4e019ull);
 
 	h ^= h >> 29;
-	h *= 0xbf58476d1ce4e5b9ull;
-	return &st->locks[(h >> 40) % LOCK_STRIPES];
+	return h * 0xbf58476d1ce4e5b9ull;
+}
+
+static pthread_rwlock_t *chunk_lock(struct store *st, struct store_chunk_id id)
+{
+	return &st->locks[(chunk_hash(id) >> 40) % LOCK_STRIPES];
 }
 
 /* ---- metadata ---- */
@@ -426,20 +438,46 @@ static bool same_chunk(struct store_chunk_id a, struct store_chunk_id b)
  * with @create) and cached; *@fresh says it was just opened. The caller holds
  * the chunk's lock until chunk_put(). 0 or -errno.
  */
+/* The head of @id's hash chain of cached files; the caller holds fd_lock. */
+static int *fd_chain(struct store *st, struct store_chunk_id id)
+{
+	return &st->fd_heads[(chunk_hash(id) >> 32) & st->fd_mask];
+}
+
+/* A cached file of @id, or NULL; the caller holds fd_lock. */
+static struct fd_slot *fd_find(struct store *st, struct store_chunk_id id)
+{
+	for (int i = *fd_chain(st, id); i >= 0; i = st->fds[i].next)
+		if (same_chunk(st->fds[i].id, id))
+			return &st->fds[i];
+	return NULL;
+}
+
+/* Closes @s's file and takes it off its chain; the caller holds fd_lock. */
+static void fd_drop(struct store *st, struct fd_slot *s)
+{
+	for (int *p = fd_chain(st, s->id); *p >= 0; p = &st->fds[*p].next) {
+		if (&st->fds[*p] == s) {
+			*p = s->next;
+			break;
+		}
+	}
+	close(s->fd);
+	s->fd = -1;
+	s->users = 0;
+}
+
 static int chunk_get(struct store *st, struct store_chunk_id id, bool create, int *fd,
 		     struct fd_slot **slot, bool *fresh)
 {
-	struct fd_slot *s = NULL;
-	int ret;
+	struct fd_slot *s;
+	int ret, *head;
 
 	pthread_mutex_lock(&st->fd_lock);
-	for (int i = 0; i < FD_CACHE; i++) {
-		if (st->fds[i].fd >= 0 && same_chunk(st->fds[i].id, id)) {
-			s = &st->fds[i];
-			s->users++;
-			s->recent = true;
-			break;
-		}
+	s = fd_find(st, id);
+	if (s) {
+		s->users++;
+		s->recent = true;
 	}
 	pthread_mutex_unlock(&st->fd_lock);
 	if (s) {
@@ -454,16 +492,19 @@ static int chunk_get(struct store *st, struct store_chunk_id id, bool create, in
 	*fresh = true;
 	*slot = NULL; /* uncached if every slot is in use */
 	pthread_mutex_lock(&st->fd_lock);
-	for (unsigned step = 0; step < 2 * FD_CACHE; step++) {
+	for (unsigned step = 0; step < 2 * st->fd_count; step++) {
 		s = &st->fds[st->fd_hand];
-		st->fd_hand = (st->fd_hand + 1) % FD_CACHE;
+		st->fd_hand = (st->fd_hand + 1) % st->fd_count;
 		if (s->fd >= 0 && (s->users || s->recent)) {
 			s->recent = false;
 			continue;
 		}
 		if (s->fd >= 0)
-			close(s->fd);
-		*s = (struct fd_slot){.id = id, .fd = *fd, .users = 1, .recent = true};
+			fd_drop(st, s);
+		head = fd_chain(st, id);
+		*s = (struct fd_slot){
+			.id = id, .fd = *fd, .users = 1, .recent = true, .next = *head};
+		*head = (int)(s - st->fds);
 		*slot = s;
 		break;
 	}
@@ -471,7 +512,6 @@ static int chunk_get(struct store *st, struct store_chunk_id id, bool create, in
 	return 0;
 }
 
-/* Gives back what chunk_get() gave; with @bad it closes the file (reopened, and checked, next). */
 static void chunk_put(struct store *st, int fd, struct fd_slot *slot, bool bad)
 {
 	if (!slot) {
@@ -480,27 +520,62 @@ static void chunk_put(struct store *st, int fd, struct fd_slot *slot, bool bad)
 	}
 	pthread_mutex_lock(&st->fd_lock);
 	slot->users--;
-	if (bad && !slot->users) {
-		close(slot->fd);
-		slot->fd = -1;
-	}
+	if (bad && !slot->users)
+		fd_drop(st, slot);
 	pthread_mutex_unlock(&st->fd_lock);
 }
 
-/* Closes every cached file of @id; its chunk lock is held exclusively, so no one holds one. */
+/* Closes every cached file of @id (two readers may have cached one each). */
 static void chunk_forget(struct store *st, struct store_chunk_id id)
 {
-	pthread_mutex_lock(&st->fd_lock);
-	for (int i = 0; i < FD_CACHE; i++) {
-		struct fd_slot *s = &st->fds[i];
+	struct fd_slot *s;
 
-		if (s->fd >= 0 && same_chunk(s->id, id)) {
-			close(s->fd);
-			s->fd = -1;
-			s->users = 0;
-		}
-	}
+	pthread_mutex_lock(&st->fd_lock);
+	while ((s = fd_find(st, id)))
+		fd_drop(st, s);
 	pthread_mutex_unlock(&st->fd_lock);
+}
+
+/*
+ * The open-file cache: a quarter of RLIMIT_NOFILE's slots, within
+ * FD_CACHE_MIN .. FD_CACHE_MAX, and a power of two of hash chains at least
+ * as many. 0 or -ENOMEM.
+ */
+static int fd_cache_create(struct store *st)
+{
+	struct rlimit rl;
+	unsigned count = FD_CACHE_MIN, chains = 1;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rlim_t quarter = rl.rlim_cur == RLIM_INFINITY ? FD_CACHE_MAX : rl.rlim_cur / 4;
+
+		count = quarter < FD_CACHE_MIN	 ? FD_CACHE_MIN
+			: quarter > FD_CACHE_MAX ? FD_CACHE_MAX
+						 : (unsigned)quarter;
+	}
+	while (chains < count)
+		chains <<= 1;
+	st->fds = calloc(count, sizeof(*st->fds));
+	st->fd_heads = malloc(chains * sizeof(*st->fd_heads));
+	if (!st->fds || !st->fd_heads)
+		return -ENOMEM;
+	st->fd_count = count;
+	st->fd_mask = chains - 1;
+	for (unsigned i = 0; i < count; i++)
+		st->fds[i].fd = -1;
+	for (unsigned i = 0; i < chains; i++)
+		st->fd_heads[i] = -1;
+	return 0;
+}
+
+/* Closes every cached file and frees the cache. */
+static void fd_cache_destroy(struct store *st)
+{
+	for (unsigned i = 0; i < st->fd_count; i++)
+		if (st->fds[i].fd >= 0)
+			close(st->fds[i].fd);
+	free(st->fds);
+	free(st->fd_heads);
 }
 
 /* ---- io_uring ---- */
@@ -977,8 +1052,9 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	for (int i = 0; i < LOCK_STRIPES; i++)
 		pthread_rwlock_init(&st->locks[i], NULL);
 	pthread_mutex_init(&st->fd_lock, NULL);
-	for (int i = 0; i < FD_CACHE; i++)
-		st->fds[i].fd = -1;
+	ret = fd_cache_create(st);
+	if (ret)
+		goto err_free;
 	if (mkdirat(dir_fd, "chunks", 0750) && errno != EEXIST) {
 		ret = -errno;
 		goto err_free;
@@ -1056,6 +1132,7 @@ err_close_env:
 err_close_chunks:
 	close(st->chunks_fd);
 err_free:
+	fd_cache_destroy(st);
 	for (int i = 0; i < LOCK_STRIPES; i++)
 		pthread_rwlock_destroy(&st->locks[i]);
 	pthread_mutex_destroy(&st->fd_lock);
@@ -1080,9 +1157,7 @@ void store_close(struct store *st)
 	mdb_env_close(st->fence_env);
 	pthread_rwlock_destroy(&st->fence_lock);
 	close(st->chunks_fd);
-	for (int i = 0; i < FD_CACHE; i++)
-		if (st->fds[i].fd >= 0)
-			close(st->fds[i].fd);
+	fd_cache_destroy(st);
 	pthread_mutex_destroy(&st->fd_lock);
 	for (int i = 0; i < LOCK_STRIPES; i++)
 		pthread_rwlock_destroy(&st->locks[i]);
