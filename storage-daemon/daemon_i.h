@@ -262,7 +262,7 @@ uint32_t store_max_chunk_size(const struct store *st);
  * Changes of the chunk index, appended to a file and held in memory until a
  * checkpoint applies them to the index in one transaction (see journal.c for
  * why). A change appended is in the file when journal_append() returns, so
- * a kill -9 keeps it; nothing here flushes the file to the disk.
+ * a kill -9 keeps it; only journal_close() flushes the file to the disk.
  *
  * Thread safety: every function but open and close may be called by any
  * thread at any time; a checkpoint's commit runs with the journal locked
@@ -281,22 +281,29 @@ struct journal_change {
 
 /* Opens (creating, mode 0600) the journal file @name in @dir_fd. 0 or -errno. */
 int journal_open(int dir_fd, const char *name, struct journal **out);
-/* Closes; NULL is a no-op. What was not checkpointed stays in the file. */
+/* Flushes the file to the disk and closes; NULL is a no-op. What was not checkpointed stays. */
 void journal_close(struct journal *j);
 
 /* What a replay hands on: @value NULL for a removal. Returns 0 or -errno (ends the replay). */
 typedef int (*journal_apply_fn)(void *arg, const uint8_t *key, const void *value, uint32_t len);
 
 /*
- * At open, before any append: calls @apply for each record of the file, in
- * the order written, up to the first that fails a check (a foreign or cut
- * tail). *@records counts those applied. The records stay in the file until
- * journal_discard(). Returns 0 or the first error of a read or of @apply.
+ * At open, before any append: calls @apply for each record of the file
+ * whose base is @base (the index's newest transaction), in the order
+ * written, up to the first that fails a check (a foreign or cut tail) or
+ * has another base (its index state is not this one: *@stale_base gets that
+ * base, else 0). *@records counts those applied. The records stay in the
+ * file until journal_discard(). Returns 0 or the first error of a read or
+ * of @apply.
  */
-int journal_replay(struct journal *j, journal_apply_fn apply, void *arg, uint64_t *records);
+int journal_replay(struct journal *j, uint64_t base, journal_apply_fn apply, void *arg,
+		   uint64_t *records, uint64_t *stale_base);
 
-/* Forgets every change, in memory and in the file (emptied). 0 or -errno. */
-int journal_discard(struct journal *j);
+/*
+ * Forgets every change, in memory and in the file (emptied); the records
+ * appended next follow index transaction @base. 0 or -errno.
+ */
+int journal_discard(struct journal *j, uint64_t base);
 
 /*
  * Appends @key's change: @value (@len bytes, at most 1 MiB) or, when @value
@@ -316,14 +323,18 @@ uint64_t journal_records(struct journal *j);
  */
 int journal_lookup(struct journal *j, const uint8_t *key, void *buf, size_t cap, uint32_t *len);
 
-/* Applies @n changes (one per key) to the index; 0 once committed, or -errno. */
-typedef int (*journal_commit_fn)(void *arg, struct journal_change *const *changes, size_t n);
+/*
+ * Applies @n changes (one per key) to the index in one transaction: 0 once
+ * committed, with *@base that transaction's id, or -errno.
+ */
+typedef int (*journal_commit_fn)(void *arg, struct journal_change *const *changes, size_t n,
+				 uint64_t *base);
 
 /*
  * Calls @commit with every change held (if any) and, when it returns 0,
- * forgets them and empties the file. Returns 0 or @commit's error (then
- * everything is still held) or the truncation's (the changes are in the
- * index: a replay applies them again, which changes nothing).
+ * forgets them and empties the file; later records follow its *base. Returns 0 or @commit's error
+ * (then everything is still held) or the truncation's (the changes are in the index: a replay
+ * applies them again, which changes nothing).
  */
 int journal_checkpoint(struct journal *j, journal_commit_fn commit, void *arg);
 

@@ -16,10 +16,14 @@
  * returns) and is replayed at the next open. After a power loss the guard
  * returns the index to its last flush and the caller discards the journal,
  * so the store is as the last COMMIT left it, as without a journal. A
- * record is: magic, crc32c of the rest, sequence number, key, length (of the
- * value; DELETED for a removal), value. The first record that fails any
- * check ends the replay (a write cut short by ENOSPC is cut back at once, so
- * only a foreign file ends that way).
+ * record is: magic, crc32c of the rest, base, key, length (of the value;
+ * DELETED for a removal), value. The base is the index transaction the
+ * record follows (the checkpoint's that emptied the file last): a replay
+ * applies only records whose base is the index's newest transaction, so a
+ * file that outlived its index state (a power loss that undid a checkpoint,
+ * a truncation the disk never got) is never laid over another state. The
+ * first record that fails any check ends the replay (a write cut short by
+ * ENOSPC is cut back at once, so only a foreign file ends that way).
  *
  * In memory the changes are an array with one entry per key (the newest
  * value), found through a tsearch(3) tree of the same entries. One mutex
@@ -48,8 +52,8 @@
 
 struct record_head {
 	uint32_t magic;
-	uint32_t crc; /* of everything after this field, the value included */
-	uint64_t seq;
+	uint32_t crc;  /* of everything after this field, the value included */
+	uint64_t base; /* the index transaction the record follows */
 	uint8_t key[JOURNAL_KEY_LEN];
 	uint32_t len; /* of the value, or DELETED */
 	uint32_t pad;
@@ -58,8 +62,8 @@ struct record_head {
 struct journal {
 	pthread_mutex_t lock;
 	int fd;
-	uint64_t tail; /* the file's length: where the next record goes */
-	uint64_t seq;
+	uint64_t tail;			 /* the file's length: where the next record goes */
+	uint64_t base;			 /* of the records appended now */
 	uint64_t records;		 /* appended since the last checkpoint */
 	struct journal_change **changes; /* one per key, its newest value */
 	size_t count, cap;
@@ -118,6 +122,10 @@ void journal_close(struct journal *j)
 		return;
 	forget_changes(j);
 	free(j->changes);
+	/* a clean close's journal reaches the disk before the index is marked clean */
+	if (fdatasync(j->fd))
+		rdmafs_log(RDMAFS_LOG_WARN, "flushing the chunk index journal: %s",
+			   strerror(errno));
 	close(j->fd);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
@@ -134,13 +142,14 @@ static int truncate_file(struct journal *j)
 
 static uint32_t record_crc(const struct record_head *h, const void *value, uint32_t len)
 {
-	uint32_t crc = rdmafs_crc32c((const uint8_t *)h + offsetof(struct record_head, seq),
-				     sizeof(*h) - offsetof(struct record_head, seq));
+	uint32_t crc = rdmafs_crc32c((const uint8_t *)h + offsetof(struct record_head, base),
+				     sizeof(*h) - offsetof(struct record_head, base));
 
 	return rdmafs_crc32c_extend(crc, value, len);
 }
 
-int journal_replay(struct journal *j, journal_apply_fn apply, void *arg, uint64_t *records)
+int journal_replay(struct journal *j, uint64_t base, journal_apply_fn apply, void *arg,
+		   uint64_t *records, uint64_t *stale_base)
 {
 	struct record_head h;
 	uint64_t off = 0;
@@ -150,6 +159,7 @@ int journal_replay(struct journal *j, journal_apply_fn apply, void *arg, uint64_
 	int ret = 0;
 
 	*records = 0;
+	*stale_base = 0;
 	for (;;) {
 		n = pread(j->fd, &h, sizeof(h), off);
 		if (n < 0) {
@@ -174,23 +184,27 @@ int journal_replay(struct journal *j, journal_apply_fn apply, void *arg, uint64_
 		}
 		if ((uint32_t)n < len || record_crc(&h, value, len) != h.crc)
 			break;
+		if (h.base != base) {
+			*stale_base = h.base;
+			break;
+		}
 		ret = apply(arg, h.key, h.len == DELETED ? NULL : value, len);
 		if (ret)
 			break;
 		(*records)++;
-		j->seq = h.seq;
 		off += sizeof(h) + len;
 	}
 	free(value);
 	return ret;
 }
 
-int journal_discard(struct journal *j)
+int journal_discard(struct journal *j, uint64_t base)
 {
 	int ret;
 
 	pthread_mutex_lock(&j->lock);
 	forget_changes(j);
+	j->base = base;
 	ret = truncate_file(j);
 	pthread_mutex_unlock(&j->lock);
 	return ret;
@@ -246,6 +260,7 @@ err_free:
 
 int journal_append(struct journal *j, const uint8_t *key, const void *value, uint32_t len)
 {
+	static const uint32_t no_magic;
 	struct record_head h = {.magic = JOURNAL_MAGIC, .len = value ? len : DELETED};
 	struct iovec iov[2];
 	ssize_t n;
@@ -255,7 +270,7 @@ int journal_append(struct journal *j, const uint8_t *key, const void *value, uin
 		return -EINVAL;
 	memcpy(h.key, key, JOURNAL_KEY_LEN);
 	pthread_mutex_lock(&j->lock);
-	h.seq = j->seq + 1;
+	h.base = j->base;
 	h.crc = record_crc(&h, value, value ? len : 0);
 	iov[0] = (struct iovec){&h, sizeof(h)};
 	iov[1] = (struct iovec){(void *)value, value ? len : 0};
@@ -264,15 +279,19 @@ int journal_append(struct journal *j, const uint8_t *key, const void *value, uin
 		ret = hold_change(j, key, value, len);
 	} else {
 		/* ENOSPC, EIO, a short write: the record is not there; neither is a piece of it */
-		ret = n < 0 ? -errno : -ENOSPC;
+		ret = n < 0 && errno != EDQUOT ? -errno : -ENOSPC;
 	}
 	if (ret) {
+		/* unmarked first, so a record whole in the file is no record even if the cut fails
+		 */
+		if (n > 0 && pwrite(j->fd, &no_magic, sizeof(no_magic), j->tail) < 0)
+			rdmafs_log(RDMAFS_LOG_WARN, "unmarking a journal record: %s",
+				   strerror(errno));
 		if (ftruncate(j->fd, j->tail))
 			rdmafs_log(RDMAFS_LOG_WARN, "cutting back the chunk index journal: %s",
 				   strerror(errno));
 	} else {
 		j->tail += n;
-		j->seq = h.seq;
 		j->records++;
 	}
 	pthread_mutex_unlock(&j->lock);
@@ -311,15 +330,18 @@ int journal_lookup(struct journal *j, const uint8_t *key, void *buf, size_t cap,
 
 int journal_checkpoint(struct journal *j, journal_commit_fn commit, void *arg)
 {
+	uint64_t base;
 	int ret = 0;
 
 	pthread_mutex_lock(&j->lock);
-	if (j->count)
-		ret = commit(arg, j->changes, j->count);
-	if (!ret && j->tail) {
-		/* in the index now: the file and the memory start again */
-		forget_changes(j);
-		ret = truncate_file(j);
+	if (j->count) {
+		ret = commit(arg, j->changes, j->count, &base);
+		if (!ret) {
+			/* in the index now: the file and the memory start again, after @base */
+			forget_changes(j);
+			j->base = base;
+			ret = truncate_file(j);
+		}
 	}
 	pthread_mutex_unlock(&j->lock);
 	return ret;

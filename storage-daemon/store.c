@@ -296,7 +296,8 @@ static int index_apply(MDB_txn *txn, MDB_dbi dbi, const uint8_t *key, const void
 }
 
 /* journal_commit_fn: the journal's changes in one transaction of the index. */
-static int commit_changes(void *arg, struct journal_change *const *changes, size_t n)
+static int commit_changes(void *arg, struct journal_change *const *changes, size_t n,
+			  uint64_t *base)
 {
 	struct store *st = arg;
 	MDB_txn *txn = NULL;
@@ -310,6 +311,7 @@ static int commit_changes(void *arg, struct journal_change *const *changes, size
 			mdb_txn_abort(txn);
 		return ret;
 	}
+	*base = mdb_txn_id(txn);
 	return lmdb_errno(mdb_txn_commit(txn));
 }
 
@@ -995,16 +997,25 @@ static int replay_one(void *arg, const uint8_t *key, const void *value, uint32_t
 	return index_apply(r->txn, r->st->dbi, key, value, len);
 }
 
+/* The id of the index's newest transaction. */
+static uint64_t index_txnid(struct store *st)
+{
+	MDB_envinfo info;
+
+	return mdb_env_info(st->env, &info) ? 0 : info.me_last_txnid;
+}
+
 /*
  * Opens the index's journal and brings the index up to it: after a kill -9
  * its records are applied (the page cache kept them); after a power loss
  * (@restored: the index went back to its last flush) they are dropped, so
- * the store is as the last COMMIT left it.
+ * the store is as the last COMMIT left it, and so are records that follow
+ * another state of the index than this one (see journal.c).
  */
 static int journal_start(struct store *st, int dir_fd, bool restored)
 {
 	struct replay r = {.st = st};
-	uint64_t records = 0;
+	uint64_t records = 0, stale = 0, base = index_txnid(st);
 	int ret = journal_open(dir_fd, "meta/index.journal", &st->journal);
 
 	if (ret) {
@@ -1015,23 +1026,30 @@ static int journal_start(struct store *st, int dir_fd, bool restored)
 	if (!restored) {
 		ret = lmdb_errno(mdb_txn_begin(st->env, NULL, 0, &r.txn));
 		if (!ret) {
-			ret = journal_replay(st->journal, replay_one, &r, &records);
-			if (ret)
+			ret = journal_replay(st->journal, base, replay_one, &r, &records, &stale);
+			if (ret || !records) {
 				mdb_txn_abort(r.txn);
-			else
+			} else {
+				base = mdb_txn_id(r.txn);
 				ret = lmdb_errno(mdb_txn_commit(r.txn));
+			}
 		}
 		if (!ret && records)
 			ret = lmdb_guard_flush(st->guard);
 	}
 	if (!ret)
-		ret = journal_discard(st->journal);
+		ret = journal_discard(st->journal, base);
 	if (ret)
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot replay the chunk index journal: %s",
 			   strerror(-ret));
 	else if (records)
 		rdmafs_log(RDMAFS_LOG_INFO,
 			   "chunk index: %" PRIu64 " changes replayed from its journal", records);
+	if (stale)
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "chunk index journal: records after index transaction %" PRIu64
+			   " dropped: the index is at %" PRIu64,
+			   stale, index_txnid(st));
 	return ret;
 }
 
@@ -1635,8 +1653,9 @@ int store_stat(struct store *st, struct store_chunk_id id, struct store_chunk_in
 
 /*
  * The next chunk of @sel at or after position *@pos (an index into
- * sel->indexes, or a chunk index for a range). Returns 1 with *@id set, 0 at
- * the end, or an errno.
+ * sel->indexes, or a chunk index for a range: a walk of the index, whose
+ * caller checkpointed the journal first). Returns 1 with *@id set, 0 at the
+ * end, or an errno.
  */
 static int selection_next(struct store *st, const struct store_selection *sel, uint64_t *pos,
 			  struct store_chunk_id *id)
@@ -1659,9 +1678,6 @@ static int selection_next(struct store *st, const struct store_selection *sel, u
 	id->inode = sel->inode;
 	id->index = *pos;
 	key_encode(*id, key);
-	rc = index_checkpoint(st); /* the walk sees every chunk written */
-	if (rc)
-		return rc;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return lmdb_errno(rc);
@@ -1741,6 +1757,10 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	char path[64];
 	int fd, ret;
 
+	/* a range walks the index: every chunk written must be in it */
+	ret = sel->range ? index_checkpoint(st) : 0;
+	if (ret)
+		return ret;
 	while ((ret = selection_next(st, sel, &pos, &ids[n])) == 1) {
 		chunk_path(ids[n], path, sizeof(path));
 		fd = openat(st->chunks_fd, path, O_RDONLY | O_CLOEXEC);
@@ -1853,6 +1873,10 @@ int store_remove(struct store_io *io, const struct store_selection *sel, uint64_
 
 	*removed = 0;
 	*bytes_freed = 0;
+	/* a range walks the index: every chunk written must be in it */
+	ret = sel->range ? index_checkpoint(st) : 0;
+	if (ret)
+		return ret;
 	while ((ret = selection_next(st, sel, &pos, &id)) == 1) {
 		lock = chunk_lock(st, id);
 		pthread_rwlock_wrlock(lock);

@@ -5,9 +5,10 @@
  * per key, removals included) and read back by a replay in the order
  * written; a checkpoint hands the commit one change per key and, once that
  * commits, forgets them and empties the file, while a commit that fails
- * keeps everything; a replay stops at the first damaged or cut record; an
- * append the file system refuses leaves nothing of itself, in the file or in
- * memory.
+ * keeps everything; a replay takes only records that follow the index
+ * transaction it is given, and stops at the first damaged or cut record; a
+ * discard forgets what is held; an append the file system refuses leaves
+ * nothing of itself, in the file or in memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +43,8 @@ struct seen {
 	uint32_t len[16];
 	uint8_t first[16]; /* the value's first byte */
 	bool removed[16];
-	int fail; /* returned by the commit */
+	int fail;      /* returned by the commit */
+	uint64_t base; /* the commit's transaction id */
 };
 
 static void key_of(unsigned k, uint8_t *key)
@@ -82,13 +84,14 @@ static int replay_note(void *arg, const uint8_t *key, const void *value, uint32_
 	return 0;
 }
 
-static int commit_note(void *arg, struct journal_change *const *changes, size_t n)
+static int commit_note(void *arg, struct journal_change *const *changes, size_t n, uint64_t *base)
 {
 	struct seen *s = arg;
 
 	for (size_t i = 0; i < n; i++)
 		note(s, changes[i]->key, changes[i]->value,
 		     changes[i]->value ? changes[i]->len : 0);
+	*base = s->base;
 	return s->fail;
 }
 
@@ -145,13 +148,26 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Reopens the file as a new daemon would, and replays it into @s. */
-static void reopen_and_replay(struct fixture *fx, struct seen *s, uint64_t *records)
+/*
+ * Reopens the file as a new daemon would, and replays it into @s for an
+ * index at transaction @base; *@stale gets the base of a record left out.
+ */
+static void reopen_and_replay_at(struct fixture *fx, uint64_t base, struct seen *s,
+				 uint64_t *records, uint64_t *stale)
 {
 	journal_close(fx->j);
 	assert_int_equal(journal_open(fx->dir_fd, FILE_NAME, &fx->j), 0);
 	memset(s, 0, sizeof(*s));
-	assert_int_equal(journal_replay(fx->j, replay_note, s, records), 0);
+	assert_int_equal(journal_replay(fx->j, base, replay_note, s, records, stale), 0);
+}
+
+/* The same for a journal that no checkpoint emptied yet (base 0). */
+static void reopen_and_replay(struct fixture *fx, struct seen *s, uint64_t *records)
+{
+	uint64_t stale;
+
+	reopen_and_replay_at(fx, 0, s, records, &stale);
+	assert_int_equal(stale, 0);
 }
 
 static void test_lookup_holds_the_newest(void **state)
@@ -197,6 +213,8 @@ static void test_checkpoint_hands_one_change_per_key(void **state)
 	assert_false(s.removed[0]);
 	assert_int_equal(s.len[0], 300);
 	assert_int_equal(s.first[0], (uint8_t)(1 * 16 + 2));
+	key_of(2, key);
+	assert_memory_equal(s.key[1], key, JOURNAL_KEY_LEN);
 	assert_true(s.removed[1]);
 
 	assert_int_equal(held(fx->j, 1, 0, 0), 0);
@@ -255,10 +273,51 @@ static void test_replay_in_written_order(void **state)
 	/* a replay holds nothing in memory and keeps the file until the discard */
 	assert_int_equal(held(fx->j, 5, 0, 0), 0);
 	assert_true(file_size(fx) > 0);
-	assert_int_equal(journal_discard(fx->j), 0);
+	assert_int_equal(journal_discard(fx->j, 0), 0);
 	assert_int_equal(file_size(fx), 0);
 	reopen_and_replay(fx, &s, &records);
 	assert_int_equal(records, 0);
+}
+
+static void test_replay_needs_its_base(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s = {.base = 7};
+	uint64_t records, stale;
+
+	append(fx->j, 1, 1, 100);
+	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), 0);
+	append(fx->j, 2, 1, 100);
+	append(fx->j, 3, 1, 100);
+	/* the index at the checkpoint's transaction: both records */
+	reopen_and_replay_at(fx, 7, &s, &records, &stale);
+	assert_int_equal(records, 2);
+	assert_int_equal(stale, 0);
+	/* an index at another state (a power loss undid that checkpoint): none */
+	reopen_and_replay_at(fx, 6, &s, &records, &stale);
+	assert_int_equal(records, 0);
+	assert_int_equal(stale, 7);
+	assert_int_equal(s.n, 0);
+}
+
+static void test_discard_forgets_what_is_held(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s;
+	uint64_t records, stale;
+
+	append(fx->j, 1, 1, 100);
+	append(fx->j, 2, 1, 100);
+	assert_int_equal(journal_discard(fx->j, 3), 0);
+	assert_int_equal(held(fx->j, 1, 0, 0), 0);
+	assert_int_equal(held(fx->j, 2, 0, 0), 0);
+	assert_int_equal(journal_records(fx->j), 0);
+	assert_int_equal(file_size(fx), 0);
+	/* what comes next follows transaction 3 */
+	append(fx->j, 4, 1, 100);
+	reopen_and_replay_at(fx, 3, &s, &records, &stale);
+	assert_int_equal(records, 1);
+	assert_int_equal(stale, 0);
 }
 
 static void test_replay_stops_at_damage(void **state)
@@ -295,7 +354,13 @@ static void test_replay_stops_at_damage(void **state)
 	assert_int_equal(ftruncate(fd, two + 20), 0);
 	reopen_and_replay(fx, &s, &records);
 	assert_int_equal(records, 2);
-	assert_true(two > one);
+
+	/* a flipped byte in the second record's key: only the first */
+	assert_int_equal(pread(fd, &byte, 1, one + 20), 1);
+	byte ^= 0x01;
+	assert_int_equal(pwrite(fd, &byte, 1, one + 20), 1);
+	reopen_and_replay(fx, &s, &records);
+	assert_int_equal(records, 1);
 
 	/* foreign bytes from the start: nothing */
 	assert_int_equal(pwrite(fd, "not a journal", 13, 0), 13);
@@ -344,6 +409,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_commit_keeps_everything, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_replay_in_written_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replay_needs_its_base, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_discard_forgets_what_is_held, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_stops_at_damage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_append_leaves_nothing, setup,
 						teardown),
