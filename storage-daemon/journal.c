@@ -17,7 +17,7 @@
  * returns the index to its last flush and the caller discards the journal,
  * so the store is as the last COMMIT left it, as without a journal. A
  * record is: magic, crc32c of the rest, base, key, length (of the value;
- * DELETED for a removal), value. The base is the index transaction the
+ * JOURNAL_DELETED for a removal), value. The base is the index transaction the
  * record follows (the checkpoint's that emptied the file last): a replay
  * applies only records whose base is the index's newest transaction, so a
  * file that outlived its index state (a power loss that undid a checkpoint,
@@ -37,16 +37,15 @@
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
 #include "daemon_i.h"
 
 #define JOURNAL_MAGIC 0x314a4352u /* "RCJ1" */
-#define DELETED	      JOURNAL_DELETED
 /* Far above a chunk's metadata (max_blocks CRCs): a longer length is not ours. */
 #define VALUE_MAX (1u << 20)
 
@@ -55,7 +54,7 @@ struct record_head {
 	uint32_t crc;  /* of everything after this field, the value included */
 	uint64_t base; /* the index transaction the record follows */
 	uint8_t key[JOURNAL_KEY_LEN];
-	uint32_t len; /* of the value, or DELETED */
+	uint32_t len; /* of the value, or JOURNAL_DELETED */
 	uint32_t pad;
 };
 
@@ -131,9 +130,14 @@ void journal_close(struct journal *j)
 	free(j);
 }
 
-/* Empties the file; the lock is held (or the journal not shared yet). */
-static int truncate_file(struct journal *j)
+/*
+ * Forgets every change and empties the file; the records appended next
+ * follow index transaction @base. The lock is held.
+ */
+static int restart(struct journal *j, uint64_t base)
 {
+	forget_changes(j);
+	j->base = base;
 	if (ftruncate(j->fd, 0))
 		return -errno;
 	j->tail = 0;
@@ -168,7 +172,7 @@ int journal_replay(struct journal *j, uint64_t base, journal_apply_fn apply, voi
 		}
 		if ((size_t)n < sizeof(h) || h.magic != JOURNAL_MAGIC)
 			break;
-		len = h.len == DELETED ? 0 : h.len;
+		len = h.len == JOURNAL_DELETED ? 0 : h.len;
 		if (len > VALUE_MAX)
 			break;
 		free(value);
@@ -188,7 +192,7 @@ int journal_replay(struct journal *j, uint64_t base, journal_apply_fn apply, voi
 			*stale_base = h.base;
 			break;
 		}
-		ret = apply(arg, h.key, h.len == DELETED ? NULL : value, len);
+		ret = apply(arg, h.key, h.len == JOURNAL_DELETED ? NULL : value, len);
 		if (ret)
 			break;
 		(*records)++;
@@ -203,9 +207,7 @@ int journal_discard(struct journal *j, uint64_t base)
 	int ret;
 
 	pthread_mutex_lock(&j->lock);
-	forget_changes(j);
-	j->base = base;
-	ret = truncate_file(j);
+	ret = restart(j, base);
 	pthread_mutex_unlock(&j->lock);
 	return ret;
 }
@@ -261,7 +263,7 @@ err_free:
 int journal_append(struct journal *j, const uint8_t *key, const void *value, uint32_t len)
 {
 	static const uint32_t no_magic;
-	struct record_head h = {.magic = JOURNAL_MAGIC, .len = value ? len : DELETED};
+	struct record_head h = {.magic = JOURNAL_MAGIC, .len = value ? len : JOURNAL_DELETED};
 	struct iovec iov[2];
 	ssize_t n;
 	int ret;
@@ -310,19 +312,22 @@ uint64_t journal_records(struct journal *j)
 
 int journal_lookup(struct journal *j, const uint8_t *key, void *buf, size_t cap, uint32_t *len)
 {
-	struct journal_change probe, **found;
+	struct journal_change probe, **found, *c;
 	int ret = 0;
 
 	memcpy(probe.key, key, JOURNAL_KEY_LEN);
 	pthread_mutex_lock(&j->lock);
 	found = j->count ? tfind(&probe, &j->tree, key_cmp) : NULL;
-	if (found) {
+	c = found ? *found : NULL;
+	if (c && !c->value) {
+		*len = JOURNAL_DELETED;
 		ret = 1;
-		*len = (*found)->value ? (*found)->len : JOURNAL_DELETED;
-		if (*len != JOURNAL_DELETED && *len > cap)
-			ret = -EIO;
-		else if (*len != JOURNAL_DELETED)
-			memcpy(buf, (*found)->value, *len);
+	} else if (c && c->len > cap) {
+		ret = -EIO;
+	} else if (c) {
+		memcpy(buf, c->value, c->len);
+		*len = c->len;
+		ret = 1;
 	}
 	pthread_mutex_unlock(&j->lock);
 	return ret;
@@ -336,12 +341,8 @@ int journal_checkpoint(struct journal *j, journal_commit_fn commit, void *arg)
 	pthread_mutex_lock(&j->lock);
 	if (j->count) {
 		ret = commit(arg, j->changes, j->count, &base);
-		if (!ret) {
-			/* in the index now: the file and the memory start again, after @base */
-			forget_changes(j);
-			j->base = base;
-			ret = truncate_file(j);
-		}
+		if (!ret)
+			ret = restart(j, base); /* in the index now */
 	}
 	pthread_mutex_unlock(&j->lock);
 	return ret;

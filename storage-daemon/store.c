@@ -347,7 +347,7 @@ static int index_flush(struct store *st)
  * checkpoint that fails (the index's map is full, say) leaves the changes
  * held; when four times that many are, the change is refused with its error.
  */
-static int index_change(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
+static int meta_put(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
 {
 	uint64_t held = journal_records(st->journal);
 	uint8_t key[16];
@@ -371,14 +371,9 @@ static int index_change(struct store *st, struct store_chunk_id id, const struct
 	return journal_append(st->journal, key, m, m ? meta_bytes(m) : 0);
 }
 
-static int meta_put(struct store *st, struct store_chunk_id id, const struct chunk_meta *m)
-{
-	return index_change(st, id, m);
-}
-
 static int meta_delete(struct store *st, struct store_chunk_id id)
 {
-	return index_change(st, id, NULL);
+	return meta_put(st, id, NULL);
 }
 
 /* ---- files ---- */
@@ -435,11 +430,6 @@ static bool same_chunk(struct store_chunk_id a, struct store_chunk_id b)
 	return a.inode == b.inode && a.index == b.index;
 }
 
-/*
- * The chunk's file for buffered I/O, from the cache or opened (and created,
- * with @create) and cached; *@fresh says it was just opened. The caller holds
- * the chunk's lock until chunk_put(). 0 or -errno.
- */
 /* The head of @id's hash chain of cached files; the caller holds fd_lock. */
 static int *fd_chain(struct store *st, struct store_chunk_id id)
 {
@@ -469,6 +459,11 @@ static void fd_drop(struct store *st, struct fd_slot *s)
 	s->users = 0;
 }
 
+/*
+ * The chunk's file for buffered I/O, from the cache or opened (and created,
+ * with @create) and cached; *@fresh says it was just opened. The caller holds
+ * the chunk's lock until chunk_put(). 0 or -errno.
+ */
 static int chunk_get(struct store *st, struct store_chunk_id id, bool create, int *fd,
 		     struct fd_slot **slot, bool *fresh)
 {
@@ -514,6 +509,7 @@ static int chunk_get(struct store *st, struct store_chunk_id id, bool create, in
 	return 0;
 }
 
+/* Gives back what chunk_get() gave; with @bad it closes the file (reopened, and checked, next). */
 static void chunk_put(struct store *st, int fd, struct fd_slot *slot, bool bad)
 {
 	if (!slot) {
@@ -527,7 +523,10 @@ static void chunk_put(struct store *st, int fd, struct fd_slot *slot, bool bad)
 	pthread_mutex_unlock(&st->fd_lock);
 }
 
-/* Closes every cached file of @id (two readers may have cached one each). */
+/*
+ * Closes every cached file of @id (two readers may have cached one each);
+ * its chunk lock is held exclusively, so no one holds one.
+ */
 static void chunk_forget(struct store *st, struct store_chunk_id id)
 {
 	struct fd_slot *s;
@@ -1757,8 +1756,8 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	char path[64];
 	int fd, ret;
 
-	/* a range walks the index: every chunk written must be in it */
-	ret = sel->range ? index_checkpoint(st) : 0;
+	/* every write acknowledged before: in the index, for a range's walk and for the flush */
+	ret = index_checkpoint(st);
 	if (ret)
 		return ret;
 	while ((ret = selection_next(st, sel, &pos, &ids[n])) == 1) {
@@ -1780,8 +1779,6 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 		}
 	}
 	chunks = n;
-	if (!ret)
-		ret = index_checkpoint(st);
 	if (!ret)
 		ret = lmdb_guard_flush_begin(st->guard, &ticket, &fd);
 	if (!ret && ticket)
@@ -1906,8 +1903,10 @@ int store_remove(struct store_io *io, const struct store_selection *sel, uint64_
 	return 0;
 }
 
-/* A read-only transaction and a cursor on the chunk index. 0 or -errno. */
-/* A cursor on the whole index, the journal's changes checkpointed into it first. */
+/*
+ * A read-only transaction and a cursor on the chunk index, the journal's
+ * changes checkpointed into it first. 0 or -errno.
+ */
 static int index_cursor(struct store *st, MDB_txn **txn, MDB_cursor **cur)
 {
 	int rc = index_checkpoint(st);

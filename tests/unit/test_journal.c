@@ -31,7 +31,7 @@
 #define FILE_NAME "index.journal"
 
 struct fixture {
-	char dir[64];
+	char dir[256];
 	int dir_fd;
 	struct journal *j;
 };
@@ -125,9 +125,12 @@ static int held(struct journal *j, unsigned k, unsigned gen, size_t len)
 static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
+	const char *tmp = getenv("TMPDIR");
 
-	strcpy(fx->dir, "/tmp/rdmafs-journal.XXXXXX");
-	if (!mkdtemp(fx->dir))
+	if (!fx)
+		return -1;
+	snprintf(fx->dir, sizeof(fx->dir), "%s/rdmafs-journal-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (strlen(fx->dir) + 1 >= sizeof(fx->dir) || !mkdtemp(fx->dir))
 		return -1;
 	fx->dir_fd = open(fx->dir, O_RDONLY | O_DIRECTORY);
 	if (fx->dir_fd < 0 || journal_open(fx->dir_fd, FILE_NAME, &fx->j))
