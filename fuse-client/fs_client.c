@@ -1163,9 +1163,13 @@ static void slot_done(void *arg, int status, const void *body, size_t len)
 	pthread_mutex_unlock(&fo->lock);
 }
 
-/* Packs @msg and sends it on s->conn; the result arrives in @s. */
+/*
+ * Packs @msg and sends it on s->conn; the result arrives in @s. @wait: the
+ * only call of its fan-out, so this thread waits for it itself and reads the
+ * answer off the connection (xprt_call_wait()), with no hand-off.
+ */
 static void slot_send(struct rfs *fs, struct fanout *fo, struct slot *s, uint32_t method,
-		      const ProtobufCMessage *msg)
+		      const ProtobufCMessage *msg, bool wait)
 {
 	uint8_t body[SLOT_REQ_MAX];
 	size_t len = protobuf_c_message_get_packed_size(msg);
@@ -1183,7 +1187,10 @@ static void slot_send(struct rfs *fs, struct fanout *fo, struct slot *s, uint32_
 	pthread_mutex_lock(&fo->lock);
 	fo->pending++;
 	pthread_mutex_unlock(&fo->lock);
-	ret = xprt_call_async(s->conn, method, body, len, fs->timeout_ms, slot_done, s);
+	if (wait)
+		ret = xprt_call_wait(s->conn, method, body, len, fs->timeout_ms, slot_done, s);
+	else
+		ret = xprt_call_async(s->conn, method, body, len, fs->timeout_ms, slot_done, s);
 	if (ret) {
 		/* Not sent, and slot_done() will never run (xprt.h): count it back. */
 		s->status = ret;
@@ -1235,7 +1242,7 @@ static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMess
 				rfs_count(&fs->counters.targets[RFS_TARGET_STORAGE].retries, 1);
 			slots[i].status = peer_conn_get(fs, peers[i], &slots[i].conn);
 			if (!slots[i].status)
-				slot_send(fs, &fo, &slots[i], method, msgs[i]);
+				slot_send(fs, &fo, &slots[i], method, msgs[i], count == 1);
 		}
 		fanout_wait(&fo);
 		for (size_t i = 0; i < count; i++) {
@@ -1310,9 +1317,10 @@ static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, 
 	return 0;
 }
 
-/* Flags of a chunk write (run_pieces()). */
+/* Flags of a chunk write (run_pieces()), and of how a piece is sent. */
 #define WRITE_SYNC 1u /* durable before the reply (O_SYNC) */
 #define WRITE_HOLE 2u /* zeros of a punched hole: the daemon frees their blocks */
+#define PIECE_WAIT 4u /* the only piece of its wave: slot_send() waits for it */
 
 /*
  * A read's inline reply (CHUNK_INLINE_MAX bytes at most) lands in the piece's
@@ -1352,12 +1360,14 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		p->s.spill = NULL;
 		ret = chunk_msg_write(&m, p->s.conn, p->buf, &io);
 		if (!ret)
-			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base);
+			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base,
+				  (flags & PIECE_WAIT) != 0);
 	} else {
 		read_spill(p, &io);
 		ret = chunk_msg_read(&m, p->s.conn, p->buf, &io);
 		if (!ret)
-			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base);
+			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base,
+				  (flags & PIECE_WAIT) != 0);
 	}
 	if (ret)
 		p->s.status = ret;
@@ -1462,7 +1472,8 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 			issued++;
 			if (p->tries++)
 				rfs_count(&fs->counters.targets[RFS_TARGET_STORAGE].retries, 1);
-			ret = piece_issue(fs, &fo, layout, ino, p, write, src, flags);
+			ret = piece_issue(fs, &fo, layout, ino, p, write, src,
+					  flags | (left == 1 ? PIECE_WAIT : 0));
 		}
 		fanout_wait(&fo);
 		for (size_t i = 0; i < count; i++) {

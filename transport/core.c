@@ -954,9 +954,8 @@ struct sync_wait {
 	pthread_cond_t cond;
 	bool done;
 	int status;
-	void *resp;
-	size_t resp_cap;
-	size_t resp_len;
+	xprt_reply_cb cb; /* xprt_call_wait()'s callback */
+	void *cb_arg;
 };
 
 static void sync_init(struct sync_wait *w)
@@ -979,17 +978,11 @@ static void sync_rdma_done(void *arg, int status)
 	pthread_cond_signal(&w->cond);
 }
 
-static void sync_reply_done(void *arg, int status, const void *body, size_t len)
+static void sync_cb_done(void *arg, int status, const void *body, size_t len)
 {
 	struct sync_wait *w = arg;
 
-	w->status = status;
-	if (status >= 0 && len > w->resp_cap) {
-		w->status = -EMSGSIZE;
-	} else if (len) {
-		memcpy(w->resp, body, len);
-	}
-	w->resp_len = len;
+	w->cb(w->cb_arg, status, body, len);
 	w->done = true;
 	pthread_cond_signal(&w->cond);
 }
@@ -997,14 +990,18 @@ static void sync_reply_done(void *arg, int status, const void *body, size_t len)
 static int backends_progress(struct xprt_ctx *ctx);
 
 /*
- * Waits for @w under ctx->lock. First the caller drives progress itself for
- * up to busy_poll_us, polling the completion queues: an answer then
- * completes on this thread, which saves the hand-off from the progress thread
- * (a futex wake and a context switch, the bulk of a small RPC's round trip
- * over verbs). Then it sleeps; the progress thread enforces the deadline.
+ * Waits for @w, a call or op on @c, under ctx->lock. First the caller drives
+ * progress itself for up to busy_poll_us, polling the completion queues: an
+ * answer then completes on this thread, which saves the hand-off from the
+ * progress thread (a futex wake and a context switch, the bulk of a small
+ * RPC's round trip). Then it sleeps: on @c's socket itself where the backend
+ * lets it (tcp), waking every TIMER_PERIOD_MS to see whether the progress
+ * thread's timers ended the wait; else on its condition, and the progress
+ * thread enforces the deadline.
  */
-static void sync_wait_done(struct xprt_ctx *ctx, struct sync_wait *w)
+static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 {
+	struct xprt_ctx *ctx = c->ctx;
 	uint64_t until = xprt_now_ns() + (uint64_t)ctx->opts.busy_poll_us * 1000u;
 
 	while (!w->done && xprt_now_ns() < until) {
@@ -1017,7 +1014,8 @@ static void sync_wait_done(struct xprt_ctx *ctx, struct sync_wait *w)
 		pthread_mutex_lock(&ctx->lock);
 	}
 	while (!w->done)
-		pthread_cond_wait(&w->cond, &ctx->lock);
+		if (!c->ops->wait || c->ops->wait(c, TIMER_PERIOD_MS) == -EBUSY)
+			pthread_cond_wait(&w->cond, &ctx->lock);
 }
 
 static int rdma_sync(struct xprt_conn *c, bool is_write, void *local, struct xprt_mr *mr,
@@ -1032,7 +1030,7 @@ static int rdma_sync(struct xprt_conn *c, bool is_write, void *local, struct xpr
 	ret = rdma_submit(c, is_write, local, mr, remote_addr, rkey, len, timeout_ms,
 			  sync_rdma_done, &w);
 	if (ret == 0) {
-		sync_wait_done(ctx, &w);
+		sync_wait_done(c, &w);
 		ret = w.status;
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -1096,27 +1094,59 @@ err_free:
 	return ret;
 }
 
-int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len, void *resp,
-	      size_t resp_cap, size_t *resp_len, int timeout_ms)
+int xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+		   int timeout_ms, xprt_reply_cb cb, void *arg)
 {
 	struct xprt_ctx *ctx = conn->ctx;
 	struct sync_wait w;
 	int ret;
 
 	sync_init(&w);
-	w.resp = resp;
-	w.resp_cap = resp_cap;
+	w.cb = cb;
+	w.cb_arg = arg;
 	pthread_mutex_lock(&ctx->lock);
-	ret = xprt_call_async(conn, method, req, req_len, timeout_ms, sync_reply_done, &w);
-	if (ret == 0) {
-		sync_wait_done(ctx, &w);
-		ret = w.status;
-		if (resp_len)
-			*resp_len = w.resp_len;
-	}
+	ret = xprt_call_async(conn, method, req, req_len, timeout_ms, sync_cb_done, &w);
+	if (ret == 0)
+		sync_wait_done(conn, &w);
 	pthread_mutex_unlock(&ctx->lock);
 	pthread_cond_destroy(&w.cond);
 	return ret;
+}
+
+/* xprt_call()'s answer: copied into the caller's buffer. */
+struct call_copy {
+	void *resp;
+	size_t cap, len;
+	int status;
+};
+
+static void call_copy_done(void *arg, int status, const void *body, size_t len)
+{
+	struct call_copy *cc = arg;
+
+	cc->status = status;
+	if (len > cc->cap) {
+		/* never past the caller's buffer, an error's body included */
+		if (status >= 0)
+			cc->status = -EMSGSIZE;
+		len = 0;
+	}
+	if (len)
+		memcpy(cc->resp, body, len);
+	cc->len = len;
+}
+
+int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len, void *resp,
+	      size_t resp_cap, size_t *resp_len, int timeout_ms)
+{
+	struct call_copy cc = {.resp = resp, .cap = resp_cap};
+	int ret = xprt_call_wait(conn, method, req, req_len, timeout_ms, call_copy_done, &cc);
+
+	if (ret)
+		return ret;
+	if (resp_len)
+		*resp_len = cc.len;
+	return cc.status;
 }
 
 /* ---- serving ---- */

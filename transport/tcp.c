@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -52,6 +53,7 @@ struct tcp_conn {
 	struct xprt_conn *conn;
 	uint32_t events;
 	bool connecting;
+	bool waiter; /* a blocked caller polls the socket itself (tcp_wait) */
 	enum tcp_rx_state rx_state;
 	uint8_t *stage;
 	size_t stage_size, stage_len;
@@ -80,6 +82,9 @@ static void tcp_ctx_fini(struct xprt_ctx *ctx)
 
 static void set_events(struct tcp_conn *tc, uint32_t events)
 {
+	/* While a caller waits on the socket itself, the progress thread leaves reading to it. */
+	if (tc->waiter)
+		events &= ~(uint32_t)EPOLLIN;
 	if (tc->events == events)
 		return;
 	tc->events = events;
@@ -425,20 +430,28 @@ static void rx_parse(struct tcp_conn *tc)
 	}
 }
 
+/*
+ * Reads what the socket holds and handles every whole frame. A short read
+ * means the socket had no more: the next bytes raise another event (epoll
+ * and poll are level-triggered), so no recv() is spent on EAGAIN.
+ */
 static int rx_read(struct tcp_conn *tc)
 {
 	struct xprt_conn *c = tc->conn;
 
 	while (c->state != XPRT_CONN_DEAD && tc->rx_state != RX_STOPPED) {
+		size_t want;
 		ssize_t r;
 
 		if (tc->rx_state == RX_DIRECT && tc->stage_len == 0) {
-			r = recv(tc->poller.fd, tc->direct_dst + tc->direct_got,
-				 tc->direct_len - tc->direct_got, 0);
+			want = tc->direct_len - tc->direct_got;
+			r = recv(tc->poller.fd, tc->direct_dst + tc->direct_got, want, 0);
 			if (r > 0) {
 				tc->direct_got += (size_t)r;
 				if (tc->direct_got == tc->direct_len)
 					rx_direct_done(tc);
+				if ((size_t)r < want)
+					return 0;
 				continue;
 			}
 		} else {
@@ -447,11 +460,13 @@ static int rx_read(struct tcp_conn *tc)
 				rx_protocol_error(tc, -EMSGSIZE, "frame does not fit");
 				break;
 			}
-			r = recv(tc->poller.fd, tc->stage + tc->stage_len,
-				 tc->stage_size - tc->stage_len, 0);
+			want = tc->stage_size - tc->stage_len;
+			r = recv(tc->poller.fd, tc->stage + tc->stage_len, want, 0);
 			if (r > 0) {
 				tc->stage_len += (size_t)r;
 				rx_parse(tc);
+				if ((size_t)r < want)
+					return 0;
 				continue;
 			}
 		}
@@ -485,7 +500,8 @@ static void conn_event(struct xprt_poller *p, uint32_t events)
 	}
 	if (events & EPOLLOUT)
 		ret = tx_flush(tc);
-	if (ret == 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+	/* An event the progress thread took before a caller began waiting is the caller's now. */
+	if (ret == 0 && !tc->waiter && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		ret = rx_read(tc);
 	if (ret == 0 && c->state != XPRT_CONN_DEAD)
 		ret = tx_flush(tc);
@@ -701,6 +717,46 @@ static void tcp_shutdown(struct xprt_conn *c)
 		xprt_core_rdma_done(list_entry(pos, struct xprt_rdma_op, link), -ECONNRESET);
 }
 
+/*
+ * The caller's own wait (xprt_i.h): the progress thread stops watching the
+ * socket for input, the caller polls it, handles what came as the progress
+ * thread would, and gives the socket back. A reference keeps @c from being
+ * reaped while the lock is down.
+ */
+static int tcp_wait(struct xprt_conn *c, int timeout_ms)
+{
+	struct tcp_conn *tc = c->backend;
+	struct pollfd pfd;
+	uint32_t events = 0;
+	int n;
+
+	if (!tc || tc->waiter || tc->connecting || tc->rx_state == RX_STOPPED ||
+	    c->state == XPRT_CONN_DEAD)
+		return -EBUSY;
+	tc->waiter = true;
+	set_events(tc, EPOLLIN | (list_empty(&tc->txq) ? 0 : EPOLLOUT));
+	pfd.fd = tc->poller.fd;
+	pfd.events = POLLIN | (list_empty(&tc->txq) ? 0 : POLLOUT);
+	c->refs++;
+	pthread_mutex_unlock(&c->ctx->lock);
+	n = poll(&pfd, 1, timeout_ms);
+	pthread_mutex_lock(&c->ctx->lock);
+	c->refs--;
+	tc->waiter = false;
+	if (c->state == XPRT_CONN_DEAD || tc->rx_state == RX_STOPPED)
+		return 0;
+	if (n > 0) {
+		events |= (pfd.revents & POLLIN) ? EPOLLIN : 0;
+		events |= (pfd.revents & POLLOUT) ? EPOLLOUT : 0;
+		events |= (pfd.revents & POLLERR) ? EPOLLERR : 0;
+		events |= (pfd.revents & POLLHUP) ? EPOLLHUP : 0;
+		conn_event(&tc->poller, events);
+	}
+	if (c->state != XPRT_CONN_DEAD && tc->rx_state != RX_STOPPED)
+		set_events(tc, EPOLLIN | (list_empty(&tc->txq) ? 0 : EPOLLOUT));
+	return 0;
+}
+
 static bool tcp_sends_pending(const struct xprt_conn *c)
 {
 	const struct tcp_conn *tc = c->backend;
@@ -746,6 +802,7 @@ const struct xprt_backend_ops xprt_tcp_ops = {
 	.listener_close = tcp_listener_close,
 	.connect = tcp_connect,
 	.send = tcp_send,
+	.wait = tcp_wait,
 	.rdma = tcp_rdma,
 	.shutdown = tcp_shutdown,
 	.sends_pending = tcp_sends_pending,

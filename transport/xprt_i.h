@@ -355,6 +355,18 @@ struct xprt_backend_ops {
 	 */
 	int (*send)(struct xprt_conn *c, const uint8_t *hdr, const void *body, size_t len);
 
+	/*
+	 * Lets a thread blocked on one of @c's calls or ops take @c's events
+	 * over from the progress thread and wait for them itself, up to
+	 * @timeout_ms, with ctx->lock released while it sleeps (held exactly
+	 * once by the caller): what arrives is then handled on that thread,
+	 * which saves the progress thread's wake-up and the hand-off to the
+	 * caller. Returns -EBUSY at once when another thread already waits on
+	 * @c so, or when @c cannot be waited on (dead, stopped); 0 after it
+	 * waited, whatever arrived. May be NULL.
+	 */
+	int (*wait)(struct xprt_conn *c, int timeout_ms);
+
 	/* Posts a one-sided op; completion through xprt_core_rdma_done(). -EAGAIN: no slot. */
 	int (*rdma)(struct xprt_conn *c, struct xprt_rdma_op *op);
 

@@ -32,6 +32,7 @@
 #define M_HOLD	       4  /* server never answers (timeouts) */
 #define M_RESET_RDMA   5  /* server resets the connection, then tries one-sided ops on it */
 #define M_IDENTITY     6  /* server replies the struct xprt_identity of the connection */
+#define M_LATE	       7  /* server echoes from another thread after the body's first word in us */
 #define REVOKED_SERIAL 99 /* the server's identity check refuses this key serial */
 #define EXIT_SKIP      77
 
@@ -108,6 +109,19 @@ static void bulk_done(void *arg, int status)
 	free(job);
 }
 
+static void *answer_late(void *arg)
+{
+	struct xprt_req *req = arg;
+	size_t len;
+	const void *body = xprt_req_body(req, &len);
+	uint32_t delay_us = 0;
+
+	memcpy(&delay_us, body, sizeof(delay_us));
+	usleep(delay_us);
+	xprt_reply(req, 0, body, len);
+	return NULL;
+}
+
 static void count_rdma_cb(void *arg, int status)
 {
 	__atomic_fetch_add(&reset_cb_runs, 1, __ATOMIC_SEQ_CST);
@@ -134,6 +148,14 @@ static void serve(struct xprt_req *req, void *arg)
 							8, 0, count_rdma_cb, NULL);
 		xprt_reply(req, 0, NULL, 0); /* dropped: the connection is dead */
 		return;
+	case M_LATE: {
+		pthread_t t;
+
+		if (len < sizeof(uint32_t) || pthread_create(&t, NULL, answer_late, req))
+			break;
+		pthread_detach(t);
+		return;
+	}
 	case M_IDENTITY: {
 		struct xprt_identity id;
 
@@ -360,6 +382,66 @@ static void test_many_rpcs(void **state)
 	xprt_conn_close(c);
 	pthread_cond_destroy(&s.cond);
 	pthread_mutex_destroy(&s.lock);
+}
+
+#define SYNC_THREADS 8
+#define SYNC_CALLS   100
+
+struct sync_caller {
+	struct xprt_conn *conn;
+	uint32_t thread;
+	int bad;
+};
+
+static void *sync_caller_main(void *arg)
+{
+	struct sync_caller *sc = arg;
+
+	for (uint32_t i = 0; i < SYNC_CALLS; i++) {
+		/* delay in us, then who asked: the answers come back out of order */
+		uint32_t req[4] = {(sc->thread * 7919u + i * 104729u) % 3000u, sc->thread, i, ~i};
+		uint32_t resp[4] = {0};
+		size_t got = 0;
+		int ret = xprt_call(sc->conn, M_LATE, req, sizeof(req), resp, sizeof(resp), &got,
+				    5000);
+
+		if (ret || got != sizeof(req) || memcmp(req, resp, sizeof(req))) {
+			fprintf(stderr, "thread %u call %u: %s, %zu bytes\n", sc->thread, i,
+				xprt_strerror(ret), got);
+			sc->bad++;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Blocking calls from many threads on one connection, answered out of order:
+ * whichever thread reads the connection (a caller waiting on it itself, or the
+ * progress thread) hands every other caller its own answer, and none waits
+ * past its answer (each call would fail with -ETIMEDOUT after 5 s).
+ */
+static void test_sync_callers(void **state)
+{
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	struct sync_caller sc[SYNC_THREADS];
+	pthread_t t[SYNC_THREADS];
+	struct xprt_conn_stats cs;
+
+	for (uint32_t i = 0; i < SYNC_THREADS; i++) {
+		sc[i] = (struct sync_caller){.conn = c, .thread = i};
+		assert_int_equal(pthread_create(&t[i], NULL, sync_caller_main, &sc[i]), 0);
+	}
+	for (uint32_t i = 0; i < SYNC_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(sc[i].bad, 0);
+	}
+	assert_true(xprt_conn_alive(c));
+	assert_int_equal(xprt_conn_stats(c, &cs), 0);
+	assert_int_equal(cs.calls_pending, 0);
+	/* and the connection still serves one-sided traffic and the progress thread's reads */
+	bulk(c, M_PULL, 0, 65536, 9, 0);
+	echo_ok(c, 1000);
+	xprt_conn_close(c);
 }
 
 /* A bad one-sided access kills that connection (same error on both backends) and no other. */
@@ -798,6 +880,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_echo_sizes),
 		cmocka_unit_test(test_bulk_read_write),
 		cmocka_unit_test(test_many_rpcs),
+		cmocka_unit_test(test_sync_callers),
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_wrong_secret),

@@ -303,6 +303,16 @@ int xprt_call(struct xprt_conn *conn, uint32_t method, const void *req, size_t r
 int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
 		    int timeout_ms, xprt_reply_cb cb, void *arg);
 
+/*
+ * xprt_call_async() whose caller waits for @cb: returns 0 once @cb has run
+ * (on this thread, or on another that read the answer), or a negative errno
+ * as xprt_call_async() does, and then @cb never runs. Where the backend lets
+ * it (tcp), the caller reads the connection itself while it waits, so the
+ * answer needs no hand-off from the progress thread.
+ */
+int xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+		   int timeout_ms, xprt_reply_cb cb, void *arg);
+
 /* ---- serving ----------------------------------------------------------- */
 
 /*
