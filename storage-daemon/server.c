@@ -13,6 +13,10 @@
  * of many clients commit together (meta/group.c) and data never queues
  * behind metadata.
  *
+ * The metadata reads that take microseconds (meta_method_quick()) skip the
+ * lanes: the thread that received one, the transport's, runs it at once, as
+ * long as no other thread is running one (else it queues as usual).
+ *
  * Limits: one pool buffer per data worker bounds the RDMA in flight on the
  * whole daemon to `workers` operations of at most max_chunk_size bytes; each
  * lane's queue holds at most queue_depth requests, beyond which a request
@@ -137,6 +141,9 @@ struct server {
 	pthread_mutex_t lock; /* guards both lanes' queues and stopping */
 	struct lane lanes[LANES];
 	bool stopping;
+	/* what runs a quick metadata read on the receiving thread; its lock taken with trylock */
+	pthread_mutex_t quick_lock;
+	struct worker quick;
 
 	uint64_t start_ns;
 	struct op_counters ops[OP_COUNT];
@@ -1015,6 +1022,28 @@ unsigned server_run_queued(struct server *srv)
 	return n;
 }
 
+/*
+ * Runs @req at once on this thread when it is a quick metadata read and no
+ * other thread is running one; false when it must queue.
+ */
+static bool quick_run(struct server *srv, struct xprt_req *req)
+{
+	struct queued q = {.req = req};
+
+	if (!srv->meta || !meta_method_quick(xprt_req_method(req)) ||
+	    pthread_mutex_trylock(&srv->quick_lock))
+		return false;
+	/* server_stop() takes the lock after setting stopping: none runs past it */
+	if (__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED)) {
+		pthread_mutex_unlock(&srv->quick_lock);
+		return false;
+	}
+	q.start_ns = rdmafs_now_ns();
+	handle(&srv->quick, &q);
+	pthread_mutex_unlock(&srv->quick_lock);
+	return true;
+}
+
 /* The lane of @method: metadata to its own lane where one runs, the rest to the data lane. */
 static struct lane *lane_of(struct server *srv, uint32_t method)
 {
@@ -1031,6 +1060,8 @@ void server_request_cb(struct xprt_req *req, void *arg)
 	struct lane *lane = lane_of(srv, xprt_req_method(req));
 	int status = 0;
 
+	if (quick_run(srv, req))
+		return;
 	pthread_mutex_lock(&srv->lock);
 	if (srv->stopping) {
 		status = -ESHUTDOWN;
@@ -1102,9 +1133,16 @@ int server_create(const struct server_params *p, struct server **out)
 	srv->max_chunk_size = p->max_chunk_size;
 	srv->start_ns = rdmafs_now_ns();
 	pthread_mutex_init(&srv->lock, NULL);
+	pthread_mutex_init(&srv->quick_lock, NULL);
 	for (unsigned l = 0; l < LANES; l++)
 		pthread_cond_init(&srv->lanes[l].cond, NULL);
 	pthread_mutex_init(&srv->scrub.lock, NULL);
+	srv->quick.srv = srv;
+	srv->quick.reply = malloc(REPLY_MAX);
+	if (!srv->quick.reply) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
 	/* The daemon's memory is never exposed: local access only. */
 	ret = xprt_pool_create(p->ctx, p->max_chunk_size, p->workers, XPRT_ACCESS_LOCAL,
 			       &srv->pool);
@@ -1139,6 +1177,9 @@ void server_stop(struct server *srv)
 	for (unsigned l = 0; l < LANES; l++)
 		pthread_cond_broadcast(&srv->lanes[l].cond);
 	pthread_mutex_unlock(&srv->lock);
+	/* waits for a quick read running now (quick_run()) */
+	pthread_mutex_lock(&srv->quick_lock);
+	pthread_mutex_unlock(&srv->quick_lock);
 	scrub_stop(srv);
 	for (unsigned l = 0; l < LANES; l++) {
 		struct lane *lane = &srv->lanes[l];
@@ -1173,6 +1214,8 @@ void server_destroy(struct server *srv)
 		free(lane->queue);
 		pthread_cond_destroy(&lane->cond);
 	}
+	free(srv->quick.reply);
+	pthread_mutex_destroy(&srv->quick_lock);
 	pthread_mutex_destroy(&srv->scrub.lock);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);

@@ -170,6 +170,22 @@ bool meta_handles_method(uint32_t method)
 	return find_method(method) != NULL;
 }
 
+bool meta_method_quick(uint32_t method)
+{
+	switch (method) {
+	case RDMAFS__METHOD__METHOD_LOOKUP:
+	case RDMAFS__METHOD__METHOD_GETATTR:
+	case RDMAFS__METHOD__METHOD_READLINK:
+	case RDMAFS__METHOD__METHOD_READDIR:
+	case RDMAFS__METHOD__METHOD_GETXATTR:
+	case RDMAFS__METHOD__METHOD_LISTXATTR:
+	case RDMAFS__METHOD__METHOD_STATFS:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* The request's Cred field, if its message has one; absent means uid 0. */
 static void read_cred(const ProtobufCMessageDescriptor *desc, const ProtobufCMessage *msg,
 		      struct meta_cred *cred)

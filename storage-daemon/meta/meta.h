@@ -80,6 +80,14 @@ void meta_close(struct meta *m);
 bool meta_handles_method(uint32_t method);
 
 /*
+ * True for the methods that read a bounded number of records and nothing
+ * else (LOOKUP, GETATTR, READLINK, READDIR, GETXATTR, LISTXATTR, STATFS):
+ * they wait for no writer, group or flush, so a daemon may run them on the
+ * thread that received them instead of handing them to a worker.
+ */
+bool meta_method_quick(uint32_t method);
+
+/*
  * Serves one RPC: unpacks @req (@req_len bytes, the protobuf body of method
  * @method), runs it in one LMDB transaction and packs the reply into
  * @resp_buf (@resp_cap bytes), setting *@resp_len. The caller keeps owning

@@ -184,6 +184,102 @@ static void test_group_durable_across_reopen(void **state)
 	assert_int_equal(counter(e->m, "test_kept"), 1);
 }
 
+/* ---- quick reads ---- */
+
+struct quick {
+	struct meta *m;
+	uint64_t file, link;
+	int results[7];
+	bool done;
+};
+
+static void *quick_main(void *arg)
+{
+	struct quick *q = arg;
+	Rdmafs__ReaddirResp *rd = NULL;
+	Rdmafs__StatfsResp *sf = NULL;
+	struct tm_attr a;
+	char buf[64];
+
+	q->results[0] = tm_lookup(q->m, NULL, ROOT, "f", &a);
+	q->results[1] = tm_getattr(q->m, NULL, q->file, &a);
+	q->results[2] = tm_readlink(q->m, q->link, buf, sizeof(buf));
+	q->results[3] = tm_readdir(q->m, NULL, ROOT, 0, 100, true, &rd);
+	q->results[4] = tm_getxattr(q->m, NULL, q->file, "user.a", buf, sizeof(buf));
+	q->results[5] = tm_listxattr(q->m, NULL, q->file, buf, sizeof(buf));
+	q->results[6] = tm_statfs(q->m, &sf);
+	if (rd)
+		rdmafs__readdir_resp__free_unpacked(rd, NULL);
+	if (sf)
+		rdmafs__statfs_resp__free_unpacked(sf, NULL);
+	__atomic_store_n(&q->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * meta.h: the methods meta_method_quick() names wait for no writer, group or
+ * flush (a daemon runs them on its transport's thread). Each answers while a
+ * group holds the writer; the changes and SYNC (a flush) are not quick.
+ */
+static void test_quick_reads_wait_for_no_writer(void **state)
+{
+	static const uint32_t quick[] = {
+		RDMAFS__METHOD__METHOD_LOOKUP,	 RDMAFS__METHOD__METHOD_GETATTR,
+		RDMAFS__METHOD__METHOD_READLINK, RDMAFS__METHOD__METHOD_READDIR,
+		RDMAFS__METHOD__METHOD_GETXATTR, RDMAFS__METHOD__METHOD_LISTXATTR,
+		RDMAFS__METHOD__METHOD_STATFS,
+	};
+	static const uint32_t slow[] = {
+		RDMAFS__METHOD__METHOD_CREATE,	   RDMAFS__METHOD__METHOD_SETATTR,
+		RDMAFS__METHOD__METHOD_UNLINK,	   RDMAFS__METHOD__METHOD_OPEN,
+		RDMAFS__METHOD__METHOD_RELEASE,	   RDMAFS__METHOD__METHOD_UPDATE_SIZE,
+		RDMAFS__METHOD__METHOD_SYNC,	   RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP,
+		RDMAFS__METHOD__METHOD_INODE_LIST, RDMAFS__METHOD__METHOD_CHUNK_READ,
+	};
+	struct tm_env *e = *state;
+	struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+	struct req a = {e->m, "test_a", 0, true, -1, &g};
+	struct quick q = {.m = e->m};
+	struct tm_attr l;
+	pthread_t ta, tq;
+	bool done = false;
+	int64_t f;
+
+	for (size_t i = 0; i < sizeof(quick) / sizeof(quick[0]); i++)
+		assert_true(meta_method_quick(quick[i]));
+	for (size_t i = 0; i < sizeof(slow) / sizeof(slow[0]); i++)
+		assert_false(meta_method_quick(slow[i]));
+	f = tm_mkfile(e->m, NULL, ROOT, "f", 0644);
+	assert_true(f > 0);
+	q.file = (uint64_t)f;
+	assert_int_equal(tm_symlink(e->m, NULL, ROOT, "l", "target", &l), 0);
+	q.link = l.ino;
+	assert_int_equal(tm_setxattr(e->m, NULL, q.file, "user.a", "v", 1, 0), 0);
+
+	assert_int_equal(pthread_create(&ta, NULL, run, &a), 0);
+	pthread_mutex_lock(&g.lock);
+	while (!g.inside)
+		pthread_cond_wait(&g.cond, &g.lock);
+	pthread_mutex_unlock(&g.lock);
+	/* A holds the writer: the reads must all answer meanwhile (10 s at most) */
+	assert_int_equal(pthread_create(&tq, NULL, quick_main, &q), 0);
+	for (int i = 0; i < 10000 && !done; i++) {
+		done = __atomic_load_n(&q.done, __ATOMIC_ACQUIRE);
+		if (!done)
+			usleep(1000);
+	}
+	pthread_mutex_lock(&g.lock);
+	g.open = true;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	pthread_join(ta, NULL);
+	pthread_join(tq, NULL);
+	assert_true(done);
+	assert_int_equal(a.result, 0);
+	for (int i = 0; i < 7; i++)
+		assert_true(q.results[i] >= 0);
+}
+
 /* ---- many writers on one directory ---- */
 
 enum { WRITERS = 8, NAMES = 120 };
@@ -269,6 +365,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_queued_requests_share_a_group, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_group_durable_across_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quick_reads_wait_for_no_writer, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_writers_on_one_directory, setup, teardown),
 	};
 
