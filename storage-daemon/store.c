@@ -324,7 +324,7 @@ static int index_checkpoint(struct store *st)
 {
 	int ret = journal_checkpoint(st->journal, commit_changes, st), flushed;
 
-	if (!ret && lmdb_guard_unflushed(st->guard) > LMDB_GUARD_LAG) {
+	if (!ret && lmdb_guard_lagging(st->guard)) {
 		flushed = lmdb_guard_flush(st->guard);
 		/* the commit stands; the next one tries again */
 		if (flushed)

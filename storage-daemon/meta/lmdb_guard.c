@@ -469,6 +469,11 @@ uint64_t lmdb_guard_unflushed(struct lmdb_guard *g)
 	return info.me_last_txnid - flushed;
 }
 
+bool lmdb_guard_lagging(struct lmdb_guard *g)
+{
+	return lmdb_guard_unflushed(g) > LMDB_GUARD_LAG;
+}
+
 int lmdb_guard_flush_begin(struct lmdb_guard *g, struct lmdb_guard_ticket **ticket, int *data_fd)
 {
 	*data_fd = g->data_fd;

@@ -92,10 +92,15 @@ int lmdb_guard_flush(struct lmdb_guard *g);
 
 /*
  * How many transactions were committed after the last flushed snapshot: 0,
- * nothing to flush; past LMDB_GUARD_LAG a writer holding no transaction
- * should flush.
+ * nothing to flush.
  */
 uint64_t lmdb_guard_unflushed(struct lmdb_guard *g);
+
+/*
+ * True once more than LMDB_GUARD_LAG transactions were committed after the
+ * last flushed snapshot: a writer holding no transaction should flush now.
+ */
+bool lmdb_guard_lagging(struct lmdb_guard *g);
 
 /*
  * lmdb_guard_flush() in two halves, for a caller that flushes the data file

@@ -915,23 +915,17 @@ int meta_store_sync(struct meta *m)
 	return 0;
 }
 
-/* Flushes when more than @commits transactions were committed since the last flush. */
-static void sync_past(struct meta *m, uint64_t commits)
-{
-	struct meta_store *st = m->store;
-
-	if (st->guard && lmdb_guard_unflushed(st->guard) > commits)
-		meta_store_sync(m); /* logs its failure; the next call tries again */
-}
-
+/* meta_store_sync() logs its failure in both: the next call tries again */
 void meta_store_sync_new(struct meta *m)
 {
-	sync_past(m, 0);
+	if (m->store->guard && lmdb_guard_unflushed(m->store->guard))
+		meta_store_sync(m);
 }
 
 void meta_store_bound_growth(struct meta *m)
 {
-	sync_past(m, LMDB_GUARD_LAG);
+	if (m->store->guard && lmdb_guard_lagging(m->store->guard))
+		meta_store_sync(m);
 }
 
 void meta_store_close(struct meta *m)

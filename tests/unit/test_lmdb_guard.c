@@ -507,7 +507,9 @@ static void test_overtaken_flush(void **state)
 	check_restored(fx, KEEP_ALL_BUT_METAS, 1);
 }
 
-/* lmdb_guard_unflushed(): the commits since the last flush, past LMDB_GUARD_LAG too; 0 after one.
+/*
+ * lmdb_guard_unflushed(): the commits since the last flush, past LMDB_GUARD_LAG
+ * too; 0 after one. lmdb_guard_lagging(): past LMDB_GUARD_LAG, not at it.
  */
 static void test_unflushed(void **state)
 {
@@ -523,12 +525,15 @@ static void test_unflushed(void **state)
 		MDB_txn *txn = begin(env, &dbi);
 
 		assert_int_equal(lmdb_guard_unflushed(g), i);
+		assert_false(lmdb_guard_lagging(g));
 		put_key(txn, dbi, i % KEYS_ALL, i + 1);
 		commit(txn);
 	}
 	assert_true(lmdb_guard_unflushed(g) > LMDB_GUARD_LAG);
+	assert_true(lmdb_guard_lagging(g));
 	assert_int_equal(lmdb_guard_flush(g), 0);
 	assert_int_equal(lmdb_guard_unflushed(g), 0);
+	assert_false(lmdb_guard_lagging(g));
 	assert_int_equal(lmdb_guard_close(g), 0);
 	mdb_env_close(env);
 }
