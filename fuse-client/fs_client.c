@@ -45,6 +45,14 @@ struct rfs_held {
 	struct rfs_held *next;
 };
 
+/*
+ * Connections to one storage daemon over tcp: one per slot of the calling
+ * threads (thread_slot()), as NFS's nconnect, so that a thread waiting for
+ * its answer reads its own socket (xprt_call_wait()) instead of waking
+ * another thread's. Over verbs, and to the metadata service, one.
+ */
+#define RFS_TCP_CONNS 8
+
 /* A server we talk to: the metadata service or one storage daemon. */
 struct rfs_peer {
 	pthread_mutex_t lock; /* guards everything below but uuid and label */
@@ -52,12 +60,13 @@ struct rfs_peer {
 	char label[48]; /* for the log */
 	char **uris;	/* addresses usable with our transport, in order */
 	size_t uri_count;
-	struct xprt_conn *conn;
+	struct xprt_conn *conns[RFS_TCP_CONNS]; /* conn_count of them used */
+	unsigned conn_count;
 	uint64_t retry_at_ms; /* no connect attempt before this */
 	uint32_t backoff_ms;
 	int last_error;
-	int state;	     /* DaemonState from the map */
-	bool connected_once; /* a connection was made before: the next is a reconnect */
+	int state;		       /* DaemonState from the map */
+	bool connected[RFS_TCP_CONNS]; /* a slot's next connection is a reconnect */
 	enum rfs_target target;
 };
 
@@ -131,6 +140,20 @@ static void peer_init(struct rfs_peer *p, const char *label, enum rfs_target tar
 	pthread_mutex_init(&p->lock, NULL);
 	snprintf(p->label, sizeof(p->label), "%s", label);
 	p->target = target;
+	p->conn_count = 1;
+}
+
+/* Moves @p's connections to @out (RFS_TCP_CONNS), for closing without its lock. */
+static void peer_take_conns(struct rfs_peer *p, struct xprt_conn **out)
+{
+	memcpy(out, p->conns, sizeof(p->conns));
+	memset(p->conns, 0, sizeof(p->conns));
+}
+
+static void conns_close(struct xprt_conn **conns)
+{
+	for (unsigned i = 0; i < RFS_TCP_CONNS; i++)
+		xprt_conn_close(conns[i]);
 }
 
 static void free_uris(char **uris, size_t count)
@@ -143,7 +166,7 @@ static void free_uris(char **uris, size_t count)
 /* Closes the connection and frees the peer's members (not @p itself). */
 static void peer_fini(struct rfs_peer *p)
 {
-	xprt_conn_close(p->conn);
+	conns_close(p->conns);
 	free_uris(p->uris, p->uri_count);
 	pthread_mutex_destroy(&p->lock);
 }
@@ -372,20 +395,33 @@ static int meta_conn_check(struct rfs *fs, struct xprt_conn *conn, const char *u
 	return ret;
 }
 
+/* This thread's slot among a peer's connections: numbered at its first call. */
+static unsigned thread_slot(void)
+{
+	static unsigned next;
+	static __thread unsigned slot; /* 0: not numbered yet */
+
+	if (!slot)
+		slot = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+	return slot - 1;
+}
+
 /*
- * A live connection to @p with a reference for the caller. A dead one is
+ * A live connection to @p with a reference for the caller: the calling
+ * thread's own (RFS_TCP_CONNS) where @p has several. A dead one is
  * replaced at once (the peer may just have restarted); a failed connect makes
  * the next attempts wait for a growing backoff, failing fast meanwhile.
  */
 static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **out)
 {
+	unsigned slot = p->conn_count > 1 ? thread_slot() % p->conn_count : 0;
 	struct xprt_conn *fresh = NULL;
 	uint64_t now;
 	size_t i;
 	int ret = 0;
 
 	pthread_mutex_lock(&p->lock);
-	if (p->conn && xprt_conn_alive(p->conn))
+	if (p->conns[slot] && xprt_conn_alive(p->conns[slot]))
 		goto out_ref;
 	now = rdmafs_now_ms();
 	if (now < p->retry_at_ms) {
@@ -424,22 +460,22 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 		goto out_unlock;
 	}
 	rfs_count(&fs->counters.targets[p->target].connects, 1);
-	if (p->connected_once)
+	if (p->connected[slot])
 		rfs_count(&fs->counters.targets[p->target].reconnects, 1);
-	p->connected_once = true;
+	p->connected[slot] = true;
 	if (p->backoff_ms)
 		rdmafs_log(RDMAFS_LOG_WARN, "%s: connected again", p->label);
 	else
 		rdmafs_log(RDMAFS_LOG_DEBUG, "%s: connected to %s over %s", p->label, p->uris[i],
 			   xprt_kind_name(xprt_conn_kind(fresh)));
-	xprt_conn_close(p->conn);
-	p->conn = fresh;
+	xprt_conn_close(p->conns[slot]);
+	p->conns[slot] = fresh;
 	p->backoff_ms = 0;
 	p->retry_at_ms = 0;
 	p->last_error = 0;
 out_ref:
-	xprt_conn_get(p->conn);
-	*out = p->conn;
+	xprt_conn_get(p->conns[slot]);
+	*out = p->conns[slot];
 out_unlock:
 	pthread_mutex_unlock(&p->lock);
 	if (ret && p != &fs->meta)
@@ -596,7 +632,7 @@ static struct rfs_peer *find_daemon(struct rfs *fs, const uint8_t *uuid)
 /* Adds or updates the daemon of @info. */
 static int apply_daemon(struct rfs *fs, const Rdmafs__DaemonInfo *info)
 {
-	struct xprt_conn *old = NULL;
+	struct xprt_conn *old[RFS_TCP_CONNS] = {NULL};
 	struct rfs_peer *p;
 	char **uris;
 	size_t n;
@@ -634,6 +670,8 @@ static int apply_daemon(struct rfs *fs, const Rdmafs__DaemonInfo *info)
 		snprintf(label, sizeof(label), "daemon %02x%02x%02x%02x", info->uuid.data[0],
 			 info->uuid.data[1], info->uuid.data[2], info->uuid.data[3]);
 		peer_init(p, label, RFS_TARGET_STORAGE);
+		if (fs->transport == RFS_TRANSPORT_TCP || !fs->have_rdma)
+			p->conn_count = RFS_TCP_CONNS;
 		memcpy(p->uuid, info->uuid.data, RFS_UUID_LEN);
 		fs->daemons[fs->daemon_count++] = p;
 	}
@@ -645,8 +683,7 @@ static int apply_daemon(struct rfs *fs, const Rdmafs__DaemonInfo *info)
 		p->uris = uris;
 		p->uri_count = n;
 		uris = NULL;
-		old = p->conn;
-		p->conn = NULL;
+		peer_take_conns(p, old);
 		p->retry_at_ms = 0;
 	}
 	/* back UP: try at once instead of waiting out the backoff */
@@ -655,7 +692,7 @@ static int apply_daemon(struct rfs *fs, const Rdmafs__DaemonInfo *info)
 		p->retry_at_ms = 0;
 	p->state = info->state;
 	pthread_mutex_unlock(&p->lock);
-	xprt_conn_close(old);
+	conns_close(old);
 	if (uris)
 		free_uris(uris, n);
 	return 0;
@@ -846,14 +883,14 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 		goto err_destroy_ctx;
 	}
 	/* the first connect reports the real reason (refused, secret, timeout) */
-	ret = xprt_connect(fs->ctx, opts->meta_uri, &fs->meta.conn);
+	ret = xprt_connect(fs->ctx, opts->meta_uri, &fs->meta.conns[0]);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_WARN, "cannot connect to the metadata service at %s: %s",
 			   opts->meta_uri, xprt_strerror(ret));
 		goto err_destroy_pool;
 	}
 	rdmafs_log(RDMAFS_LOG_DEBUG, "connected to the metadata service at %s", opts->meta_uri);
-	fs->meta.connected_once = true;
+	fs->meta.connected[0] = true;
 	rfs_count(&fs->counters.targets[RFS_TARGET_META].connects, 1);
 	ret = rfs_map_refresh(fs, true);
 	if (ret) {
@@ -868,8 +905,8 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 	return 0;
 
 err_destroy_pool:
-	xprt_conn_close(fs->meta.conn);
-	fs->meta.conn = NULL;
+	xprt_conn_close(fs->meta.conns[0]);
+	fs->meta.conns[0] = NULL;
 	for (size_t i = 0; i < fs->daemon_count; i++) {
 		peer_fini(fs->daemons[i]);
 		free(fs->daemons[i]);

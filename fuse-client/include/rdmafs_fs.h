@@ -90,7 +90,10 @@ void rfs_options_init(struct rfs_options *opts);
 /*
  * Creates the transport context and the buffer pool, connects to the metadata
  * service and fetches the cluster map. Storage daemons are connected on first
- * use. Returns -EINVAL (bad options), -ENOMEM, or the connect error
+ * use: over tcp with one connection per slot of the calling threads (8 slots,
+ * a thread keeps its own, as NFS's nconnect), so that a thread waiting for
+ * its answer reads its own socket; over verbs with one. Returns -EINVAL (bad options), -ENOMEM, or
+ * the connect error
  * (-ECONNREFUSED, -EACCES: secret or key refused, -EKEYREVOKED: the key
  * was revoked, -ETIMEDOUT, -ENODEV: rdma://
  * without an RDMA device).
@@ -145,8 +148,9 @@ struct rfs_method_stats {
 /*
  * Connections and retries of one target. retries: calls made again after
  * their connection broke or the daemon was busy (EBUSY). connects:
- * connections made, the first to each peer included; reconnects, those of
- * them to a peer this client was connected to before. connect_failures:
+ * connections made, the first to each peer (and to each of a peer's
+ * slots, rfs_create()) included; reconnects, those of them in place of one
+ * that broke. connect_failures:
  * connection attempts that failed (every address of the peer tried); calls
  * to that peer then fail at once until its backoff ends.
  */
