@@ -80,6 +80,24 @@ static int body(struct meta_txn *t, void *arg)
 	return r->ret;
 }
 
+/* Waits until the blocking request is inside its transaction, holding its group open. */
+static void gate_wait_inside(struct gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	while (!g->inside)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Lets the blocking request finish its transaction. */
+static void gate_open(struct gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->open = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
 static void *run(void *arg)
 {
 	struct req *r = arg;
@@ -132,10 +150,7 @@ static void test_queued_requests_share_a_group(void **state)
 
 	meta_group_stats(e->m, &groups0, &reqs0);
 	assert_int_equal(pthread_create(&ta, NULL, run, &a), 0);
-	pthread_mutex_lock(&g.lock);
-	while (!g.inside)
-		pthread_cond_wait(&g.cond, &g.lock);
-	pthread_mutex_unlock(&g.lock);
+	gate_wait_inside(&g);
 	/* A's group runs: B, C, D queue behind it, in this order */
 	assert_int_equal(pthread_create(&tb, NULL, run, &b), 0);
 	wait_queued(e->m, 1);
@@ -143,10 +158,7 @@ static void test_queued_requests_share_a_group(void **state)
 	wait_queued(e->m, 2);
 	assert_int_equal(pthread_create(&td, NULL, run, &d), 0);
 	wait_queued(e->m, 3);
-	pthread_mutex_lock(&g.lock);
-	g.open = true;
-	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.lock);
+	gate_open(&g);
 	pthread_join(ta, NULL);
 	pthread_join(tb, NULL);
 	pthread_join(tc, NULL);
@@ -257,10 +269,7 @@ static void test_quick_reads_wait_for_no_writer(void **state)
 	assert_int_equal(tm_setxattr(e->m, NULL, q.file, "user.a", "v", 1, 0), 0);
 
 	assert_int_equal(pthread_create(&ta, NULL, run, &a), 0);
-	pthread_mutex_lock(&g.lock);
-	while (!g.inside)
-		pthread_cond_wait(&g.cond, &g.lock);
-	pthread_mutex_unlock(&g.lock);
+	gate_wait_inside(&g);
 	/* A holds the writer: the reads must all answer meanwhile (10 s at most) */
 	assert_int_equal(pthread_create(&tq, NULL, quick_main, &q), 0);
 	for (int i = 0; i < 10000 && !done; i++) {
@@ -268,10 +277,7 @@ static void test_quick_reads_wait_for_no_writer(void **state)
 		if (!done)
 			usleep(1000);
 	}
-	pthread_mutex_lock(&g.lock);
-	g.open = true;
-	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.lock);
+	gate_open(&g);
 	pthread_join(ta, NULL);
 	pthread_join(tq, NULL);
 	assert_true(done);
