@@ -9,14 +9,16 @@
  *
  *   client-reset DAEMON_BINARY tcp|rdma
  *
- * The program links with -Wl,--wrap=xprt_call_async, so every chunk call of
- * the client core goes through __wrap_xprt_call_async() below, which can
- * reset the connection just before the real send: exactly the race, made
- * deterministic. A single-node daemon (metadata service + storage) serves.
- * Checks: with the first sends' connections reset, writes and reads succeed
- * (the core retries on a fresh connection) and read back what was written;
- * with a reset before every send they fail with an error instead of hanging,
- * and lose nothing written before. A hang is
+ * The program links with -Wl,--wrap=xprt_call_async and
+ * -Wl,--wrap=xprt_call_wait (the way of a piece alone in its wave, which holds
+ * the same contract), so every chunk call of the client core goes through a
+ * wrapper below, which can reset the connection just before the real send:
+ * exactly the race, made deterministic. A single-node daemon (metadata
+ * service + storage) serves. Checks, on a file of four chunks and on one of
+ * one chunk: with the first sends' connections reset, writes and reads
+ * succeed (the core retries on a fresh connection) and read back what was
+ * written; with a reset before every send they fail with an error instead of
+ * hanging, and lose nothing written before. A hang is
  * caught by alarm(). Exit 0 pass, 1 fail, 77 no RDMA device.
  */
 #include <errno.h>
@@ -36,6 +38,9 @@
 #define CHUNKS	  4
 #define FILE_LEN  ((CHUNKS - 1) * MiB + 12345) /* the last chunk partial */
 #define HANG_SECS 120
+#define ONE_LEN	  20000 /* a file of one chunk */
+
+static uint8_t want_one[ONE_LEN];
 
 /* Resets still to do before a send (-1: before every send), and how many were done. */
 static int resets_left;
@@ -46,8 +51,13 @@ int __real_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *
 int __wrap_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
 			   int timeout_ms, xprt_reply_cb cb, void *arg);
 
-int __wrap_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
-			   int timeout_ms, xprt_reply_cb cb, void *arg)
+int __real_xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+			  int timeout_ms, xprt_reply_cb cb, void *arg);
+int __wrap_xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+			  int timeout_ms, xprt_reply_cb cb, void *arg);
+
+/* Counts a chunk call's send and, while resets are armed, kills its connection first. */
+static void before_send(struct xprt_conn *conn)
 {
 	int left = __atomic_load_n(&resets_left, __ATOMIC_SEQ_CST);
 
@@ -59,7 +69,21 @@ int __wrap_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *
 		if (left > 0)
 			__atomic_fetch_sub(&resets_left, 1, __ATOMIC_SEQ_CST);
 	}
+}
+
+int __wrap_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+			   int timeout_ms, xprt_reply_cb cb, void *arg)
+{
+	before_send(conn);
 	return __real_xprt_call_async(conn, method, req, req_len, timeout_ms, cb, arg);
+}
+
+/* A piece alone in its wave goes this way (xprt.h: the same contract as _async's). */
+int __wrap_xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+			  int timeout_ms, xprt_reply_cb cb, void *arg)
+{
+	before_send(conn);
+	return __real_xprt_call_wait(conn, method, req, req_len, timeout_ms, cb, arg);
 }
 
 static void arm(int n)
@@ -80,28 +104,57 @@ static uint64_t create_file(struct rfs *fs, const char *name, struct rfs_layout 
 	return (uint64_t)e.attr.st_ino;
 }
 
-/* Writes and reads back FILE_LEN bytes, with @n resets armed before each of the two. */
-static void write_read_check(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t seed,
-			     int n, const char *what)
+/* Writes and reads back @len bytes, with @n resets armed before each of the two. */
+static void write_read_check(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, size_t len,
+			     uint64_t seed, int n, const char *what)
 {
-	uint8_t *src = malloc(FILE_LEN), *dst = malloc(FILE_LEN);
+	uint8_t *src = malloc(len), *dst = malloc(len);
 	int ret;
 
 	REQUIRE(src && dst, "out of memory");
-	fill_pattern(src, FILE_LEN, seed);
+	fill_pattern(src, len, seed);
 	arm(n);
-	ret = rfs_write(fs, ino, layout, 0, FILE_LEN, src, true, NULL);
+	ret = rfs_write(fs, ino, layout, 0, len, src, true, NULL);
 	REQUIRE(ret == 0, "%s: write: %s", what, strerror(-ret));
 	REQUIRE(resets == (unsigned)n, "%s: write: expected %d resets, saw %u", what, n, resets);
-	memset(dst, 0xee, FILE_LEN);
+	memset(dst, 0xee, len);
 	arm(n);
-	ret = rfs_read(fs, ino, layout, 0, FILE_LEN, dst);
+	ret = rfs_read(fs, ino, layout, 0, len, dst);
 	REQUIRE(ret == 0, "%s: read: %s", what, strerror(-ret));
 	REQUIRE(resets == (unsigned)n, "%s: read: expected %d resets, saw %u", what, n, resets);
-	REQUIRE(memcmp(src, dst, FILE_LEN) == 0,
-		"%s: the data read back differs from what was written", what);
+	REQUIRE(memcmp(src, dst, len) == 0, "%s: the data read back differs from what was written",
+		what);
 	free(src);
 	free(dst);
+}
+
+/* The same checks on a file of one chunk (a lone piece, xprt_call_wait()). */
+static void one_check(struct rfs *fs)
+{
+	struct rfs_layout layout;
+	uint64_t ino = create_file(fs, "one", &layout);
+	uint8_t buf[ONE_LEN];
+	int ret;
+
+	write_read_check(fs, ino, &layout, ONE_LEN, 4, 0, "one chunk, no reset");
+	REQUIRE(sends == 1, "one chunk: the wrapper saw %u calls for its read, not 1", sends);
+	write_read_check(fs, ino, &layout, ONE_LEN, 5, 1,
+			 "one chunk, one reset per write and read");
+	arm(-1);
+	memset(buf, 0, sizeof(buf));
+	ret = rfs_write(fs, ino, &layout, 0, ONE_LEN, buf, true, NULL);
+	REQUIRE(ret == -EIO, "one chunk, every send on a dead connection: write %s, not EIO",
+		strerror(-ret));
+	ret = rfs_read(fs, ino, &layout, 0, ONE_LEN, buf);
+	REQUIRE(ret == -EIO, "one chunk, every send on a dead connection: read %s, not EIO",
+		strerror(-ret));
+	arm(0);
+	fill_pattern(want_one, ONE_LEN, 5);
+	ret = rfs_read(fs, ino, &layout, 0, ONE_LEN, buf);
+	REQUIRE(ret == 0 && memcmp(buf, want_one, ONE_LEN) == 0,
+		"one chunk: the data changed after writes that failed (%s)", strerror(-ret));
+	printf("one chunk: retried after one reset, failed with EIO after a reset before every "
+	       "send, nothing lost\n");
 }
 
 int main(int argc, char **argv)
@@ -122,13 +175,14 @@ int main(int argc, char **argv)
 	fs = fs_of(&d, 3000);
 	ino = create_file(fs, "f", &layout);
 
-	write_read_check(fs, ino, &layout, 1, 0, "no reset");
+	write_read_check(fs, ino, &layout, FILE_LEN, 1, 0, "no reset");
 	REQUIRE(sends >= CHUNKS, "the wrapper saw %u chunk calls: the test tests nothing", sends);
 
 	/* One chunk call's connection dies: that call is retried on a fresh one. */
-	write_read_check(fs, ino, &layout, 2, 1, "one reset per write and per read");
+	write_read_check(fs, ino, &layout, FILE_LEN, 2, 1, "one reset per write and per read");
 	/* Every chunk call's first connection dies (each retry then finds a live one). */
-	write_read_check(fs, ino, &layout, 3, CHUNKS, "a reset before each chunk's first send");
+	write_read_check(fs, ino, &layout, FILE_LEN, 3, CHUNKS,
+			 "a reset before each chunk's first send");
 	printf("a reset before each chunk's first send: %u sends, written and read back\n", sends);
 
 	/* Every send finds a dead connection: an error, never a hang. */
@@ -144,6 +198,12 @@ int main(int argc, char **argv)
 	REQUIRE(ret == -EIO, "a read whose every send found a dead connection: %s, not EIO",
 		strerror(-ret));
 	printf("reset before every send: read failed with %s\n", strerror(-ret));
+
+	/*
+	 * A file of one chunk: its piece is alone in its wave and goes with
+	 * xprt_call_wait(), whose error must also mean its callback never runs.
+	 */
+	one_check(fs);
 
 	/* Nothing was lost: the last good write is still there. */
 	arm(0);
