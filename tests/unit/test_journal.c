@@ -126,11 +126,14 @@ static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
 	const char *tmp = getenv("TMPDIR");
+	int len;
 
 	if (!fx)
 		return -1;
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdmafs-journal-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (strlen(fx->dir) + 1 >= sizeof(fx->dir) || !mkdtemp(fx->dir))
+	len = snprintf(fx->dir, sizeof(fx->dir), "%s/rdmafs-journal-XXXXXX",
+		       tmp && *tmp ? tmp : "/tmp");
+	/* a TMPDIR too long for the room: no template to make a directory of */
+	if (len < 0 || (size_t)len >= sizeof(fx->dir) || !mkdtemp(fx->dir))
 		return -1;
 	fx->dir_fd = open(fx->dir, O_RDONLY | O_DIRECTORY);
 	if (fx->dir_fd < 0 || journal_open(fx->dir_fd, FILE_NAME, &fx->j))
