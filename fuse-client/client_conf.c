@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* client.conf, the client programs' settings (rdmafs_conf.h), read with inih. */
+/* client.conf, the client programs' settings (the end of rdmafs_fs.h), read with inih. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include <ini.h>
 
-#include "rdmafs_conf.h"
+#include "rdmafs_fs.h"
 
 #ifndef RFS_SYSCONFDIR
 #define RFS_SYSCONFDIR "/etc"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* One rdmafs daemon, spoken to directly (see rdmafs_daemon.h). */
+/* One rdmafs daemon, spoken to directly (see rdmafs_fs.h, "One daemon, spoken to directly"). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -9,7 +9,7 @@
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
 #include "rdmafs_common.h"
-#include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "chunk_msg_i.h"
 #include "fs_client_i.h"
 

@@ -12,7 +12,6 @@
 #include <stdint.h>
 
 #include "rdmafs.pb-c.h"
-#include "rdmafs_daemon.h"
 #include "rdmafs_fs.h"
 
 struct xprt_options;

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rdmafs_conf.h"
+#include "rdmafs_fs.h"
 #include "copy_i.h"
 
 #define EXIT_FAILED	 1

@@ -17,7 +17,7 @@
 #include "rdmafs_common.h"
 #include "rdmafs_names.h"
 
-#include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "fs_client_i.h"
 
 /* Exit status of rdmafsctl (the man page lists them). */

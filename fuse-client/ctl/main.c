@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "xprt.h"
-#include "rdmafs_conf.h"
+#include "rdmafs_fs.h"
 #include "ctl_i.h"
 
 #ifndef RDMAFS_VERSION

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * rdmafsctl's session, on the client core's daemon handles (rdmafs_daemon.h):
+ * rdmafsctl's session, on the client core's daemon handles (rdmafs_fs.h, struct rfs_daemon):
  * one on the metadata service and one on each daemon it talks to (opened on
  * first use, sharing one transport context and the registered buffers of
  * chunk copies), and the cluster map. Every field that comes off the wire is
@@ -16,7 +16,7 @@
 
 #include "xprt.h"
 #include "rdmafs_common.h"
-#include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "fs_client_i.h"
 #include "ctl_i.h"
 

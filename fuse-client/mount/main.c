@@ -37,7 +37,7 @@
 #include <sys/wait.h>
 
 #include "rdmafs_common.h"
-#include "rdmafs_conf.h"
+#include "rdmafs_fs.h"
 #include "mount_i.h"
 
 /* ---- command line ------------------------------------------------------------------------ */

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 
 #include "xprt.h"
-#include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "harness.h"
 
 #define CLIENTS 4

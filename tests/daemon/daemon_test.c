@@ -26,7 +26,7 @@
 
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
-#include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "rdmafs_common.h"
 #include "harness.h"
 
@@ -1515,7 +1515,7 @@ static int test_malformed(void)
 	return 0;
 }
 
-/* ---- handles: rdmafs_daemon.h's shared handles, chunk copies and lists ---- */
+/* ---- handles: rfs_daemon's shared handles, chunk copies and lists ---- */
 
 /* A handle on @d that shares @share's transport and buffers. */
 static struct rfs_daemon *shared_handle(const struct daemon_proc *d, struct rfs_daemon *share)
@@ -1664,7 +1664,7 @@ static int test_handles(void)
 	return 0;
 }
 
-/* ---- inline: small payloads inside the messages (rdmafs_daemon.h) ---- */
+/* ---- inline: small payloads inside the messages (struct rfs_daemon) ---- */
 
 static void inline_counts(struct rfs_daemon *c, uint64_t *writes, uint64_t *reads)
 {

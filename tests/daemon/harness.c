@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 
 #include "xprt.h"
-#include "rdmafs_daemon.h"
 #include "rdmafs_fs.h"
 #include "harness.h"
 

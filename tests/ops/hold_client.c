@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "rdmafs_common.h"
-#include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "cluster.h"
 
 static void trouble(const char *what, int err)

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "cluster.h"
 
 /* No file has this inode: nothing the test writes is anybody's data. */

@@ -36,7 +36,7 @@
 
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
-#include "rdmafs_daemon.h"
+#include "rdmafs_fs.h"
 #include "rdmafs_common.h"
 #include "check.h"
 #include "cluster.h"
