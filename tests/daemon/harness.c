@@ -13,8 +13,14 @@
 #include <sys/wait.h>
 
 #include "xprt.h"
+#include "rdmafs.pb-c.h"
 #include "rdmafs_fs.h"
 #include "harness.h"
+
+/* Bounds of a start, as tests/lib/cluster.sh's (the guest runs ten times slower). */
+#define PORT_WAIT_MS  60000
+#define READY_WAIT_MS 120000
+#define MAP_REPLY_MAX (64u << 10)
 
 extern char **environ;
 
@@ -25,9 +31,11 @@ static char scratch[256];
 
 const char *harness_addr(void)
 {
-	/* rdma_cm cannot route 127.0.0.1 over soft-RoCE: the rdma-vm guest sets this. */
+	/* rdma_cm cannot route 127.0.0.1 over soft-RoCE: the rdma-vm guest sets these. */
 	const char *addr = getenv("RDMAFS_TEST_ADDR");
 
+	if (!addr || !*addr)
+		addr = getenv("RDMAFS_VM_RDMA_ADDR");
 	return addr && *addr ? addr : "127.0.0.1";
 }
 static pid_t children[64];
@@ -38,6 +46,15 @@ uint64_t harness_now_ms(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The clock of the cluster map's heartbeat stamps. */
+static uint64_t unix_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
@@ -145,13 +162,122 @@ static void print_log(const char *path)
 	fclose(f);
 }
 
+/* Options for a handle on @uri with @buf_count buffers of @buf_size bytes and the test's secret. */
+static void handle_options(struct rfs_daemon_options *o, const char *uri, uint32_t buf_size,
+			   uint32_t buf_count)
+{
+	rfs_daemon_options_init(o);
+	o->uri = uri;
+	o->secret = SECRET;
+	o->secret_len = strlen(SECRET);
+	o->name = "daemon-test";
+	o->buf_size = buf_size;
+	o->buf_count = buf_count;
+}
+
+/*
+ * Whether the cluster map @meta answers lists @uri up with a heartbeat at or
+ * after @since_unix_ms: 0, -EAGAIN (not yet), -EOPNOTSUPP (@meta is no
+ * metadata service), or the call's error.
+ */
+static int map_lists(struct rfs_daemon *meta, const char *uri, uint64_t since_unix_ms)
+{
+	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
+	Rdmafs__GetClusterMapResp *map;
+	uint8_t packed[16], *reply = malloc(MAP_REPLY_MAX);
+	size_t reply_len;
+	int ret;
+
+	if (!reply)
+		return -ENOMEM;
+	ret = rfs_daemon_call_raw(meta, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, packed,
+				  rdmafs__get_cluster_map_req__pack(&req, packed), reply,
+				  MAP_REPLY_MAX, &reply_len);
+	map = ret ? NULL : rdmafs__get_cluster_map_resp__unpack(NULL, reply_len, reply);
+	free(reply);
+	if (ret)
+		return ret;
+	if (!map)
+		return -EBADMSG;
+	ret = -EAGAIN;
+	for (size_t i = 0; i < map->n_daemons; i++) {
+		const Rdmafs__DaemonInfo *info = map->daemons[i];
+
+		for (size_t k = 0; k < info->n_addresses; k++)
+			if (strcmp(info->addresses[k], uri) == 0 &&
+			    info->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP &&
+			    info->last_heartbeat_unix_ms >= since_unix_ms)
+				ret = 0;
+	}
+	rdmafs__get_cluster_map_resp__free_unpacked(map, NULL);
+	return ret;
+}
+
+/*
+ * tests/lib/cluster.sh's readiness check, for one daemon: it answers a
+ * DAEMON_STATS itself, and the metadata service it registers with (@meta_uri,
+ * or its own when NULL) lists it up with a heartbeat since @since_unix_ms (the
+ * process just started registered, not one before it). A daemon that hosts
+ * no metadata service and was given none is ready once it answers. The
+ * handles are opened once and kept in *@self and *@meta between tries.
+ * Returns 0, or a negative errno (-EAGAIN: not yet).
+ */
+static int daemon_ready(const struct daemon_proc *d, const char *meta_uri, uint64_t since_unix_ms,
+			struct rfs_daemon **self, struct rfs_daemon **meta)
+{
+	struct rfs_daemon_options o;
+	struct rfs_daemon_stats stats;
+	int ret;
+
+	handle_options(&o, d->uri, 4096, 1);
+	if (!*self && (ret = rfs_daemon_open(&o, self)))
+		return ret;
+	ret = rfs_daemon_stats(*self, &stats);
+	if (ret)
+		return ret;
+	if (!meta_uri) {
+		ret = map_lists(*self, d->uri, since_unix_ms);
+		return ret == -EOPNOTSUPP ? 0 : ret;
+	}
+	o.uri = meta_uri;
+	if (!*meta && (ret = rfs_daemon_open(&o, meta)))
+		return ret;
+	return map_lists(*meta, d->uri, since_unix_ms);
+}
+
+/* The value following @flag in @extra, or NULL. */
+static const char *extra_value(const char *const *extra, const char *flag)
+{
+	for (unsigned i = 0; extra && extra[i] && extra[i + 1]; i++)
+		if (strcmp(extra[i], flag) == 0)
+			return extra[i + 1];
+	return NULL;
+}
+
+/* Reads the port the daemon wrote to @path; 0 while there is none yet. */
+static unsigned port_read(const char *path)
+{
+	char text[32];
+	unsigned port = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	if (fgets(text, sizeof(text), f))
+		port = (unsigned)strtoul(text, NULL, 10);
+	fclose(f);
+	return port;
+}
+
 int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const *extra)
 {
-	char listen[64], secret[300], port_file[300], text[32];
-	const char *argv[40];
+	char listen[64], secret[300], port_file[300];
+	const char *argv[40], *meta_uri = extra_value(extra, "--metadata-uri");
+	struct rfs_daemon *self = NULL, *meta = NULL;
 	posix_spawn_file_actions_t fa;
+	uint64_t since = unix_now_ms(), deadline;
 	unsigned n = 0;
-	int status;
+	int status, ret;
 
 	memset(d, 0, sizeof(*d));
 	snprintf(d->data_dir, sizeof(d->data_dir), "%s", data_dir);
@@ -184,28 +310,41 @@ int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const 
 	posix_spawn_file_actions_destroy(&fa);
 	if (child_count < 64)
 		children[child_count++] = d->pid;
-	for (uint64_t deadline = harness_now_ms() + 20000; harness_now_ms() < deadline;) {
-		FILE *f = fopen(port_file, "r");
-
-		if (f) {
-			if (fgets(text, sizeof(text), f)) {
-				d->port = (unsigned)strtoul(text, NULL, 10);
-				fclose(f);
-				snprintf(d->uri, sizeof(d->uri), "%s://%s:%u", harness_kind,
-					 harness_addr(), d->port);
-				return 0;
-			}
-			fclose(f);
-		}
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-			fprintf(stderr, "rdmafs-daemon exited early (status %d)\n", status);
-			print_log(d->log_path);
-			d->pid = 0;
-			return -1;
+	/* the port file, written once the daemon's first listener serves */
+	for (deadline = harness_now_ms() + PORT_WAIT_MS; !(d->port = port_read(port_file));) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+			goto err_exited;
+		if (harness_now_ms() > deadline) {
+			fprintf(stderr, "rdmafs-daemon did not write its port file in %u s\n",
+				PORT_WAIT_MS / 1000);
+			goto err_log;
 		}
 		usleep(10000);
 	}
-	fprintf(stderr, "rdmafs-daemon did not write its port file in time\n");
+	snprintf(d->uri, sizeof(d->uri), "%s://%s:%u", harness_kind, harness_addr(), d->port);
+	/* then the answers cluster.sh waits for */
+	for (deadline = harness_now_ms() + READY_WAIT_MS;; usleep(50000)) {
+		ret = daemon_ready(d, meta_uri, since, &self, &meta);
+		if (!ret)
+			break;
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+			goto err_exited;
+		if (harness_now_ms() > deadline) {
+			fprintf(stderr, "rdmafs-daemon at %s not ready after %u s: %s\n", d->uri,
+				READY_WAIT_MS / 1000, strerror(-ret));
+			goto err_log;
+		}
+	}
+	rfs_daemon_close(meta);
+	rfs_daemon_close(self);
+	return 0;
+
+err_exited:
+	fprintf(stderr, "rdmafs-daemon exited early (status %d)\n", status);
+	d->pid = 0;
+err_log:
+	rfs_daemon_close(meta);
+	rfs_daemon_close(self);
 	print_log(d->log_path);
 	return -1;
 }
@@ -290,14 +429,9 @@ struct rfs *fs_of(const struct daemon_proc *d, uint32_t call_timeout_ms)
 
 void fs_create_file(struct rfs *fs, const char *name, uint64_t *handle, struct rfs_entry *e)
 {
-	int ret = -EAGAIN;
+	int ret = rfs_create_file(fs, NULL, RFS_ROOT_INO, name, 0644, 0, 0, O_RDWR | O_CREAT,
+				  handle, NULL, e);
 
-	for (uint64_t end = harness_now_ms() + 20000; harness_now_ms() < end; usleep(100000)) {
-		ret = rfs_create_file(fs, NULL, RFS_ROOT_INO, name, 0644, 0, 0, O_RDWR | O_CREAT,
-				      handle, NULL, e);
-		if (ret != -ENOSPC && ret != -EAGAIN && ret != -EIO)
-			break;
-	}
 	REQUIRE(ret == 0, "CREATE %s: %s", name, strerror(-ret));
 }
 
@@ -335,13 +469,7 @@ struct rfs_daemon *client_of(const struct daemon_proc *d, uint32_t buf_size)
 	struct rfs_daemon *c;
 	int ret;
 
-	rfs_daemon_options_init(&o);
-	o.uri = d->uri;
-	o.secret = SECRET;
-	o.secret_len = strlen(SECRET);
-	o.name = "daemon-test";
-	o.buf_size = buf_size;
-	o.buf_count = 4;
+	handle_options(&o, d->uri, buf_size, 4);
 	o.call_timeout_ms = 20000;
 	ret = rfs_daemon_open(&o, &c);
 	REQUIRE(ret == 0, "connect to %s: %s", d->uri, strerror(-ret));

@@ -1,8 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Test harness for the daemon suite: scratch directories, rdmafs-daemon
- * processes (posix_spawn, port handed back through --port-file); verdicts
- * come from tests/lib/check.h.
+ * Test harness for the daemon suite: scratch directories and single
+ * rdmafs-daemon processes for daemon-level tests (kill -9 between two of
+ * the test's own calls, corrupted chunk files, malformed requests,
+ * configurations a daemon must refuse, a data directory on a tiny tmpfs).
+ * Clusters for everything else come from tests/lib/cluster.sh; this stays in
+ * C because these tests need the daemon as their own child (its exit status
+ * after SIGTERM, a signal at a moment of their choosing). It finds ports and
+ * decides readiness as cluster.sh does: the port file the daemon writes once
+ * it serves, then an answer to a DAEMON_STATS and a cluster map, from the
+ * metadata service the daemon hosts or was given (--metadata-uri), that
+ * lists it up with a heartbeat since this start. No log line decides
+ * anything. Verdicts come from tests/lib/check.h.
  */
 #ifndef RDMAFS_TEST_DAEMON_HARNESS_H
 #define RDMAFS_TEST_DAEMON_HARNESS_H
@@ -29,13 +38,18 @@ const char *harness_dir(void);
 /* Path of the daemon binary and the transport ("tcp" / "rdma"), from argv. */
 extern const char *harness_daemon_path;
 extern const char *harness_kind;
-/* The address daemons listen on: RDMAFS_TEST_ADDR, or 127.0.0.1. */
+/*
+ * The address daemons listen on, as in cluster.sh: RDMAFS_TEST_ADDR, else
+ * RDMAFS_VM_RDMA_ADDR (rdma_cm cannot route 127.0.0.1 over soft-RoCE), else
+ * 127.0.0.1.
+ */
 const char *harness_addr(void);
 
 /*
  * Starts rdmafs-daemon on @data_dir (created if needed), listening on
  * KIND://ADDR:0, plus @extra arguments (NULL-terminated, may be NULL).
- * Waits until it serves. Returns 0, or -1 if it exited (its log is printed).
+ * Waits until it is ready (see above). Returns 0, or -1 if it exited or was
+ * not ready in time (its log is printed).
  */
 int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const *extra);
 /* Sends @sig and waits; returns the wait status. */
@@ -64,10 +78,7 @@ struct rfs_entry;
  * fails the test.
  */
 struct rfs *fs_of(const struct daemon_proc *d, uint32_t call_timeout_ms);
-/*
- * Creates /@name, open read-write (*@handle), its entry in @e; retried while
- * the daemon is still registering with the service it hosts.
- */
+/* Creates /@name, open read-write (*@handle), its entry in @e; a failure fails the test. */
 void fs_create_file(struct rfs *fs, const char *name, uint64_t *handle, struct rfs_entry *e);
 
 /* A test still running @secs seconds from now has hung: it fails then. */
