@@ -14,6 +14,7 @@ build_packages=(
 test_packages=(
 	qemu-system-x86 busybox-static kmod cpio perftest rdmacm-utils
 	fio bindfs glusterfs-server glusterfs-client rsync attr acl xfsprogs e2fsprogs python3 python3-prometheus-client curl valgrind
+	iproute2 nftables
 	dpkg-dev debhelper devscripts
 )
 

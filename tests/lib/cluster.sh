@@ -35,6 +35,17 @@
 #       ctl uri I           print its address
 #       ctl remount M       unmount mount M (1 or 2) and mount it again
 #                           (nothing may be open on it)
+#       ctl signal I SIG    send SIG to daemon I and return (STOP, CONT, ...)
+#     with --hosts, faults of daemon I's link (all undone by ctl heal I):
+#       ctl cut I [both|out|in]  both: its link down; out: it hears but is
+#                           not heard (what it sends is dropped); in: it is
+#                           heard but does not hear
+#       ctl loss I N        every Nth packet it sends and every Nth it
+#                           receives is dropped: a fixed pattern, not a
+#                           random one, so a test passes or fails on the
+#                           code alone
+#       ctl slow I RATE     what it sends is limited to RATE (tc tbf, e.g. 1mbit)
+#       ctl heal I          its link as it was: up, nothing dropped or slowed
 #
 # OPTIONS
 #   --build DIR        the binaries of a build tree; else the installed ones
@@ -47,6 +58,13 @@
 #                      route 127.0.0.1 over soft-RoCE: the rdma-vm guest sets
 #                      its RDMA interface's address)
 #   --port PORT        the metadata daemon's port (default 0: any)
+#   --hosts            every daemon a host of its own: its own network
+#                      namespace and address (198.51.100.10 the metadata
+#                      daemon, .10+I storage daemon I), a veth to a bridge in
+#                      a namespace of its own, and the mounts, rdmafsctl and
+#                      COMMAND in one more (198.51.100.2): traffic only
+#                      inside them, links that ctl can cut, slow or make
+#                      lossy (tcp only; replaces --addr; needs ip, nsenter, nft)
 #   --storage N        storage daemons besides the metadata daemon (3)
 #   --mounts 0|1|2     mounts of rdmafs-fuse (1); --no-fuse is --mounts 0
 #   --mount PATH       where mount 1 goes (default DIR/mnt1)
@@ -135,7 +153,102 @@ data_dir_of() {
 }
 
 uri_of() {
-	echo "$transport://$addr:$(cat "$dir/$1.port" 2>/dev/null)"
+	echo "$transport://$(addr_of "$1"):$(cat "$dir/$1.port" 2>/dev/null)"
+}
+
+# --- hosts (--hosts): a network namespace a daemon, one for the clients --------
+
+readonly HOSTS_NET=198.51.100
+
+# addr_of NAME: where NAME (meta, storageI, client, fuseM) listens or calls from.
+addr_of() {
+	[ "${hosts:-0}" = 1 ] || {
+		echo "$addr"
+		return
+	}
+	case $1 in
+	meta) echo "$HOSTS_NET.10" ;;
+	storage*) echo "$HOSTS_NET.$((10 + ${1#storage}))" ;;
+	*) echo "$HOSTS_NET.2" ;;
+	esac
+}
+
+# ns_of NAME: the network namespace of host NAME (br: the bridge's).
+ns_of() {
+	case $1 in
+	meta | storage* | br) echo "rdmafs-$net_id-$1" ;;
+	*) echo "rdmafs-$net_id-client" ;;
+	esac
+}
+
+# in_host NAME: sets the array `run_in` to the prefix that runs a command
+# on host NAME (nothing without --hosts). nsenter enters the network
+# namespace only, so a mount made there is everybody's, and it execs: a pid
+# taken with $! is the program's.
+in_host() {
+	run_in=()
+	[ "${hosts:-0}" = 1 ] && run_in=(nsenter "--net=/run/netns/$(ns_of "$1")" --)
+	return 0
+}
+
+# host_up NAME: its namespace, and a veth from its eth0 to the bridge.
+host_up() {
+	local ns br
+	ns=$(ns_of "$1") br=$(ns_of br)
+	[ -e "/run/netns/$ns" ] && return 0
+	ip netns add "$ns" &&
+		ip -n "$ns" link set lo up &&
+		ip -n "$br" link add "v-$1" type veth peer name eth0 netns "$ns" &&
+		ip -n "$br" link set "v-$1" master br0 up &&
+		ip -n "$ns" addr add "$(addr_of "$1")/24" dev eth0 &&
+		ip -n "$ns" link set eth0 up
+}
+
+# net_up: the bridge, a host for the clients and one for each daemon.
+net_up() {
+	local name br
+	br=$(ns_of br)
+	if [ ! -e "/run/netns/$br" ]; then
+		ip netns add "$br" && ip -n "$br" link add br0 type bridge &&
+			ip -n "$br" link set br0 up || return 1
+	fi
+	for name in client "${names[@]}"; do
+		host_up "$name" || {
+			echo "cluster.sh: cannot make the network namespace of $name" >&2
+			return 1
+		}
+	done
+}
+
+# net_down: every namespace net_up made (a process still in one keeps it alive).
+net_down() {
+	local name
+	[ "${hosts:-0}" = 1 ] || return 0
+	for name in client "${names[@]}" br; do
+		ip netns del "$(ns_of "$name")" 2>/dev/null
+	done
+	return 0
+}
+
+# fault_rules NAME IN OUT: daemon NAME's nftables table, rule IN on what eth0
+# receives and OUT on what it sends (empty: none); replaces what was there.
+fault_rules() {
+	local run_in
+	in_host "$1"
+	"${run_in[@]}" nft -f - <<EOF
+table inet rdmafs_fault
+delete table inet rdmafs_fault
+table inet rdmafs_fault {
+	chain input {
+		type filter hook input priority 0; policy accept;
+		${2:+iifname "eth0" $2}
+	}
+	chain output {
+		type filter hook output priority 0; policy accept;
+		${3:+oifname "eth0" $3}
+	}
+}
+EOF
 }
 
 pid_alive() {
@@ -164,7 +277,9 @@ daemon_running() {
 
 # rctl ARGS...: rdmafsctl against this cluster.
 rctl() {
-	timeout 60 "$rdmafsctl" -m "$meta_uri" -s "$dir/secret" --timeout 10 "$@"
+	local run_in
+	in_host client
+	timeout 60 "${run_in[@]}" "$rdmafsctl" -m "$meta_uri" -s "$dir/secret" --timeout 10 "$@"
 }
 
 # map_lines: the cluster map as the metadata service answers it, one line
@@ -243,7 +358,7 @@ host_port() {
 # start_daemon NAME PORT: starts rdmafs-daemon and waits for its port file
 # (its first listener serves). Returns 1 if it exits or does not serve.
 start_daemon() {
-	local name=$1 port=$2 pid deadline role mport
+	local name=$1 port=$2 pid deadline role mport run_in
 	role=(--metadata no --metadata-uri "$meta_uri")
 	[ "$name" = meta ] && role=(--metadata yes)
 	[ "$name" = meta ] && [ -n "${reclaim_grace:-}" ] && role+=(--reclaim-grace "$reclaim_grace")
@@ -252,11 +367,13 @@ start_daemon() {
 		# a restarted daemon keeps its metrics port, as it keeps its port
 		mport=$(cat "$dir/$name.metrics-port" 2>/dev/null) ||
 			mport=$([ "$name" = meta ] && echo "${metrics_port:-0}" || echo 0)
-		role+=(--metrics-listen "$(host_port "$addr" "$mport")"
+		role+=(--metrics-listen "$(host_port "$(addr_of "$name")" "$mport")"
 			--metrics-port-file "$dir/$name.metrics-port")
 	fi
 	rm -f "$dir/$name.port"
-	"${detach[@]}" "$daemon" --data-dir "$(data_dir_of "$name")" --listen "$transport://$addr:$port" \
+	in_host "$name"
+	"${detach[@]}" "${run_in[@]}" "$daemon" --data-dir "$(data_dir_of "$name")" \
+		--listen "$transport://$(addr_of "$name"):$port" \
 		--secret-file "$dir/secret" --port-file "$dir/$name.port" \
 		--name "$name" --foreground "${role[@]}" </dev/null >>"$dir/$name.log" 2>&1 &
 	pid=$!
@@ -318,18 +435,19 @@ mount_ready() {
 
 # mount_one M: mounts rdmafs-fuse on mount point M and waits until it is ready.
 mount_one() {
-	local n=$1 m pid deadline opts mport
+	local n=$1 m pid deadline opts mport run_in
 	m=$(mount_point "$n")
 	mkdir -p "$m"
 	opts="meta=$meta_uri,secret=$dir/secret,allow_other${log_level:+,log_level=$log_level}"
 	if [ "${metrics:-0}" = 1 ]; then
 		# a remounted mount keeps its metrics port, as a restarted daemon does
 		mport=$(cat "$dir/fuse$n.metrics-port" 2>/dev/null) || mport=0
-		opts="$opts,metrics=$(host_port "$addr" "$mport"),metrics_port_file=$dir/fuse$n.metrics-port"
+		opts="$opts,metrics=$(host_port "$(addr_of "fuse$n")" "$mport"),metrics_port_file=$dir/fuse$n.metrics-port"
 	fi
 	opts="$opts${RDMAFS_FUSE_OPTS:+,$RDMAFS_FUSE_OPTS}"
 	[ "$n" = 2 ] && opts="$opts${RDMAFS_FUSE_OPTS2:+,$RDMAFS_FUSE_OPTS2}"
-	"${detach[@]}" "$fuse" -f -o "$opts" "$m" </dev/null >>"$dir/fuse$n.log" 2>&1 &
+	in_host client
+	"${detach[@]}" "${run_in[@]}" "$fuse" -f -o "$opts" "$m" </dev/null >>"$dir/fuse$n.log" 2>&1 &
 	pid=$!
 	disown "$pid" 2>/dev/null
 	# in a file: ctl remount replaces the process
@@ -394,6 +512,8 @@ log_level='$log_level'
 metrics='$metrics'
 metrics_port='$metrics_port'
 reclaim_grace='$reclaim_grace'
+hosts='$hosts'
+net_id='$net_id'
 EOF
 	: >"$dir/daemons.new"
 	for name in "${names[@]}"; do
@@ -420,7 +540,7 @@ print_logs() {
 # metrics_url NAME: where NAME serves its metrics (empty when it does not).
 metrics_url() {
 	[ "${metrics:-0}" = 1 ] && [ -s "$dir/$1.metrics-port" ] || return 0
-	echo "http://$(host_port "$addr" "$(cat "$dir/$1.metrics-port")")/metrics"
+	echo "http://$(host_port "$(addr_of "$1")" "$(cat "$dir/$1.metrics-port")")/metrics"
 }
 
 # metrics_note NAME: ", metrics at URL" when NAME serves metrics.
@@ -468,6 +588,7 @@ stop_all() {
 		fi
 		rm -f "$dir/$name.pid"
 	done
+	net_down
 	[ "${temporary:-0}" = 1 ] || return 0
 	if [ -n "${RDMAFS_TEST_KEEP:-}" ]; then
 		say "kept $dir"
@@ -500,7 +621,7 @@ if [ "${1:-}" = ctl ] || [ "${1:-}" = status ] || [ "${1:-}" = down ]; then
 	fi
 	[ -n "$dir" ] || die "$verb: which cluster? (--dir DIR, or RDMAFS_CLUSTER_DIR)"
 	if [ "$verb" = ctl ]; then
-		verb=${1:?usage: ctl kill|start|datadir|uri|remount ...}
+		verb=${1:?usage: ctl kill|start|signal|datadir|uri|remount|cut|loss|slow|heal ...}
 		shift
 	fi
 	if [ "$verb" != down ] || [ -f "$dir/cluster.env" ]; then
@@ -536,7 +657,7 @@ if [ "${1:-}" = ctl ] || [ "${1:-}" = status ] || [ "${1:-}" = down ]; then
 		exit 0
 		;;
 	esac
-	i=${1:?usage: ctl kill|start|datadir|uri|remount I (I: a storage daemon 1..N, or meta)}
+	i=${1:?usage: ctl kill|start|signal|datadir|uri|remount|cut|loss|slow|heal I (I: a storage daemon 1..N, or meta)}
 	if ! name=$(daemon_name "$i") || [ ! -f "$dir/$name.port" ]; then
 		die "no daemon $i"
 	fi
@@ -558,6 +679,33 @@ if [ "${1:-}" = ctl ] || [ "${1:-}" = status ] || [ "${1:-}" = down ]; then
 		;;
 	datadir) data_dir_of "$name" ;;
 	uri) uri_of "$name" ;;
+	signal)
+		pid=$(daemon_pid "$name") || die "daemon $i is not running"
+		kill -"${2:?usage: ctl signal I SIG}" "$pid" || exit 1
+		;;
+	cut | loss | slow | heal)
+		[ "${hosts:-0}" = 1 ] || die "ctl $verb needs a cluster started with --hosts"
+		case $verb/${2:-both} in
+		cut/both) ip -n "$(ns_of br)" link set "v-$name" down ;;
+		cut/out) fault_rules "$name" "" drop ;;
+		cut/in) fault_rules "$name" drop "" ;;
+		cut/*) die "ctl cut I [both|out|in]" ;;
+		loss/*)
+			case ${2:-} in '' | *[!0-9]* | 0 | 1) die "ctl loss I N: N a number from 2 up" ;; esac
+			fault_rules "$name" "numgen inc mod $2 == 0 drop" "numgen inc mod $2 == 0 drop"
+			;;
+		slow/*)
+			in_host "$name"
+			"${run_in[@]}" tc qdisc replace dev eth0 root tbf rate "${2:?usage: ctl slow I RATE}" \
+				burst 32kbit latency 400ms
+			;;
+		heal/*)
+			in_host "$name"
+			"${run_in[@]}" tc qdisc del dev eth0 root 2>/dev/null
+			fault_rules "$name" "" "" && ip -n "$(ns_of br)" link set "v-$name" up
+			;;
+		esac || exit 1
+		;;
 	*) die "unknown ctl command $verb" ;;
 	esac
 	exit 0
@@ -572,7 +720,7 @@ if [ "${1:-}" = up ]; then
 	shift
 fi
 build='' daemon='' fuse='' fuse_set=0 rdmafsctl='' transport=tcp addr='' port=0 storage=3
-mounts=1 mount1='' meta_data='' timeout=600 log_level='' metrics=0 metrics_port=0 reclaim_grace=''
+mounts=1 mount1='' meta_data='' timeout=600 log_level='' metrics=0 metrics_port=0 reclaim_grace='' hosts=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -593,6 +741,7 @@ while [ $# -gt 0 ]; do
 	--metrics) metrics=1; shift ;;
 	--metrics-port) metrics=1; metrics_port=$2; shift 2 ;;
 	--reclaim-grace) reclaim_grace=$2; shift 2 ;;
+	--hosts) hosts=1; shift ;;
 	--) shift; break ;;
 	*) die "unknown argument $1 (see the header of $self)" ;;
 	esac
@@ -663,6 +812,14 @@ if [ "$mounts" -gt 0 ]; then
 	command -v fusermount3 >/dev/null || skip "fusermount3 not installed (package fuse3)"
 	[ "$(id -u)" = 0 ] || skip "the mounts use allow_other, and the fs checks act as other users: run as root"
 fi
+if [ "$hosts" = 1 ]; then
+	[ -z "$addr" ] || die "--hosts gives every daemon its own address: no --addr with it"
+	[ "$transport" = tcp ] || skip "--hosts runs over tcp only (soft-RoCE on the hosts' veths is not set up)"
+	[ "$(id -u)" = 0 ] || skip "--hosts makes network namespaces: run as root"
+	for tool in ip nsenter nft tc; do
+		command -v "$tool" >/dev/null || skip "--hosts needs $tool (packages iproute2, util-linux, nftables)"
+	done
+fi
 [ -n "$addr" ] || addr=${RDMAFS_TEST_ADDR:-${RDMAFS_VM_RDMA_ADDR:-127.0.0.1}}
 if [ "$transport" = rdma ] && [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
 	skip "no RDMA device (the rdma-vm suite runs this over soft-RoCE)"
@@ -694,6 +851,9 @@ esac
 mount1=$(readlink -m "$mount1")
 meta_data=$(readlink -m "$meta_data")
 names_of_cluster
+# the hosts' namespaces are named after the state directory, so that two
+# clusters (two tests at once) never share one
+net_id=$(printf '%s' "$dir" | cksum | cut -d' ' -f1)
 cmd_pid=
 status=1
 
@@ -722,8 +882,9 @@ if [ ! -s "$dir/secret" ]; then
 	) || exit 1
 fi
 
+[ "$hosts" = 1 ] && { net_up || exit 1; }
 since=$(now_ms)
-meta_uri="$transport://$addr:$port"
+meta_uri="$transport://$(addr_of meta):$port"
 fresh=()
 if pid=$(daemon_pid meta); then
 	meta_uri=$(uri_of meta)
@@ -771,9 +932,10 @@ export RDMAFS_CLUSTER_DIR="$dir" RDMAFS_CLUSTER_CTL="$self"
 export RDMAFS_CLUSTER_META="$meta_uri" RDMAFS_CLUSTER_SECRET="$dir/secret"
 export RDMAFS_META="$meta_uri" RDMAFS_SECRET_FILE="$dir/secret"
 substitute "$@"
+in_host client
 # In the background: bash runs a trap (meson's SIGTERM) only between
 # commands, and `wait` returns at once on a signal.
-timeout -k 10 "$timeout" "${cmd[@]}" &
+timeout -k 10 "$timeout" "${run_in[@]}" "${cmd[@]}" &
 cmd_pid=$!
 wait "$cmd_pid"
 status=$?
