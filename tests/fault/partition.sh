@@ -14,8 +14,11 @@
 # within a bound, never hangs and never returns other bytes; files on the
 # other daemons read and write as usual meanwhile; once the fault is undone,
 # every file reads back as it was acknowledged (a write that failed may or
-# may not have landed: it was not acknowledged). On a lossy link (every Nth
-# packet dropped each way, a fixed pattern) everything works.
+# may not have landed: it was not acknowledged). First, on a lossy link
+# (every Nth packet dropped each way, a fixed pattern) and a slow one,
+# everything works. Last, the metadata service's own link is cut: lookups
+# and creates fail with an error in bounded time, and work again once it is
+# healed.
 #
 # Each file is one chunk (256 KiB: pulled by RDMA READ, not inline), so
 # `cluster.sh ctl holders` names the one daemon a file depends on. Reads use
@@ -146,6 +149,19 @@ all_back() {
 	echo "ok: $1: every file reads back as acknowledged"
 }
 
+"$ctl" ctl loss $victim 10 || check_error "cluster.sh ctl loss $victim 10 failed"
+for n in "${held[@]}" "${free[@]}"; do expect_read_ok "$n" "every 10th packet lost"; done
+overwrite "${held[0]}" || check_fail "every 10th packet lost: an fsynced write to p${held[0]} failed: $said"
+mv "$work/p${held[0]}.new" "$work/p${held[0]}" || check_error "cannot keep $work/p${held[0]}.new"
+expect_read_ok "${held[0]}" "every 10th packet lost, after the write"
+"$ctl" ctl heal $victim || check_error "cluster.sh ctl heal $victim failed"
+all_back "lossy link, then healed"
+
+"$ctl" ctl slow $victim 8mbit || check_error "cluster.sh ctl slow $victim 8mbit failed"
+for n in "${held[@]}"; do expect_read_ok "$n" "a link of 8 Mbit/s"; done
+"$ctl" ctl heal $victim || check_error "cluster.sh ctl heal $victim failed"
+all_back "slow link, then healed"
+
 "$ctl" ctl cut $victim both || check_error "cluster.sh ctl cut $victim both failed"
 under_fault "link cut both ways"
 "$ctl" ctl heal $victim || check_error "cluster.sh ctl heal $victim failed"
@@ -161,11 +177,29 @@ under_fault "storage$victim paused (SIGSTOP)"
 "$ctl" ctl signal $victim CONT || check_error "cluster.sh ctl signal $victim CONT failed"
 all_back "storage$victim paused, then resumed"
 
-"$ctl" ctl loss $victim 7 || check_error "cluster.sh ctl loss $victim 7 failed"
-for n in "${held[@]}" "${free[@]}"; do expect_read_ok "$n" "every 7th packet lost"; done
-overwrite "${held[0]}" || check_fail "every 7th packet lost: an fsynced write to p${held[0]} failed: $said"
-mv "$work/p${held[0]}.new" "$work/p${held[0]}" || check_error "cannot keep $work/p${held[0]}.new"
-expect_read_ok "${held[0]}" "every 7th packet lost, after the write"
-"$ctl" ctl heal $victim || check_error "cluster.sh ctl heal $victim failed"
-all_back "lossy link, then healed"
-echo "partition: ${#held[@]} files on storage$victim and ${#free[@]} elsewhere through four faults: nothing hung, nothing acknowledged lost"
+# The metadata service's link: a name never looked up (no cache can answer
+# for it) fails to resolve and to be created, with an error and in bounded
+# time, never "no such file"; once healed both work and every file is back.
+"$ctl" ctl cut meta both || check_error "cluster.sh ctl cut meta both failed"
+said=$(timeout "$hang_s" stat "$mnt/never-looked-up" 2>&1)
+case $?:$said in
+124:*) check_fail "metadata service cut off: a lookup hung for $hang_s s" ;;
+0:*) check_fail "metadata service cut off: a lookup of a name that does not exist succeeded" ;;
+*"No such file"*) check_fail "metadata service cut off: a lookup said ENOENT without asking the service: $said" ;;
+*"Input/output error"* | *"timed out"*) echo "ok: metadata service cut off: lookup failed: $said" ;;
+*) check_fail "metadata service cut off: a lookup failed with another error than EIO or ETIMEDOUT: $said" ;;
+esac
+said=$(timeout "$hang_s" touch "$mnt/created-while-cut" 2>&1)
+case $? in
+0) check_fail "metadata service cut off: a create succeeded" ;;
+124) check_fail "metadata service cut off: a create hung for $hang_s s" ;;
+esac
+echo "ok: metadata service cut off: create failed: $said"
+"$ctl" ctl heal meta || check_error "cluster.sh ctl heal meta failed"
+deadline=$((SECONDS + hang_s))
+until said=$(timeout "$hang_s" touch "$mnt/created-after" 2>&1); do
+	[ $SECONDS -lt "$deadline" ] || check_fail "metadata service healed: still no create after $hang_s s: $said"
+	sleep 1
+done
+all_back "metadata service cut off, then restored"
+echo "partition: ${#held[@]} files on storage$victim and ${#free[@]} elsewhere through six faults: nothing hung, nothing acknowledged lost"
