@@ -814,7 +814,13 @@ if [ "$mounts" -gt 0 ]; then
 fi
 if [ "$hosts" = 1 ]; then
 	[ -z "$addr" ] || die "--hosts gives every daemon its own address: no --addr with it"
-	[ "$transport" = tcp ] || skip "--hosts runs over tcp only (soft-RoCE on the hosts' veths is not set up)"
+	# Tried in the rdma-vm guest (Debian 12's kernel, 6.1): rxe devices on the
+	# hosts' veths are made and the daemons listen there, but every connect
+	# ends RDMA_CM_EVENT_UNREACHABLE; as we read rxe, its UDP port (4791) is
+	# opened in the first namespace only. In one namespace rxe hands traffic
+	# for local addresses over inside itself, where no netfilter rule can
+	# cut it: a link fault over verbs needs hosts that are really apart.
+	[ "$transport" = tcp ] || skip "--hosts runs over tcp only: soft-RoCE in Debian 12's kernel does not work across network namespaces"
 	[ "$(id -u)" = 0 ] || skip "--hosts makes network namespaces: run as root"
 	for tool in ip nsenter nft tc; do
 		command -v "$tool" >/dev/null || skip "--hosts needs $tool (packages iproute2, util-linux, nftables)"
