@@ -113,3 +113,11 @@ const char *check_errno_name(int err)
 	snprintf(text, sizeof(text), "errno %d", err);
 	return text;
 }
+
+int check_tmp_template(char *out, size_t size, const char *name)
+{
+	const char *dir = getenv("TMPDIR");
+	int len = snprintf(out, size, "%s/%s.XXXXXX", dir && *dir ? dir : "/tmp", name);
+
+	return len < 0 || (size_t)len >= size ? -ENAMETOOLONG : 0;
+}

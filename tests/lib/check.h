@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #define CHECK_EXIT_PASS	 0
@@ -85,5 +86,14 @@ bool check_run_test(const char *name, void (*fn)(void));
 
 /* The errno's name ("ENOENT"), or "errno N" if it has none. */
 const char *check_errno_name(int err);
+
+/*
+ * Writes into @out (@size bytes) the template of a scratch file or directory
+ * of the test, for mkstemp() or mkdtemp(): "DIR/@name.XXXXXX", DIR being
+ * TMPDIR when set and not empty, else /tmp. Returns 0, or -ENAMETOOLONG
+ * when it does not fit (a TMPDIR too long for the room): then @out is no
+ * template and must not be used.
+ */
+int check_tmp_template(char *out, size_t size, const char *name);
 
 #endif

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "rdmafs_common.h"
+#include "check.h"
 
 static void test_layout_check(void **state)
 {
@@ -122,8 +123,7 @@ static void capture_start(void)
 {
 	int fd;
 
-	snprintf(log_path, sizeof(log_path), "%s/rdmafs-test-log.XXXXXX",
-		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_int_equal(check_tmp_template(log_path, sizeof(log_path), "rdmafs-test-log"), 0);
 	fd = mkstemp(log_path);
 	assert_true(fd >= 0);
 	fflush(stderr);
@@ -297,8 +297,7 @@ static void test_log_file(void **state)
 
 	(void)state;
 	unsetenv("JOURNAL_STREAM");
-	snprintf(path, sizeof(path), "%s/rdmafs-test-logfile.XXXXXX",
-		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_int_equal(check_tmp_template(path, sizeof(path), "rdmafs-test-logfile"), 0);
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "kept\n", 5), 5);
@@ -327,8 +326,7 @@ static void write_file(char *path, size_t size, const void *data, size_t len)
 {
 	int fd;
 
-	snprintf(path, size, "%s/rdmafs-test-secret.XXXXXX",
-		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_int_equal(check_tmp_template(path, size, "rdmafs-test-secret"), 0);
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, data, len), (ssize_t)len);
@@ -416,6 +414,33 @@ static void test_secret_mode(void **state)
 		"cannot read the secret file /nonexistent/s: No such file or directory");
 }
 
+/* tests/lib/check.h's check_tmp_template(), which the unit tests' scratch files use. */
+static void test_tmp_template(void **state)
+{
+	const char *saved = getenv("TMPDIR");
+	char *keep = saved ? strdup(saved) : NULL;
+	char out[32];
+
+	(void)state;
+	setenv("TMPDIR", "/var/x", 1);
+	assert_int_equal(check_tmp_template(out, sizeof(out), "name"), 0);
+	assert_string_equal(out, "/var/x/name.XXXXXX");
+	setenv("TMPDIR", "", 1); /* empty: as unset */
+	assert_int_equal(check_tmp_template(out, sizeof(out), "name"), 0);
+	assert_string_equal(out, "/tmp/name.XXXXXX");
+	unsetenv("TMPDIR");
+	assert_int_equal(check_tmp_template(out, sizeof(out), "name"), 0);
+	assert_string_equal(out, "/tmp/name.XXXXXX");
+	/* "/tmp/" + 19 + ".XXXXXX" is 31 bytes and its NUL: just fits; one more does not */
+	assert_int_equal(check_tmp_template(out, sizeof(out), "nnnnnnnnnnnnnnnnnnn"), 0);
+	assert_int_equal(strlen(out), 31);
+	assert_int_equal(check_tmp_template(out, sizeof(out), "nnnnnnnnnnnnnnnnnnnn"),
+			 -ENAMETOOLONG);
+	if (keep)
+		setenv("TMPDIR", keep, 1);
+	free(keep);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,7 +449,7 @@ int main(void)
 		cmocka_unit_test(test_log_level),    cmocka_unit_test(test_secret),
 		cmocka_unit_test(test_secret_mode),  cmocka_unit_test(test_log_terminal),
 		cmocka_unit_test(test_log_journal),  cmocka_unit_test(test_log_long_line),
-		cmocka_unit_test(test_log_file),
+		cmocka_unit_test(test_log_file),     cmocka_unit_test(test_tmp_template),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

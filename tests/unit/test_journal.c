@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "daemon_i.h"
+#include "check.h"
 
 #define FILE_NAME "index.journal"
 
@@ -125,15 +126,9 @@ static int held(struct journal *j, unsigned k, unsigned gen, size_t len)
 static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
-	const char *tmp = getenv("TMPDIR");
-	int len;
 
-	if (!fx)
-		return -1;
-	len = snprintf(fx->dir, sizeof(fx->dir), "%s/rdmafs-journal-XXXXXX",
-		       tmp && *tmp ? tmp : "/tmp");
-	/* a TMPDIR too long for the room: no template to make a directory of */
-	if (len < 0 || (size_t)len >= sizeof(fx->dir) || !mkdtemp(fx->dir))
+	if (!fx || check_tmp_template(fx->dir, sizeof(fx->dir), "rdmafs-journal") ||
+	    !mkdtemp(fx->dir))
 		return -1;
 	fx->dir_fd = open(fx->dir, O_RDONLY | O_DIRECTORY);
 	if (fx->dir_fd < 0 || journal_open(fx->dir_fd, FILE_NAME, &fx->j))

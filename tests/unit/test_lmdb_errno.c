@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "lmdb_errno.h"
+#include "check.h"
 
 static void test_table(void **state)
 {
@@ -63,15 +64,11 @@ struct env {
 
 static int env_setup(void **state)
 {
-	const char *tmp = getenv("TMPDIR");
-	int len;
 	struct env *e = calloc(1, sizeof(*e));
 
 	if (!e)
 		return -1;
-	len = snprintf(e->dir, sizeof(e->dir), "%s/lmdb-errno-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	/* a TMPDIR too long for the room: no template to make a directory of */
-	if (len < 0 || (size_t)len >= sizeof(e->dir) || !mkdtemp(e->dir))
+	if (check_tmp_template(e->dir, sizeof(e->dir), "lmdb-errno") || !mkdtemp(e->dir))
 		goto err_free;
 	if (mdb_env_create(&e->env))
 		goto err_rmdir;

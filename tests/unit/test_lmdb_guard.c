@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "lmdb_guard.h"
+#include "check.h"
 
 #define KEYS_FIRST 2000u /* the flushed snapshot holds keys 0 .. KEYS_FIRST - 1 */
 #define KEYS_ALL   2600u /* the churn also inserts up to here */
@@ -327,8 +328,7 @@ static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
 
-	snprintf(fx->dir, sizeof(fx->dir), "/tmp/rdmafs-guard-XXXXXX");
-	if (!mkdtemp(fx->dir))
+	if (check_tmp_template(fx->dir, sizeof(fx->dir), "rdmafs-guard") || !mkdtemp(fx->dir))
 		return -1;
 	snprintf(fx->data, sizeof(fx->data), "%s/data.mdb", fx->dir);
 	snprintf(fx->lock, sizeof(fx->lock), "%s/lock.mdb", fx->dir);

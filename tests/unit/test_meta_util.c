@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "test_meta_util.h"
+#include "check.h"
 
 size_t tm_resp_cap = 1 << 20;
 
@@ -56,7 +57,7 @@ void tm_setup_with(struct tm_env *e, unsigned daemons, const struct meta_options
 {
 	e->opts = *o;
 	e->opts.log = tm_quiet_log;
-	snprintf(e->dir, sizeof(e->dir), "/tmp/test-meta.XXXXXX");
+	assert_int_equal(check_tmp_template(e->dir, sizeof(e->dir), "test-meta"), 0);
 	assert_non_null(mkdtemp(e->dir));
 	open_store(e);
 	for (unsigned i = 1; i <= daemons; i++)
