@@ -67,6 +67,12 @@ struct rfs_peer {
 	int last_error;
 	int state;		       /* DaemonState from the map */
 	bool connected[RFS_TCP_CONNS]; /* a slot's next connection is a reconnect */
+	/*
+	 * A connection of this peer was found broken, or a connect to it failed,
+	 * since we were last connected to it: the next connection, on any slot,
+	 * is a reconnect (the daemon came back), whichever thread makes it.
+	 */
+	bool lost;
 	enum rfs_target target;
 };
 
@@ -423,6 +429,8 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 	pthread_mutex_lock(&p->lock);
 	if (p->conns[slot] && xprt_conn_alive(p->conns[slot]))
 		goto out_ref;
+	if (p->conns[slot])
+		p->lost = true;
 	now = rdmafs_now_ms();
 	if (now < p->retry_at_ms) {
 		ret = p->last_error ? p->last_error : -EIO;
@@ -456,13 +464,16 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 			p->backoff_ms = BACKOFF_MAX_MS;
 		p->retry_at_ms = rdmafs_now_ms() + p->backoff_ms;
 		p->last_error = ret;
+		for (unsigned k = 0; k < RFS_TCP_CONNS; k++)
+			p->lost |= p->connected[k];
 		rfs_count(&fs->counters.targets[p->target].connect_failures, 1);
 		goto out_unlock;
 	}
 	rfs_count(&fs->counters.targets[p->target].connects, 1);
-	if (p->connected[slot])
+	if (p->connected[slot] || p->lost)
 		rfs_count(&fs->counters.targets[p->target].reconnects, 1);
 	p->connected[slot] = true;
+	p->lost = false;
 	if (p->backoff_ms)
 		rdmafs_log(RDMAFS_LOG_WARN, "%s: connected again", p->label);
 	else

@@ -154,7 +154,9 @@ struct rfs_method_stats {
  * their connection broke or the daemon was busy (EBUSY). connects:
  * connections made, the first to each peer (and to each of a peer's
  * slots, rfs_create()) included; reconnects, those of them in place of one
- * that broke. connect_failures:
+ * that broke, or the first made after one of the peer's connections broke
+ * or a connect to it failed (a daemon that came back), whichever of the
+ * caller's threads makes it. connect_failures:
  * connection attempts that failed (every address of the peer tried); calls
  * to that peer then fail at once until its backoff ends.
  */
