@@ -65,12 +65,12 @@ struct rfs_peer {
 	uint64_t retry_at_ms; /* no connect attempt before this */
 	uint32_t backoff_ms;
 	int last_error;
-	int state;		       /* DaemonState from the map */
-	bool connected[RFS_TCP_CONNS]; /* a slot's next connection is a reconnect */
+	int state;	    /* DaemonState from the map */
+	bool was_connected; /* a connection to it was made once */
 	/*
-	 * A connection of this peer was found broken, or a connect to it failed,
-	 * since we were last connected to it: the next connection, on any slot,
-	 * is a reconnect (the daemon came back), whichever thread makes it.
+	 * Since then one of its connections was found broken or closed for a new
+	 * address, or a connect to it failed: the next connection, on any slot
+	 * and whichever thread makes it, is a reconnect (the daemon came back).
 	 */
 	bool lost;
 	enum rfs_target target;
@@ -464,15 +464,14 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 			p->backoff_ms = BACKOFF_MAX_MS;
 		p->retry_at_ms = rdmafs_now_ms() + p->backoff_ms;
 		p->last_error = ret;
-		for (unsigned k = 0; k < RFS_TCP_CONNS; k++)
-			p->lost |= p->connected[k];
+		p->lost |= p->was_connected;
 		rfs_count(&fs->counters.targets[p->target].connect_failures, 1);
 		goto out_unlock;
 	}
 	rfs_count(&fs->counters.targets[p->target].connects, 1);
-	if (p->connected[slot] || p->lost)
+	if (p->lost)
 		rfs_count(&fs->counters.targets[p->target].reconnects, 1);
-	p->connected[slot] = true;
+	p->was_connected = true;
 	p->lost = false;
 	if (p->backoff_ms)
 		rdmafs_log(RDMAFS_LOG_WARN, "%s: connected again", p->label);
@@ -695,6 +694,7 @@ static int apply_daemon(struct rfs *fs, const Rdmafs__DaemonInfo *info)
 		p->uri_count = n;
 		uris = NULL;
 		peer_take_conns(p, old);
+		p->lost |= p->was_connected;
 		p->retry_at_ms = 0;
 	}
 	/* back UP: try at once instead of waiting out the backoff */
@@ -901,7 +901,7 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 		goto err_destroy_pool;
 	}
 	rdmafs_log(RDMAFS_LOG_DEBUG, "connected to the metadata service at %s", opts->meta_uri);
-	fs->meta.connected[0] = true;
+	fs->meta.was_connected = true;
 	rfs_count(&fs->counters.targets[RFS_TARGET_META].connects, 1);
 	ret = rfs_map_refresh(fs, true);
 	if (ret) {

@@ -153,10 +153,10 @@ struct rfs_method_stats {
  * Connections and retries of one target. retries: calls made again after
  * their connection broke or the daemon was busy (EBUSY). connects:
  * connections made, the first to each peer (and to each of a peer's
- * slots, rfs_create()) included; reconnects, those of them in place of one
- * that broke, or the first made after one of the peer's connections broke
- * or a connect to it failed (a daemon that came back), whichever of the
- * caller's threads makes it. connect_failures:
+ * slots, rfs_create()) included; reconnects, those of them made after one
+ * of the peer's connections broke (or was closed for its new address) or a
+ * connect to it failed: a daemon that came back, whichever of the caller's
+ * threads reconnects. connect_failures:
  * connection attempts that failed (every address of the peer tried); calls
  * to that peer then fail at once until its backoff ends.
  */
