@@ -13,9 +13,13 @@
  * of many clients commit together (meta/group.c) and data never queues
  * behind metadata.
  *
- * The metadata reads that take microseconds (meta_method_quick()) skip the
- * lanes: the thread that received one, the transport's, runs it at once, as
- * long as no other thread is running one (else it queues as usual).
+ * The metadata requests that take microseconds skip the lanes: the thread
+ * that received one, the transport's, runs it at once, as long as no other
+ * thread is running one (else it queues as usual). They are the quick reads,
+ * and with metadata_sync = batch a client's change when no group commits or
+ * waits (meta_may_run_inline()): handing such a change to a worker cost more
+ * than its transaction, and a serial client paid that on every create,
+ * setattr and close.
  *
  * Limits: one pool buffer per data worker bounds the RDMA in flight on the
  * whole daemon to `workers` operations of at most max_chunk_size bytes; each
@@ -1023,14 +1027,15 @@ unsigned server_run_queued(struct server *srv)
 }
 
 /*
- * Runs @req at once on this thread when it is a quick metadata read and no
- * other thread is running one; false when it must queue.
+ * Runs @req at once on this thread when the metadata service may run it so
+ * (meta_may_run_inline()) and no other thread is running one; false when it
+ * must queue.
  */
 static bool quick_run(struct server *srv, struct xprt_req *req)
 {
 	struct queued q = {.req = req};
 
-	if (!srv->meta || !meta_method_quick(xprt_req_method(req)) ||
+	if (!srv->meta || !meta_may_run_inline(srv->meta, xprt_req_method(req)) ||
 	    pthread_mutex_trylock(&srv->quick_lock))
 		return false;
 	/* server_stop() takes the lock after setting stopping: none runs past it */

@@ -186,6 +186,20 @@ bool meta_method_quick(uint32_t method)
 	}
 }
 
+bool meta_may_run_inline(struct meta *m, uint32_t method)
+{
+	const struct meta_method *mm;
+
+	if (meta_method_quick(method))
+		return true;
+	mm = find_method(method);
+	if (!mm || !mm->write || m->opts.sync_always)
+		return false;
+	if (mm->access == ACCESS_ADMIN || mm->access == ACCESS_RECLAIM)
+		return false;
+	return meta_group_idle(m);
+}
+
 /* The request's Cred field, if its message has one; absent means uid 0. */
 static void read_cred(const ProtobufCMessageDescriptor *desc, const ProtobufCMessage *msg,
 		      struct meta_cred *cred)

@@ -174,6 +174,17 @@ void meta_group_stats(struct meta *m, uint64_t *groups, uint64_t *requests)
 	pthread_mutex_unlock(&g->lock);
 }
 
+bool meta_group_idle(struct meta *m)
+{
+	struct meta_group *g = m->group;
+	bool idle;
+
+	pthread_mutex_lock(&g->lock);
+	idle = !g->running && !g->queued;
+	pthread_mutex_unlock(&g->lock);
+	return idle;
+}
+
 unsigned meta_group_queued(struct meta *m)
 {
 	struct meta_group *g = m->group;

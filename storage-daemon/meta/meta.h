@@ -88,6 +88,21 @@ bool meta_handles_method(uint32_t method);
 bool meta_method_quick(uint32_t method);
 
 /*
+ * True when a daemon may run @method on the thread that received it, now: a
+ * quick read (meta_method_quick()), or a client's change (any method but
+ * SYNC, RECLAIM and the administration's) while metadata_sync = batch and no
+ * group commits or waits. Such a change is then a group of one: its own
+ * transaction, whose commit writes to the page cache and flushes nothing
+ * (unless the change must be on disk before its answer, as a removal whose
+ * chunks go next: then it flushes on that thread), so handing it to another
+ * thread would cost more than running it. A change that arrives while a
+ * group runs or waits goes to the workers and joins the next group, so
+ * concurrent clients still share one transaction. With metadata_sync =
+ * always every change waits for a flush and is never run so.
+ */
+bool meta_may_run_inline(struct meta *m, uint32_t method);
+
+/*
  * Serves one RPC: unpacks @req (@req_len bytes, the protobuf body of method
  * @method), runs it in one LMDB transaction and packs the reply into
  * @resp_buf (@resp_cap bytes), setting *@resp_len. The caller keeps owning

@@ -67,6 +67,9 @@ int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *a
 /* Groups committed and requests run in them since meta_group_create(). */
 void meta_group_stats(struct meta *m, uint64_t *groups, uint64_t *requests);
 
+/* True when no group commits and no request waits for one. */
+bool meta_group_idle(struct meta *m);
+
 /* Requests queued and not yet taken by a leader (for tests). */
 unsigned meta_group_queued(struct meta *m);
 

@@ -286,6 +286,61 @@ static void test_quick_reads_wait_for_no_writer(void **state)
 		assert_true(q.results[i] >= 0);
 }
 
+/*
+ * meta.h: meta_may_run_inline() names the quick reads always, a client's
+ * change only with metadata_sync = batch while no group commits or waits,
+ * and never SYNC, RECLAIM or the administration's methods.
+ */
+static void test_inline_only_when_no_group_runs(void **state)
+{
+	static const uint32_t changes[] = {
+		RDMAFS__METHOD__METHOD_CREATE,	    RDMAFS__METHOD__METHOD_SETATTR,
+		RDMAFS__METHOD__METHOD_UNLINK,	    RDMAFS__METHOD__METHOD_RENAME,
+		RDMAFS__METHOD__METHOD_OPEN,	    RDMAFS__METHOD__METHOD_RELEASE,
+		RDMAFS__METHOD__METHOD_UPDATE_SIZE, RDMAFS__METHOD__METHOD_SETXATTR,
+	};
+	static const uint32_t never[] = {
+		RDMAFS__METHOD__METHOD_SYNC,
+		RDMAFS__METHOD__METHOD_RECLAIM,
+		RDMAFS__METHOD__METHOD_REGISTER_DAEMON,
+		RDMAFS__METHOD__METHOD_HEARTBEAT,
+		RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP,
+		RDMAFS__METHOD__METHOD_CHUNK_READ,
+	};
+	struct tm_env *e = *state, always = {0};
+	struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+	struct req a = {e->m, "test_a", 0, true, -1, &g};
+	struct meta_options o;
+	pthread_t ta;
+
+	assert_false(e->opts.sync_always);
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++)
+		assert_true(meta_may_run_inline(e->m, changes[i]));
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		assert_false(meta_may_run_inline(e->m, never[i]));
+	assert_true(meta_may_run_inline(e->m, RDMAFS__METHOD__METHOD_LOOKUP));
+
+	/* A holds a group open: a change must queue behind it, a read need not */
+	assert_int_equal(pthread_create(&ta, NULL, run, &a), 0);
+	gate_wait_inside(&g);
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++)
+		assert_false(meta_may_run_inline(e->m, changes[i]));
+	assert_true(meta_may_run_inline(e->m, RDMAFS__METHOD__METHOD_GETATTR));
+	gate_open(&g);
+	pthread_join(ta, NULL);
+	assert_int_equal(a.result, 0);
+	assert_true(meta_may_run_inline(e->m, RDMAFS__METHOD__METHOD_CREATE));
+
+	/* metadata_sync = always: every change waits for a flush, never inline */
+	o = e->opts;
+	o.sync_always = true;
+	tm_setup_with(&always, 1, &o);
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++)
+		assert_false(meta_may_run_inline(always.m, changes[i]));
+	assert_true(meta_may_run_inline(always.m, RDMAFS__METHOD__METHOD_LOOKUP));
+	tm_teardown(&always);
+}
+
 /* ---- many writers on one directory ---- */
 
 enum { WRITERS = 8, NAMES = 120 };
@@ -372,6 +427,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_group_durable_across_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quick_reads_wait_for_no_writer, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_inline_only_when_no_group_runs, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_writers_on_one_directory, setup, teardown),
 	};
