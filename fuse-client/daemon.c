@@ -598,6 +598,8 @@ int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out)
 	out->requests_in_flight = resp->requests_in_flight;
 	out->inline_writes = resp->inline_writes;
 	out->inline_reads = resp->inline_reads;
+	out->run_on_receipt = resp->run_on_receipt;
+	out->handed_on = resp->handed_on;
 	for (size_t i = 0; i < resp->n_ops; i++)
 		out->ops_total += resp->ops[i]->count;
 	rdmafs__daemon_stats_resp__free_unpacked(resp, NULL);

@@ -166,6 +166,15 @@ int store_io_create(struct store *st, struct xprt_pool *pool, struct store_io **
 void store_io_destroy(struct store_io *io);
 
 /*
+ * From now on the reads through @io never wait for the disk (RWF_NOWAIT): a
+ * store_read(), or a store_write() that must complete a partly covered
+ * block, that would wait fails with -EAGAIN and has changed nothing, so that
+ * a thread which must not block (the transport's) can hand the request to
+ * one that may. What is in the page cache is read as before.
+ */
+void store_io_nowait(struct store_io *io);
+
+/*
  * Writes @len bytes at @offset of a chunk. The payload is already in @buf at
  * @buf + (@offset % STORE_BLOCK_SIZE); @buf (a pool buffer) holds the whole
  * block range, which this completes from disk. With @hole, whole blocks of
@@ -408,7 +417,9 @@ struct server_stats {
 	uint32_t in_flight, queued, queue_capacity, workers;
 	uint64_t rdma_bytes_in_flight;
 	uint64_t inline_writes, inline_reads; /* payloads carried in the messages, no RDMA */
-	uint64_t rdma_read_ns, rdma_write_ns; /* one-sided transfers */
+	/* run on the thread that received them; of those, handed on to a worker (disk) */
+	uint64_t run_on_receipt, handed_on;
+	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */
 	uint32_t connections;				      /* served, past HELLO */
 	uint32_t connections_verbs, connections_tcp, connections_handshaking;

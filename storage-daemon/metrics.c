@@ -158,6 +158,13 @@ static void render_server(const struct server_stats *st, FILE *f)
 	rdmafs_prom_counter(f, "rdmafs_inline_reads_total",
 			    "Small reads answered with the data inside the reply (no RDMA WRITE).",
 			    st->inline_reads);
+	rdmafs_prom_counter(f, "rdmafs_requests_run_on_receipt_total",
+			    "Requests run by the thread that received them, with no hand-off.",
+			    st->run_on_receipt);
+	rdmafs_prom_counter(
+		f, "rdmafs_requests_handed_on_total",
+		"Of those, reads that would have waited for the disk, handed to a worker.",
+		st->handed_on);
 
 	rdmafs_prom_family(
 		f, "rdmafs_rdma_seconds_total", "counter",

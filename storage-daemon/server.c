@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The RPC server: the listener callback (on the transport's progress thread,
- * which must not block) only queues a request; worker threads unpack it,
- * validate every field, move the data with one-sided RDMA and the disk with
- * their own io_uring, and reply.
+ * The RPC server: the listener callback runs on the transport's progress
+ * thread, which must wait neither for the network nor for the disk: it runs
+ * the requests of microseconds itself (below) and queues the rest; worker
+ * threads unpack those, validate every field, move the data with one-sided
+ * RDMA and the disk with their own io_uring, and reply.
  *
  * Two lanes, each a queue and its threads: the data lane's `workers` own a
  * pool buffer and an io_uring each and run the chunk methods; the metadata
@@ -13,16 +14,25 @@
  * of many clients commit together (meta/group.c) and data never queues
  * behind metadata.
  *
- * The metadata requests that take microseconds skip the lanes: the thread
- * that received one, the transport's, runs it at once, as long as no other
- * thread is running one (else it queues as usual). They are the quick reads,
- * and with metadata_sync = batch a client's change when no group commits or
- * waits (meta_may_run_inline()): handing such a change to a worker cost more
- * than its transaction, and a serial client paid that on every create,
- * setattr and close.
+ * The requests that take microseconds skip the lanes: the thread that
+ * received one, the transport's, runs it at once with the quick worker's
+ * buffer and io_uring, as long as no other thread is running one (else it
+ * queues as usual). Handing such a request to a worker cost more than running
+ * it, and a client waiting for each answer paid that every time. They are:
+ * - the quick metadata reads, and with metadata_sync = batch a client's
+ *   change when no group commits or waits (meta_may_run_inline());
+ * - a CHUNK_WRITE whose data came inside it and a CHUNK_READ whose answer
+ *   fits inside the reply (chunk_inline()): no one-sided RDMA, which this
+ *   thread would have to complete itself. Their reads never wait for the
+ *   disk (store_io_nowait()): one that would goes to a worker instead
+ *   (handed_on), so a cold block never stalls the transport's thread. A
+ *   write goes to the page cache as on a worker (creating a new chunk's
+ *   file there); one that asks for O_SYNC (commit) waits for the disk and
+ *   always goes to a worker.
  *
  * Limits: one pool buffer per data worker bounds the RDMA in flight on the
- * whole daemon to `workers` operations of at most max_chunk_size bytes; each
+ * whole daemon to `workers` operations of at most max_chunk_size bytes (the
+ * quick worker's buffer carries no RDMA); each
  * lane's queue holds at most queue_depth requests, beyond which a request
  * gets -EBUSY at once (the transport's credits already bound each connection).
  */
@@ -153,6 +163,7 @@ struct server {
 	struct op_counters ops[OP_COUNT];
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
 	uint64_t inline_writes, inline_reads;
+	uint64_t run_on_receipt, handed_on; /* quick_run()'s */
 	uint64_t rdma_bytes_in_flight;
 	/* time spent in one-sided transfers and in the store, by direction */
 	uint64_t rdma_read_ns, rdma_write_ns, disk_read_ns, disk_write_ns, disk_commit_ns;
@@ -566,6 +577,8 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->rdma_bytes_in_flight = STAT_GET(srv->rdma_bytes_in_flight);
 	out->inline_writes = STAT_GET(srv->inline_writes);
 	out->inline_reads = STAT_GET(srv->inline_reads);
+	out->run_on_receipt = STAT_GET(srv->run_on_receipt);
+	out->handed_on = STAT_GET(srv->handed_on);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
 	out->rdma_write_ns = STAT_GET(srv->rdma_write_ns);
 	out->disk_read_ns = STAT_GET(srv->disk_read_ns);
@@ -643,6 +656,8 @@ static int do_stats(struct worker *w, const void *body, size_t len, size_t *repl
 	resp.rdma_bytes_in_flight = st->rdma_bytes_in_flight;
 	resp.inline_writes = st->inline_writes;
 	resp.inline_reads = st->inline_reads;
+	resp.run_on_receipt = st->run_on_receipt;
+	resp.handed_on = st->handed_on;
 	ret = pack_reply(w, &resp.base, reply_len);
 	free(st);
 	return ret;
@@ -896,7 +911,12 @@ static int chunk_access(struct server *srv, const struct xprt_identity *id, uint
 	}
 }
 
-static void handle(struct worker *w, struct queued *q)
+/*
+ * Runs @q's request on @w and answers it. On a worker whose reads must not
+ * wait (the quick one, store_io_nowait()), a chunk request that would wait
+ * for the disk is not answered: false, and the caller hands it to a worker.
+ */
+static bool handle(struct worker *w, struct queued *q)
 {
 	struct xprt_req *req = q->req;
 	uint32_t method = xprt_req_method(req);
@@ -956,6 +976,8 @@ static void handle(struct worker *w, struct queued *q)
 			ret = -EOPNOTSUPP; /* metadata on a daemon without the service */
 		break;
 	}
+	if (ret == -EAGAIN && w == &w->srv->quick && !meta_handles_method(method))
+		return false; /* changed nothing: a worker runs it again, and may wait */
 	if (ret) {
 		char name[40];
 
@@ -966,6 +988,7 @@ static void handle(struct worker *w, struct queued *q)
 	}
 	account(w->srv, method, ret, moved, q->start_ns);
 	xprt_reply(req, ret, ret ? NULL : w->reply, ret ? 0 : reply_len);
+	return true;
 }
 
 /*
@@ -1027,16 +1050,54 @@ unsigned server_run_queued(struct server *srv)
 }
 
 /*
- * Runs @req at once on this thread when the metadata service may run it so
- * (meta_may_run_inline()) and no other thread is running one; false when it
- * must queue.
+ * Whether the chunk request @req moves its bytes inside its messages: a
+ * CHUNK_WRITE whose data came inline, or a CHUNK_READ whose answer fits
+ * inline. Such a request needs no RDMA, whose completion this thread would
+ * have to deliver while it waited for it, and touches the disk only through
+ * the page cache (a write) or a read of a few blocks.
+ */
+static bool chunk_inline(struct xprt_req *req)
+{
+	uint32_t method = xprt_req_method(req);
+	size_t len;
+	const void *body = xprt_req_body(req, &len);
+	bool ok = false;
+
+	if (method == RDMAFS__METHOD__METHOD_CHUNK_WRITE) {
+		Rdmafs__ChunkWriteReq *m = rdmafs__chunk_write_req__unpack(NULL, len, body);
+
+		ok = m && m->data.len && !m->commit;
+		rdmafs__chunk_write_req__free_unpacked(m, NULL);
+	} else if (method == RDMAFS__METHOD__METHOD_CHUNK_READ) {
+		Rdmafs__ChunkReadReq *m = rdmafs__chunk_read_req__unpack(NULL, len, body);
+
+		ok = m && m->length <= m->inline_max &&
+		     m->length + READ_REPLY_SLACK <= xprt_conn_max_body(xprt_req_conn(req));
+		rdmafs__chunk_read_req__free_unpacked(m, NULL);
+	}
+	return ok;
+}
+
+/* Whether this thread may run @req itself: see the top of this file. */
+static bool may_run_inline(struct server *srv, struct xprt_req *req)
+{
+	uint32_t method = xprt_req_method(req);
+
+	if (srv->meta && meta_handles_method(method))
+		return meta_may_run_inline(srv->meta, method);
+	return srv->quick.io && chunk_inline(req);
+}
+
+/*
+ * Runs @req at once on this thread when it may (may_run_inline()) and no
+ * other thread is running one; false when it must queue.
  */
 static bool quick_run(struct server *srv, struct xprt_req *req)
 {
 	struct queued q = {.req = req};
+	bool done;
 
-	if (!srv->meta || !meta_may_run_inline(srv->meta, xprt_req_method(req)) ||
-	    pthread_mutex_trylock(&srv->quick_lock))
+	if (!may_run_inline(srv, req) || pthread_mutex_trylock(&srv->quick_lock))
 		return false;
 	/* server_stop() takes the lock after setting stopping: none runs past it */
 	if (__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED)) {
@@ -1044,9 +1105,12 @@ static bool quick_run(struct server *srv, struct xprt_req *req)
 		return false;
 	}
 	q.start_ns = rdmafs_now_ns();
-	handle(&srv->quick, &q);
+	done = handle(&srv->quick, &q);
 	pthread_mutex_unlock(&srv->quick_lock);
-	return true;
+	STAT_ADD(srv->run_on_receipt, 1);
+	if (!done)
+		STAT_ADD(srv->handed_on, 1);
+	return done;
 }
 
 /* The lane of @method: metadata to its own lane where one runs, the rest to the data lane. */
@@ -1148,14 +1212,21 @@ int server_create(const struct server_params *p, struct server **out)
 		ret = -ENOMEM;
 		goto err_free;
 	}
-	/* The daemon's memory is never exposed: local access only. */
-	ret = xprt_pool_create(p->ctx, p->max_chunk_size, p->workers, XPRT_ACCESS_LOCAL,
+	/* The daemon's memory is never exposed: local access only. One buffer for the quick worker.
+	 */
+	ret = xprt_pool_create(p->ctx, p->max_chunk_size, p->workers + 1, XPRT_ACCESS_LOCAL,
 			       &srv->pool);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot create the buffer pool (%u x %u bytes): %s",
-			   p->workers, p->max_chunk_size, xprt_strerror(ret));
+			   p->workers + 1, p->max_chunk_size, xprt_strerror(ret));
 		goto err_free;
 	}
+	ret = xprt_pool_get(srv->pool, 0, &srv->quick.buf);
+	if (!ret)
+		ret = store_io_create(srv->store, srv->pool, &srv->quick.io);
+	if (ret)
+		goto err_stop;
+	store_io_nowait(srv->quick.io);
 	ret = lane_start(srv, &srv->lanes[LANE_DATA], p->workers, p->queue_depth, true,
 			 !p->no_threads);
 	if (!ret && meta_workers)
@@ -1182,10 +1253,15 @@ void server_stop(struct server *srv)
 	for (unsigned l = 0; l < LANES; l++)
 		pthread_cond_broadcast(&srv->lanes[l].cond);
 	pthread_mutex_unlock(&srv->lock);
-	/* waits for a quick read running now (quick_run()) */
+	/* waits for a request running on a receiving thread now (quick_run()) */
 	pthread_mutex_lock(&srv->quick_lock);
 	pthread_mutex_unlock(&srv->quick_lock);
 	scrub_stop(srv);
+	store_io_destroy(srv->quick.io);
+	srv->quick.io = NULL;
+	if (srv->quick.buf)
+		xprt_pool_put(srv->quick.buf);
+	srv->quick.buf = NULL;
 	for (unsigned l = 0; l < LANES; l++) {
 		struct lane *lane = &srv->lanes[l];
 

@@ -144,6 +144,7 @@ struct store_io {
 	struct io_uring ring;
 	bool fixed;
 	bool broken; /* a completion could not be reaped: no request runs here again */
+	bool nowait; /* reads that would wait for the disk fail with -EAGAIN */
 	uint8_t *region;
 	size_t region_len;
 	uint8_t *aux;		 /* two blocks, aligned, for the old head and tail */
@@ -709,6 +710,8 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 			io_uring_prep_read_fixed(sqe, fd, p, n, off + moved, 0);
 		else
 			io_uring_prep_read(sqe, fd, p, n, off + moved);
+		if (!write && io->nowait)
+			sqe->rw_flags |= RWF_NOWAIT;
 		io_uring_sqe_set_data(sqe, io);
 		ret = ring_submit(io, 1, 1, &taken);
 		if (ret) {
@@ -718,6 +721,10 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 		ret = ring_reap(io, &res, NULL);
 		if (ret)
 			goto out;
+		if (res == -EAGAIN && !write && io->nowait) {
+			ret = -EAGAIN; /* not in the page cache: the caller's to hand on */
+			goto out;
+		}
 		if (res == -EINTR || res == -EAGAIN)
 			continue;
 		if (res < 0) {
@@ -1223,6 +1230,11 @@ err_free:
 	return ret;
 }
 
+void store_io_nowait(struct store_io *io)
+{
+	io->nowait = true;
+}
+
 void store_io_destroy(struct store_io *io)
 {
 	if (!io)
@@ -1452,7 +1464,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 out_close:
 	if (ret && direct)
 		chunk_forget(st, id); /* the cached file may now have a leftover */
-	chunk_put(st, fd, slot, ret != 0);
+	chunk_put(st, fd, slot, ret != 0 && ret != -EAGAIN);
 out_unlock:
 	pthread_rwlock_unlock(lock);
 	return ret;
@@ -1490,12 +1502,13 @@ int store_read(struct store_io *io, struct store_chunk_id id, uint32_t offset, u
 		goto out_unlock;
 	} else {
 		ret = ring_rw(io, false, fd, buf, (b1 - b0) * BS, (uint64_t)b0 * BS, &got);
-		chunk_put(st, fd, slot, ret != 0);
-		if (ret) {
+		/* -EAGAIN: not in the page cache, with store_io_nowait(); the file is fine */
+		chunk_put(st, fd, slot, ret != 0 && ret != -EAGAIN);
+		if (ret && ret != -EAGAIN)
 			rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " read: %s",
 				   id.inode, id.index, strerror(-ret));
+		if (ret)
 			goto out_unlock;
-		}
 	}
 	if (got < (b1 - b0) * BS)
 		memset(buf + got, 0, (b1 - b0) * BS - got);

@@ -1664,6 +1664,101 @@ static int test_handles(void)
 	return 0;
 }
 
+/* ---- receipt: small requests run by the thread that received them ---- */
+
+static void receipt_counts(struct rfs_daemon *c, uint64_t *ran, uint64_t *handed)
+{
+	struct rfs_daemon_stats ds;
+
+	REQUIRE(rfs_daemon_stats(c, &ds) == 0, "stats");
+	*ran = ds.run_on_receipt;
+	*handed = ds.handed_on;
+}
+
+/* Drops chunk @id's file of @d from the page cache (its pages made clean first). */
+static void evict_chunk(const struct daemon_proc *d, struct rfs_chunk_id id)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", d->data_dir,
+		 (unsigned long long)id.inode, (unsigned long long)id.index);
+	fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
+	REQUIRE(fdatasync(fd) == 0, "fdatasync %s: %s", path, strerror(errno));
+	REQUIRE(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0, "fadvise %s", path);
+	close(fd);
+}
+
+/*
+ * server.c: a small write or read (its bytes inside the messages) runs on the
+ * thread that received it; one that would wait for the disk (a block out of
+ * the page cache: a read, or a write that completes a partly covered block)
+ * is handed to a worker instead, and answers the same. The only client here
+ * and its calls one at a time: nothing else can hold the receiving thread's
+ * turn, so every count is exact.
+ */
+static int test_receipt(void)
+{
+	struct rfs_chunk_id id = {0x2e, 0, 0};
+	uint8_t pat[4096], buf[4096];
+	uint64_t ran0, handed0, ran1, handed1;
+	struct daemon_proc d;
+	struct rfs_daemon *c;
+	uint32_t bytes, clen;
+	int ret;
+
+	REQUIRE(daemon_start(&d, data_path("data"), NULL) == 0, "daemon start");
+	c = client_of(&d, MiB);
+	fill_pattern(pat, sizeof(pat), 7);
+
+	receipt_counts(c, &ran0, &handed0);
+	REQUIRE(rfs_chunk_write(c, id, MiB, 0, pat, 4096, false, NULL) == 0, "write");
+	receipt_counts(c, &ran1, &handed1);
+	CHECK(ran1 - ran0 == 1 && handed1 == handed0,
+	      "a 4 KiB write ran on receipt: %llu ran, %llu handed on",
+	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0));
+
+	/* the block out of the page cache: the read goes to a worker, and answers */
+	evict_chunk(&d, id);
+	ran0 = ran1, handed0 = handed1;
+	memset(buf, 0, sizeof(buf));
+	ret = rfs_chunk_read(c, id, 0, buf, 4096, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096),
+	      "a cold read answers the data: %d, %u bytes", ret, bytes);
+	receipt_counts(c, &ran1, &handed1);
+	CHECK(ran1 - ran0 == 1 && handed1 - handed0 == 1,
+	      "a cold read was handed on: %llu ran, %llu handed on",
+	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0));
+
+	/* now in the page cache: the thread that received it answers */
+	ran0 = ran1, handed0 = handed1;
+	ret = rfs_chunk_read(c, id, 0, buf, 4096, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096), "a warm read: %d", ret);
+	receipt_counts(c, &ran1, &handed1);
+	CHECK(ran1 - ran0 == 1 && handed1 == handed0,
+	      "a warm read ran on receipt: %llu ran, %llu handed on",
+	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0));
+
+	/* a write inside a block out of the page cache must read the rest of it first */
+	evict_chunk(&d, id);
+	ran0 = ran1, handed0 = handed1;
+	memset(pat + 100, 0xa5, 50);
+	REQUIRE(rfs_chunk_write(c, id, MiB, 100, pat + 100, 50, false, NULL) == 0, "write 50 B");
+	receipt_counts(c, &ran1, &handed1);
+	CHECK(ran1 - ran0 == 1 && handed1 - handed0 == 1,
+	      "a write completing a cold block was handed on: %llu ran, %llu handed on",
+	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0));
+	ret = rfs_chunk_read(c, id, 0, buf, 4096, &bytes, &clen);
+	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096),
+	      "the block reads back whole after that write: %d, %u bytes", ret, bytes);
+
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	printf("receipt: small requests run on receipt, cold ones handed to a worker\n");
+	return 0;
+}
+
 /* ---- inline: small payloads inside the messages (struct rfs_daemon) ---- */
 
 static void inline_counts(struct rfs_daemon *c, uint64_t *writes, uint64_t *reads)
@@ -1805,6 +1900,7 @@ int main(int argc, char **argv)
 		{"fence", test_fence},
 		{"handles", test_handles},
 		{"inline", test_inline},
+		{"receipt", test_receipt},
 	};
 
 	if (argc != 4)
