@@ -271,7 +271,10 @@ uint32_t store_max_chunk_size(const struct store *st);
  * Changes of the chunk index, appended to a file and held in memory until a
  * checkpoint applies them to the index in one transaction (see journal.c for
  * why). A change appended is in the file when journal_append() returns, so
- * a kill -9 keeps it; only journal_close() flushes the file to the disk.
+ * a kill -9 keeps it; an fdatasync of journal_fd() makes every change
+ * appended so far survive a power loss too. The file keeps its records
+ * until journal_settle() has flushed the index they were applied to: a
+ * replay on the index's last flush brings every one back.
  *
  * Thread safety: every function but open and close may be called by any
  * thread at any time; a checkpoint's commit runs with the journal locked
@@ -297,15 +300,19 @@ void journal_close(struct journal *j);
 typedef int (*journal_apply_fn)(void *arg, const uint8_t *key, const void *value, uint32_t len);
 
 /*
- * At open, before any append: calls @apply for each record of the file
- * whose base is @base (the index's newest transaction), in the order
- * written, up to the first that fails a check (a foreign or cut tail) or
- * has another base (its index state is not this one: *@stale_base gets that
- * base, else 0). *@records counts those applied. The records stay in the
- * file until journal_discard(). Returns 0 or the first error of a read or
- * of @apply.
+ * At open, before any append: calls @apply for each record of the file, in
+ * the order written, when their base (the flushed index transaction they
+ * follow, the same for every record of the file) is at most @newest, the
+ * index's newest transaction: the index holds that flush, and perhaps some
+ * of the records already (a record is a key's whole value, so applying it
+ * again changes nothing). It stops at the first record that fails a check
+ * (a foreign or cut tail) or has another base (the leftover of a file that
+ * was emptied since). A base past @newest (the index lost that flush) is
+ * not replayed at all: *@stale_base gets it, else 0. *@records counts those
+ * applied. The records stay in the file until journal_discard(). Returns 0
+ * or the first error of a read or of @apply.
  */
-int journal_replay(struct journal *j, uint64_t base, journal_apply_fn apply, void *arg,
+int journal_replay(struct journal *j, uint64_t newest, journal_apply_fn apply, void *arg,
 		   uint64_t *records, uint64_t *stale_base);
 
 /*
@@ -325,6 +332,12 @@ int journal_append(struct journal *j, const uint8_t *key, const void *value, uin
 /* Changes appended since the last checkpoint (or open). */
 uint64_t journal_records(struct journal *j);
 
+/* The file's length: every record since the last journal_settle() (or open). */
+uint64_t journal_bytes(struct journal *j);
+
+/* The file's descriptor, for a caller that fdatasyncs it with files of its own. */
+int journal_fd(struct journal *j);
+
 /*
  * The newest change of @key held: 0 when none (the index is current), 1 with
  * *@len its length (the value copied into @buf of @cap bytes) or
@@ -341,11 +354,22 @@ typedef int (*journal_commit_fn)(void *arg, struct journal_change *const *change
 
 /*
  * Calls @commit with every change held (if any) and, when it returns 0,
- * forgets them and empties the file; later records follow its *base. Returns 0 or @commit's error
- * (then everything is still held) or the truncation's (the changes are in the index: a replay
- * applies them again, which changes nothing).
+ * forgets them; the file keeps their records. Returns 0 or @commit's error
+ * (then everything is still held).
  */
 int journal_checkpoint(struct journal *j, journal_commit_fn commit, void *arg);
+
+/* Makes the index durable: 0 with *@base the transaction now flushed, or -errno. */
+typedef int (*journal_flush_fn)(void *arg, uint64_t *base);
+
+/*
+ * A checkpoint, then @flush, then the file emptied: its records are all in
+ * the flushed index; later records follow *base. No change is appended
+ * meanwhile. Returns 0 or the first error (a failed checkpoint or flush
+ * keeps the file; a failed truncation too, which a replay then applies
+ * again, changing nothing).
+ */
+int journal_settle(struct journal *j, journal_commit_fn commit, journal_flush_fn flush, void *arg);
 
 /* ---- revoked client keys (keyring.c) ---- */
 

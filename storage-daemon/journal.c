@@ -12,18 +12,28 @@
  * chunk's CRCs) and kept in memory, and a checkpoint applies every change
  * held to the index in one transaction, then empties the file.
  *
+ * The file is also what makes a COMMIT durable: a checkpoint applies the
+ * changes to the index without flushing it and leaves their records in the
+ * file, which keeps every record since the index's last flush; COMMIT
+ * fdatasyncs it with the chunk files, one flush for all. The index is
+ * flushed now and then (journal_settle(): a checkpoint, the flush, then the
+ * file emptied, with no append between them).
+ *
  * A record survives a kill -9 (it is in the page cache once pwrite()
- * returns) and is replayed at the next open. After a power loss the guard
- * returns the index to its last flush and the caller discards the journal,
- * so the store is as the last COMMIT left it, as without a journal. A
+ * returns), and once fdatasynced a power loss, and is replayed at the next
+ * open: after a power loss the guard returns the index to its last flush,
+ * which the records follow; after a kill -9 the index may hold some of them
+ * already, and applying a key's whole value again changes nothing. A
  * record is: magic, crc32c of the rest, base, key, length (of the value;
- * JOURNAL_DELETED for a removal), value. The base is the index transaction the
- * record follows (the checkpoint's that emptied the file last): a replay
- * applies only records whose base is the index's newest transaction, so a
- * file that outlived its index state (a power loss that undid a checkpoint,
- * a truncation the disk never got) is never laid over another state. The
- * first record that fails any check ends the replay (a write cut short by
- * ENOSPC is cut back at once, so only a foreign file ends that way).
+ * JOURNAL_DELETED for a removal), value. The base is the flushed index
+ * transaction the record follows (the settle's that emptied the file
+ * last): a replay applies the file's records only when the index holds that
+ * transaction, and stops at a record of another base (the leftover of a
+ * longer file whose truncation the disk never got, which the flush after it
+ * holds), so a file is never laid over an index state it does not follow.
+ * The first record that fails any check ends the replay (a write cut short
+ * by ENOSPC is cut back at once, so only a foreign file or a power loss in
+ * mid-append ends that way).
  *
  * In memory the changes are an array with one entry per key (the newest
  * value), found through a tsearch(3) tree of the same entries. One mutex
@@ -152,11 +162,11 @@ static uint32_t record_crc(const struct record_head *h, const void *value, uint3
 	return rdmafs_crc32c_extend(crc, value, len);
 }
 
-int journal_replay(struct journal *j, uint64_t base, journal_apply_fn apply, void *arg,
+int journal_replay(struct journal *j, uint64_t newest, journal_apply_fn apply, void *arg,
 		   uint64_t *records, uint64_t *stale_base)
 {
 	struct record_head h;
-	uint64_t off = 0;
+	uint64_t off = 0, base = 0;
 	void *value = NULL;
 	uint32_t len;
 	ssize_t n;
@@ -188,10 +198,15 @@ int journal_replay(struct journal *j, uint64_t base, journal_apply_fn apply, voi
 		}
 		if ((uint32_t)n < len || record_crc(&h, value, len) != h.crc)
 			break;
-		if (h.base != base) {
+		if (off == 0 && h.base > newest) {
 			*stale_base = h.base;
 			break;
 		}
+		if (off == 0)
+			base = h.base;
+		else if (h.base != base)
+			break; /* older than the records before it: the flush that emptied it holds
+				  it */
 		ret = apply(arg, h.key, h.len == JOURNAL_DELETED ? NULL : value, len);
 		if (ret)
 			break;
@@ -333,17 +348,56 @@ int journal_lookup(struct journal *j, const uint8_t *key, void *buf, size_t cap,
 	return ret;
 }
 
-int journal_checkpoint(struct journal *j, journal_commit_fn commit, void *arg)
+/* The checkpoint, with the lock held. */
+static int checkpoint_locked(struct journal *j, journal_commit_fn commit, void *arg)
 {
 	uint64_t base;
 	int ret = 0;
 
-	pthread_mutex_lock(&j->lock);
 	if (j->count) {
 		ret = commit(arg, j->changes, j->count, &base);
 		if (!ret)
-			ret = restart(j, base); /* in the index now */
+			forget_changes(j); /* in the index now; the file keeps them until a flush */
 	}
+	return ret;
+}
+
+int journal_checkpoint(struct journal *j, journal_commit_fn commit, void *arg)
+{
+	int ret;
+
+	pthread_mutex_lock(&j->lock);
+	ret = checkpoint_locked(j, commit, arg);
 	pthread_mutex_unlock(&j->lock);
 	return ret;
+}
+
+int journal_settle(struct journal *j, journal_commit_fn commit, journal_flush_fn flush, void *arg)
+{
+	uint64_t base;
+	int ret;
+
+	pthread_mutex_lock(&j->lock);
+	ret = checkpoint_locked(j, commit, arg);
+	if (!ret)
+		ret = flush(arg, &base);
+	if (!ret)
+		ret = restart(j, base); /* every record is in the flushed index */
+	pthread_mutex_unlock(&j->lock);
+	return ret;
+}
+
+uint64_t journal_bytes(struct journal *j)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&j->lock);
+	n = j->tail;
+	pthread_mutex_unlock(&j->lock);
+	return n;
+}
+
+int journal_fd(struct journal *j)
+{
+	return j->fd;
 }

@@ -26,11 +26,15 @@
  * journal (journal.c: a record appended, the change held in memory, where
  * meta_load() looks first), which a checkpoint applies to the index in one
  * transaction, written without sync (MDB_NOSYNC): every JOURNAL_RECORDS
- * changes and before COMMIT or any walk of the index. COMMIT fdatasyncs the
- * chunk files and the index together, and the index's guard
- * (meta/lmdb_guard.h) then makes that state the one a power loss returns
- * to: the index as the last COMMIT left it, never a corrupt one (the
- * journal is then discarded; after a kill -9 it is replayed).
+ * changes and before any walk of the index. The journal's file keeps every
+ * record since the index's last flush, so COMMIT makes the metadata durable
+ * by fdatasyncing that file together with the chunk files and their
+ * directories: one round of flushes. The index itself is flushed now and
+ * then (index_settle(): every LMDB_GUARD_LAG transactions, or when the
+ * journal passes JOURNAL_FILE_MAX bytes), and its guard (meta/lmdb_guard.h)
+ * makes that flush the state a power loss returns to, never a corrupt one;
+ * the journal's records, replayed at the next open, bring it to what the
+ * last COMMIT left (after a kill -9 too).
  *
  * Crash safety of overwrites: a write that rewrites blocks holding existing
  * data first records the new CRCs of those blocks as "pending" beside the
@@ -95,6 +99,8 @@
 /* Chunk files kept open for buffered I/O (see "Open chunk files" above). */
 #define FD_CACHE_MIN 64
 #define FD_CACHE_MAX 4096
+/* The journal's file past which the index is flushed and the file emptied (index_settle()). */
+#define JOURNAL_FILE_MAX (64u << 20)
 /* Index changes the journal holds before a checkpoint applies them; 4x that refuses writes. */
 #define JOURNAL_RECORDS 4096
 /* Far more fences than a drain ever leaves (16 bytes each); the file is sparse. */
@@ -296,6 +302,14 @@ static int index_apply(MDB_txn *txn, MDB_dbi dbi, const uint8_t *key, const void
 	return lmdb_errno(mdb_put(txn, dbi, &k, &v, 0));
 }
 
+/* The id of the index's newest transaction. */
+static uint64_t index_txnid(struct store *st)
+{
+	MDB_envinfo info;
+
+	return mdb_env_info(st->env, &info) ? 0 : info.me_last_txnid;
+}
+
 /* journal_commit_fn: the journal's changes in one transaction of the index. */
 static int commit_changes(void *arg, struct journal_change *const *changes, size_t n,
 			  uint64_t *base)
@@ -316,30 +330,47 @@ static int commit_changes(void *arg, struct journal_change *const *changes, size
 	return lmdb_errno(mdb_txn_commit(txn));
 }
 
+/* journal_flush_fn: the guard's flush of the index; *@base the transaction flushed. */
+static int flush_index(void *arg, uint64_t *base)
+{
+	struct store *st = arg;
+	int ret = lmdb_guard_flush(st->guard);
+
+	/* the journal's lock is held: no other writer of the index runs */
+	*base = index_txnid(st);
+	return ret;
+}
+
+/* The index flushed with every change, and the journal's file emptied (journal_settle()). */
+static int index_settle(struct store *st)
+{
+	return journal_settle(st->journal, commit_changes, flush_index, st);
+}
+
 /*
- * Applies the journal's changes to the index (a walk of the index or a
- * flush needs them there), then flushes when too many commits ran since the
- * last flush: the guard's pinned snapshot holds every page they freed.
+ * Applies the journal's changes to the index (a walk of the index needs
+ * them there), then settles when too many commits ran since the last flush
+ * (the guard's pinned snapshot holds every page they freed) or the
+ * journal's file grew past JOURNAL_FILE_MAX.
  */
 static int index_checkpoint(struct store *st)
 {
-	int ret = journal_checkpoint(st->journal, commit_changes, st), flushed;
+	int ret = journal_checkpoint(st->journal, commit_changes, st), settled;
 
-	if (!ret && lmdb_guard_lagging(st->guard)) {
-		flushed = lmdb_guard_flush(st->guard);
-		/* the commit stands; the next one tries again */
-		if (flushed)
-			rdmafs_log(RDMAFS_LOG_WARN, "chunk index flush: %s", strerror(-flushed));
+	if (!ret &&
+	    (lmdb_guard_lagging(st->guard) || journal_bytes(st->journal) > JOURNAL_FILE_MAX)) {
+		settled = index_settle(st);
+		/* the checkpoint stands; the next one tries again */
+		if (settled)
+			rdmafs_log(RDMAFS_LOG_WARN, "chunk index flush: %s", strerror(-settled));
 	}
 	return ret;
 }
 
-/* Makes every change of the index so far durable: a checkpoint, then the guard's flush. */
-static int index_flush(struct store *st)
+/* Makes every change of the index so far durable: the journal's file on disk. */
+static int index_sync(struct store *st)
 {
-	int ret = index_checkpoint(st);
-
-	return ret ? ret : lmdb_guard_flush(st->guard);
+	return fdatasync(journal_fd(st->journal)) ? -errno : 0;
 }
 
 /*
@@ -1003,22 +1034,15 @@ static int replay_one(void *arg, const uint8_t *key, const void *value, uint32_t
 	return index_apply(r->txn, r->st->dbi, key, value, len);
 }
 
-/* The id of the index's newest transaction. */
-static uint64_t index_txnid(struct store *st)
-{
-	MDB_envinfo info;
-
-	return mdb_env_info(st->env, &info) ? 0 : info.me_last_txnid;
-}
-
 /*
- * Opens the index's journal and brings the index up to it: after a kill -9
- * its records are applied (the page cache kept them); after a power loss
- * (@restored: the index went back to its last flush) they are dropped, so
- * the store is as the last COMMIT left it, and so are records that follow
- * another state of the index than this one (see journal.c).
+ * Opens the index's journal and brings the index up to it: its records
+ * follow the index's last flush, to which a power loss returned it (those
+ * a COMMIT fdatasynced are there: the store is as the last COMMIT left it),
+ * and which a kill -9 left as it was (the page cache kept every record).
+ * Records that follow another state of the index are dropped (journal.c).
+ * Then the index is flushed and the file emptied.
  */
-static int journal_start(struct store *st, int dir_fd, bool restored)
+static int journal_start(struct store *st, int dir_fd)
 {
 	struct replay r = {.st = st};
 	uint64_t records = 0, stale = 0, base = index_txnid(st);
@@ -1029,20 +1053,19 @@ static int journal_start(struct store *st, int dir_fd, bool restored)
 			   strerror(-ret));
 		return ret;
 	}
-	if (!restored) {
-		ret = lmdb_errno(mdb_txn_begin(st->env, NULL, 0, &r.txn));
-		if (!ret) {
-			ret = journal_replay(st->journal, base, replay_one, &r, &records, &stale);
-			if (ret || !records) {
-				mdb_txn_abort(r.txn);
-			} else {
-				base = mdb_txn_id(r.txn);
-				ret = lmdb_errno(mdb_txn_commit(r.txn));
-			}
+	ret = lmdb_errno(mdb_txn_begin(st->env, NULL, 0, &r.txn));
+	if (!ret) {
+		ret = journal_replay(st->journal, base, replay_one, &r, &records, &stale);
+		if (ret || !records) {
+			mdb_txn_abort(r.txn);
+		} else {
+			base = mdb_txn_id(r.txn);
+			ret = lmdb_errno(mdb_txn_commit(r.txn));
 		}
-		if (!ret && records)
-			ret = lmdb_guard_flush(st->guard);
 	}
+	/* the records go only once the index that holds them is on disk */
+	if (!ret && records)
+		ret = lmdb_guard_flush(st->guard);
 	if (!ret)
 		ret = journal_discard(st->journal, base);
 	if (ret)
@@ -1120,8 +1143,8 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	if (report.restored)
 		rdmafs_log(RDMAFS_LOG_WARN,
 			   "the chunk index did not close on this boot: restored it to its last "
-			   "flush (transaction %" PRIu64 "); writes no COMMIT covered may read as "
-			   "EIO",
+			   "flush (transaction %" PRIu64 "), which its journal brings to the last "
+			   "COMMIT; writes no COMMIT covered may read as EIO",
 			   report.txnid);
 	/* Reader slots of a daemon killed with -9 would pin old pages forever. */
 	mdb_reader_check(st->env, &dead);
@@ -1139,7 +1162,7 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 		ret = lmdb_errno(rc);
 		goto err_close_env;
 	}
-	ret = journal_start(st, dir_fd, report.restored);
+	ret = journal_start(st, dir_fd);
 	if (ret)
 		goto err_close_env;
 	ret = fence_open(st, dir_fd);
@@ -1170,10 +1193,10 @@ void store_close(struct store *st)
 
 	if (!st)
 		return;
-	ret = index_checkpoint(st);
+	ret = index_settle(st);
 	if (ret)
 		rdmafs_log(RDMAFS_LOG_WARN,
-			   "chunk index checkpoint at close: %s; its journal keeps the changes",
+			   "chunk index flush at close: %s; its journal keeps the changes",
 			   strerror(-ret));
 	journal_close(st->journal);
 	lmdb_guard_close(st->guard);
@@ -1458,7 +1481,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (!ret && !settle_later)
 		ret = meta_put(st, id, m);
 	if (!ret && sync)
-		ret = index_flush(st);
+		ret = index_sync(st);
 	if (!ret)
 		info_from_meta(m, true, info);
 out_close:
@@ -1722,7 +1745,7 @@ static void close_batch(const int *fds, unsigned chunks, unsigned datasync, unsi
 
 /*
  * Flushes @n files in one submission: @fds[0 .. @chunks) are chunk files
- * (@ids), then up to @datasync fdatasyncs in all (the chunk index's file,
+ * (@ids), then up to @datasync fdatasyncs in all (the index's journal,
  * which stays open), then fsyncs (directories), which are closed with the
  * chunk files.
  */
@@ -1736,7 +1759,7 @@ static int commit_batch(struct store_io *io, int *fds, const struct store_chunk_
 		rdmafs_log(RDMAFS_LOG_ERR, "chunk %016" PRIx64 "/%016" PRIx64 " fdatasync: %s",
 			   ids[failed].inode, ids[failed].index, strerror(-ret));
 	else if (ret && failed < datasync)
-		rdmafs_log(RDMAFS_LOG_ERR, "chunk index fdatasync: %s", strerror(-ret));
+		rdmafs_log(RDMAFS_LOG_ERR, "chunk index journal fdatasync: %s", strerror(-ret));
 	else if (ret)
 		rdmafs_log(RDMAFS_LOG_ERR, "chunk directory fsync: %s", strerror(-ret));
 	close_batch(fds, chunks, datasync, n);
@@ -1754,23 +1777,23 @@ static int dir_open(int parent_fd, const char *name, int *fd)
  * fdatasyncs the selected chunk files, and fsyncs the inode's directory and
  * the chunks directory (new chunk files and inode directories must survive
  * too), RING_ENTRIES at a time in one submission each; the last one also
- * fdatasyncs the chunk index, whose guard then makes that state the one a
- * power loss returns to (so the CRCs are never the restored ones before
- * the data they describe is on disk).
+ * fdatasyncs the index's journal, whose records (every change since the
+ * index's last flush) a power loss then replays: the chunks' CRCs with
+ * their data, in one round of flushes. The COMMIT answers once every one
+ * of them succeeded.
  */
 int store_commit(struct store_io *io, const struct store_selection *sel)
 {
 	struct store *st = io->st;
 	struct store_chunk_id ids[RING_ENTRIES];
-	struct lmdb_guard_ticket *ticket = NULL;
 	int fds[RING_ENTRIES];
 	uint64_t pos = sel->range ? sel->first_index : 0;
 	unsigned n = 0, chunks, datasync;
 	char path[64];
 	int fd, ret;
 
-	/* every write acknowledged before: in the index, for a range's walk and for the flush */
-	ret = index_checkpoint(st);
+	/* a range walks the index: every chunk written must be in it */
+	ret = sel->range ? index_checkpoint(st) : 0;
 	if (ret)
 		return ret;
 	while ((ret = selection_next(st, sel, &pos, &ids[n])) == 1) {
@@ -1793,9 +1816,7 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	}
 	chunks = n;
 	if (!ret)
-		ret = lmdb_guard_flush_begin(st->guard, &ticket, &fd);
-	if (!ret && ticket)
-		fds[n++] = fd;
+		fds[n++] = journal_fd(st->journal); /* stays open: commit_batch() closes the rest */
 	datasync = n;
 	if (!ret) {
 		inode_path(sel->inode, path, sizeof(path));
@@ -1814,7 +1835,7 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 		close_batch(fds, chunks, datasync, n);
 	else
 		ret = commit_batch(io, fds, ids, chunks, datasync, n);
-	return lmdb_guard_flush_end(st->guard, ticket, ret);
+	return ret;
 }
 
 /*

@@ -240,7 +240,7 @@ static int restore(const char *file, const unsigned char *slot, size_t page_size
 	return ret ? ret : 1;
 }
 
-/* A flush between lmdb_guard_flush_begin() and lmdb_guard_flush_end(). */
+/* A flush between flush_begin() and flush_end(). */
 struct lmdb_guard_ticket {
 	MDB_txn *pin;	/* on the snapshot this flush makes the one restored */
 	uint64_t txnid; /* its id */
@@ -472,17 +472,6 @@ uint64_t lmdb_guard_unflushed(struct lmdb_guard *g)
 bool lmdb_guard_lagging(struct lmdb_guard *g)
 {
 	return lmdb_guard_unflushed(g) > LMDB_GUARD_LAG;
-}
-
-int lmdb_guard_flush_begin(struct lmdb_guard *g, struct lmdb_guard_ticket **ticket, int *data_fd)
-{
-	*data_fd = g->data_fd;
-	return flush_begin(g, false, ticket);
-}
-
-int lmdb_guard_flush_end(struct lmdb_guard *g, struct lmdb_guard_ticket *ticket, int synced)
-{
-	return ticket ? flush_end(g, ticket, synced) : synced;
 }
 
 int lmdb_guard_close(struct lmdb_guard *g)

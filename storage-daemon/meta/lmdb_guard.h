@@ -103,21 +103,6 @@ uint64_t lmdb_guard_unflushed(struct lmdb_guard *g);
 bool lmdb_guard_lagging(struct lmdb_guard *g);
 
 /*
- * lmdb_guard_flush() in two halves, for a caller that flushes the data file
- * together with files of its own (one io_uring submission):
- * lmdb_guard_flush_begin() pins the newest snapshot, sets *@ticket (NULL
- * when nothing is new: nothing to flush) and *@data_fd, the data file's
- * descriptor (LMDB's: never close it); the caller then fdatasyncs it and
- * passes the result (0 or -errno) to lmdb_guard_flush_end(), which makes
- * that snapshot the one restored and frees the ticket. Every begin that
- * returned 0 is followed by one end, whatever happened between. Both
- * return 0 or -errno (end: @synced when that is an error).
- */
-struct lmdb_guard_ticket;
-int lmdb_guard_flush_begin(struct lmdb_guard *g, struct lmdb_guard_ticket **ticket, int *data_fd);
-int lmdb_guard_flush_end(struct lmdb_guard *g, struct lmdb_guard_ticket *ticket, int synced);
-
-/*
  * Ends the guard of an environment no transaction uses any more: a last
  * flush marked clean, so the next open restores nothing. The caller closes
  * the environment after it. NULL is a no-op. Returns what the flush did.

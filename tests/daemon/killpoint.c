@@ -8,7 +8,10 @@
  *   metadata (the metadata store's own pwrites do not count);
  * - RDMAFS_TEST_RING_REFUSE="N:K" makes the Nth to the (N+K-1)th submission
  *   to an io_uring fail with -EAGAIN, as a kernel short of memory does (the
- *   prepared requests stay queued).
+ *   prepared requests stay queued);
+ * - RDMAFS_TEST_BOOT_ID=ID is the boot the chunk store believes it runs in
+ *   (lmdb_guard_boot_id(), --wrap=lmdb_guard_boot_id): a store that did not
+ *   close in another boot went through a power loss.
  * Unset, the daemon is the ordinary one.
  */
 #include <errno.h>
@@ -21,6 +24,8 @@
 #include <unistd.h>
 
 #include <liburing.h>
+
+#include "lmdb_guard.h"
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t __real_pwrite64(int fd, const void *buf, size_t n, off_t off);
@@ -104,4 +109,17 @@ int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
 			return -EAGAIN;
 	}
 	return __real_io_uring_submit_and_wait(ring, wait_nr);
+}
+
+int __real_lmdb_guard_boot_id(char out[LMDB_GUARD_BOOT_ID_LEN]);
+int __wrap_lmdb_guard_boot_id(char out[LMDB_GUARD_BOOT_ID_LEN]);
+
+int __wrap_lmdb_guard_boot_id(char out[LMDB_GUARD_BOOT_ID_LEN])
+{
+	const char *id = getenv("RDMAFS_TEST_BOOT_ID");
+
+	if (!id)
+		return __real_lmdb_guard_boot_id(out);
+	snprintf(out, LMDB_GUARD_BOOT_ID_LEN, "%s", id);
+	return 0;
 }

@@ -47,6 +47,8 @@ COMMON = {
     "rdmafs_rdma_bytes_in_flight": "gauge",
     "rdmafs_inline_writes": "counter",
     "rdmafs_inline_reads": "counter",
+    "rdmafs_requests_run_on_receipt": "counter",
+    "rdmafs_requests_handed_on": "counter",
     "rdmafs_rdma_seconds": "counter",
     "rdmafs_disk_seconds": "counter",
     "rdmafs_connections": "gauge",

@@ -4,11 +4,13 @@
  * promise of its header. A change appended is found by a lookup (the newest
  * per key, removals included) and read back by a replay in the order
  * written; a checkpoint hands the commit one change per key and, once that
- * commits, forgets them and empties the file, while a commit that fails
- * keeps everything; a replay takes only records that follow the index
- * transaction it is given, and stops at the first damaged or cut record; a
- * discard forgets what is held; an append the file system refuses leaves
- * nothing of itself, in the file or in memory.
+ * commits, forgets them while the file keeps their records, and a commit
+ * that fails keeps everything; a settle checkpoints, flushes, and only then
+ * empties the file, whose next records follow the flush; a replay takes the
+ * records only when they follow a flush the index holds (at or before its
+ * newest transaction), and stops at the first damaged or cut record or at
+ * one of another base; a discard forgets what is held; an append the file
+ * system refuses leaves nothing of itself, in the file or in memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,13 +41,16 @@ struct fixture {
 
 /* What a replay or a commit saw, in order. */
 struct seen {
-	unsigned n;
+	unsigned n, flushes;
 	uint8_t key[16][JOURNAL_KEY_LEN];
 	uint32_t len[16];
 	uint8_t first[16]; /* the value's first byte */
 	bool removed[16];
-	int fail;      /* returned by the commit */
-	uint64_t base; /* the commit's transaction id */
+	int fail;	   /* returned by the commit */
+	int flush_fail;	   /* returned by the flush */
+	uint64_t base;	   /* the commit's transaction id */
+	uint64_t flushed;  /* the flush's */
+	unsigned notes_at; /* how many changes the commit had seen at the flush */
 };
 
 static void key_of(unsigned k, uint8_t *key)
@@ -94,6 +99,16 @@ static int commit_note(void *arg, struct journal_change *const *changes, size_t 
 		     changes[i]->value ? changes[i]->len : 0);
 	*base = s->base;
 	return s->fail;
+}
+
+static int flush_note(void *arg, uint64_t *base)
+{
+	struct seen *s = arg;
+
+	s->flushes++;
+	s->notes_at = s->n;
+	*base = s->flushed;
+	return s->flush_fail;
 }
 
 static off_t file_size(struct fixture *fx)
@@ -200,12 +215,15 @@ static void test_checkpoint_hands_one_change_per_key(void **state)
 	struct seen s = {0};
 	uint8_t key[JOURNAL_KEY_LEN];
 
+	off_t size;
+
 	append(fx->j, 1, 1, 100);
 	append(fx->j, 2, 1, 200);
 	append(fx->j, 1, 2, 300);
 	key_of(2, key);
 	assert_int_equal(journal_append(fx->j, key, NULL, 0), 0);
-	assert_true(file_size(fx) > 0);
+	size = file_size(fx);
+	assert_true(size > 0);
 
 	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), 0);
 	assert_int_equal(s.n, 2);
@@ -221,7 +239,9 @@ static void test_checkpoint_hands_one_change_per_key(void **state)
 	assert_int_equal(held(fx->j, 1, 0, 0), 0);
 	assert_int_equal(held(fx->j, 2, 0, 0), 0);
 	assert_int_equal(journal_records(fx->j), 0);
-	assert_int_equal(file_size(fx), 0);
+	/* the records stay until a flush of the index holds them (journal_settle()) */
+	assert_int_equal(file_size(fx), size);
+	assert_int_equal((off_t)journal_bytes(fx->j), size);
 	/* nothing held: the commit is not called */
 	memset(&s, 0, sizeof(s));
 	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), 0);
@@ -246,7 +266,52 @@ static void test_failed_commit_keeps_everything(void **state)
 	s = (struct seen){0};
 	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), 0);
 	assert_int_equal(s.n, 2);
+	assert_int_equal(file_size(fx), size);
+}
+
+/*
+ * A settle commits what is held, then flushes, then empties the file; a
+ * failed flush keeps the file (its records are in no flushed index yet),
+ * and so does a failed commit, before any flush.
+ */
+static void test_settle_empties_after_the_flush(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s = {.flush_fail = -EIO, .base = 5, .flushed = 5};
+	uint64_t records, stale;
+	off_t size;
+
+	append(fx->j, 1, 1, 100);
+	append(fx->j, 2, 1, 200);
+	size = file_size(fx);
+	assert_int_equal(journal_settle(fx->j, commit_note, flush_note, &s), -EIO);
+	assert_int_equal(s.n, 2);
+	assert_int_equal(s.flushes, 1);
+	assert_int_equal(s.notes_at, 2); /* the flush came after the commit */
+	assert_int_equal(journal_records(fx->j), 0);
+	assert_int_equal(file_size(fx), size);
+
+	s = (struct seen){.fail = -ENOSPC, .flushed = 9};
+	append(fx->j, 3, 1, 100);
+	assert_int_equal(journal_settle(fx->j, commit_note, flush_note, &s), -ENOSPC);
+	assert_int_equal(s.flushes, 0);
+	assert_int_equal(held(fx->j, 3, 1, 100), 1);
+	assert_true(file_size(fx) > size);
+
+	s = (struct seen){.base = 8, .flushed = 9};
+	assert_int_equal(journal_settle(fx->j, commit_note, flush_note, &s), 0);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.flushes, 1);
 	assert_int_equal(file_size(fx), 0);
+	assert_int_equal(journal_bytes(fx->j), 0);
+	/* the next records follow the flush's transaction */
+	append(fx->j, 4, 1, 100);
+	reopen_and_replay_at(fx, 9, &s, &records, &stale);
+	assert_int_equal(records, 1);
+	assert_int_equal(stale, 0);
+	reopen_and_replay_at(fx, 8, &s, &records, &stale);
+	assert_int_equal(records, 0);
+	assert_int_equal(stale, 9);
 }
 
 static void test_replay_in_written_order(void **state)
@@ -283,22 +348,63 @@ static void test_replay_in_written_order(void **state)
 static void test_replay_needs_its_base(void **state)
 {
 	struct fixture *fx = *state;
-	struct seen s = {.base = 7};
+	struct seen s = {.base = 6, .flushed = 7};
 	uint64_t records, stale;
 
 	append(fx->j, 1, 1, 100);
-	assert_int_equal(journal_checkpoint(fx->j, commit_note, &s), 0);
+	assert_int_equal(journal_settle(fx->j, commit_note, flush_note, &s), 0);
 	append(fx->j, 2, 1, 100);
 	append(fx->j, 3, 1, 100);
-	/* the index at the checkpoint's transaction: both records */
+	/* the index at the flush's transaction (a power loss returned it there): both */
 	reopen_and_replay_at(fx, 7, &s, &records, &stale);
 	assert_int_equal(records, 2);
 	assert_int_equal(stale, 0);
-	/* an index at another state (a power loss undid that checkpoint): none */
+	/* past it (a kill -9 after checkpoints that applied some): both again */
+	reopen_and_replay_at(fx, 9, &s, &records, &stale);
+	assert_int_equal(records, 2);
+	assert_int_equal(stale, 0);
+	/* before it (the index lost that flush): none */
 	reopen_and_replay_at(fx, 6, &s, &records, &stale);
 	assert_int_equal(records, 0);
 	assert_int_equal(stale, 7);
 	assert_int_equal(s.n, 0);
+}
+
+/*
+ * A settle's truncation the disk never got, under the records written after
+ * it: the replay takes the new records and stops at the first old one (its
+ * base is another), which the flush before the truncation holds.
+ */
+static void test_replay_stops_at_another_base(void **state)
+{
+	struct fixture *fx = *state;
+	struct seen s = {.flushed = 3};
+	uint64_t records, stale;
+	char old[4096];
+	ssize_t len;
+	off_t one;
+	int fd;
+
+	assert_int_equal(journal_settle(fx->j, commit_note, flush_note, &s), 0);
+	append(fx->j, 1, 1, 100);
+	one = file_size(fx);
+	append(fx->j, 2, 1, 100);
+	append(fx->j, 3, 1, 100);
+	fd = openat(fx->dir_fd, FILE_NAME, O_RDWR);
+	assert_true(fd >= 0);
+	len = pread(fd, old, sizeof(old), 0);
+	assert_int_equal(len, 3 * one);
+	s = (struct seen){.flushed = 5};
+	assert_int_equal(journal_settle(fx->j, commit_note, flush_note, &s), 0);
+	append(fx->j, 4, 1, 100); /* as long as each old record */
+	assert_int_equal(file_size(fx), one);
+	/* the old records after the new one, as if the truncation never happened */
+	assert_int_equal(pwrite(fd, old + one, (size_t)(len - one), one), len - one);
+	close(fd);
+	reopen_and_replay_at(fx, 5, &s, &records, &stale);
+	assert_int_equal(records, 1);
+	assert_int_equal(stale, 0);
+	assert_int_equal(s.first[0], (uint8_t)(4 * 16 + 1));
 }
 
 static void test_discard_forgets_what_is_held(void **state)
@@ -410,7 +516,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_commit_keeps_everything, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_replay_in_written_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_settle_empties_after_the_flush, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_replay_needs_its_base, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replay_stops_at_another_base, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discard_forgets_what_is_held, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_stops_at_damage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_append_leaves_nothing, setup,

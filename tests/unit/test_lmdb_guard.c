@@ -240,37 +240,7 @@ static void copy_file(const char *from, const char *to)
 enum first_flush {
 	FLUSH_WHOLE,	 /* lmdb_guard_flush() after the first state */
 	FLUSH_OPEN_ONLY, /* none after the first state: the open's alone */
-	FLUSH_OVERTAKEN, /* two flushes in halves, the later ending first */
 };
-
-/*
- * FLUSH_OVERTAKEN: a flush begins before 100 keys are put again, another
- * after, and the later ends first; the earlier must then change nothing.
- */
-static int overtaken_flush(struct lmdb_guard *g, MDB_env *env, struct model *m)
-{
-	struct lmdb_guard_ticket *early, *late;
-	struct model rest = {0};
-	MDB_dbi dbi;
-	MDB_txn *txn;
-	int fd, ret;
-
-	fill(env, &rest); /* every key, then the earlier flush, then the first 100 again */
-	ret = lmdb_guard_flush_begin(g, &early, &fd);
-	if (ret || !early)
-		return -1;
-	txn = begin(env, &dbi);
-	for (unsigned key = 0; key < 100; key++)
-		put_key(txn, dbi, key, 1);
-	commit(txn);
-	ret = lmdb_guard_flush_begin(g, &late, &fd);
-	if (ret || !late || fdatasync(fd))
-		return -1;
-	if (lmdb_guard_flush_end(g, late, 0) || lmdb_guard_flush_end(g, early, 0))
-		return -1;
-	*m = rest;
-	return 0;
-}
 
 /*
  * In a child that dies without closing: the first state, flushed as @how
@@ -295,9 +265,7 @@ static void crash_run(const struct fixture *fx, enum first_flush how)
 			_exit(2);
 		if (how == FLUSH_WHOLE)
 			fill(env, &m);
-		if ((how == FLUSH_WHOLE && lmdb_guard_flush(g)) ||
-		    (how == FLUSH_OVERTAKEN && overtaken_flush(g, env, &m)) ||
-		    mdb_env_info(env, &info))
+		if ((how == FLUSH_WHOLE && lmdb_guard_flush(g)) || mdb_env_info(env, &info))
 			_exit(3);
 		copy_file(fx->data, fx->flushed);
 		snprintf(id, sizeof(id), "%zu", info.me_last_txnid);
@@ -495,19 +463,6 @@ static void test_power_loss_before_a_flush(void **state)
 }
 
 /*
- * Flushes in two halves that overlap, the later ending first: the earlier
- * one's end changes nothing, and a power loss returns to the later one.
- */
-static void test_overtaken_flush(void **state)
-{
-	struct fixture *fx = *state;
-
-	crash_run(fx, FLUSH_OVERTAKEN);
-	check_restored(fx, KEEP_METAS, 1);
-	check_restored(fx, KEEP_ALL_BUT_METAS, 1);
-}
-
-/*
  * lmdb_guard_unflushed(): the commits since the last flush, past LMDB_GUARD_LAG
  * too; 0 after one. lmdb_guard_lagging(): past LMDB_GUARD_LAG, not at it.
  */
@@ -592,7 +547,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_power_loss, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_power_loss_before_a_flush, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_overtaken_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unflushed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_keeps_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unguarded_open_restores_then_forgets, setup,
