@@ -170,7 +170,9 @@ void store_io_destroy(struct store_io *io);
  * store_read(), or a store_write() that must complete a partly covered
  * block, that would wait fails with -EAGAIN and has changed nothing, so that
  * a thread which must not block (the transport's) can hand the request to
- * one that may. What is in the page cache is read as before.
+ * one that may. What is in the page cache is read as before, on a file
+ * system that can tell (not tmpfs or 9p, which refuse RWF_NOWAIT: there
+ * every such read fails with -EAGAIN).
  */
 void store_io_nowait(struct store_io *io);
 

@@ -149,8 +149,9 @@ struct store_io {
 	struct store *st;
 	struct io_uring ring;
 	bool fixed;
-	bool broken; /* a completion could not be reaped: no request runs here again */
-	bool nowait; /* reads that would wait for the disk fail with -EAGAIN */
+	bool broken;	     /* a completion could not be reaped: no request runs here again */
+	bool nowait;	     /* reads that would wait for the disk fail with -EAGAIN */
+	bool nowait_refused; /* the file system has no RWF_NOWAIT: every such read does */
 	uint8_t *region;
 	size_t region_len;
 	uint8_t *aux;		 /* two blocks, aligned, for the old head and tail */
@@ -722,6 +723,8 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 	int ret, res;
 
 	ret = io->broken ? -EIO : 0;
+	if (!write && io->nowait && io->nowait_refused)
+		ret = -EAGAIN; /* cannot know whether it would wait: it may */
 	while (!ret && moved < len) {
 		uint8_t *p = addr + moved;
 		unsigned n = len - moved;
@@ -752,7 +755,10 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 		ret = ring_reap(io, &res, NULL);
 		if (ret)
 			goto out;
-		if (res == -EAGAIN && !write && io->nowait) {
+		if (res == -EOPNOTSUPP && !write && io->nowait)
+			io->nowait_refused =
+				true; /* tmpfs, 9p, ...: from now on, hand every read on */
+		if ((res == -EAGAIN || res == -EOPNOTSUPP) && !write && io->nowait) {
 			ret = -EAGAIN; /* not in the page cache: the caller's to hand on */
 			goto out;
 		}
