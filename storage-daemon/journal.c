@@ -315,14 +315,20 @@ int journal_append(struct journal *j, const uint8_t *key, const void *value, uin
 	return ret;
 }
 
-uint64_t journal_records(struct journal *j)
+/* One of @j's counters, read under its lock. */
+static uint64_t read_locked(struct journal *j, const uint64_t *field)
 {
 	uint64_t n;
 
 	pthread_mutex_lock(&j->lock);
-	n = j->records;
+	n = *field;
 	pthread_mutex_unlock(&j->lock);
 	return n;
+}
+
+uint64_t journal_records(struct journal *j)
+{
+	return read_locked(j, &j->records);
 }
 
 int journal_lookup(struct journal *j, const uint8_t *key, void *buf, size_t cap, uint32_t *len)
@@ -389,12 +395,7 @@ int journal_settle(struct journal *j, journal_commit_fn commit, journal_flush_fn
 
 uint64_t journal_bytes(struct journal *j)
 {
-	uint64_t n;
-
-	pthread_mutex_lock(&j->lock);
-	n = j->tail;
-	pthread_mutex_unlock(&j->lock);
-	return n;
+	return read_locked(j, &j->tail);
 }
 
 int journal_fd(struct journal *j)
