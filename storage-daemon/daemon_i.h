@@ -280,7 +280,7 @@ uint32_t store_max_chunk_size(const struct store *st);
  *
  * Thread safety: every function but open and close may be called by any
  * thread at any time; a checkpoint's commit runs with the journal locked
- * (no append or lookup meanwhile).
+ * (no append or lookup meanwhile), a settle's flush with appends stopped.
  */
 #define JOURNAL_KEY_LEN 16
 #define JOURNAL_DELETED UINT32_MAX /* a change's len when it removes the key */
@@ -367,9 +367,10 @@ typedef int (*journal_flush_fn)(void *arg, uint64_t *base);
 /*
  * A checkpoint, then @flush, then the file emptied: its records are all in
  * the flushed index; later records follow *base. No change is appended
- * meanwhile. Returns 0 or the first error (a failed checkpoint or flush
- * keeps the file; a failed truncation too, which a replay then applies
- * again, changing nothing).
+ * meanwhile (journal_append() waits), but lookups and checkpoints go on
+ * during @flush (nothing is held then). Returns 0 or the first error (a
+ * failed checkpoint or flush keeps the file; a failed truncation too, which
+ * a replay then applies again, changing nothing).
  */
 int journal_settle(struct journal *j, journal_commit_fn commit, journal_flush_fn flush, void *arg);
 

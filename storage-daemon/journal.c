@@ -39,7 +39,10 @@
  * value), found through a tsearch(3) tree of the same entries. One mutex
  * covers the file, the array and the tree; a checkpoint holds it throughout,
  * so no change is appended or looked up between the index's commit and the
- * file's truncation.
+ * forgetting of the changes. A second one orders the file: an append holds
+ * it, and a settle holds it from its checkpoint to the file's truncation, so
+ * no record is appended that the truncation would erase, while lookups (of
+ * an empty set then: everything is in the index) go on during the flush.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +72,7 @@ struct record_head {
 };
 
 struct journal {
+	pthread_mutex_t file_lock; /* appends and settles, in that order before lock */
 	pthread_mutex_t lock;
 	int fd;
 	uint64_t tail;			 /* the file's length: where the next record goes */
@@ -108,6 +112,7 @@ int journal_open(int dir_fd, const char *name, struct journal **out)
 		return ret;
 	}
 	j->tail = sb.st_size;
+	pthread_mutex_init(&j->file_lock, NULL);
 	pthread_mutex_init(&j->lock, NULL);
 	*out = j;
 	return 0;
@@ -137,6 +142,7 @@ void journal_close(struct journal *j)
 			   strerror(errno));
 	close(j->fd);
 	pthread_mutex_destroy(&j->lock);
+	pthread_mutex_destroy(&j->file_lock);
 	free(j);
 }
 
@@ -221,9 +227,11 @@ int journal_discard(struct journal *j, uint64_t base)
 {
 	int ret;
 
+	pthread_mutex_lock(&j->file_lock);
 	pthread_mutex_lock(&j->lock);
 	ret = restart(j, base);
 	pthread_mutex_unlock(&j->lock);
+	pthread_mutex_unlock(&j->file_lock);
 	return ret;
 }
 
@@ -286,6 +294,7 @@ int journal_append(struct journal *j, const uint8_t *key, const void *value, uin
 	if (value && len > VALUE_MAX)
 		return -EINVAL;
 	memcpy(h.key, key, JOURNAL_KEY_LEN);
+	pthread_mutex_lock(&j->file_lock);
 	pthread_mutex_lock(&j->lock);
 	h.base = j->base;
 	h.crc = record_crc(&h, value, value ? len : 0);
@@ -312,6 +321,7 @@ int journal_append(struct journal *j, const uint8_t *key, const void *value, uin
 		j->records++;
 	}
 	pthread_mutex_unlock(&j->lock);
+	pthread_mutex_unlock(&j->file_lock);
 	return ret;
 }
 
@@ -383,13 +393,18 @@ int journal_settle(struct journal *j, journal_commit_fn commit, journal_flush_fn
 	uint64_t base;
 	int ret;
 
+	pthread_mutex_lock(&j->file_lock);
 	pthread_mutex_lock(&j->lock);
 	ret = checkpoint_locked(j, commit, arg);
+	pthread_mutex_unlock(&j->lock);
+	/* nothing is held now and nothing is appended: lookups need not wait for the flush */
 	if (!ret)
 		ret = flush(arg, &base);
+	pthread_mutex_lock(&j->lock);
 	if (!ret)
 		ret = restart(j, base); /* every record is in the flushed index */
 	pthread_mutex_unlock(&j->lock);
+	pthread_mutex_unlock(&j->file_lock);
 	return ret;
 }
 

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -370,6 +372,115 @@ static void test_replay_needs_its_base(void **state)
 	assert_int_equal(s.n, 0);
 }
 
+/* A settle whose flush waits at a gate, with a lookup and an append on other threads. */
+struct gated {
+	struct journal *j;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool in_flush, open, looked, appended;
+	int lookup;
+};
+
+static int gated_flush(void *arg, uint64_t *base)
+{
+	struct gated *g = arg;
+
+	pthread_mutex_lock(&g->lock);
+	g->in_flush = true;
+	pthread_cond_broadcast(&g->cond);
+	while (!g->open)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+	*base = 11;
+	return 0;
+}
+
+static int commit_none(void *arg, struct journal_change *const *changes, size_t n, uint64_t *base)
+{
+	*base = 10;
+	return 0;
+}
+
+static void *settle_main(void *arg)
+{
+	struct gated *g = arg;
+
+	assert_int_equal(journal_settle(g->j, commit_none, gated_flush, g), 0);
+	return NULL;
+}
+
+static void *lookup_main(void *arg)
+{
+	struct gated *g = arg;
+	int ret = held(g->j, 1, 1, 100);
+
+	pthread_mutex_lock(&g->lock);
+	g->lookup = ret;
+	g->looked = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
+static void *append_main(void *arg)
+{
+	struct gated *g = arg;
+
+	append(g->j, 2, 1, 100);
+	pthread_mutex_lock(&g->lock);
+	g->appended = true;
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
+/*
+ * A settle's flush stops appends, not lookups: a lookup answers while the
+ * flush waits (nothing is held then: everything is in the index), and an
+ * append made meanwhile lands after the truncation, in the emptied file,
+ * following the flush (10 s at most for the lookup, then the test fails).
+ */
+static void test_settle_flush_stops_appends_only(void **state)
+{
+	struct fixture *fx = *state;
+	struct gated g = {
+		.j = fx->j, .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	struct timespec until;
+	pthread_t ts, tl, ta;
+	uint64_t records, stale;
+	struct seen s;
+	bool looked;
+
+	append(fx->j, 1, 1, 100);
+	assert_int_equal(pthread_create(&ts, NULL, settle_main, &g), 0);
+	pthread_mutex_lock(&g.lock);
+	while (!g.in_flush)
+		pthread_cond_wait(&g.cond, &g.lock);
+	pthread_mutex_unlock(&g.lock);
+
+	assert_int_equal(pthread_create(&tl, NULL, lookup_main, &g), 0);
+	assert_int_equal(pthread_create(&ta, NULL, append_main, &g), 0);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&g.lock);
+	while (!g.looked && pthread_cond_timedwait(&g.cond, &g.lock, &until) == 0)
+		;
+	looked = g.looked;
+	g.open = true;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	pthread_join(ts, NULL);
+	pthread_join(tl, NULL);
+	pthread_join(ta, NULL);
+	assert_true(looked);
+	assert_int_equal(g.lookup, 0); /* checkpointed: in the index, no longer held */
+	assert_true(g.appended);
+	/* the append is the file's one record, after the flush */
+	reopen_and_replay_at(fx, 11, &s, &records, &stale);
+	assert_int_equal(records, 1);
+	assert_int_equal(stale, 0);
+	assert_int_equal(s.first[0], (uint8_t)(2 * 16 + 1));
+}
+
 /*
  * A settle's truncation the disk never got, under the records written after
  * it: the replay takes the new records and stops at the first old one (its
@@ -520,6 +631,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_replay_needs_its_base, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_stops_at_another_base, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_settle_flush_stops_appends_only, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_discard_forgets_what_is_held, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_stops_at_damage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_append_leaves_nothing, setup,
