@@ -179,6 +179,26 @@ static void reopen_and_replay_at(struct fixture *fx, uint64_t base, struct seen 
 	assert_int_equal(journal_replay(fx->j, base, replay_note, s, records, stale), 0);
 }
 
+/* Replays the file for an index at @newest into @s: @want records, @want_stale left out. */
+static void replay_expects(struct fixture *fx, uint64_t newest, struct seen *s, uint64_t want,
+			   uint64_t want_stale)
+{
+	uint64_t records, stale;
+
+	reopen_and_replay_at(fx, newest, s, &records, &stale);
+	assert_int_equal(records, want);
+	assert_int_equal(stale, want_stale);
+}
+
+/* The same, for exactly one record: key @k's first value. */
+static void replay_expects_one(struct fixture *fx, uint64_t newest, unsigned k)
+{
+	struct seen s;
+
+	replay_expects(fx, newest, &s, 1, 0);
+	assert_int_equal(s.first[0], (uint8_t)(k * 16 + 1));
+}
+
 /* The same for a journal that no checkpoint emptied yet (base 0). */
 static void reopen_and_replay(struct fixture *fx, struct seen *s, uint64_t *records)
 {
@@ -280,7 +300,6 @@ static void test_settle_empties_after_the_flush(void **state)
 {
 	struct fixture *fx = *state;
 	struct seen s = {.flush_fail = -EIO, .base = 5, .flushed = 5};
-	uint64_t records, stale;
 	off_t size;
 
 	append(fx->j, 1, 1, 100);
@@ -308,12 +327,8 @@ static void test_settle_empties_after_the_flush(void **state)
 	assert_int_equal(journal_bytes(fx->j), 0);
 	/* the next records follow the flush's transaction */
 	append(fx->j, 4, 1, 100);
-	reopen_and_replay_at(fx, 9, &s, &records, &stale);
-	assert_int_equal(records, 1);
-	assert_int_equal(stale, 0);
-	reopen_and_replay_at(fx, 8, &s, &records, &stale);
-	assert_int_equal(records, 0);
-	assert_int_equal(stale, 9);
+	replay_expects_one(fx, 9, 4);
+	replay_expects(fx, 8, &s, 0, 9);
 }
 
 static void test_replay_in_written_order(void **state)
@@ -351,24 +366,17 @@ static void test_replay_needs_its_base(void **state)
 {
 	struct fixture *fx = *state;
 	struct seen s = {.base = 6, .flushed = 7};
-	uint64_t records, stale;
 
 	append(fx->j, 1, 1, 100);
 	assert_int_equal(journal_settle(fx->j, commit_note, flush_note, &s), 0);
 	append(fx->j, 2, 1, 100);
 	append(fx->j, 3, 1, 100);
 	/* the index at the flush's transaction (a power loss returned it there): both */
-	reopen_and_replay_at(fx, 7, &s, &records, &stale);
-	assert_int_equal(records, 2);
-	assert_int_equal(stale, 0);
+	replay_expects(fx, 7, &s, 2, 0);
 	/* past it (a kill -9 after checkpoints that applied some): both again */
-	reopen_and_replay_at(fx, 9, &s, &records, &stale);
-	assert_int_equal(records, 2);
-	assert_int_equal(stale, 0);
+	replay_expects(fx, 9, &s, 2, 0);
 	/* before it (the index lost that flush): none */
-	reopen_and_replay_at(fx, 6, &s, &records, &stale);
-	assert_int_equal(records, 0);
-	assert_int_equal(stale, 7);
+	replay_expects(fx, 6, &s, 0, 7);
 	assert_int_equal(s.n, 0);
 }
 
@@ -446,8 +454,6 @@ static void test_settle_flush_stops_appends_only(void **state)
 		.j = fx->j, .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 	struct timespec until;
 	pthread_t ts, tl, ta;
-	uint64_t records, stale;
-	struct seen s;
 	bool looked;
 
 	append(fx->j, 1, 1, 100);
@@ -475,10 +481,7 @@ static void test_settle_flush_stops_appends_only(void **state)
 	assert_int_equal(g.lookup, 0); /* checkpointed: in the index, no longer held */
 	assert_true(g.appended);
 	/* the append is the file's one record, after the flush */
-	reopen_and_replay_at(fx, 11, &s, &records, &stale);
-	assert_int_equal(records, 1);
-	assert_int_equal(stale, 0);
-	assert_int_equal(s.first[0], (uint8_t)(2 * 16 + 1));
+	replay_expects_one(fx, 11, 2);
 }
 
 /*
@@ -490,7 +493,6 @@ static void test_replay_stops_at_another_base(void **state)
 {
 	struct fixture *fx = *state;
 	struct seen s = {.flushed = 3};
-	uint64_t records, stale;
 	char old[4096];
 	ssize_t len;
 	off_t one;
@@ -512,10 +514,7 @@ static void test_replay_stops_at_another_base(void **state)
 	/* the old records after the new one, as if the truncation never happened */
 	assert_int_equal(pwrite(fd, old + one, (size_t)(len - one), one), len - one);
 	close(fd);
-	reopen_and_replay_at(fx, 5, &s, &records, &stale);
-	assert_int_equal(records, 1);
-	assert_int_equal(stale, 0);
-	assert_int_equal(s.first[0], (uint8_t)(4 * 16 + 1));
+	replay_expects_one(fx, 5, 4);
 }
 
 static void test_discard_forgets_what_is_held(void **state)
