@@ -444,7 +444,8 @@ struct server_stats {
 	uint32_t in_flight, queued, queue_capacity, workers;
 	uint64_t rdma_bytes_in_flight;
 	uint64_t inline_writes, inline_reads; /* payloads carried in the messages, no RDMA */
-	/* run on the thread that received them; of those, handed on to a worker (disk) */
+	/* run on the thread that received them; of those, handed to a worker (RDMA, O_SYNC, disk)
+	 */
 	uint64_t run_on_receipt, handed_on;
 	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */

@@ -163,7 +163,7 @@ static void render_server(const struct server_stats *st, FILE *f)
 			    st->run_on_receipt);
 	rdmafs_prom_counter(
 		f, "rdmafs_requests_handed_on_total",
-		"Of those, reads that would have waited for the disk, handed to a worker.",
+		"Of those, chunk requests handed to a worker: RDMA, O_SYNC, a cold read.",
 		st->handed_on);
 
 	rdmafs_prom_family(

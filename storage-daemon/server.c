@@ -22,13 +22,13 @@
  * - the quick metadata reads, and with metadata_sync = batch a client's
  *   change when no group commits or waits (meta_may_run_inline());
  * - a CHUNK_WRITE whose data came inside it and a CHUNK_READ whose answer
- *   fits inside the reply (chunk_inline()): no one-sided RDMA, which this
- *   thread would have to complete itself. Their reads never wait for the
- *   disk (store_io_nowait()): one that would goes to a worker instead
- *   (handed_on), so a cold block never stalls the transport's thread. A
- *   write goes to the page cache as on a worker (creating a new chunk's
- *   file there); one that asks for O_SYNC (commit) waits for the disk and
- *   always goes to a worker.
+ *   fits inside the reply: no one-sided RDMA, which this thread would have
+ *   to complete itself. Their reads never wait for the disk
+ *   (store_io_nowait()). A chunk request that would need RDMA, an O_SYNC
+ *   write (commit) or a read that would wait stops there before it changes
+ *   anything (-EAGAIN, on_receipt()) and goes to a worker (handed_on), so a
+ *   cold block never stalls the transport's thread. A write goes to the page
+ *   cache as on a worker (creating a new chunk's file there).
  *
  * Limits: one pool buffer per data worker bounds the RDMA in flight on the
  * whole daemon to `workers` operations of at most max_chunk_size bytes (the
@@ -237,6 +237,24 @@ static void rdma_account(struct server *srv, int64_t delta)
 
 /* ---- handlers: each returns a status and sets *reply_len ---- */
 
+/*
+ * Whether @w is the quick worker, which runs requests on the thread that
+ * received them: one that needs one-sided RDMA (whose completion that thread
+ * would have to deliver while it waits for it) or must wait for the disk
+ * fails there with -EAGAIN before it changes anything, and a worker runs it.
+ */
+static bool on_receipt(const struct worker *w)
+{
+	return w == &w->srv->quick;
+}
+
+/* Whether @bytes of a read's answer go inside the reply: the client takes them, and they fit. */
+static bool read_fits_inline(const Rdmafs__ChunkReadReq *m, struct xprt_req *req, uint32_t bytes)
+{
+	return bytes <= m->inline_max &&
+	       bytes + READ_REPLY_SLACK <= xprt_conn_max_body(xprt_req_conn(req));
+}
+
 static int do_write(struct worker *w, struct xprt_req *req, const void *body, size_t len,
 		    size_t *reply_len, uint64_t *moved)
 {
@@ -257,6 +275,11 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	    m->chunk_size == 0 || m->chunk_size > srv->max_chunk_size ||
 	    (uint64_t)m->offset + m->length > m->chunk_size || m->length == 0) {
 		ret = -EINVAL;
+		goto out_free;
+	}
+	/* RDMA, or a wait for the disk (O_SYNC): not on the receiving thread */
+	if (on_receipt(w) && (!m->data.len || m->commit)) {
+		ret = -EAGAIN;
 		goto out_free;
 	}
 	payload = base + m->offset % STORE_BLOCK_SIZE;
@@ -328,6 +351,11 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 		ret = -EINVAL;
 		goto out_free;
 	}
+	/* an answer too long to go inline needs RDMA: not on the receiving thread */
+	if (on_receipt(w) && !read_fits_inline(m, req, m->length)) {
+		ret = -EAGAIN;
+		goto out_free;
+	}
 	data = base + m->offset % STORE_BLOCK_SIZE;
 	/* a reader with a replaced layout would miss writes made through the new one */
 	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
@@ -343,9 +371,7 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	}
 	if (ret)
 		goto out_free;
-	/* inline when the client takes it and the reply fits its connection */
-	if (bytes && bytes <= m->inline_max &&
-	    bytes + READ_REPLY_SLACK <= xprt_conn_max_body(xprt_req_conn(req))) {
+	if (bytes && read_fits_inline(m, req, bytes)) {
 		resp.data.data = data;
 		resp.data.len = bytes;
 		STAT_ADD(srv->inline_reads, 1);
@@ -976,7 +1002,7 @@ static bool handle(struct worker *w, struct queued *q)
 			ret = -EOPNOTSUPP; /* metadata on a daemon without the service */
 		break;
 	}
-	if (ret == -EAGAIN && w == &w->srv->quick && !meta_handles_method(method))
+	if (ret == -EAGAIN && on_receipt(w) && !meta_handles_method(method))
 		return false; /* changed nothing: a worker runs it again, and may wait */
 	if (ret) {
 		char name[40];
@@ -1049,35 +1075,6 @@ unsigned server_run_queued(struct server *srv)
 	return n;
 }
 
-/*
- * Whether the chunk request @req moves its bytes inside its messages: a
- * CHUNK_WRITE whose data came inline, or a CHUNK_READ whose answer fits
- * inline. Such a request needs no RDMA, whose completion this thread would
- * have to deliver while it waited for it, and touches the disk only through
- * the page cache (a write) or a read of a few blocks.
- */
-static bool chunk_inline(struct xprt_req *req)
-{
-	uint32_t method = xprt_req_method(req);
-	size_t len;
-	const void *body = xprt_req_body(req, &len);
-	bool ok = false;
-
-	if (method == RDMAFS__METHOD__METHOD_CHUNK_WRITE) {
-		Rdmafs__ChunkWriteReq *m = rdmafs__chunk_write_req__unpack(NULL, len, body);
-
-		ok = m && m->data.len && !m->commit;
-		rdmafs__chunk_write_req__free_unpacked(m, NULL);
-	} else if (method == RDMAFS__METHOD__METHOD_CHUNK_READ) {
-		Rdmafs__ChunkReadReq *m = rdmafs__chunk_read_req__unpack(NULL, len, body);
-
-		ok = m && m->length <= m->inline_max &&
-		     m->length + READ_REPLY_SLACK <= xprt_conn_max_body(xprt_req_conn(req));
-		rdmafs__chunk_read_req__free_unpacked(m, NULL);
-	}
-	return ok;
-}
-
 /* Whether this thread may run @req itself: see the top of this file. */
 static bool may_run_inline(struct server *srv, struct xprt_req *req)
 {
@@ -1085,7 +1082,8 @@ static bool may_run_inline(struct server *srv, struct xprt_req *req)
 
 	if (srv->meta && meta_handles_method(method))
 		return meta_may_run_inline(srv->meta, method);
-	return srv->quick.io && chunk_inline(req);
+	return srv->quick.io && (method == RDMAFS__METHOD__METHOD_CHUNK_WRITE ||
+				 method == RDMAFS__METHOD__METHOD_CHUNK_READ);
 }
 
 /*

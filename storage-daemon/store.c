@@ -337,7 +337,8 @@ static int flush_index(void *arg, uint64_t *base)
 	struct store *st = arg;
 	int ret = lmdb_guard_flush(st->guard);
 
-	/* the journal's lock is held: no other writer of the index runs */
+	/* appends are stopped (journal_settle()): nothing is held, no other writer of the index
+	 * runs */
 	*base = index_txnid(st);
 	return ret;
 }
@@ -722,8 +723,10 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 	unsigned taken;
 	int ret, res;
 
+	bool nowait = !write && io->nowait;
+
 	ret = io->broken ? -EIO : 0;
-	if (!write && io->nowait && io->nowait_refused)
+	if (nowait && io->nowait_refused)
 		ret = -EAGAIN; /* cannot know whether it would wait: it may */
 	while (!ret && moved < len) {
 		uint8_t *p = addr + moved;
@@ -744,7 +747,7 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 			io_uring_prep_read_fixed(sqe, fd, p, n, off + moved, 0);
 		else
 			io_uring_prep_read(sqe, fd, p, n, off + moved);
-		if (!write && io->nowait)
+		if (nowait)
 			sqe->rw_flags |= RWF_NOWAIT;
 		io_uring_sqe_set_data(sqe, io);
 		ret = ring_submit(io, 1, 1, &taken);
@@ -755,10 +758,9 @@ static int ring_rw(struct store_io *io, bool write, int fd, uint8_t *addr, uint3
 		ret = ring_reap(io, &res, NULL);
 		if (ret)
 			goto out;
-		if (res == -EOPNOTSUPP && !write && io->nowait)
-			io->nowait_refused =
-				true; /* tmpfs, 9p, ...: from now on, hand every read on */
-		if ((res == -EAGAIN || res == -EOPNOTSUPP) && !write && io->nowait) {
+		if (nowait && (res == -EAGAIN || res == -EOPNOTSUPP)) {
+			/* EOPNOTSUPP: tmpfs, 9p, ...; from now on every read is handed on */
+			io->nowait_refused |= res == -EOPNOTSUPP;
 			ret = -EAGAIN; /* not in the page cache: the caller's to hand on */
 			goto out;
 		}

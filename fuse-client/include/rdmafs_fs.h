@@ -874,7 +874,7 @@ struct rfs_daemon_stats {
 	uint32_t requests_in_flight;
 	/* CHUNK_WRITEs and CHUNK_READs whose data travelled inside the messages */
 	uint64_t inline_writes, inline_reads;
-	/* requests the receiving thread ran itself; of those, handed to a worker (disk) */
+	/* requests the receiving thread ran; of those, handed to a worker (RDMA, O_SYNC, disk) */
 	uint64_t run_on_receipt, handed_on;
 };
 
