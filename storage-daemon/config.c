@@ -13,6 +13,8 @@
  *   workers = 4
  *   meta_workers = 64                 ; metadata requests' threads (metadata = yes); 0: workers'
  *   reclaim_grace = 30                ; s clients have to reclaim open handles after a restart
+ *   replicas = 1                      ; copies of each chunk of a new file (1..4; a directory's
+ *                                     ; rdmafs.replicas xattr says otherwise for its files)
  *   metadata_sync = batch             ; always: each commit on disk before its answer
  *   metadata_sync_ms = 1000           ; batch: a commit is on disk within this (10..60000)
  *   queue_depth = 256
@@ -295,6 +297,10 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 		ret = parse_range(value, 1, 3600, &v, why, why_size);
 		if (!ret)
 			cfg->reclaim_grace_sec = (unsigned)v;
+	} else if (strcmp(key, "replicas") == 0) {
+		ret = parse_range(value, 1, RDMAFS_MAX_REPLICAS, &v, why, why_size);
+		if (!ret)
+			cfg->replicas = (unsigned)v;
 	} else if (strcmp(key, "metadata_sync") == 0) {
 		if (strcmp(value, "always") == 0 || strcmp(value, "batch") == 0) {
 			cfg->metadata_sync_always = strcmp(value, "always") == 0;

@@ -37,6 +37,7 @@ struct daemon_config {
 	unsigned workers;	    /* worker threads, each with its own io_uring */
 	unsigned meta_workers;	    /* metadata requests' threads; 0: the workers run them */
 	unsigned reclaim_grace_sec; /* metadata service: clients' time to reclaim handles */
+	unsigned replicas;	    /* metadata service: copies of each chunk of a new file [1] */
 	bool metadata_sync_always;  /* metadata_sync = always (else batch) */
 	unsigned metadata_sync_ms;  /* batch: how often what was committed is flushed */
 	unsigned queue_depth;	    /* requests queued for the workers, then -EBUSY */

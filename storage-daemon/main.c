@@ -59,6 +59,7 @@ static int open_metadata(const struct daemon_config *cfg, const struct datadir *
 {
 	struct meta_options mo = {.log = meta_log_bridge,
 				  .reclaim_grace_sec = cfg->reclaim_grace_sec,
+				  .replicas = cfg->replicas,
 				  .sync_always = cfg->metadata_sync_always,
 				  .sync_interval_ms = cfg->metadata_sync_ms};
 	char path[4096];

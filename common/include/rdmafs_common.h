@@ -2,8 +2,9 @@
 /*
  * librdmafs_common: what every program of rdmafs must agree on, written once.
  *
- *  - placement: which daemon of a file's layout holds chunk i (clients place
- *    chunks without asking anyone, so this formula is fixed forever);
+ *  - placement: which daemon of a file's layout holds chunk i, and which
+ *    daemons hold its replicas, in chain order (clients place chunks without
+ *    asking anyone, so this formula is fixed forever);
  *  - layout arithmetic: the limits of a layout and chunk counts;
  *  - crc32c: the checksum every chunk carries on the wire and on disk;
  *  - errno mapping: what a transport failure is to the caller of a client;
@@ -65,6 +66,24 @@ uint64_t rdmafs_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_ind
  */
 int rdmafs_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
 		       uint64_t chunk_index);
+
+/* Most copies of a chunk a layout may ask for (Layout.replicas). */
+#define RDMAFS_MAX_REPLICAS 4
+
+/*
+ * The chain of chunk @chunk_index of inode @ino: the @replicas daemons of
+ * @uuids[0..count-1] with the highest scores, in score order (ties as
+ * rdmafs_place_chunk() breaks them), their indexes into @uuids written to
+ * @out[0..n-1]. @out[0], the head, is rdmafs_place_chunk()'s answer, so a
+ * layout of one replica places every chunk where it always did. A layout
+ * gets no more replicas than it has daemons: n = min(@replicas, @count),
+ * and @replicas 0 counts as 1.
+ *
+ * Returns n, or -EINVAL when @count is 0, @uuids or @out is NULL, or
+ * @replicas is above RDMAFS_MAX_REPLICAS.
+ */
+int rdmafs_place_chain(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
+		       uint64_t chunk_index, uint32_t replicas, int *out);
 
 /* ---- layout arithmetic ---------------------------------------------------------- */
 

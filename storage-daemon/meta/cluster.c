@@ -617,6 +617,9 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 	in->r.placement = RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1;
 	for (uint32_t i = 0; i < in->r.stripe_width; i++)
 		memcpy(in->daemons[i], w.cand[i].uuid, RDMAFS_UUID_LEN);
+	/* two copies of a chunk are never on one daemon */
+	if (in->replicas > in->r.stripe_width)
+		in->replicas = in->r.stripe_width;
 	return 0;
 }
 

@@ -705,6 +705,8 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 		m->opts.chunk_size = META_DEFAULT_CHUNK_SIZE;
 	if (!m->opts.stripe_width)
 		m->opts.stripe_width = META_DEFAULT_STRIPE_WIDTH;
+	if (!m->opts.replicas || m->opts.replicas > RDMAFS_MAX_REPLICAS)
+		m->opts.replicas = 1;
 	if (m->opts.stripe_width > RDMAFS_MAX_STRIPE)
 		m->opts.stripe_width = RDMAFS_MAX_STRIPE;
 	if (!m->opts.heartbeat_timeout_sec)

@@ -30,9 +30,14 @@ typedef void (*meta_log_cb)(void *arg, enum meta_log_level level, const char *fm
 
 /* Every field may be 0 (or NULL) to take the default in brackets. */
 struct meta_options {
-	uint64_t map_size;		/* LMDB map size, the store's limit [4 GiB] */
-	uint32_t chunk_size;		/* chunk size of new files [1 MiB] */
-	uint32_t stripe_width;		/* daemons per new file, at most 64 [4] */
+	uint64_t map_size;     /* LMDB map size, the store's limit [4 GiB] */
+	uint32_t chunk_size;   /* chunk size of new files [1 MiB] */
+	uint32_t stripe_width; /* daemons per new file, at most 64 [4] */
+	/*
+	 * Copies of each chunk of a new file whose directory has no
+	 * rdmafs.replicas (META_XATTR_REPLICAS), 1..RDMAFS_MAX_REPLICAS [1]
+	 */
+	uint32_t replicas;
 	uint32_t heartbeat_timeout_sec; /* silence after which a daemon is DOWN [10] */
 	uint32_t heartbeat_interval_ms; /* told to daemons at REGISTER_DAEMON [2000] */
 	/*

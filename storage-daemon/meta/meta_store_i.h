@@ -11,7 +11,8 @@
  * LMDB file itself does):
  *
  *   counters  "format", "next_ino", ... (string key) -> uint64
- *   inodes    ino -> struct inode_rec, then stripe_width daemon UUIDs
+ *   inodes    ino -> struct inode_rec, then stripe_width daemon UUIDs, then (files
+ *             with more than one copy of each chunk only) a uint32 replica count
  *   dirents   (parent, name bytes) -> struct dirent_val
  *   dirpos    (parent, entry id) -> struct dirpos_val, then the name bytes
  *   symlinks  ino -> target bytes
@@ -113,7 +114,11 @@ struct inode {
 	uint64_t ino;
 	struct inode_rec r;
 	uint8_t daemons[RDMAFS_MAX_STRIPE][RDMAFS_UUID_LEN];
+	uint32_t replicas; /* regular files: Layout.replicas, 1..RDMAFS_MAX_REPLICAS */
 };
+
+/* The directory xattr whose value ("1".."4") new files and directories under it inherit. */
+#define META_XATTR_REPLICAS "rdmafs.replicas"
 
 struct dirent_val {
 	uint64_t ino;

@@ -179,6 +179,7 @@ int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout *
 	l->placement_seed = in->r.placement_seed;
 	l->placement = in->r.placement;
 	l->generation = in->r.layout_generation;
+	l->replicas = in->replicas > 1 ? in->replicas : 0;
 	l->daemons = meta_alloc(t, in->r.stripe_width * sizeof(*l->daemons));
 	if (!l->daemons)
 		return -ENOMEM;
@@ -236,6 +237,42 @@ static int empty_resp(struct meta_txn *t, ProtobufCMessage **resp)
  * A new inode numbered from the counter, owned by @uid:@gid, in directory
  * @dir (for the setgid inheritance) or NULL for the root. Counted, not stored.
  */
+/* A META_XATTR_REPLICAS value: "1" to RDMAFS_MAX_REPLICAS; 0 for anything else. */
+static uint32_t replicas_parse(const void *value, size_t len)
+{
+	const char *c = value;
+
+	return len == 1 && *c >= '1' && *c <= '0' + RDMAFS_MAX_REPLICAS ? (uint32_t)(*c - '0') : 0;
+}
+
+/*
+ * What a new inode under @dir inherits of META_XATTR_REPLICAS: a directory
+ * the xattr itself, a regular file its count (else the service's default).
+ */
+static int replicas_inherit(struct meta_txn *t, struct inode *in, const struct inode *dir)
+{
+	static const char name[] = META_XATTR_REPLICAS;
+	const void *value = NULL;
+	size_t len = 0;
+	int ret = -ENOENT;
+
+	in->replicas = t->m->opts.replicas;
+	if (dir)
+		ret = meta_store_xattr_get(t, dir->ino, (const uint8_t *)name, strlen(name), &value,
+					   &len);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	if (S_ISDIR(in->r.mode))
+		return meta_store_xattr_put(t, in->ino, (const uint8_t *)name, strlen(name), value,
+					    len);
+	/* setxattr checked it: a bad value is from a store edited by hand */
+	if (replicas_parse(value, len))
+		in->replicas = replicas_parse(value, len);
+	return 0;
+}
+
 static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *dir, uint32_t mode,
 		     uint32_t uid, uint32_t gid)
 {
@@ -267,7 +304,7 @@ static int new_inode(struct meta_txn *t, struct inode *in, const struct inode *d
 	set_ts(&in->r.atime_sec, &in->r.atime_nsec, &t->now);
 	in->r.mtime_sec = in->r.ctime_sec = in->r.atime_sec;
 	in->r.mtime_nsec = in->r.ctime_nsec = in->r.atime_nsec;
-	return 0;
+	return S_ISREG(mode) || S_ISDIR(mode) ? replicas_inherit(t, in, dir) : 0;
 }
 
 int meta_make_root(struct meta_txn *t)
@@ -1476,6 +1513,12 @@ static bool has_prefix(const ProtobufCBinaryData *name, const char *prefix)
 	return name->len >= len && memcmp(name->data, prefix, len) == 0;
 }
 
+static bool is_replicas(const ProtobufCBinaryData *name)
+{
+	return name->len == strlen(META_XATTR_REPLICAS) &&
+	       memcmp(name->data, META_XATTR_REPLICAS, name->len) == 0;
+}
+
 static int check_xattr_name(const ProtobufCBinaryData *name)
 {
 	if (name->len == 0 || name->len > META_XATTR_NAME_MAX)
@@ -1601,6 +1644,13 @@ int meta_op_setxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 	ret = meta_store_inode_get(t, req->ino, &in);
 	if (!ret)
 		ret = xattr_may(t, &in, &req->name, true);
+	if (!ret && is_replicas(&req->name)) {
+		/* a file's copies are fixed at create: a directory's say what its new files get */
+		if (!S_ISDIR(in.r.mode))
+			ret = -EPERM;
+		else if (!replicas_parse(req->value.data, req->value.len))
+			ret = -EINVAL;
+	}
 	if (ret)
 		return ret;
 	ret = meta_store_xattr_get(t, req->ino, req->name.data, req->name.len, &old, &old_len);
@@ -1640,6 +1690,7 @@ int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 	Rdmafs__GetxattrResp *out;
 	const void *value;
 	size_t len;
+	char digit;
 	struct inode in;
 	int ret;
 
@@ -1650,9 +1701,17 @@ int meta_op_getxattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCM
 		ret = xattr_may(t, &in, &req->name, false);
 	if (ret)
 		return ret;
-	ret = meta_store_xattr_get(t, req->ino, req->name.data, req->name.len, &value, &len);
-	if (ret)
-		return ret == -ENOENT ? -ENODATA : ret;
+	if (is_replicas(&req->name) && S_ISREG(in.r.mode)) {
+		/* a file's count is in its layout: what the directory said when it was made */
+		digit = (char)('0' + (in.replicas > 1 ? in.replicas : 1));
+		value = &digit;
+		len = 1;
+	} else {
+		ret = meta_store_xattr_get(t, req->ino, req->name.data, req->name.len, &value,
+					   &len);
+		if (ret)
+			return ret == -ENOENT ? -ENODATA : ret;
+	}
 	out = meta_alloc(t, sizeof(*out));
 	if (!out)
 		return -ENOMEM;

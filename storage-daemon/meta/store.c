@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lmdb_errno.h"
 #include "meta_store_lmdb_i.h"
@@ -155,15 +156,24 @@ int meta_store_counter_add(struct meta_txn *t, const char *name, int64_t delta)
 /* Decodes the inodes record @v of inode @ino into @out; -EIO (logged) when corrupt. */
 static int inode_decode(struct meta *m, uint64_t ino, const MDB_val *v, struct inode *out)
 {
+	size_t layout;
+
 	if (v->mv_size < sizeof(out->r))
 		goto corrupt;
 	out->ino = ino;
 	memcpy(&out->r, v->mv_data, sizeof(out->r));
+	layout = sizeof(out->r) + (size_t)out->r.stripe_width * RDMAFS_UUID_LEN;
 	if (out->r.stripe_width > RDMAFS_MAX_STRIPE ||
-	    v->mv_size != sizeof(out->r) + (size_t)out->r.stripe_width * RDMAFS_UUID_LEN)
+	    (v->mv_size != layout && v->mv_size != layout + sizeof(out->replicas)))
 		goto corrupt;
 	memcpy(out->daemons, (const uint8_t *)v->mv_data + sizeof(out->r),
 	       (size_t)out->r.stripe_width * RDMAFS_UUID_LEN);
+	/* records of files with one copy (and of every file older than replicas) end there */
+	out->replicas = 1;
+	if (v->mv_size > layout)
+		memcpy(&out->replicas, (const uint8_t *)v->mv_data + layout, sizeof(out->replicas));
+	if (out->replicas < 1 || out->replicas > RDMAFS_MAX_REPLICAS)
+		goto corrupt;
 	return 0;
 corrupt:
 	meta_log(m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
@@ -196,7 +206,9 @@ int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 {
 	uint8_t key[8];
 	size_t layout = (size_t)in->r.stripe_width * RDMAFS_UUID_LEN;
-	MDB_val k = {sizeof(key), key}, v = {sizeof(in->r) + layout, NULL};
+	bool copies = S_ISREG(in->r.mode) && in->replicas > 1;
+	MDB_val k = {sizeof(key), key},
+		v = {sizeof(in->r) + layout + (copies ? sizeof(in->replicas) : 0), NULL};
 	int rc;
 
 	put_be64(key, in->ino);
@@ -205,6 +217,9 @@ int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 		return lmdb_errno(rc);
 	memcpy(v.mv_data, &in->r, sizeof(in->r));
 	memcpy((uint8_t *)v.mv_data + sizeof(in->r), in->daemons, layout);
+	if (copies)
+		memcpy((uint8_t *)v.mv_data + sizeof(in->r) + layout, &in->replicas,
+		       sizeof(in->replicas));
 	return 0;
 }
 

@@ -149,6 +149,7 @@ meta_workers = 300
 reclaim_grace = 0
 metadata_sync = sometimes
 metadata_sync_ms = 5
+replicas = 9
 [store]
 path = /x
 EOF
@@ -165,12 +166,13 @@ bad_lines=(
 	"bad.conf:13: unknown key 'colour' in [daemon]"
 	"bad.conf:14: name = : must not be empty"
 	"bad.conf:15: line longer than 198 characters"
-	"bad.conf:22: 'path' is in unknown section [store] (only [daemon] is known)"
+	"bad.conf:23: 'path' is in unknown section [store] (only [daemon] is known)"
 	"bad.conf:16: syntax error: want key = value, [section] or a comment"
 	"bad.conf:17: meta_workers = 300: must be 0..256"
 	"bad.conf:18: reclaim_grace = 0: must be 1..3600"
 	"bad.conf:19: metadata_sync = sometimes: must be always or batch"
 	"bad.conf:20: metadata_sync_ms = 5: must be 10..60000"
+	"bad.conf:21: replicas = 9: must be 1..4"
 	"rdmafs-daemon: --workers 65: must be 1..64"
 	"rdmafs-daemon: nothing to listen on: set listen or --listen"
 )

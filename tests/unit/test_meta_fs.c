@@ -1248,6 +1248,61 @@ static void test_xattrs(void **state)
 	assert_int_equal(tm_listxattr(e->m, NULL, ino, buf, sizeof(buf)), -ENOENT);
 }
 
+/*
+ * Replicas: a directory's rdmafs.replicas is what its new files get (fixed
+ * in their layouts) and what its new directories inherit; never more copies
+ * than the layout has daemons; the service's default for the rest; kept
+ * across a restart.
+ */
+static void test_replicas(void **state)
+{
+	struct tm_env *e = *state, four;
+	struct tm_attr d, sub, f;
+	char buf[8];
+	int64_t plain = tm_mkfile(e->m, NULL, ROOT, "plain", 0644);
+
+	assert_true(plain > 0);
+	assert_int_equal(tm_getattr(e->m, NULL, (uint64_t)plain, &f), 0);
+	assert_int_equal(f.replicas, 0);
+	assert_int_equal(
+		tm_getxattr(e->m, NULL, (uint64_t)plain, "rdmafs.replicas", buf, sizeof(buf)), 1);
+	assert_string_equal(buf, "1");
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "d", 0755, &d), 0);
+	/* a value is 1..4; a file's count is fixed; others may not set it */
+	assert_int_equal(tm_setxattr(e->m, NULL, d.ino, "rdmafs.replicas", "5", 1, 0), -EINVAL);
+	assert_int_equal(tm_setxattr(e->m, NULL, d.ino, "rdmafs.replicas", "22", 2, 0), -EINVAL);
+	assert_int_equal(tm_setxattr(e->m, NULL, d.ino, "rdmafs.replicas", "0", 1, 0), -EINVAL);
+	assert_int_equal(tm_setxattr(e->m, NULL, (uint64_t)plain, "rdmafs.replicas", "2", 1, 0),
+			 -EPERM);
+	assert_int_equal(tm_setxattr(e->m, NULL, d.ino, "rdmafs.replicas", "2", 1, 0), 0);
+	assert_int_equal(tm_create(e->m, NULL, d.ino, "f", 0644, true, O_RDWR, &f, NULL, NULL), 0);
+	assert_int_equal(f.replicas, 2);
+	assert_int_equal(tm_mkdir(e->m, NULL, d.ino, "sub", 0755, &sub), 0);
+	assert_int_equal(tm_getxattr(e->m, NULL, sub.ino, "rdmafs.replicas", buf, sizeof(buf)), 1);
+	assert_memory_equal(buf, "2", 1);
+	/* 3 daemons: at most 3 copies */
+	assert_int_equal(tm_setxattr(e->m, NULL, sub.ino, "rdmafs.replicas", "4", 1, 0), 0);
+	assert_int_equal(tm_mknod(e->m, NULL, sub.ino, "g", S_IFREG | 0644, 0, &f), 0);
+	assert_int_equal(f.replicas, 3);
+	assert_int_equal(tm_getxattr(e->m, NULL, f.ino, "rdmafs.replicas", buf, sizeof(buf)), 1);
+	assert_memory_equal(buf, "3", 1);
+	tm_reopen(e);
+	assert_int_equal(tm_lookup(e->m, NULL, sub.ino, "g", &f), 0);
+	assert_int_equal(f.replicas, 3);
+	assert_int_equal(tm_lookup(e->m, NULL, d.ino, "f", &f), 0);
+	assert_int_equal(f.replicas, 2);
+	/* the service's default, for a directory that says nothing */
+	tm_setup_with(&four, 4, &(struct meta_options){.replicas = 3});
+	assert_int_equal(tm_create(four.m, NULL, ROOT, "f", 0644, true, O_RDWR, &f, NULL, NULL), 0);
+	assert_int_equal(f.replicas, 3);
+	assert_int_equal(tm_mkdir(four.m, NULL, ROOT, "one", 0755, &d), 0);
+	assert_int_equal(tm_setxattr(four.m, NULL, d.ino, "rdmafs.replicas", "1", 1, 0), 0);
+	assert_int_equal(tm_create(four.m, NULL, d.ino, "f", 0644, true, O_RDWR, &f, NULL, NULL),
+			 0);
+	assert_int_equal(f.replicas, 0);
+	tm_teardown(&four);
+}
+
 static void test_update_size(void **state)
 {
 	struct tm_env *e = *state;
@@ -1824,6 +1879,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_statfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_xattrs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_acl_sets_mode, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replicas, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_update_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),

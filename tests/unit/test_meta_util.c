@@ -152,6 +152,7 @@ static void copy_attr(struct tm_attr *a, const Rdmafs__Attr *src, const Rdmafs__
 	a->atime_nsec = src->atime->nsec;
 	if (l) {
 		a->stripe_width = l->stripe_width;
+		a->replicas = l->replicas;
 		a->chunk_size = l->chunk_size;
 		assert_int_equal(l->n_daemons, l->stripe_width);
 	}

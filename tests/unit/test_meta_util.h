@@ -35,6 +35,7 @@ struct tm_attr {
 	uint32_t mtime_nsec, ctime_nsec, atime_nsec;
 	uint32_t stripe_width; /* 0: no layout in the reply */
 	uint32_t chunk_size;
+	uint32_t replicas; /* Layout.replicas: 0 (one copy) or 2.. */
 };
 
 /* Silent unless TEST_META_VERBOSE is set. */
