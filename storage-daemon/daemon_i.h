@@ -19,6 +19,8 @@
 struct xprt_ctx;
 struct xprt_pool;
 struct xprt_req;
+struct xprt_buf;
+struct Rdmafs__ChunkWriteReq;
 
 /* ---- configuration (config.c) ---- */
 
@@ -394,6 +396,35 @@ bool keyring_revoked(struct keyring *kr, uint64_t serial);
 /* The transport's identity check (xprt_identity_cb): -EKEYREVOKED or 0; @arg is the keyring. */
 int keyring_check(const struct xprt_identity *id, void *arg);
 
+/* ---- chain replication (chain.c) ---- */
+
+/* The connections a daemon forwards replicated writes on, one per peer it met. */
+struct chain;
+
+int chain_create(struct xprt_ctx *ctx, struct chain **out);
+/* Closes the connections; no chain_forward() may run. */
+void chain_destroy(struct chain *c);
+
+/*
+ * The hop field of the CHUNK_WRITE request @body (@len bytes) without
+ * unpacking it, for choosing its lane before a worker does: 0 for a
+ * client's request, and for one that does not parse (its worker refuses it).
+ */
+unsigned chain_write_hop(const void *body, size_t len);
+
+/*
+ * Sends the CHUNK_WRITE @m, stored here, on to @m->chain[0] (n_chain >= 1),
+ * with the rest of the chain, hop + 1, and the @m->length bytes at @payload
+ * in @buf (a pool buffer registered for remote read) for it to pull, and
+ * waits for the answer (the context's call timeout). A connection to each
+ * peer is kept; one that timed out is reset, since the peer may still read
+ * @buf. Returns 0 once every later daemon of the chain stored the write, the
+ * first error along the chain, or a transport error reaching the next one
+ * (logged).
+ */
+int chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, struct xprt_buf *buf,
+		  const void *payload);
+
 /* ---- server (server.c) ---- */
 
 struct server;
@@ -417,6 +448,11 @@ struct server_params {
 	 * the next one (deterministic, and no hand-off per input).
 	 */
 	bool no_threads;
+	/*
+	 * Refuse a replicated write (-EOPNOTSUPP) instead of forwarding it:
+	 * the fuzz target's inputs name peers that must not be dialled.
+	 */
+	bool no_chain;
 };
 
 /*

@@ -100,7 +100,13 @@ struct queued {
 	uint64_t start_ns;
 };
 
-enum { LANE_DATA, LANE_META, LANES };
+/*
+ * A replicated write forwarded to this daemon (ChunkWriteReq.hop h > 0) runs
+ * in lane LANE_HOP1 + h - 1: a worker forwarding at hop h waits only for
+ * hop h + 1's workers, never for its own lane's, so chains that cross each
+ * other never wait in a circle.
+ */
+enum { LANE_DATA, LANE_META, LANE_HOP1, LANES = LANE_HOP1 + RDMAFS_MAX_REPLICAS - 1 };
 
 struct lane {
 	pthread_cond_t cond; /* a request queued, or the server stops */
@@ -151,8 +157,9 @@ struct server {
 	uint8_t uuid[16];
 	uint32_t max_chunk_size;
 	struct xprt_pool *pool;
+	struct chain *chain; /* where replicated writes go on to; NULL: refused */
 
-	pthread_mutex_t lock; /* guards both lanes' queues and stopping */
+	pthread_mutex_t lock; /* guards the lanes' queues and stopping */
 	struct lane lanes[LANES];
 	bool stopping;
 	/* what runs a quick metadata read on the receiving thread; its lock taken with trylock */
@@ -277,8 +284,22 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		ret = -EINVAL;
 		goto out_free;
 	}
-	/* RDMA, or a wait for the disk (O_SYNC): not on the receiving thread */
-	if (on_receipt(w) && (!m->data.len || m->commit)) {
+	/* a hop at most per replica after the head; the chain says where the write goes on */
+	if (m->hop + m->n_chain >= RDMAFS_MAX_REPLICAS) {
+		ret = -EINVAL;
+		goto out_free;
+	}
+	if (m->n_chain && !srv->chain) {
+		ret = -EOPNOTSUPP;
+		goto out_free;
+	}
+	/* meant for another daemon (a client's stale map): nothing stored */
+	if (m->to.len && (m->to.len != RDMAFS_UUID_LEN || memcmp(m->to.data, srv->uuid, 16))) {
+		ret = -ESTALE;
+		goto out_free;
+	}
+	/* RDMA, a wait for the disk (O_SYNC) or for the next daemon: not on the receiving thread */
+	if (on_receipt(w) && (!m->data.len || m->commit || m->n_chain)) {
 		ret = -EAGAIN;
 		goto out_free;
 	}
@@ -323,6 +344,12 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	if (ret)
 		goto out_free;
 	STAT_ADD(srv->bytes_written, m->length);
+	/* the chain's answer is ours: every daemon after this one stored it too */
+	if (m->n_chain) {
+		ret = chain_forward(srv->chain, m, w->buf, payload);
+		if (ret)
+			goto out_free;
+	}
 	resp.chunk_length = info.length;
 	resp.version = info.version;
 	ret = pack_reply(w, &resp.base, reply_len);
@@ -1111,24 +1138,39 @@ static bool quick_run(struct server *srv, struct xprt_req *req)
 	return done;
 }
 
-/* The lane of @method: metadata to its own lane where one runs, the rest to the data lane. */
-static struct lane *lane_of(struct server *srv, uint32_t method)
+/*
+ * The lane of @req: metadata to its own lane where one runs, a forwarded
+ * write to its hop's, the rest to the data lane.
+ */
+static struct lane *lane_of(struct server *srv, struct xprt_req *req)
 {
 	struct lane *meta = &srv->lanes[LANE_META];
+	uint32_t method = xprt_req_method(req);
+	size_t len;
+	const void *body;
+	unsigned hop;
 
 	if (meta->worker_count && meta_handles_method(method))
 		return meta;
+	if (method == RDMAFS__METHOD__METHOD_CHUNK_WRITE) {
+		body = xprt_req_body(req, &len);
+		hop = chain_write_hop(body, len);
+		/* a hop past the last is refused by its worker (do_write()) */
+		if (hop > 0 && hop < RDMAFS_MAX_REPLICAS)
+			return &srv->lanes[LANE_HOP1 + hop - 1];
+	}
 	return &srv->lanes[LANE_DATA];
 }
 
 void server_request_cb(struct xprt_req *req, void *arg)
 {
 	struct server *srv = arg;
-	struct lane *lane = lane_of(srv, xprt_req_method(req));
+	struct lane *lane;
 	int status = 0;
 
 	if (quick_run(srv, req))
 		return;
+	lane = lane_of(srv, req);
 	pthread_mutex_lock(&srv->lock);
 	if (srv->stopping) {
 		status = -ESHUTDOWN;
@@ -1187,7 +1229,7 @@ static int lane_start(struct server *srv, struct lane *lane, unsigned workers, u
 int server_create(const struct server_params *p, struct server **out)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
-	unsigned meta_workers = p->meta ? p->meta_workers : 0;
+	unsigned meta_workers = p->meta ? p->meta_workers : 0, buffers;
 	int ret;
 
 	if (!srv)
@@ -1210,13 +1252,20 @@ int server_create(const struct server_params *p, struct server **out)
 		ret = -ENOMEM;
 		goto err_free;
 	}
-	/* The daemon's memory is never exposed: local access only. One buffer for the quick worker.
+	/*
+	 * A buffer per worker of the data lane and of each hop's lane, and one
+	 * for the quick worker. Peers may read them (remote read, never write):
+	 * a daemon forwarding a replicated write lends its buffer to the next
+	 * daemon of the chain, which pulls the data from it (chain.c).
 	 */
-	ret = xprt_pool_create(p->ctx, p->max_chunk_size, p->workers + 1, XPRT_ACCESS_LOCAL,
-			       &srv->pool);
+	buffers = p->workers * (1 + LANES - LANE_HOP1) + 1;
+	ret = p->no_chain ? 0 : chain_create(p->ctx, &srv->chain);
+	if (!ret)
+		ret = xprt_pool_create(p->ctx, p->max_chunk_size, buffers, XPRT_ACCESS_REMOTE_READ,
+				       &srv->pool);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot create the buffer pool (%u x %u bytes): %s",
-			   p->workers + 1, p->max_chunk_size, xprt_strerror(ret));
+			   buffers, p->max_chunk_size, xprt_strerror(ret));
 		goto err_free;
 	}
 	ret = xprt_pool_get(srv->pool, 0, &srv->quick.buf);
@@ -1229,6 +1278,9 @@ int server_create(const struct server_params *p, struct server **out)
 			 !p->no_threads);
 	if (!ret && meta_workers)
 		ret = lane_start(srv, &srv->lanes[LANE_META], meta_workers, p->queue_depth, false,
+				 !p->no_threads);
+	for (unsigned l = LANE_HOP1; l < LANES && !ret; l++)
+		ret = lane_start(srv, &srv->lanes[l], p->workers, p->queue_depth, true,
 				 !p->no_threads);
 	if (ret)
 		goto err_stop;
@@ -1276,6 +1328,9 @@ void server_stop(struct server *srv)
 			w->buf = NULL;
 		}
 	}
+	/* no worker forwards any more */
+	chain_destroy(srv->chain);
+	srv->chain = NULL;
 	xprt_pool_destroy(srv->pool);
 	srv->pool = NULL;
 }
@@ -1294,6 +1349,7 @@ void server_destroy(struct server *srv)
 		pthread_cond_destroy(&lane->cond);
 	}
 	free(srv->quick.reply);
+	chain_destroy(srv->chain); /* server_stop() did, unless server_create() failed first */
 	pthread_mutex_destroy(&srv->quick_lock);
 	pthread_mutex_destroy(&srv->scrub.lock);
 	pthread_mutex_destroy(&srv->lock);

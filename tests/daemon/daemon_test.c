@@ -2022,6 +2022,159 @@ static int test_inline(void)
 	return 0;
 }
 
+/* ---- chain: a replicated write goes on from daemon to daemon (chain.c) ---- */
+
+/* The UUID of daemon @d, from its data directory's format marker. */
+static void daemon_uuid(const struct daemon_proc *d, uint8_t *out)
+{
+	char path[400], line[128];
+	unsigned v[16];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/rdmafs-format", d->data_dir);
+	f = fopen(path, "r");
+	if (!f)
+		check_error("cannot read %s: %s", path, strerror(errno));
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "uuid %2x%2x%2x%2x-%2x%2x-%2x%2x-%2x%2x-%2x%2x%2x%2x%2x%2x",
+			       &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9],
+			       &v[10], &v[11], &v[12], &v[13], &v[14], &v[15]) == 16;
+	fclose(f);
+	if (!found)
+		check_error("no uuid line in %s", path);
+	for (int i = 0; i < 16; i++)
+		out[i] = (uint8_t)v[i];
+}
+
+/*
+ * A CHUNK_WRITE of the first @length bytes of @r's buffer to chunk @ino/0,
+ * inline when @inl, forwarded along @hops (@n of them, each a daemon of
+ * @d[] by index), meant for @to (NULL: whoever gets it), at hop @hop.
+ */
+static int chain_write(struct raw *r, uint64_t ino, uint32_t length, bool inl,
+		       const struct daemon_proc *d, uint8_t (*uuids)[16], const int *hops, size_t n,
+		       const uint8_t *to, uint32_t hop)
+{
+	Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
+	Rdmafs__ChainHop chain[3], *list[3];
+	uint8_t *data = xprt_buf_data(r->buf);
+	struct xprt_desc desc;
+
+	REQUIRE(n <= 3, "at most 3 hops");
+	REQUIRE(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), data, MiB, &desc) == 0, "desc");
+	for (size_t i = 0; i < n; i++) {
+		rdmafs__chain_hop__init(&chain[i]);
+		chain[i].uuid.data = uuids[hops[i]];
+		chain[i].uuid.len = 16;
+		chain[i].uri = (char *)d[hops[i]].uri;
+		list[i] = &chain[i];
+	}
+	cid.inode = ino;
+	bd.addr = desc.addr;
+	bd.len = length;
+	bd.rkey = desc.rkey;
+	req.chunk = &cid;
+	req.length = length;
+	req.crc32c = rdmafs_crc32c(data, length);
+	req.buf = &bd;
+	req.chunk_size = MiB;
+	req.chain = list;
+	req.n_chain = n;
+	req.hop = hop;
+	if (inl) {
+		req.data.data = data;
+		req.data.len = length;
+	}
+	if (to) {
+		req.to.data = (uint8_t *)to;
+		req.to.len = 16;
+	}
+	return raw_call(r, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base);
+}
+
+/* Whether chunk @ino/0 on @c holds exactly the first @length bytes of @want. */
+static bool chunk_holds(struct rfs_daemon *c, uint64_t ino, const uint8_t *want, uint32_t length)
+{
+	static uint8_t got[MiB];
+	uint32_t bytes = 0, clen = 0;
+	int ret = rfs_chunk_read(c, (struct rfs_chunk_id){ino, 0, 0}, 0, got, MiB, &bytes, &clen);
+
+	if (ret)
+		check_error("reading chunk %llx back: %s", (unsigned long long)ino, strerror(-ret));
+	return clen == length && bytes == length && memcmp(got, want, length) == 0;
+}
+
+/*
+ * Three daemons: a write sent to the first with a chain of the other two is
+ * stored by all three before it is answered, inline and by RDMA (each hop
+ * pulls from the previous daemon's buffer); one meant for another daemon,
+ * or past the last hop, is refused and stores nothing; a chain whose next
+ * daemon is gone fails the write, in bounded time.
+ */
+static int test_chain(void)
+{
+	static const uint32_t sizes[] = {3000, 300000};
+	static const int both[] = {1, 2};
+	struct daemon_proc d[3];
+	struct rfs_daemon *c[3];
+	uint8_t uuids[3][16], *want = malloc(MiB);
+	struct raw r;
+	uint64_t start;
+	int ret;
+
+	REQUIRE(want, "malloc");
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "chain%d", i);
+		REQUIRE(daemon_start(&d[i], data_path(name), NULL) == 0, "daemon %d start", i);
+		c[i] = client_of(&d[i], MiB);
+		daemon_uuid(&d[i], uuids[i]);
+	}
+	raw_open(&r, &d[0]);
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		uint32_t n = sizes[s];
+		bool inl = n <= 4000; /* raw_call()'s request holds 4 KiB */
+
+		fill_pattern(xprt_buf_data(r.buf), n, 90 + s);
+		memcpy(want, xprt_buf_data(r.buf), n);
+		ret = chain_write(&r, 0x70 + s, n, inl, d, uuids, both, 2, uuids[0], 0);
+		CHECK(ret == 0, "%u bytes (%s) through a chain of 3: %d", n,
+		      inl ? "inline" : "RDMA", ret);
+		for (int i = 0; i < 3; i++)
+			CHECK(chunk_holds(c[i], 0x70 + s, want, n),
+			      "%u bytes: daemon %d holds them", n, i);
+	}
+	/* meant for daemon 1: daemon 0 stores nothing, nor does the chain */
+	fill_pattern(xprt_buf_data(r.buf), 3000, 99);
+	ret = chain_write(&r, 0x72, 3000, true, d, uuids, both, 2, uuids[1], 0);
+	CHECK(ret == -ESTALE, "a write meant for another daemon: %d, want -ESTALE", ret);
+	for (int i = 0; i < 3; i++)
+		CHECK(chunk_holds(c[i], 0x72, want, 0), "nothing stored on daemon %d", i);
+	/* hop 2 with two more to go would be a fifth copy */
+	ret = chain_write(&r, 0x72, 3000, true, d, uuids, both, 2, NULL, 2);
+	CHECK(ret == -EINVAL, "a chain past the most replicas: %d, want -EINVAL", ret);
+	/* the last daemon gone: the write fails, once its connection is refused */
+	REQUIRE(WEXITSTATUS(daemon_stop(&d[2], SIGTERM)) == 0, "daemon 2 stop");
+	rfs_daemon_close(c[2]);
+	start = harness_now_ms();
+	ret = chain_write(&r, 0x73, 300000, false, d, uuids, both, 2, NULL, 0);
+	CHECK(ret != 0, "a write whose chain's tail is gone fails: %d", ret);
+	CHECK(harness_now_ms() - start < 30000, "and answers within 30 s: %llu ms",
+	      (unsigned long long)(harness_now_ms() - start));
+	raw_close(&r);
+	for (int i = 0; i < 2; i++) {
+		rfs_daemon_close(c[i]);
+		REQUIRE(WEXITSTATUS(daemon_stop(&d[i], SIGTERM)) == 0, "daemon %d stop", i);
+	}
+	free(want);
+	printf("chain: writes stored along a chain of 3 before the answer, inline and by RDMA\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -2036,6 +2189,7 @@ int main(int argc, char **argv)
 		{"config", test_config},       {"malformed", test_malformed},
 		{"fence", test_fence},	       {"handles", test_handles},
 		{"inline", test_inline},       {"receipt", test_receipt},
+		{"chain", test_chain},
 	};
 
 	if (argc != 4)

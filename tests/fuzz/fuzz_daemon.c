@@ -478,6 +478,7 @@ static void setup_once(void)
 	sp.queue_depth = QUEUE_DEPTH;
 	sp.max_chunk_size = MAX_CHUNK;
 	sp.no_threads = true;
+	sp.no_chain = true;
 	if (server_create(&sp, &srv))
 		abort();
 	listener.ctx = ctx;

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Chain replication's daemon-to-daemon half (docs/replication.md, "A
+ * write"): a CHUNK_WRITE stored here goes on to the next daemon of its chain,
+ * which pulls the data from this daemon's registered buffer with one-sided
+ * RDMA READ as this daemon pulled it from its predecessor, checks its crc32c
+ * and stores it; the answer comes back up. See daemon_i.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xprt.h"
+#include "rdmafs.pb-c.h"
+#include "daemon_i.h"
+
+/* Daemons one daemon forwards to: every other daemon of a layout, at most. */
+#define CHAIN_PEERS_MAX RDMAFS_MAX_STRIPE
+/* A ChunkWriteResp, with room to spare. */
+#define CHAIN_REPLY_MAX 256u
+
+struct chain_peer {
+	char *uri;
+	struct xprt_conn *conn; /* NULL while none is made */
+};
+
+struct chain {
+	struct xprt_ctx *ctx;
+	pthread_mutex_t lock; /* guards peers (not the calls on their connections) */
+	struct chain_peer peers[CHAIN_PEERS_MAX];
+	unsigned count;
+};
+
+int chain_create(struct xprt_ctx *ctx, struct chain **out)
+{
+	struct chain *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->ctx = ctx;
+	pthread_mutex_init(&c->lock, NULL);
+	*out = c;
+	return 0;
+}
+
+void chain_destroy(struct chain *c)
+{
+	if (!c)
+		return;
+	for (unsigned i = 0; i < c->count; i++) {
+		xprt_conn_close(c->peers[i].conn);
+		free(c->peers[i].uri);
+	}
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* Reads a protobuf varint at *@p (below @end); false when it runs past @end or 10 bytes. */
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; *p < end && shift < 70; shift += 7) {
+		uint8_t b = *(*p)++;
+
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+unsigned chain_write_hop(const void *body, size_t len)
+{
+	const uint8_t *p = body, *end = p + len;
+	uint64_t tag, v;
+
+	/* top-level fields only; the last hop field wins, as protobuf says */
+	unsigned hop = 0;
+
+	while (p < end && varint(&p, end, &tag)) {
+		switch (tag & 7) {
+		case 0: /* varint */
+			if (!varint(&p, end, &v))
+				return 0;
+			if (tag >> 3 == 12) /* ChunkWriteReq.hop */
+				hop = v > UINT32_MAX ? UINT32_MAX : (unsigned)v;
+			break;
+		case 1: /* 64-bit */
+			if (end - p < 8)
+				return 0;
+			p += 8;
+			break;
+		case 2: /* length-delimited */
+			if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
+				return 0;
+			p += v;
+			break;
+		case 5: /* 32-bit */
+			if (end - p < 4)
+				return 0;
+			p += 4;
+			break;
+		default:
+			return 0;
+		}
+	}
+	return hop;
+}
+
+/*
+ * A connection to @uri: the one kept, or a new one (made outside the lock, so
+ * a peer that does not answer delays only the writes that go to it). *@kept
+ * says whether it is kept (drop it with xprt_conn_put()) or the caller's own
+ * (no room to keep it: xprt_conn_close()).
+ */
+static int peer_get(struct chain *c, const char *uri, struct xprt_conn **out, bool *kept)
+{
+	struct xprt_conn *conn = NULL, *spare = NULL;
+	struct chain_peer *p = NULL;
+	int ret;
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->count && !p; i++)
+		if (strcmp(c->peers[i].uri, uri) == 0)
+			p = &c->peers[i];
+	if (p && p->conn && xprt_conn_alive(p->conn)) {
+		conn = p->conn;
+		xprt_conn_get(conn);
+	}
+	pthread_mutex_unlock(&c->lock);
+	*kept = true;
+	if (conn) {
+		*out = conn;
+		return 0;
+	}
+	ret = xprt_connect(c->ctx, uri, &conn);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&c->lock);
+	if (!p && c->count < CHAIN_PEERS_MAX) {
+		p = &c->peers[c->count];
+		p->uri = strdup(uri);
+		p->conn = NULL;
+		if (p->uri)
+			c->count++;
+		else
+			p = NULL;
+	}
+	if (p && p->conn && xprt_conn_alive(p->conn)) {
+		/* another thread made one meanwhile: use it, ours goes */
+		spare = conn;
+		conn = p->conn;
+		xprt_conn_get(conn);
+	} else if (p) {
+		spare = p->conn; /* a dead one, or none */
+		p->conn = conn;
+		xprt_conn_get(conn);
+	} else {
+		*kept = false;
+	}
+	pthread_mutex_unlock(&c->lock);
+	xprt_conn_close(spare);
+	*out = conn;
+	return 0;
+}
+
+int chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, struct xprt_buf *buf,
+		  const void *payload)
+{
+	Rdmafs__ChunkWriteReq fwd = *m;
+	Rdmafs__BufferDesc desc = RDMAFS__BUFFER_DESC__INIT;
+	const Rdmafs__ChainHop *next = m->chain[0];
+	uint8_t reply[CHAIN_REPLY_MAX], *req;
+	Rdmafs__ChunkWriteResp *resp;
+	struct xprt_conn *conn;
+	struct xprt_desc d;
+	size_t reply_len;
+	bool kept;
+	int ret;
+
+	if (!next->uri || !*next->uri || next->uuid.len != RDMAFS_UUID_LEN)
+		return -EINVAL;
+	ret = peer_get(c, next->uri, &conn, &kept);
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_WARN, "chain: cannot reach %s: %s", next->uri,
+			   xprt_strerror(ret));
+		return ret;
+	}
+	ret = xprt_mr_desc(conn, xprt_buf_mr(buf), payload, m->length, &d);
+	if (ret)
+		goto out;
+	desc.addr = d.addr;
+	desc.rkey = d.rkey;
+	desc.len = m->length;
+	fwd.buf = &desc;
+	fwd.chain = m->chain + 1;
+	fwd.n_chain = m->n_chain - 1;
+	fwd.hop = m->hop + 1;
+	fwd.to = next->uuid;
+	req = malloc(rdmafs__chunk_write_req__get_packed_size(&fwd));
+	if (!req) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = xprt_call(conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, req,
+			rdmafs__chunk_write_req__pack(&fwd, req), reply, sizeof(reply), &reply_len,
+			0);
+	free(req);
+	if (ret == -ETIMEDOUT) {
+		/* the peer may still read our buffer, which the next request reuses */
+		xprt_conn_reset(conn);
+	}
+	if (!ret) {
+		resp = rdmafs__chunk_write_resp__unpack(NULL, reply_len, reply);
+		if (!resp)
+			ret = -EBADMSG;
+		rdmafs__chunk_write_resp__free_unpacked(resp, NULL);
+	}
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "chain: chunk %016" PRIx64 "/%016" PRIx64 " not stored by %s: %s",
+			   m->chunk->inode, m->chunk->index, next->uri, xprt_strerror(ret));
+out:
+	if (kept)
+		xprt_conn_put(conn);
+	else
+		xprt_conn_close(conn);
+	return ret;
+}
