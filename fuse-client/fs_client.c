@@ -991,6 +991,9 @@ int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out)
 	out->stripe_width = pb->stripe_width;
 	out->seed = pb->placement_seed;
 	out->generation = pb->generation;
+	if (pb->replicas > RDMAFS_MAX_REPLICAS)
+		return -EPROTO;
+	out->replicas = pb->replicas ? pb->replicas : 1;
 	return 0;
 }
 
@@ -1068,7 +1071,9 @@ static int fence_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout,
 	}
 }
 
-int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t index)
+_Static_assert(RFS_MAX_REPLICAS == RDMAFS_MAX_REPLICAS, "rdmafs_fs.h's copy of the limit");
+
+int rfs_layout_chain(const struct rfs_layout *layout, uint64_t ino, uint64_t index, int *out)
 {
 	const uint8_t *uuids[RFS_MAX_STRIPE];
 
@@ -1076,17 +1081,43 @@ int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t ind
 		return -EINVAL;
 	for (uint32_t i = 0; i < layout->stripe_width; i++)
 		uuids[i] = layout->daemons[i];
-	return rdmafs_place_chunk(uuids, layout->stripe_width, layout->seed, ino, index);
+	return rdmafs_place_chain(uuids, layout->stripe_width, layout->seed, ino, index,
+				  layout->replicas, out);
 }
 
-static bool peer_removed(struct rfs_peer *p)
+int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t index)
+{
+	int chain[RFS_MAX_REPLICAS], ret = rfs_layout_chain(layout, ino, index, chain);
+
+	return ret < 0 ? ret : chain[0];
+}
+
+/* The daemons of chunk @index's chain, as a mask of @layout's daemons[] indexes. */
+static int chain_mask(const struct rfs_layout *layout, uint64_t ino, uint64_t index, uint64_t *mask)
+{
+	int chain[RFS_MAX_REPLICAS], n = rfs_layout_chain(layout, ino, index, chain);
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
+		*mask |= 1ull << chain[i];
+	return 0;
+}
+
+/* The DaemonState of @p in the last map. */
+static int peer_state(struct rfs_peer *p)
 {
 	int state;
 
 	pthread_mutex_lock(&p->lock);
 	state = p->state;
 	pthread_mutex_unlock(&p->lock);
-	return state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED;
+	return state;
+}
+
+static bool peer_removed(struct rfs_peer *p)
+{
+	return peer_state(p) == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED;
 }
 
 /*
@@ -1317,11 +1348,44 @@ struct piece {
 	uint64_t index;
 	uint32_t off, len;
 	size_t pos; /* in the caller's buffer */
-	int daemon; /* index in the layout */
+	int daemon; /* index in the layout: a write's head, the replica a read asks */
+	int chain[RFS_MAX_REPLICAS]; /* the chunk's chain (rfs_layout_chain()) */
+	int chain_len;
+	int replica; /* a read: which of chain[] it asks now */
 	struct xprt_buf *buf;
 	int tries;
 	bool done;
 };
+
+/*
+ * The first daemon of @p's chain the map does not say is DOWN (the head when
+ * all are): where a read goes first, and a write (which goes to the head).
+ */
+static int first_replica(struct rfs *fs, const struct rfs_layout *layout, struct piece *p)
+{
+	for (p->replica = 0; p->replica < p->chain_len; p->replica++) {
+		struct rfs_peer *peer = find_daemon(fs, layout->daemons[p->chain[p->replica]]);
+
+		if (!peer || peer_state(peer) != RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN)
+			return p->chain[p->replica];
+	}
+	p->replica = 0;
+	return p->chain[0];
+}
+
+/*
+ * A read of @p failed with @err on its replica: moves it to the next one of
+ * its chain, if any is left, and says so. A fence (-ESTALE) is the file's,
+ * not the replica's: it refetches the layout instead.
+ */
+static bool next_replica(struct piece *p, int err)
+{
+	if (err == -ESTALE || p->replica + 1 >= p->chain_len)
+		return false;
+	p->replica++;
+	p->daemon = p->chain[p->replica];
+	return true;
+}
 
 /* Cuts [off, off + len) at chunk and buffer boundaries; *@out is calloc()ed. */
 static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, uint64_t off,
@@ -1351,12 +1415,13 @@ static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, 
 		p->off = coff;
 		p->len = (uint32_t)take;
 		p->pos = pos;
-		d = rfs_layout_place(layout, ino, p->index);
+		d = rfs_layout_chain(layout, ino, p->index, p->chain);
 		if (d < 0) {
 			free(pieces);
 			return d;
 		}
-		p->daemon = d;
+		p->chain_len = d;
+		p->daemon = first_replica(fs, layout, p);
 		pos += take;
 		n++;
 	}
@@ -1384,6 +1449,44 @@ static void read_spill(struct piece *p, struct chunk_io *io)
 	p->s.spill_cap = io->inline_ok ? CHUNK_READ_REPLY_MAX : 0;
 }
 
+/* The daemons after a write's head, as its CHUNK_WRITE names them (ChainHop). */
+struct chain_hops {
+	Rdmafs__ChainHop hop[RFS_MAX_REPLICAS - 1];
+	Rdmafs__ChainHop *list[RFS_MAX_REPLICAS - 1];
+	char uri[RFS_MAX_REPLICAS - 1][256];
+};
+
+/*
+ * Fills @h with chain[1..] of @p: each daemon's UUID and the address we
+ * would use for it (the head connects with our transport too). -EIO for a
+ * daemon the map does not know, -ESTALE for a removed one, as layout_peer().
+ */
+static int chain_hops_fill(struct rfs *fs, const struct rfs_layout *layout, const struct piece *p,
+			   struct chain_hops *h)
+{
+	for (int i = 1; i < p->chain_len; i++) {
+		Rdmafs__ChainHop *hop = &h->hop[i - 1];
+		struct rfs_peer *peer;
+		int ret = layout_peer(fs, layout, p->chain[i], &peer);
+
+		if (ret)
+			return ret;
+		pthread_mutex_lock(&peer->lock);
+		ret = peer->uri_count ? 0 : -EHOSTUNREACH;
+		if (!ret)
+			snprintf(h->uri[i - 1], sizeof(h->uri[i - 1]), "%s", peer->uris[0]);
+		pthread_mutex_unlock(&peer->lock);
+		if (ret)
+			return ret;
+		rdmafs__chain_hop__init(hop);
+		hop->uuid.data = (uint8_t *)layout->daemons[p->chain[i]];
+		hop->uuid.len = RFS_UUID_LEN;
+		hop->uri = h->uri[i - 1];
+		h->list[i - 1] = hop;
+	}
+	return 0;
+}
+
 /* Fills the request of piece @p (a chunk write or read) and sends it. */
 static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layout *layout,
 		       uint64_t ino, struct piece *p, bool write, const uint8_t *src,
@@ -1400,6 +1503,7 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		.zeros_as_hole = (flags & WRITE_HOLE) != 0,
 	};
 	struct chunk_msg m;
+	struct chain_hops hops;
 	int ret;
 
 	if (write) {
@@ -1407,6 +1511,14 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 			memcpy(xprt_buf_data(p->buf), src + p->pos, p->len);
 		p->s.spill = NULL;
 		ret = chunk_msg_write(&m, p->s.conn, p->buf, &io);
+		if (!ret && p->chain_len > 1) {
+			/* the head stores it and sends it on: its answer is the whole chain's */
+			ret = chain_hops_fill(fs, layout, p, &hops);
+			m.write.chain = hops.list;
+			m.write.n_chain = (size_t)p->chain_len - 1;
+			m.write.to.data = (uint8_t *)layout->daemons[p->chain[0]];
+			m.write.to.len = RFS_UUID_LEN;
+		}
 		if (!ret)
 			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base,
 				  (flags & PIECE_WAIT) != 0);
@@ -1431,8 +1543,11 @@ static int piece_issue(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		       unsigned flags)
 {
 	struct rfs_peer *peer;
-	int ret = layout_peer(fs, layout, p->daemon, &peer);
+	int ret;
 
+	if (write) /* a write goes to the head, whatever the map says of it */
+		p->daemon = p->chain[0];
+	ret = layout_peer(fs, layout, p->daemon, &peer);
 	if (ret)
 		return ret;
 	p->s.peer = peer;
@@ -1544,7 +1659,11 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 						: &fs->counters.read_bytes,
 					  p->len);
 				if (write && written)
-					*written |= 1ull << p->daemon;
+					chain_mask(layout, ino, p->index, written);
+			} else if (!write && st && !ret && next_replica(p, st)) {
+				/* another copy may answer: a dead daemon's, a bad block's */
+				rfs_count(&fs->counters.replica_moves, 1);
+				p->tries = 0;
 			} else if (!(retryable(st) && p->tries < 2) && !ret) {
 				ret = stale_if_removed(fs, p->s.peer, st);
 			}
@@ -1711,7 +1830,7 @@ int rfs_write_finish(struct rfs_wjob *j, struct rfs_layout *layout, uint64_t *wr
 		slot_release(&p->s);
 		if (!st) {
 			rfs_count(&fs->counters.write_bytes, p->len);
-			*written |= 1ull << p->daemon;
+			chain_mask(&j->layout, j->ino, p->index, written);
 			continue;
 		}
 		st = stale_if_removed(fs, p->s.peer, st);
@@ -1883,16 +2002,18 @@ static int truncate_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout 
 {
 	Rdmafs__ChunkTruncateReq req = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
-	int d = rfs_layout_place(layout, ino, index);
+	uint64_t mask = 0;
+	int ret = chain_mask(layout, ino, index, &mask);
 
-	if (d < 0)
-		return d;
+	if (ret)
+		return ret;
 	cid.inode = ino;
 	cid.index = index;
 	req.chunk = &cid;
 	req.length = length;
 	req.layout_generation = layout->generation;
-	return broadcast(fs, layout, 1ull << d, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base);
+	/* every copy */
+	return broadcast(fs, layout, mask, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base);
 }
 
 static int truncate_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
@@ -1949,15 +2070,17 @@ static int remove_chunks(struct rfs *fs, uint64_t ino, const struct rfs_layout *
 		struct slot *slots = NULL;
 		size_t n = 0;
 
-		/* at most REMOVE_BATCH chunks, so no daemon's list overflows */
+		/* at most REMOVE_BATCH chunks, so no daemon's list overflows; every copy goes */
 		for (size_t taken = 0; first <= last && taken < REMOVE_BATCH; first++, taken++) {
-			int d = rfs_layout_place(layout, ino, first);
+			int chain[RFS_MAX_REPLICAS],
+				n_chain = rfs_layout_chain(layout, ino, first, chain);
 
-			if (d < 0) {
-				ret = d;
+			if (n_chain < 0) {
+				ret = n_chain;
 				break;
 			}
-			idx[d][counts[d]++] = first;
+			for (int c = 0; c < n_chain; c++)
+				idx[chain[c]][counts[chain[c]]++] = first;
 		}
 		for (uint32_t d = 0; d < layout->stripe_width && !ret; d++) {
 			if (!counts[d])
@@ -2120,7 +2243,7 @@ int rfs_insert_range(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, ui
 	return ret;
 }
 
-/* CHUNK_STAT of one chunk. */
+/* CHUNK_STAT of one chunk: of its first copy that answers. */
 static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout, uint64_t index,
 		      bool *exists, uint32_t *length)
 {
@@ -2130,17 +2253,22 @@ static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *lay
 	const ProtobufCMessage *msg = &req.base;
 	struct rfs_peer *peer;
 	struct slot slot;
-	int d = rfs_layout_place(layout, ino, index), ret;
+	struct piece p = {0};
+	int ret;
 
-	if (d < 0)
-		return d;
-	ret = layout_peer(fs, layout, d, &peer);
-	if (ret)
-		return ret;
+	p.chain_len = rfs_layout_chain(layout, ino, index, p.chain);
+	if (p.chain_len < 0)
+		return p.chain_len;
+	p.daemon = first_replica(fs, layout, &p);
 	cid.inode = ino;
 	cid.index = index;
 	req.chunk = &cid;
-	ret = fan_call(fs, &peer, &msg, 1, RDMAFS__METHOD__METHOD_CHUNK_STAT, &slot);
+	do {
+		ret = layout_peer(fs, layout, p.daemon, &peer);
+		if (!ret)
+			ret = fan_call(fs, &peer, &msg, 1, RDMAFS__METHOD__METHOD_CHUNK_STAT,
+				       &slot);
+	} while (ret && next_replica(&p, ret));
 	if (ret)
 		return ret;
 	resp = rdmafs__chunk_stat_resp__unpack(NULL, slot.reply_len, slot.reply);

@@ -99,4 +99,5 @@ void rfs_counters_read(const struct rfs_counters *c, struct rfs_stats *out)
 	out->buffer_waits = load(&c->buffer_waits);
 	out->buffer_wait_ns = load(&c->buffer_wait_ns);
 	out->buffer_timeouts = load(&c->buffer_timeouts);
+	out->replica_moves = load(&c->replica_moves);
 }

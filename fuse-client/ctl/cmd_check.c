@@ -332,6 +332,7 @@ struct fsck_inode {
 	uint32_t chunk_size; /* 0: no layout */
 	uint64_t seed;
 	size_t width;
+	uint32_t replicas; /* Layout.replicas: its chunks' chains are this long */
 	uint8_t (*daemons)[RDMAFS_UUID_LEN];
 	bool in_drain; /* its layout names a draining daemon */
 	uint64_t chunks_ok;
@@ -519,6 +520,7 @@ static int fsck_list_inodes(struct fsck *f)
 			in->chunk_size = l->chunk_size;
 			in->seed = l->placement_seed;
 			in->width = l->n_daemons;
+			in->replicas = l->replicas;
 			for (size_t d = 0; d < l->n_daemons; d++) {
 				const struct ctl_daemon *cd;
 				struct lost *lo;
@@ -587,8 +589,8 @@ static int fsck_classify(struct fsck *f)
 		const struct ctl_daemon *d = &c->map.daemons[ch->daemon];
 		struct fsck_inode *in = find_inode(f, ch->ino);
 		const uint8_t *list[RDMAFS_MAX_STRIPE];
-		bool named = false;
-		int slot;
+		bool named = false, in_chain;
+		int chain[RDMAFS_MAX_REPLICAS], n_chain;
 
 		if (d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING) {
 			f->skipped_draining++;
@@ -606,8 +608,13 @@ static int fsck_classify(struct fsck *f)
 			list[i] = in->daemons[i];
 			named |= memcmp(in->daemons[i], d->uuid, RDMAFS_UUID_LEN) == 0;
 		}
-		slot = rdmafs_place_chunk(list, in->width, in->seed, in->ino, ch->index);
-		if (!named || slot < 0 || memcmp(list[slot], d->uuid, RDMAFS_UUID_LEN) != 0) {
+		/* a chunk is where it belongs on any daemon of its chain */
+		n_chain = rdmafs_place_chain(list, in->width, in->seed, in->ino, ch->index,
+					     in->replicas, chain);
+		in_chain = false;
+		for (int m = 0; m < n_chain; m++)
+			in_chain |= memcmp(list[chain[m]], d->uuid, RDMAFS_UUID_LEN) == 0;
+		if (!named || !in_chain) {
 			if (in->in_drain) {
 				f->skipped_in_drain++;
 				continue;

@@ -15,6 +15,9 @@
  *      refetches the layout and retries (fuse-client/fs_client.c);
  *   3. each chunk D holds for the file is read from D and written to its
  *      place under the new list, and the destinations commit (fdatasync).
+ *      A file with several copies of each chunk: the copy goes to the
+ *      daemon that takes D's place in the chunk's chain (the other members
+ *      keep theirs), none when the new list is too short for the chain.
  *      Nothing can change D's chunks of the file any more, so one round
  *      copies the final data: the re-copy rounds of old are gone;
  *   4. SET_LAYOUT switches the file to the new list (generation g + 1), a
@@ -145,6 +148,37 @@ static const uint8_t *replacement(struct drain *dr, uint64_t seed, uint64_t ino)
 }
 
 /*
+ * Where D's copy of chunk @index goes among @daemons (the new list, @n of
+ * them): the daemon of the chunk's chain there that is not in its chain
+ * under @l's list, which has D. Returns its index in @daemons, -ENOENT when
+ * the new chain is the old one without D, or a negative errno.
+ */
+static int destination(const Rdmafs__Layout *l, const uint8_t *const *daemons, size_t n,
+		       uint64_t ino, uint64_t index)
+{
+	const uint8_t *old[RDMAFS_MAX_STRIPE];
+	int was[RDMAFS_MAX_REPLICAS], now[RDMAFS_MAX_REPLICAS];
+	int n_was, n_now;
+
+	for (size_t i = 0; i < l->n_daemons && i < RDMAFS_MAX_STRIPE; i++)
+		old[i] = l->daemons[i].data;
+	n_was = rdmafs_place_chain(old, l->n_daemons, l->placement_seed, ino, index, l->replicas,
+				   was);
+	n_now = rdmafs_place_chain(daemons, n, l->placement_seed, ino, index, l->replicas, now);
+	if (n_was < 0 || n_now < 0)
+		return -EINVAL;
+	for (int i = 0; i < n_now; i++) {
+		bool held = false;
+
+		for (int j = 0; j < n_was && !held; j++)
+			held = memcmp(daemons[now[i]], old[was[j]], RDMAFS_UUID_LEN) == 0;
+		if (!held)
+			return now[i];
+	}
+	return -ENOENT;
+}
+
+/*
  * Copies every chunk the source holds for @ino to its place among @daemons,
  * then commits the destinations. @used[i] is set for each destination
  * daemons[i] that got a chunk (so a failed move can clean them up).
@@ -180,7 +214,9 @@ static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 			}
 			after_ino = e->inode;
 			after_index = e->index;
-			slot = rdmafs_place_chunk(daemons, n, l->placement_seed, ino, e->index);
+			slot = destination(l, daemons, n, ino, e->index);
+			if (slot == -ENOENT)
+				continue; /* the chain's other daemons hold it */
 			dst = slot >= 0 ? ctl_map_find(c, daemons[slot]) : NULL;
 			if (!dst) {
 				ret = -EINVAL;

@@ -172,6 +172,8 @@ struct rfs_target_stats {
  * daemons (the zeros of punched holes included). The registered buffer pool:
  * its size, the data calls that waited for a free buffer, how long, and the
  * waits that ended without one (the call failed with -ETIMEDOUT).
+ * replica_moves: chunk reads that failed on one copy of a replicated file
+ * and were asked of the next daemon of the chunk's chain.
  */
 struct rfs_stats {
 	struct rfs_method_stats methods[RFS_STATS_METHODS];
@@ -182,6 +184,7 @@ struct rfs_stats {
 	uint64_t read_bytes, write_bytes;
 	uint32_t buffers;
 	uint64_t buffer_waits, buffer_wait_ns, buffer_timeouts;
+	uint64_t replica_moves;
 };
 
 /*
@@ -198,11 +201,25 @@ struct rfs_layout {
 	uint32_t stripe_width;
 	uint64_t seed;
 	uint64_t generation; /* sent with every chunk request (daemons fence old ones) */
+	uint32_t replicas;   /* copies of each chunk, 1..RFS_MAX_REPLICAS */
 	uint8_t daemons[RFS_MAX_STRIPE][RFS_UUID_LEN];
 };
 
-/* Which daemon of @layout (an index into daemons[]) holds chunk @index of @ino. */
+/* Most copies of a chunk (RDMAFS_MAX_REPLICAS). */
+#define RFS_MAX_REPLICAS 4
+
+/*
+ * Which daemon of @layout (an index into daemons[]) holds chunk @index of
+ * @ino: the head of its chain, the only one with one replica.
+ */
 int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t index);
+
+/*
+ * The chain of chunk @index of @ino: the daemons of @layout (indexes into
+ * daemons[]) that hold its copies, head first, in @out[0..n-1]
+ * (RFS_MAX_REPLICAS of room). Returns n, or -EINVAL for a bad layout.
+ */
+int rfs_layout_chain(const struct rfs_layout *layout, uint64_t ino, uint64_t index, int *out);
 
 /*
  * Fetches the current layout of regular file @ino from the metadata service

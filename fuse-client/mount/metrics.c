@@ -238,6 +238,9 @@ static void render_core(const struct rfs_stats *rs, FILE *f)
 	rdmafs_prom_counter(f, "rdmafs_client_buffer_timeouts_total",
 			    "Waits for a buffer that ended without one (the call failed).",
 			    rs->buffer_timeouts);
+	rdmafs_prom_counter(f, "rdmafs_client_replica_moves_total",
+			    "Chunk reads a copy failed, asked of the next copy of the chunk.",
+			    rs->replica_moves);
 }
 
 static int render(void *arg, FILE *f)

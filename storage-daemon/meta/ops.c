@@ -123,16 +123,20 @@ static Rdmafs__Timespec *ts_out(struct meta_txn *t, int64_t sec, uint32_t nsec)
 /*
  * st_blocks in 512-byte units: for regular files what the daemons reported
  * at the clients' commits (meta_store_alloc_sum()), so a sparse file shows what it
- * holds and stat costs no daemon round trip. Files from before the reports
- * existed, until one report covers them, and a failed read: the size.
+ * holds and stat costs no daemon round trip; a file with copies on several
+ * daemons shows one copy's share, as du on one host would. Files from before
+ * the reports existed, until one report covers them, and a failed read: the size.
  */
 static uint64_t attr_blocks(struct meta_txn *t, const struct inode *in)
 {
 	uint64_t bytes;
 	int known = S_ISREG(in->r.mode) ? meta_store_alloc_known(t, in->ino) : 0;
 
-	if (known == 1 && meta_store_alloc_sum(t, in, &bytes) == 0)
+	if (known == 1 && meta_store_alloc_sum(t, in, &bytes) == 0) {
+		if (in->replicas > 1)
+			bytes /= in->replicas;
 		return bytes / 512 + (bytes % 512 != 0);
+	}
 	if (known != 0)
 		meta_log(t->m, META_LOG_WARN, "inode %llu: allocation records unreadable",
 			 (unsigned long long)in->ino);

@@ -32,4 +32,5 @@ run sparse -- "$build/tests/fs/fs-sparse" %MOUNT%
 run twomounts --mounts 2 -- "$here/twomounts.sh" %MOUNT% %MOUNT2%
 run restart -- "$here/restart.sh" %MOUNT%
 run reclaim --reclaim-grace 20 -- "$here/reclaim.sh" %MOUNT%
+run replicas -- "$here/replicas.sh" %MOUNT%
 exit $status

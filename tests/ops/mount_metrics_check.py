@@ -61,6 +61,7 @@ FAMILIES = {
     "rdmafs_client_buffer_waits": "counter",
     "rdmafs_client_buffer_wait_seconds": "counter",
     "rdmafs_client_buffer_timeouts": "counter",
+    "rdmafs_client_replica_moves": "counter",
 }
 # What mount-metrics.sh's work did for sure (readdir or readdirplus: the
 # kernel picks, checked together).

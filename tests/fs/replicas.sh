@@ -1,0 +1,123 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Replicated files (issue 11, docs/replication.md) on cluster.sh's cluster,
+# whose 4 daemons hold data (the metadata service's daemon and storage 1..3):
+# - a directory's rdmafs.replicas is what its new files get (read back as
+#   the file's own rdmafs.replicas) and what its new directories inherit; a
+#   file's count is fixed (EPERM), a bad count refused (EINVAL);
+# - a file written there with 3 copies has each chunk on 3 daemons once
+#   written (the head forwards each write along the chunk's chain before it
+#   answers);
+# - with any two of the storage daemons killed, every byte still reads back
+#   (from a fresh mount, so nothing comes from the kernel's cache): reads move
+#   to a copy that answers;
+# - truncating and removing the file reaches every copy.
+# Runs under tests/lib/cluster.sh (RDMAFS_CLUSTER_CTL kills and restarts).
+# Usage: replicas.sh DIR
+# Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test itself could not
+# check (tests/lib/check.sh).
+set -u
+. "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
+mnt=${1:?usage: replicas.sh DIR}
+ctl=${RDMAFS_CLUSTER_CTL:-}
+if [ -z "$ctl" ] || [ -z "${RDMAFS_CLUSTER_DIR:-}" ]; then
+	echo "SKIP: replicas.sh needs an rdmafs cluster started by cluster.sh (not RDMAFS_FS_LOCAL)"
+	exit 77
+fi
+MIB=$((1024 * 1024))
+
+check_need setfattr getfattr stat cmp head truncate seq
+local_dir=$(mktemp -d "${TMPDIR:-/tmp}/replicas.XXXXXX") || check_error "mktemp"
+trap 'rm -rf "$local_dir"' EXIT
+
+# getfattr's value of NAME on FILE, or the error it printed
+xattr() {
+	getfattr --absolute-names --only-values -n "$2" "$1" 2>&1
+}
+DAEMONS="meta 1 2 3"
+# how many daemons hold chunk INDEX of inode INO (their data directories' layout)
+copies_of() {
+	local i n=0 dir
+	for i in $DAEMONS; do
+		dir=$("$ctl" ctl datadir "$i") || check_error "cluster.sh ctl datadir $i"
+		[ -f "$(printf '%s/chunks/%016x/%016x' "$dir" "$1" "$2")" ] && n=$((n + 1))
+	done
+	echo "$n"
+}
+# the chunk files of inode INO on every daemon together
+chunk_files() {
+	local i n=0 dir
+	for i in $DAEMONS; do
+		dir=$(printf '%s/chunks/%016x' "$("$ctl" ctl datadir "$i")" "$1")
+		[ -d "$dir" ] && n=$((n + $(find "$dir" -mindepth 1 -maxdepth 1 | wc -l)))
+	done
+	echo "$n"
+}
+
+# 1. the count: set on a directory, inherited, fixed on files
+mkdir "$mnt/r" || check_fail "mkdir r"
+setfattr -n rdmafs.replicas -v 5 "$mnt/r" 2>"$local_dir/err" &&
+	check_fail "rdmafs.replicas = 5 was accepted"
+grep -q "Invalid argument" "$local_dir/err" ||
+	check_fail "rdmafs.replicas = 5: want EINVAL, got: $(cat "$local_dir/err")"
+setfattr -n rdmafs.replicas -v 3 "$mnt/r" || check_fail "setfattr rdmafs.replicas 3"
+[ "$(xattr "$mnt/r" rdmafs.replicas)" = 3 ] || check_fail "r says $(xattr "$mnt/r" rdmafs.replicas)"
+mkdir "$mnt/r/sub" || check_fail "mkdir r/sub"
+[ "$(xattr "$mnt/r/sub" rdmafs.replicas)" = 3 ] ||
+	check_fail "r/sub inherited $(xattr "$mnt/r/sub" rdmafs.replicas), want 3"
+: >"$mnt/one" || check_fail "creating one"
+[ "$(xattr "$mnt/one" rdmafs.replicas)" = 1 ] ||
+	check_fail "a file outside r has $(xattr "$mnt/one" rdmafs.replicas) copies, want 1"
+
+# 2. files of one chunk, inline and by RDMA, and of several chunks
+sizes="3000 300000 $((5 * MIB + 17))"
+for s in $sizes; do
+	head -c "$s" /dev/urandom >"$local_dir/$s" || check_error "making the $s-byte reference"
+	dd if="$local_dir/$s" of="$mnt/r/sub/f$s" bs=1M conv=fsync status=none ||
+		check_fail "writing r/sub/f$s"
+	[ "$(xattr "$mnt/r/sub/f$s" rdmafs.replicas)" = 3 ] ||
+		check_fail "f$s has $(xattr "$mnt/r/sub/f$s" rdmafs.replicas) copies, want 3"
+	setfattr -n rdmafs.replicas -v 2 "$mnt/r/sub/f$s" 2>/dev/null &&
+		check_fail "a file's rdmafs.replicas was changed"
+	ino=$(stat -c %i "$mnt/r/sub/f$s") || check_fail "stat f$s"
+	for index in $(seq 0 $(((s - 1) / MIB))); do
+		got=$(copies_of "$ino" "$index")
+		[ "$got" = 3 ] || check_fail "f$s: chunk $index is on $got daemons, want 3"
+	done
+	got=$(chunk_files "$ino")
+	[ "$got" = $((3 * ((s + MIB - 1) / MIB))) ] || check_fail "f$s: $got chunk files in all"
+done
+echo "replicas: every chunk of 3 files on 3 daemons"
+
+# 3. any two storage daemons gone (the metadata service's must stay): every byte reads back
+for alive in 1 2 3; do
+	for i in 1 2 3; do
+		[ "$i" = "$alive" ] || "$ctl" ctl kill "$i" || check_error "killing daemon $i"
+	done
+	"$ctl" ctl remount 1 || check_error "remounting (nothing cached)"
+	for s in $sizes; do
+		check_same "$mnt/r/sub/f$s" "$local_dir/$s" "f$s with only daemon $alive up"
+	done
+	for i in 1 2 3; do
+		[ "$i" = "$alive" ] || "$ctl" ctl start "$i" || check_error "restarting daemon $i"
+	done
+done
+echo "replicas: every file read back whole with any two storage daemons killed"
+
+# 4. a truncate and a removal reach every copy
+s=$((5 * MIB + 17))
+ino=$(stat -c %i "$mnt/r/sub/f$s") || check_fail "stat f$s"
+truncate -s $((MIB + 5)) "$mnt/r/sub/f$s" || check_fail "truncating f$s"
+for index in 0 1; do
+	got=$(copies_of "$ino" "$index")
+	[ "$got" = 3 ] || check_fail "after the truncate chunk $index is on $got daemons, want 3"
+done
+got=$(chunk_files "$ino")
+[ "$got" = 6 ] || check_fail "after the truncate: $got chunk files, want 6"
+head -c $((MIB + 5)) "$local_dir/$s" >"$local_dir/cut" || check_error "cutting the reference"
+check_same "$mnt/r/sub/f$s" "$local_dir/cut" "f$s after the truncate"
+rm "$mnt/r/sub/f$s" || check_fail "rm f$s"
+got=$(chunk_files "$ino")
+[ "$got" = 0 ] || check_fail "after the removal: $got chunk files, want 0"
+echo "replicas: a truncate and a removal reached all 3 copies"
