@@ -20,6 +20,8 @@
 #define CHAIN_PEERS_MAX RDMAFS_MAX_STRIPE
 /* A ChunkWriteResp, with room to spare. */
 #define CHAIN_REPLY_MAX 256u
+/* Locks that order a head's writes per chunk (a chunk hashes to one). */
+#define CHAIN_ORDER_LOCKS 256u
 
 struct chain_peer {
 	char *uri;
@@ -31,6 +33,7 @@ struct chain {
 	pthread_mutex_t lock; /* guards peers (not the calls on their connections) */
 	struct chain_peer peers[CHAIN_PEERS_MAX];
 	unsigned count;
+	pthread_mutex_t order[CHAIN_ORDER_LOCKS]; /* chain_order_lock() */
 };
 
 int chain_create(struct xprt_ctx *ctx, struct chain **out)
@@ -41,6 +44,8 @@ int chain_create(struct xprt_ctx *ctx, struct chain **out)
 		return -ENOMEM;
 	c->ctx = ctx;
 	pthread_mutex_init(&c->lock, NULL);
+	for (unsigned i = 0; i < CHAIN_ORDER_LOCKS; i++)
+		pthread_mutex_init(&c->order[i], NULL);
 	*out = c;
 	return 0;
 }
@@ -54,7 +59,26 @@ void chain_destroy(struct chain *c)
 		free(c->peers[i].uri);
 	}
 	pthread_mutex_destroy(&c->lock);
+	for (unsigned i = 0; i < CHAIN_ORDER_LOCKS; i++)
+		pthread_mutex_destroy(&c->order[i]);
 	free(c);
+}
+
+static pthread_mutex_t *order_of(struct chain *c, uint64_t inode, uint64_t index)
+{
+	uint64_t h = (inode * 0x9e3779b97f4a7c15ULL) ^ (index * 0xc2b2ae3d27d4eb4fULL);
+
+	return &c->order[(h >> 32) % CHAIN_ORDER_LOCKS];
+}
+
+void chain_order_lock(struct chain *c, uint64_t inode, uint64_t index)
+{
+	pthread_mutex_lock(order_of(c, inode, index));
+}
+
+void chain_order_unlock(struct chain *c, uint64_t inode, uint64_t index)
+{
+	pthread_mutex_unlock(order_of(c, inode, index));
 }
 
 /* Reads a protobuf varint at *@p (below @end); false when it runs past @end or 10 bytes. */

@@ -425,6 +425,17 @@ unsigned chain_write_hop(const void *body, size_t len);
 int chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, struct xprt_buf *buf,
 		  const void *payload);
 
+/*
+ * The head of a chain holds its chunk's lock from its own store through
+ * chain_forward()'s answer, so the writes of one chunk go down the chain one
+ * at a time and in one order: two clients' overlapping writes leave every
+ * copy the same. Chunks share CHAIN_ORDER_LOCKS locks by hash. Later daemons
+ * of the chain need none: each gets the next write only after it answered
+ * the last.
+ */
+void chain_order_lock(struct chain *c, uint64_t inode, uint64_t index);
+void chain_order_unlock(struct chain *c, uint64_t inode, uint64_t index);
+
 /* ---- server (server.c) ---- */
 
 struct server;

@@ -271,6 +271,7 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	struct store_chunk_info info;
 	struct store_chunk_id id;
 	uint8_t *base = xprt_buf_data(w->buf), *payload;
+	bool ordered = false;
 	uint64_t t;
 	int ret;
 
@@ -328,6 +329,10 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		ret = -EIO;
 		goto out_free;
 	}
+	/* the head orders a chunk's writes through its chain (chain_order_lock()) */
+	ordered = m->n_chain && m->hop == 0;
+	if (ordered)
+		chain_order_lock(srv->chain, id.inode, id.index);
 	/* after the RDMA READ: a fence never waits for a client's network */
 	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
 	if (ret)
@@ -354,6 +359,8 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	resp.version = info.version;
 	ret = pack_reply(w, &resp.base, reply_len);
 out_free:
+	if (ordered)
+		chain_order_unlock(srv->chain, id.inode, id.index);
 	rdmafs__chunk_write_req__free_unpacked(m, NULL);
 	return ret;
 }

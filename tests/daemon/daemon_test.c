@@ -2107,6 +2107,48 @@ static bool chunk_holds(struct rfs_daemon *c, uint64_t ino, const uint8_t *want,
 	return clen == length && bytes == length && memcmp(got, want, length) == 0;
 }
 
+/* Starts @d[0..2] (with the test's daemon binary) and learns their UUIDs and handles. */
+static void chain_start(const char *prefix, struct daemon_proc *d, uint8_t (*uuids)[16],
+			struct rfs_daemon **c)
+{
+	for (int i = 0; i < 3; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "%s%d", prefix, i);
+		REQUIRE(daemon_start(&d[i], data_path(name), NULL) == 0, "daemon %d start", i);
+		c[i] = client_of(&d[i], MiB);
+		daemon_uuid(&d[i], uuids[i]);
+	}
+}
+
+/* One of two writers racing overlapping writes of one chunk through a chain. */
+struct chain_racer {
+	const struct daemon_proc *d;
+	uint8_t (*uuids)[16];
+	uint64_t ino;
+	unsigned id, rounds, failed; /* round i writes fill_pattern(1000 * id + i) */
+	int first_error;
+};
+
+static void *chain_race(void *arg)
+{
+	static const int both[] = {1, 2};
+	struct chain_racer *cr = arg;
+	struct raw r;
+
+	raw_open(&r, &cr->d[0]);
+	for (unsigned i = 0; i < cr->rounds; i++) {
+		int ret;
+
+		fill_pattern(xprt_buf_data(r.buf), 65536, 1000 * cr->id + i);
+		ret = chain_write(&r, cr->ino, 65536, false, cr->d, cr->uuids, both, 2, NULL, 0);
+		if (ret && !cr->failed++)
+			cr->first_error = ret;
+	}
+	raw_close(&r);
+	return NULL;
+}
+
 /*
  * Three daemons: a write sent to the first with a chain of the other two is
  * stored by all three before it is answered, inline and by RDMA (each hop
@@ -2126,14 +2168,7 @@ static int test_chain(void)
 	int ret;
 
 	REQUIRE(want, "malloc");
-	for (int i = 0; i < 3; i++) {
-		char name[16];
-
-		snprintf(name, sizeof(name), "chain%d", i);
-		REQUIRE(daemon_start(&d[i], data_path(name), NULL) == 0, "daemon %d start", i);
-		c[i] = client_of(&d[i], MiB);
-		daemon_uuid(&d[i], uuids[i]);
-	}
+	chain_start("chain", d, uuids, c);
 	raw_open(&r, &d[0]);
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		uint32_t n = sizes[s];
@@ -2147,6 +2182,33 @@ static int test_chain(void)
 		for (int i = 0; i < 3; i++)
 			CHECK(chunk_holds(c[i], 0x70 + s, want, n),
 			      "%u bytes: daemon %d holds them", n, i);
+	}
+	/* two clients' overlapping writes of one chunk: every copy ends the same */
+	{
+		struct chain_racer cr[2];
+		pthread_t t[2];
+		uint32_t bytes, clen;
+		uint8_t *copy = malloc(65536);
+
+		REQUIRE(copy, "malloc");
+		for (unsigned i = 0; i < 2; i++) {
+			cr[i] = (struct chain_racer){
+				.d = d, .uuids = uuids, .ino = 0x74, .id = i, .rounds = 150};
+			REQUIRE(pthread_create(&t[i], NULL, chain_race, &cr[i]) == 0, "thread");
+		}
+		for (unsigned i = 0; i < 2; i++) {
+			pthread_join(t[i], NULL);
+			CHECK(cr[i].failed == 0, "racer %u: %u writes failed, first with %d", i,
+			      cr[i].failed, cr[i].first_error);
+		}
+		ret = rfs_chunk_read(c[0], (struct rfs_chunk_id){0x74, 0, 0}, 0, copy, 65536,
+				     &bytes, &clen);
+		REQUIRE(ret == 0 && bytes == 65536, "reading the raced chunk from daemon 0: %d",
+			ret);
+		for (int i = 1; i < 3; i++)
+			CHECK(chunk_holds(c[i], 0x74, copy, 65536),
+			      "after 2 x 150 racing writes daemon %d holds what daemon 0 does", i);
+		free(copy);
 	}
 	/* meant for daemon 1: daemon 0 stores nothing, nor does the chain */
 	fill_pattern(xprt_buf_data(r.buf), 3000, 99);
@@ -2171,7 +2233,49 @@ static int test_chain(void)
 		REQUIRE(WEXITSTATUS(daemon_stop(&d[i], SIGTERM)) == 0, "daemon %d stop", i);
 	}
 	free(want);
-	printf("chain: writes stored along a chain of 3 before the answer, inline and by RDMA\n");
+	printf("chain: writes stored along a chain of 3 before the answer, inline and by RDMA;"
+	       " racing writers leave the copies equal\n");
+	return 0;
+}
+
+/*
+ * The head orders a chunk's writes through its chain: a second write that
+ * reaches the head while the first one's forward is held (500 ms, the
+ * killpoint daemon's RDMAFS_TEST_FORWARD_HOLD_MS) waits for it, so every
+ * copy ends with the second write's bytes. Without the order the second
+ * overtakes the first down the chain and the copies differ.
+ */
+static int test_chainorder(void)
+{
+	struct daemon_proc d[3];
+	struct rfs_daemon *c[3];
+	uint8_t uuids[3][16], *want = malloc(65536);
+	struct chain_racer first, second;
+	pthread_t t;
+
+	REQUIRE(want, "malloc");
+	REQUIRE(setenv("RDMAFS_TEST_FORWARD_HOLD_MS", "500", 1) == 0, "setenv");
+	chain_start("order", d, uuids, c);
+	unsetenv("RDMAFS_TEST_FORWARD_HOLD_MS");
+	first = (struct chain_racer){.d = d, .uuids = uuids, .ino = 0x75, .id = 0, .rounds = 1};
+	second = first;
+	second.id = 1;
+	REQUIRE(pthread_create(&t, NULL, chain_race, &first) == 0, "thread");
+	usleep(150 * 1000); /* the first write is at the head, its forward held */
+	chain_race(&second);
+	pthread_join(t, NULL);
+	CHECK(first.failed == 0 && second.failed == 0, "the writes: %d, %d", first.first_error,
+	      second.first_error);
+	fill_pattern(want, 65536, 1000);
+	for (int i = 0; i < 3; i++)
+		CHECK(chunk_holds(c[i], 0x75, want, 65536),
+		      "daemon %d holds the second write, as the head does", i);
+	for (int i = 0; i < 3; i++) {
+		rfs_daemon_close(c[i]);
+		REQUIRE(WEXITSTATUS(daemon_stop(&d[i], SIGTERM)) == 0, "daemon %d stop", i);
+	}
+	free(want);
+	printf("chainorder: a write overtaking a held one waits at the head; copies equal\n");
 	return 0;
 }
 
@@ -2189,7 +2293,7 @@ int main(int argc, char **argv)
 		{"config", test_config},       {"malformed", test_malformed},
 		{"fence", test_fence},	       {"handles", test_handles},
 		{"inline", test_inline},       {"receipt", test_receipt},
-		{"chain", test_chain},
+		{"chain", test_chain},	       {"chainorder", test_chainorder},
 	};
 
 	if (argc != 4)

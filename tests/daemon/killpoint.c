@@ -11,7 +11,10 @@
  *   prepared requests stay queued);
  * - RDMAFS_TEST_BOOT_ID=ID is the boot the chunk store believes it runs in
  *   (lmdb_guard_boot_id(), --wrap=lmdb_guard_boot_id): a store that did not
- *   close in another boot went through a power loss.
+ *   close in another boot went through a power loss;
+ * - RDMAFS_TEST_FORWARD_HOLD_MS=N holds the daemon's first forward of a
+ *   replicated write (chain_forward(), --wrap=chain_forward) N ms before it
+ *   goes, so a second write can overtake it.
  * Unset, the daemon is the ordinary one.
  */
 #include <errno.h>
@@ -26,6 +29,7 @@
 #include <liburing.h>
 
 #include "lmdb_guard.h"
+#include "daemon_i.h"
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t __real_pwrite64(int fd, const void *buf, size_t n, off_t off);
@@ -122,4 +126,20 @@ int __wrap_lmdb_guard_boot_id(char out[LMDB_GUARD_BOOT_ID_LEN])
 		return __real_lmdb_guard_boot_id(out);
 	snprintf(out, LMDB_GUARD_BOOT_ID_LEN, "%s", id);
 	return 0;
+}
+
+int __real_chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+			 struct xprt_buf *buf, const void *payload);
+int __wrap_chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+			 struct xprt_buf *buf, const void *payload);
+
+int __wrap_chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+			 struct xprt_buf *buf, const void *payload)
+{
+	static bool held;
+	const char *spec = getenv("RDMAFS_TEST_FORWARD_HOLD_MS");
+
+	if (spec && !__atomic_exchange_n(&held, true, __ATOMIC_RELAXED))
+		usleep((useconds_t)strtoul(spec, NULL, 10) * 1000u);
+	return __real_chain_forward(c, m, buf, payload);
 }
