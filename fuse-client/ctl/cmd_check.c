@@ -162,6 +162,8 @@ static struct ctl_paths *scrub_paths(struct ctl *c, Rdmafs__ScrubResp **res, con
 int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 {
 	bool status_only = ctl_flags & CTL_FLAG_STATUS, no_wait = ctl_flags & CTL_FLAG_NO_WAIT;
+	bool repair = ctl_flags & CTL_FLAG_REPAIR;
+	uint64_t repaired = 0, unrepaired = 0;
 	struct ctl_daemon *one = NULL;
 	struct ctl_paths *paths;
 	Rdmafs__ScrubResp **res;
@@ -303,15 +305,25 @@ int ctl_cmd_scrub(struct ctl *c, int argc, char **argv)
 				       res[i]->bad_count - res[i]->n_bad);
 		}
 	}
+	if (repair && bad_total && !(no_wait && !status_only)) {
+		if (!c->json)
+			printf("\n");
+		ctl_scrub_repair(c, res, errs, n, &repaired, &unrepaired);
+	}
 	if (c->json) {
 		ctl_json_end_array();
 		ctl_json_u64("bad_total", bad_total);
+		if (repair) {
+			ctl_json_u64("repaired", repaired);
+			ctl_json_u64("unrepaired", unrepaired);
+		}
 		ctl_json_end_object();
 		ctl_json_finish();
 	} else if (no_wait && !status_only) {
 		printf("\nstarted; `rdmafsctl scrub --status` shows the result\n");
 	}
-	if (status == CTL_EXIT_OK && bad_total)
+	/* repaired bad chunks are no problem left; the rest (and those repair left alone) are */
+	if (status == CTL_EXIT_OK && bad_total && (!repair || unrepaired || !repaired))
 		status = CTL_EXIT_PROBLEMS;
 	for (size_t i = 0; i < n; i++)
 		if (res[i])

@@ -180,6 +180,18 @@ int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino);
  */
 int ctl_inode_list(struct ctl *c, uint64_t after, Rdmafs__InodeListResp **out);
 
+/* ---- repair of bad chunks from their copies (repair.c) ---- */
+
+/*
+ * Rewrites every bad chunk the scrub results @res[0..n-1] list (of the
+ * map's daemons, @errs[i] 0 where res[i] is one) from a good copy on another
+ * daemon of its chain, fenced; prints a line per chunk. *@repaired counts
+ * the chunks rewritten, *@failed the rest (no good copy, an error, or left
+ * to fsck: of a gone file, or not a copy of its file). Returns 0.
+ */
+int ctl_scrub_repair(struct ctl *c, Rdmafs__ScrubResp *const *res, const int *errs, size_t n,
+		     uint64_t *repaired, uint64_t *failed);
+
 /* ---- paths of inodes (paths.c) ---- */
 
 struct ctl_paths;

@@ -57,8 +57,8 @@ static const struct command commands[] = {
 	 "drain [--wait|--status] DAEMON"},
 	{"undrain", ctl_cmd_undrain, 0, 1, 1, "undrain DAEMON"},
 	{"remove", ctl_cmd_remove, CTL_FLAG_FORCE, 1, 1, "remove [--force] DAEMON"},
-	{"scrub", ctl_cmd_scrub, CTL_FLAG_NO_WAIT | CTL_FLAG_STATUS, 0, 1,
-	 "scrub [--no-wait|--status] [DAEMON]"},
+	{"scrub", ctl_cmd_scrub, CTL_FLAG_NO_WAIT | CTL_FLAG_STATUS | CTL_FLAG_REPAIR, 0, 1,
+	 "scrub [--no-wait|--status] [--repair] [DAEMON]"},
 	{"fsck", ctl_cmd_fsck, CTL_FLAG_REPAIR, 0, 0, "fsck [--repair]"},
 	{"client", ctl_cmd_client, CTL_FLAG_READ_ONLY | CTL_FLAG_ROOT_SQUASH | CTL_FLAG_OUT, 1, 2,
 	 "client add [--read-only] [--root-squash] [--out FILE] NAME | client list | "
@@ -84,6 +84,8 @@ static void usage(FILE *f)
 		"  remove [--force] DAEMON take a drained daemon out of the cluster\n"
 		"  scrub [DAEMON]          read every chunk and verify its checksums\n"
 		"        [--no-wait]       start and return; [--status]: the last result\n"
+		"        [--repair]        then rewrite each bad chunk from a good copy on\n"
+		"                          another daemon of its chain (replicated files)\n"
 		"  fsck [--repair]         metadata against chunks: orphan chunks, lost files,\n"
 		"                          bad chunks; --repair removes the orphans\n"
 		"  client add NAME         issue a client key, written to ./NAME.key (mode 0600)\n"

@@ -12,7 +12,10 @@
 # - with any two of the storage daemons killed, every byte still reads back
 #   (from a fresh mount, so nothing comes from the kernel's cache): reads move
 #   to a copy that answers;
-# - truncating and removing the file reaches every copy.
+# - truncating and removing the file reaches every copy;
+# - a flipped byte in two of a chunk's three copies: reads return the good
+#   bytes, scrub finds both, `rdmafsctl scrub --repair` rewrites them from the
+#   third (a bad source is skipped), and a scrub after it finds nothing.
 # Runs under tests/lib/cluster.sh (RDMAFS_CLUSTER_CTL kills and restarts).
 # Usage: replicas.sh DIR
 # Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test itself could not
@@ -27,7 +30,9 @@ if [ -z "$ctl" ] || [ -z "${RDMAFS_CLUSTER_DIR:-}" ]; then
 fi
 MIB=$((1024 * 1024))
 
-check_need setfattr getfattr stat cmp head truncate seq
+check_need setfattr getfattr stat cmp head truncate seq od dd
+rdmafsctl=$(. "$RDMAFS_CLUSTER_DIR/cluster.env" && echo "$rdmafsctl")
+[ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
 local_dir=$(mktemp -d "${TMPDIR:-/tmp}/replicas.XXXXXX") || check_error "mktemp"
 trap 'rm -rf "$local_dir"' EXIT
 
@@ -36,6 +41,12 @@ xattr() {
 	getfattr --absolute-names --only-values -n "$2" "$1" 2>&1
 }
 DAEMONS="meta 1 2 3"
+# the chunk file of chunk INDEX of inode INO on daemon I, if it holds one
+chunk_file() {
+	local dir
+	dir=$("$ctl" ctl datadir "$1") || check_error "cluster.sh ctl datadir $1"
+	printf '%s/chunks/%016x/%016x' "$dir" "$2" "$3"
+}
 # how many daemons hold chunk INDEX of inode INO (their data directories' layout)
 copies_of() {
 	local i n=0 dir
@@ -121,3 +132,45 @@ rm "$mnt/r/sub/f$s" || check_fail "rm f$s"
 got=$(chunk_files "$ino")
 [ "$got" = 0 ] || check_fail "after the removal: $got chunk files, want 0"
 echo "replicas: a truncate and a removal reached all 3 copies"
+
+# 5. a flipped byte in two of the three copies of a chunk
+s=$((2 * MIB + 100))
+head -c "$s" /dev/urandom >"$local_dir/g" || check_error "making g's reference"
+dd if="$local_dir/g" of="$mnt/r/g" bs=1M conv=fsync status=none || check_fail "writing g"
+ino=$(stat -c %i "$mnt/r/g") || check_fail "stat g"
+flipped=0
+for i in $DAEMONS; do
+	f=$(chunk_file "$i" "$ino" 1)
+	if [ ! -f "$f" ] || [ $flipped -ge 2 ]; then
+		continue
+	fi
+	at=$((4096 * (flipped + 3) + 7))
+	old=$(od -An -tu1 -j "$at" -N1 "$f" | tr -d ' ') || check_error "reading byte $at of $f"
+	# shellcheck disable=SC2059 # the format is the byte, as an octal escape
+	printf "\\$(printf '%03o' $(((old + 1) % 256)))" |
+		dd of="$f" bs=1 seek="$at" conv=notrunc status=none || check_error "flipping $f"
+	flipped=$((flipped + 1))
+done
+[ $flipped = 2 ] || check_error "g's chunk 1 was on fewer than 2 daemons"
+"$ctl" ctl remount 1 || check_error "remounting (nothing cached)"
+check_same "$mnt/r/g" "$local_dir/g" "g with two of its chunk's copies flipped"
+"$rdmafsctl" scrub >"$local_dir/scrub1" 2>&1
+rc=$?
+[ $rc = 1 ] || check_fail "scrub of the flipped copies exited $rc, want 1: $(cat "$local_dir/scrub1")"
+[ "$(grep -c "^[0-9a-f-]\{36\} .* $ino .* 1 " "$local_dir/scrub1")" = 2 ] ||
+	check_fail "scrub did not list chunk 1 of g on 2 daemons: $(cat "$local_dir/scrub1")"
+"$rdmafsctl" scrub --status --repair >"$local_dir/repair" 2>&1 ||
+	check_fail "scrub --repair exited $?: $(cat "$local_dir/repair")"
+[ "$(grep -c "inode $ino chunk 1 on .*: repaired from" "$local_dir/repair")" = 2 ] ||
+	check_fail "scrub --repair did not repair both copies: $(cat "$local_dir/repair")"
+"$rdmafsctl" scrub >"$local_dir/scrub2" 2>&1 ||
+	check_fail "a scrub after the repair exited $?: $(cat "$local_dir/scrub2")"
+for i in $DAEMONS; do
+	f=$(chunk_file "$i" "$ino" 1)
+	[ -f "$f" ] || continue
+	dd if="$local_dir/g" of="$local_dir/g1" bs=1M skip=1 count=1 status=none ||
+		check_error "cutting g's chunk 1"
+	check_same "$f" "$local_dir/g1" "chunk 1 of g on daemon $i after the repair"
+done
+check_same "$mnt/r/g" "$local_dir/g" "g after the repair"
+echo "replicas: two flipped copies read around, found by scrub, repaired from the third"
