@@ -3,6 +3,8 @@
 # workloads (tests/bench/fs_workloads.py) run, one target after the other, on
 #   rdmafs      four daemons, one also serving metadata (tests/lib/cluster.sh)
 #   rdmafs-1    the single-node default: one daemon serving metadata and data
+#   rdmafs-r3   as rdmafs, every file with 3 copies of each chunk (the mount's
+#               root gets rdmafs.replicas = 3; not in the default list)
 #   glusterfs   GlusterFS, one brick on loopback (Debian's glusterfs-server),
 #               started and stopped here
 #   bindfs      a FUSE passthrough of a local directory
@@ -99,10 +101,13 @@ run_workloads() { # DIR OUT.json
 		--tarball "$work/tree.tar" --tree-files "$tree_files" --only "${BENCH_FS_ONLY:-}"
 }
 
-run_rdmafs() { # TARGET STORAGE_DAEMONS
+run_rdmafs() { # TARGET STORAGE_DAEMONS [REPLICAS]
 	# the one test cluster harness; its data, like the workloads' files, on /var/tmp's disk
+	# shellcheck disable=SC2016 # expanded by the command cluster.sh runs
 	TMPDIR=/var/tmp "$top/tests/lib/cluster.sh" --build "$build" --transport "$transport" \
 		--addr "$addr" --storage "$2" --timeout 7200 -- \
+		bash -c 'setfattr -n rdmafs.replicas -v "$1" "$RDMAFS_MOUNT" && shift && exec "$@"' \
+		replicas "${3:-1}" \
 		python3 "$workloads" %MOUNT% "$work/$1.json" --size-mb "$size_mb" --files "$nfiles" \
 		--runtime "$runtime" --tarball "$work/tree.tar" --tree-files "$tree_files" \
 		--only "${BENCH_FS_ONLY:-}" >&2
@@ -114,6 +119,7 @@ for t in "${targets[@]}"; do
 	case $t in
 	rdmafs) run_rdmafs rdmafs 3 ;;
 	rdmafs-1) run_rdmafs rdmafs-1 0 ;;
+	rdmafs-r3) run_rdmafs rdmafs-r3 3 3 ;;
 	glusterfs)
 		rc=0
 		if gluster_up "$work/gluster"; then
@@ -160,7 +166,7 @@ for m in metrics:
     for t in targets:
         row[t] = res[t].get(m, {}).get("value")
     for t in (x for x in targets if x.startswith("rdmafs")):
-        for base in ("glusterfs", "bindfs", "local"):
+        for base in ("glusterfs", "bindfs", "local") + (("rdmafs",) if t == "rdmafs-r3" else ()):
             if base in targets and row[t] is not None and row.get(base):
                 row[f"{t}_vs_{base}"] = round(row[t] / row[base], 3)
     rows.append(row)
@@ -170,8 +176,10 @@ w = 12
 head = f"{'metric':28}" + "".join(f"{t:>{w}}" for t in targets)
 ratios = [f"{t}/{b}" for t in targets if t.startswith("rdmafs") for b in ("glusterfs", "bindfs")
           if b in targets]
+ratios += ["rdmafs-r3/rdmafs"] if "rdmafs-r3" in targets and "rdmafs" in targets else []
 head += "".join(f"{r:>{len(r) + 2}}" for r in ratios)
-print(f"\nbench-fs ({transport}; rdmafs: 4 daemons, rdmafs-1: one; ratios are rdmafs/peer)")
+print(f"\nbench-fs ({transport}; rdmafs: 4 daemons, rdmafs-1: one, rdmafs-r3: 4 daemons and 3 copies;"
+      " ratios are rdmafs/peer)")
 print(head)
 for row in rows:
     line = f"{row['metric'] + ' ' + row['unit']:28}"
