@@ -193,31 +193,60 @@ static int peer_get(struct chain *c, const char *uri, struct xprt_conn **out, bo
 	return 0;
 }
 
-int chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, struct xprt_buf *buf,
-		  const void *payload)
+/* The answer to a forwarded write, on the progress thread (or the caller's). */
+static void forward_done(void *arg, int status, const void *body, size_t len)
+{
+	struct chain_call *call = arg;
+	Rdmafs__ChunkWriteResp *resp;
+
+	if (!status) {
+		resp = rdmafs__chunk_write_resp__unpack(NULL, len, body);
+		if (!resp)
+			status = -EBADMSG;
+		rdmafs__chunk_write_resp__free_unpacked(resp, NULL);
+	}
+	pthread_mutex_lock(&call->lock);
+	call->status = status;
+	call->done = true;
+	pthread_cond_signal(&call->cond);
+	pthread_mutex_unlock(&call->lock);
+}
+
+/* Gives back the connection of @call (kept, or its own). */
+static void call_release(struct chain_call *call)
+{
+	if (call->kept)
+		xprt_conn_put(call->conn);
+	else
+		xprt_conn_close(call->conn);
+	call->conn = NULL;
+}
+
+int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+			struct xprt_buf *buf, const void *payload, struct chain_call *call)
 {
 	Rdmafs__ChunkWriteReq fwd = *m;
 	Rdmafs__BufferDesc desc = RDMAFS__BUFFER_DESC__INIT;
 	const Rdmafs__ChainHop *next = m->chain[0];
-	uint8_t reply[CHAIN_REPLY_MAX], *req;
-	Rdmafs__ChunkWriteResp *resp;
-	struct xprt_conn *conn;
 	struct xprt_desc d;
-	size_t reply_len;
-	bool kept;
+	uint8_t *req;
 	int ret;
 
+	memset(call, 0, sizeof(*call));
 	if (!next->uri || !*next->uri || next->uuid.len != RDMAFS_UUID_LEN)
 		return -EINVAL;
-	ret = peer_get(c, next->uri, &conn, &kept);
+	call->uri = next->uri;
+	call->inode = m->chunk->inode;
+	call->index = m->chunk->index;
+	ret = peer_get(c, next->uri, &call->conn, &call->kept);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_WARN, "chain: cannot reach %s: %s", next->uri,
 			   xprt_strerror(ret));
 		return ret;
 	}
-	ret = xprt_mr_desc(conn, xprt_buf_mr(buf), payload, m->length, &d);
+	ret = xprt_mr_desc(call->conn, xprt_buf_mr(buf), payload, m->length, &d);
 	if (ret)
-		goto out;
+		goto err;
 	desc.addr = d.addr;
 	desc.rkey = d.rkey;
 	desc.len = m->length;
@@ -229,30 +258,48 @@ int chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, struct
 	req = malloc(rdmafs__chunk_write_req__get_packed_size(&fwd));
 	if (!req) {
 		ret = -ENOMEM;
-		goto out;
+		goto err;
 	}
-	ret = xprt_call(conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, req,
-			rdmafs__chunk_write_req__pack(&fwd, req), reply, sizeof(reply), &reply_len,
-			0);
+	pthread_mutex_init(&call->lock, NULL);
+	pthread_cond_init(&call->cond, NULL);
+	ret = xprt_call_async(call->conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, req,
+			      rdmafs__chunk_write_req__pack(&fwd, req), 0, forward_done, call);
 	free(req);
+	if (ret) {
+		pthread_cond_destroy(&call->cond);
+		pthread_mutex_destroy(&call->lock);
+		goto err;
+	}
+	call->started = true;
+	return 0;
+err:
+	rdmafs_log(RDMAFS_LOG_WARN,
+		   "chain: cannot send chunk %016" PRIx64 "/%016" PRIx64 " to %s: %s", call->inode,
+		   call->index, call->uri, xprt_strerror(ret));
+	call_release(call);
+	return ret;
+}
+
+int chain_forward_end(struct chain_call *call)
+{
+	int ret;
+
+	pthread_mutex_lock(&call->lock);
+	while (!call->done)
+		pthread_cond_wait(&call->cond, &call->lock);
+	ret = call->status;
+	pthread_mutex_unlock(&call->lock);
+	pthread_cond_destroy(&call->cond);
+	pthread_mutex_destroy(&call->lock);
 	if (ret == -ETIMEDOUT) {
 		/* the peer may still read our buffer, which the next request reuses */
-		xprt_conn_reset(conn);
-	}
-	if (!ret) {
-		resp = rdmafs__chunk_write_resp__unpack(NULL, reply_len, reply);
-		if (!resp)
-			ret = -EBADMSG;
-		rdmafs__chunk_write_resp__free_unpacked(resp, NULL);
+		xprt_conn_reset(call->conn);
 	}
 	if (ret)
 		rdmafs_log(RDMAFS_LOG_WARN,
 			   "chain: chunk %016" PRIx64 "/%016" PRIx64 " not stored by %s: %s",
-			   m->chunk->inode, m->chunk->index, next->uri, xprt_strerror(ret));
-out:
-	if (kept)
-		xprt_conn_put(conn);
-	else
-		xprt_conn_close(conn);
+			   call->inode, call->index, call->uri, xprt_strerror(ret));
+	call_release(call);
+	call->started = false;
 	return ret;
 }

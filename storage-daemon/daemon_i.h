@@ -8,6 +8,7 @@
 #ifndef RDMAFS_DAEMON_I_H
 #define RDMAFS_DAEMON_I_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@ struct xprt_ctx;
 struct xprt_pool;
 struct xprt_req;
 struct xprt_buf;
+struct xprt_conn;
 struct Rdmafs__ChunkWriteReq;
 
 /* ---- configuration (config.c) ---- */
@@ -402,7 +404,7 @@ int keyring_check(const struct xprt_identity *id, void *arg);
 struct chain;
 
 int chain_create(struct xprt_ctx *ctx, struct chain **out);
-/* Closes the connections; no chain_forward() may run. */
+/* Closes the connections; no forward may be under way. */
 void chain_destroy(struct chain *c);
 
 /*
@@ -412,22 +414,39 @@ void chain_destroy(struct chain *c);
  */
 unsigned chain_write_hop(const void *body, size_t len);
 
-/*
- * Sends the CHUNK_WRITE @m, stored here, on to @m->chain[0] (n_chain >= 1),
- * with the rest of the chain, hop + 1, and the @m->length bytes at @payload
- * in @buf (a pool buffer registered for remote read) for it to pull, and
- * waits for the answer (the context's call timeout). A connection to each
- * peer is kept; one that timed out is reset, since the peer may still read
- * @buf. Returns 0 once every later daemon of the chain stored the write, the
- * first error along the chain, or a transport error reaching the next one
- * (logged).
- */
-int chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, struct xprt_buf *buf,
-		  const void *payload);
+/* A write forwarded to the next daemon of its chain, until its answer. */
+struct chain_call {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool started, done, kept;
+	int status;
+	struct xprt_conn *conn;
+	const char *uri; /* the request's, for the log */
+	uint64_t inode, index;
+};
 
 /*
- * The head of a chain holds its chunk's lock from its own store through
- * chain_forward()'s answer, so the writes of one chunk go down the chain one
+ * Sends the CHUNK_WRITE @m on to @m->chain[0] (n_chain >= 1) with the rest
+ * of the chain, hop + 1, and the @m->length bytes at @payload in @buf (a
+ * pool buffer registered for remote read) for it to pull, and returns
+ * without waiting: the caller stores its own copy meanwhile, then must call
+ * chain_forward_end() before it reuses @buf or leaves (the next daemon may
+ * be reading it). A connection to each peer is kept. Returns 0 (started), or
+ * an error reaching the next daemon (logged; nothing to end).
+ */
+int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+			struct xprt_buf *buf, const void *payload, struct chain_call *call);
+/*
+ * Waits for @call's answer (bounded by the context's call timeout): 0 once
+ * every later daemon of the chain stored the write, else the first error
+ * along the chain (logged). A connection that timed out is reset, since the
+ * peer may still read the buffer.
+ */
+int chain_forward_end(struct chain_call *call);
+
+/*
+ * The head of a chain holds its chunk's lock from before it forwards through
+ * chain_forward_end(), so the writes of one chunk go down the chain one
  * at a time and in one order: two clients' overlapping writes leave every
  * copy the same. Chunks share CHAIN_ORDER_LOCKS locks by hash. Later daemons
  * of the chain need none: each gets the next write only after it answered

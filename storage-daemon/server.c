@@ -271,9 +271,10 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	struct store_chunk_info info;
 	struct store_chunk_id id;
 	uint8_t *base = xprt_buf_data(w->buf), *payload;
+	struct chain_call fwd = {.started = false};
 	bool ordered = false;
 	uint64_t t;
-	int ret;
+	int ret, chain_ret = 0;
 
 	if (!m)
 		return -EBADMSG;
@@ -337,24 +338,28 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
 	if (ret)
 		goto out_free;
-	t = rdmafs_now_ns();
-	ret = store_write(w->io, id, m->offset, m->length, base, m->commit, m->zeros_as_hole,
-			  &info);
-	STAT_ADD(srv->disk_write_ns, rdmafs_now_ns() - t);
+	/* the next daemon pulls and stores its copy while we store ours */
+	if (m->n_chain)
+		ret = chain_forward_start(srv->chain, m, w->buf, payload, &fwd);
+	if (!ret) {
+		t = rdmafs_now_ns();
+		ret = store_write(w->io, id, m->offset, m->length, base, m->commit,
+				  m->zeros_as_hole, &info);
+		STAT_ADD(srv->disk_write_ns, rdmafs_now_ns() - t);
+	}
+	/* the chain's answer is ours: every daemon after this one stored it too */
+	if (fwd.started)
+		chain_ret = chain_forward_end(&fwd);
 	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
 	}
+	if (!ret)
+		ret = chain_ret;
 	if (ret)
 		goto out_free;
 	STAT_ADD(srv->bytes_written, m->length);
-	/* the chain's answer is ours: every daemon after this one stored it too */
-	if (m->n_chain) {
-		ret = chain_forward(srv->chain, m, w->buf, payload);
-		if (ret)
-			goto out_free;
-	}
 	resp.chunk_length = info.length;
 	resp.version = info.version;
 	ret = pack_reply(w, &resp.base, reply_len);

@@ -13,7 +13,7 @@
  *   (lmdb_guard_boot_id(), --wrap=lmdb_guard_boot_id): a store that did not
  *   close in another boot went through a power loss;
  * - RDMAFS_TEST_FORWARD_HOLD_MS=N holds the daemon's first forward of a
- *   replicated write (chain_forward(), --wrap=chain_forward) N ms before it
+ *   replicated write (chain_forward_start(), --wrap=chain_forward_start) N ms before it
  *   goes, so a second write can overtake it.
  * Unset, the daemon is the ordinary one.
  */
@@ -128,18 +128,18 @@ int __wrap_lmdb_guard_boot_id(char out[LMDB_GUARD_BOOT_ID_LEN])
 	return 0;
 }
 
-int __real_chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
-			 struct xprt_buf *buf, const void *payload);
-int __wrap_chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
-			 struct xprt_buf *buf, const void *payload);
+int __real_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+			       struct xprt_buf *buf, const void *payload, struct chain_call *call);
+int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+			       struct xprt_buf *buf, const void *payload, struct chain_call *call);
 
-int __wrap_chain_forward(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
-			 struct xprt_buf *buf, const void *payload)
+int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+			       struct xprt_buf *buf, const void *payload, struct chain_call *call)
 {
 	static bool held;
 	const char *spec = getenv("RDMAFS_TEST_FORWARD_HOLD_MS");
 
 	if (spec && !__atomic_exchange_n(&held, true, __ATOMIC_RELAXED))
 		usleep((useconds_t)strtoul(spec, NULL, 10) * 1000u);
-	return __real_chain_forward(c, m, buf, payload);
+	return __real_chain_forward_start(c, m, buf, payload, call);
 }
