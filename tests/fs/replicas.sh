@@ -23,11 +23,8 @@
 set -u
 . "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
 mnt=${1:?usage: replicas.sh DIR}
-ctl=${RDMAFS_CLUSTER_CTL:-}
-if [ -z "$ctl" ] || [ -z "${RDMAFS_CLUSTER_DIR:-}" ]; then
-	echo "SKIP: replicas.sh needs an rdmafs cluster started by cluster.sh (not RDMAFS_FS_LOCAL)"
-	exit 77
-fi
+check_cluster replicas.sh
+ctl=$RDMAFS_CLUSTER_CTL
 MIB=$((1024 * 1024))
 
 check_need setfattr getfattr stat cmp head truncate seq od dd

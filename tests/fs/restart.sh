@@ -14,11 +14,8 @@
 set -u
 . "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
 mnt=${1:?usage: restart.sh DIR}
-ctl=${RDMAFS_CLUSTER_CTL:-}
-if [ -z "$ctl" ] || [ -z "${RDMAFS_CLUSTER_DIR:-}" ]; then
-	echo "SKIP: restart.sh needs an rdmafs cluster started by cluster.sh (not RDMAFS_FS_LOCAL)"
-	exit 77
-fi
+check_cluster restart.sh
+ctl=$RDMAFS_CLUSTER_CTL
 # The client's per-RPC timeout is 5 s; allow retries and reconnects on top.
 ERROR_BOUND=${RDMAFS_FS_ERROR_BOUND:-60}
 RECOVER_BOUND=${RDMAFS_FS_RECOVER_BOUND:-90}

@@ -29,6 +29,15 @@ check_error() {
 	exit 99
 }
 
+# check_cluster NAME: a test that acts on its cluster (RDMAFS_CLUSTER_CTL kills
+# and restarts daemons) skips with 77, saying so, outside tests/lib/cluster.sh.
+check_cluster() {
+	if [ -z "${RDMAFS_CLUSTER_CTL:-}" ] || [ -z "${RDMAFS_CLUSTER_DIR:-}" ]; then
+		echo "SKIP: $1 needs an rdmafs cluster started by cluster.sh (not RDMAFS_FS_LOCAL)"
+		exit 77
+	fi
+}
+
 # check_need TOOL...: every tool is installed, else ERROR.
 check_need() {
 	local tool
