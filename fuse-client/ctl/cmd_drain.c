@@ -17,7 +17,9 @@
  *      place under the new list, and the destinations commit (fdatasync).
  *      A file with several copies of each chunk: the copy goes to the
  *      daemon that takes D's place in the chunk's chain (the other members
- *      keep theirs), none when the new list is too short for the chain.
+ *      keep theirs). A file whose new list would have fewer daemons than it
+ *      keeps copies is not moved (ENOSPC): it keeps D, and `remove` refuses
+ *      D until a daemon is added and the drain runs again.
  *      Nothing can change D's chunks of the file any more, so one round
  *      copies the final data: the re-copy rounds of old are gone;
  *   4. SET_LAYOUT switches the file to the new list (generation g + 1), a
@@ -361,6 +363,14 @@ static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 		if (!daemons[0])
 			return -ENOSPC;
 		n = 1;
+	}
+	/* no copy is given up: the file stays, so the daemon cannot be removed (remove refuses) */
+	if (l->replicas > n) {
+		ctl_err("inode %" PRIu64
+			": keeps %u copies of each chunk, and its layout would have"
+			" %zu daemons without %s: not moved (add a daemon first)",
+			e->ino, l->replicas, n, dr->src->uuid_text);
+		return -ENOSPC;
 	}
 	/* the generation SET_LAYOUT gives the new layout: older ones are refused from now on */
 	ret = rfs_chunk_fence(dr->src_handle, e->ino, fence, false, NULL);

@@ -195,3 +195,40 @@ for i in $DAEMONS; do
 done
 check_same "$mnt/r/g" "$local_dir/g" "g after the repair"
 echo "replicas: two flipped copies read around, found by scrub, repaired from the third"
+
+# 6. a drain keeps every copy: a file of 4 copies on 4 daemons cannot leave one (the drain
+# fails for it and remove refuses); files of 3 copies move, each chunk's copy to the daemon
+# that takes the drained one's place in its chain, so with the other two storage daemons
+# killed the metadata service's daemon alone still holds every chunk.
+mkdir "$mnt/r4" || check_fail "mkdir r4"
+setfattr -n rdmafs.replicas -v 4 "$mnt/r4" || check_fail "setfattr r4"
+# 16 more chunks of 3 copies: some chunk almost surely has none on the metadata daemon yet
+head -c $((16 * MIB)) /dev/urandom >"$local_dir/many" || check_error "making many's reference"
+dd if="$local_dir/many" of="$mnt/r/many" bs=1M conv=fsync status=none || check_fail "writing many"
+head -c $((3 * MIB)) /dev/urandom >"$local_dir/four" || check_error "making four's reference"
+dd if="$local_dir/four" of="$mnt/r4/four" bs=1M conv=fsync status=none || check_fail "writing four"
+[ "$(xattr "$mnt/r4/four" rdmafs.replicas)" = 4 ] || check_fail "four has $(xattr "$mnt/r4/four" rdmafs.replicas) copies"
+victim=$("$ctl" ctl uri 1) || check_error "cluster.sh ctl uri 1"
+"$rdmafsctl" drain --wait "$victim" >"$local_dir/drain" 2>&1
+rc=$?
+[ $rc != 0 ] || check_fail "a drain that would drop a copy of four succeeded: $(cat "$local_dir/drain")"
+grep -q "keeps 4 copies of each chunk" "$local_dir/drain" ||
+	check_fail "the drain did not say why four stayed: $(cat "$local_dir/drain")"
+"$rdmafsctl" remove "$victim" >"$local_dir/remove" 2>&1 &&
+	check_fail "remove of a daemon four still needs succeeded"
+"$rdmafsctl" undrain "$victim" >"$local_dir/undrain" 2>&1 ||
+	check_fail "undrain: $(cat "$local_dir/undrain")"
+for i in 2 3; do
+	"$ctl" ctl kill "$i" || check_error "killing daemon $i"
+done
+"$ctl" ctl remount 1 || check_error "remounting (nothing cached)"
+check_same "$mnt/r/g" "$local_dir/g" "g, drained off daemon 1, with daemons 2 and 3 down"
+check_same "$mnt/r/many" "$local_dir/many" "many, drained off daemon 1, with daemons 2 and 3 down"
+for s in 3000 300000; do
+	check_same "$mnt/r/sub/f$s" "$local_dir/$s" "f$s, drained off daemon 1, with daemons 2 and 3 down"
+done
+for i in 2 3; do
+	"$ctl" ctl start "$i" || check_error "restarting daemon $i"
+done
+check_same "$mnt/r4/four" "$local_dir/four" "four after the refused drain"
+echo "replicas: a drain moved files of 3 copies whole and refused to drop a copy of a file of 4"
