@@ -100,12 +100,14 @@ static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
 
 unsigned chain_write_hop(const void *body, size_t len)
 {
-	const uint8_t *p = body, *end = p + len;
+	const uint8_t *p = body, *end;
 	uint64_t tag, v;
-
 	/* top-level fields only; the last hop field wins, as protobuf says */
 	unsigned hop = 0;
 
+	if (!body)
+		return 0; /* an empty request's body may be NULL: no arithmetic on it */
+	end = p + len;
 	while (p < end && varint(&p, end, &tag)) {
 		switch (tag & 7) {
 		case 0: /* varint */
