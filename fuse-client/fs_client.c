@@ -1092,16 +1092,14 @@ int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t ind
 	return ret < 0 ? ret : chain[0];
 }
 
-/* The daemons of chunk @index's chain, as a mask of @layout's daemons[] indexes. */
-static int chain_mask(const struct rfs_layout *layout, uint64_t ino, uint64_t index, uint64_t *mask)
+/* The daemons of a chain (@n of @chain), as a mask of its layout's daemons[] indexes. */
+static uint64_t chain_mask(const int *chain, int n)
 {
-	int chain[RFS_MAX_REPLICAS], n = rfs_layout_chain(layout, ino, index, chain);
+	uint64_t mask = 0;
 
-	if (n < 0)
-		return n;
 	for (int i = 0; i < n; i++)
-		*mask |= 1ull << chain[i];
-	return 0;
+		mask |= 1ull << chain[i];
+	return mask;
 }
 
 /* The DaemonState of @p in the last map. */
@@ -1359,11 +1357,11 @@ struct piece {
 
 /*
  * The first daemon of @p's chain the map does not say is DOWN (the head when
- * all are): where a read goes first, and a write (which goes to the head).
+ * all are, or when it is the only one): where a read goes first.
  */
 static int first_replica(struct rfs *fs, const struct rfs_layout *layout, struct piece *p)
 {
-	for (p->replica = 0; p->replica < p->chain_len; p->replica++) {
+	for (p->replica = 0; p->chain_len > 1 && p->replica < p->chain_len; p->replica++) {
 		struct rfs_peer *peer = find_daemon(fs, layout->daemons[p->chain[p->replica]]);
 
 		if (!peer || peer_state(peer) != RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN)
@@ -1387,9 +1385,13 @@ static bool next_replica(struct piece *p, int err)
 	return true;
 }
 
-/* Cuts [off, off + len) at chunk and buffer boundaries; *@out is calloc()ed. */
+/*
+ * Cuts [off, off + len) at chunk and buffer boundaries, each piece sent to
+ * its chunk's head for a @write, to its first copy up for a read; *@out is
+ * calloc()ed.
+ */
 static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, uint64_t off,
-		 size_t len, struct piece **out, size_t *count)
+		 size_t len, bool write, struct piece **out, size_t *count)
 {
 	uint32_t step = layout->chunk_size < fs->buf_size ? layout->chunk_size : fs->buf_size;
 	size_t max = len / step + 2, n = 0, pos = 0;
@@ -1421,7 +1423,7 @@ static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, 
 			return d;
 		}
 		p->chain_len = d;
-		p->daemon = first_replica(fs, layout, p);
+		p->daemon = write ? p->chain[0] : first_replica(fs, layout, p);
 		pos += take;
 		n++;
 	}
@@ -1543,11 +1545,8 @@ static int piece_issue(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 		       unsigned flags)
 {
 	struct rfs_peer *peer;
-	int ret;
+	int ret = layout_peer(fs, layout, p->daemon, &peer);
 
-	if (write) /* a write goes to the head, whatever the map says of it */
-		p->daemon = p->chain[0];
-	ret = layout_peer(fs, layout, p->daemon, &peer);
 	if (ret)
 		return ret;
 	p->s.peer = peer;
@@ -1658,8 +1657,8 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 				rfs_count(write ? &fs->counters.write_bytes
 						: &fs->counters.read_bytes,
 					  p->len);
-				if (write && written)
-					chain_mask(layout, ino, p->index, written);
+				if (write && written) /* every copy holds it */
+					*written |= chain_mask(p->chain, p->chain_len);
 			} else if (!write && st && !ret && next_replica(p, st)) {
 				/* another copy may answer: a dead daemon's, a bad block's */
 				rfs_count(&fs->counters.replica_moves, 1);
@@ -1682,7 +1681,7 @@ static int data_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layo
 	size_t count;
 	int ret;
 
-	ret = split(fs, layout, ino, off, len, &pieces, &count);
+	ret = split(fs, layout, ino, off, len, write, &pieces, &count);
 	if (ret)
 		return ret;
 	ret = run_pieces(fs, layout, ino, pieces, count, write, src, dst, flags, written);
@@ -1781,7 +1780,7 @@ int rfs_write_start(struct rfs *fs, uint64_t ino, const struct rfs_layout *layou
 	j->layout = *layout;
 	j->ino = ino;
 	j->off = off;
-	ret = split(fs, layout, ino, off, len, &j->pieces, &j->count);
+	ret = split(fs, layout, ino, off, len, true, &j->pieces, &j->count);
 	if (ret) {
 		free(j);
 		return ret;
@@ -1830,7 +1829,7 @@ int rfs_write_finish(struct rfs_wjob *j, struct rfs_layout *layout, uint64_t *wr
 		slot_release(&p->s);
 		if (!st) {
 			rfs_count(&fs->counters.write_bytes, p->len);
-			chain_mask(&j->layout, j->ino, p->index, written);
+			*written |= chain_mask(p->chain, p->chain_len);
 			continue;
 		}
 		st = stale_if_removed(fs, p->s.peer, st);
@@ -2002,18 +2001,18 @@ static int truncate_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout 
 {
 	Rdmafs__ChunkTruncateReq req = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
-	uint64_t mask = 0;
-	int ret = chain_mask(layout, ino, index, &mask);
+	int chain[RFS_MAX_REPLICAS], n = rfs_layout_chain(layout, ino, index, chain);
 
-	if (ret)
-		return ret;
+	if (n < 0)
+		return n;
 	cid.inode = ino;
 	cid.index = index;
 	req.chunk = &cid;
 	req.length = length;
 	req.layout_generation = layout->generation;
 	/* every copy */
-	return broadcast(fs, layout, mask, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base);
+	return broadcast(fs, layout, chain_mask(chain, n), RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
+			 &req.base);
 }
 
 static int truncate_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,

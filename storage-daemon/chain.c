@@ -16,8 +16,6 @@
 #include "rdmafs.pb-c.h"
 #include "daemon_i.h"
 
-/* Daemons one daemon forwards to: every other daemon of a layout, at most. */
-#define CHAIN_PEERS_MAX RDMAFS_MAX_STRIPE
 /* A ChunkWriteResp, with room to spare. */
 #define CHAIN_REPLY_MAX 256u
 /* Locks that order a head's writes per chunk (a chunk hashes to one). */
@@ -30,9 +28,9 @@ struct chain_peer {
 
 struct chain {
 	struct xprt_ctx *ctx;
-	pthread_mutex_t lock; /* guards peers (not the calls on their connections) */
-	struct chain_peer peers[CHAIN_PEERS_MAX];
-	unsigned count;
+	pthread_mutex_t lock;	  /* guards peers (not the calls on their connections) */
+	struct chain_peer *peers; /* every peer forwarded to since the start */
+	unsigned count, cap;
 	pthread_mutex_t order[CHAIN_ORDER_LOCKS]; /* chain_order_lock() */
 };
 
@@ -58,6 +56,7 @@ void chain_destroy(struct chain *c)
 		xprt_conn_close(c->peers[i].conn);
 		free(c->peers[i].uri);
 	}
+	free(c->peers);
 	pthread_mutex_destroy(&c->lock);
 	for (unsigned i = 0; i < CHAIN_ORDER_LOCKS; i++)
 		pthread_mutex_destroy(&c->order[i]);
@@ -115,51 +114,78 @@ unsigned chain_write_hop(const void *body, size_t len)
 				return 0;
 			if (tag >> 3 == 12) /* ChunkWriteReq.hop */
 				hop = v > UINT32_MAX ? UINT32_MAX : (unsigned)v;
-			break;
+			continue;
 		case 1: /* 64-bit */
-			if (end - p < 8)
-				return 0;
-			p += 8;
+			v = 8;
 			break;
 		case 2: /* length-delimited */
-			if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
+			if (!varint(&p, end, &v))
 				return 0;
-			p += v;
 			break;
 		case 5: /* 32-bit */
-			if (end - p < 4)
-				return 0;
-			p += 4;
+			v = 4;
 			break;
 		default:
 			return 0;
 		}
+		/* the fields skipped: @v bytes */
+		if (v > (uint64_t)(end - p))
+			return 0;
+		p += v;
 	}
 	return hop;
 }
 
+/* The peer at @uri; NULL if none. Called with the lock held. */
+static struct chain_peer *peer_find(struct chain *c, const char *uri)
+{
+	for (unsigned i = 0; i < c->count; i++)
+		if (strcmp(c->peers[i].uri, uri) == 0)
+			return &c->peers[i];
+	return NULL;
+}
+
+/* A new peer at @uri, with no connection yet; NULL when out of memory. Lock held. */
+static struct chain_peer *peer_add(struct chain *c, const char *uri)
+{
+	struct chain_peer *p;
+
+	if (c->count == c->cap) {
+		unsigned cap = c->cap ? 2 * c->cap : 8;
+
+		p = realloc(c->peers, cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		c->peers = p;
+		c->cap = cap;
+	}
+	p = &c->peers[c->count];
+	p->uri = strdup(uri);
+	p->conn = NULL;
+	if (!p->uri)
+		return NULL;
+	c->count++;
+	return p;
+}
+
 /*
- * A connection to @uri: the one kept, or a new one (made outside the lock, so
- * a peer that does not answer delays only the writes that go to it). *@kept
- * says whether it is kept (drop it with xprt_conn_put()) or the caller's own
- * (no room to keep it: xprt_conn_close()).
+ * A reference (xprt_conn_put() it) to the connection kept for @uri, made
+ * first if there is none or it died: outside the lock, so a peer that does
+ * not answer delays only the writes that go to it.
  */
-static int peer_get(struct chain *c, const char *uri, struct xprt_conn **out, bool *kept)
+static int peer_get(struct chain *c, const char *uri, struct xprt_conn **out)
 {
 	struct xprt_conn *conn = NULL, *spare = NULL;
-	struct chain_peer *p = NULL;
-	int ret;
+	struct chain_peer *p;
+	int ret = 0;
 
 	pthread_mutex_lock(&c->lock);
-	for (unsigned i = 0; i < c->count && !p; i++)
-		if (strcmp(c->peers[i].uri, uri) == 0)
-			p = &c->peers[i];
-	if (p && p->conn && xprt_conn_alive(p->conn)) {
+	p = peer_find(c, uri);
+	if (p && p->conn && xprt_conn_alive(p->conn))
 		conn = p->conn;
+	if (conn)
 		xprt_conn_get(conn);
-	}
 	pthread_mutex_unlock(&c->lock);
-	*kept = true;
 	if (conn) {
 		*out = conn;
 		return 0;
@@ -168,31 +194,27 @@ static int peer_get(struct chain *c, const char *uri, struct xprt_conn **out, bo
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&c->lock);
-	if (!p && c->count < CHAIN_PEERS_MAX) {
-		p = &c->peers[c->count];
-		p->uri = strdup(uri);
-		p->conn = NULL;
-		if (p->uri)
-			c->count++;
-		else
-			p = NULL;
-	}
-	if (p && p->conn && xprt_conn_alive(p->conn)) {
+	p = peer_find(c, uri);
+	if (!p)
+		p = peer_add(c, uri);
+	if (!p) {
+		ret = -ENOMEM;
+		spare = conn;
+	} else if (p->conn && xprt_conn_alive(p->conn)) {
 		/* another thread made one meanwhile: use it, ours goes */
 		spare = conn;
 		conn = p->conn;
-		xprt_conn_get(conn);
-	} else if (p) {
+	} else {
 		spare = p->conn; /* a dead one, or none */
 		p->conn = conn;
+	}
+	if (!ret) {
 		xprt_conn_get(conn);
-	} else {
-		*kept = false;
+		*out = conn;
 	}
 	pthread_mutex_unlock(&c->lock);
 	xprt_conn_close(spare);
-	*out = conn;
-	return 0;
+	return ret;
 }
 
 /* The answer to a forwarded write, on the progress thread (or the caller's). */
@@ -214,16 +236,6 @@ static void forward_done(void *arg, int status, const void *body, size_t len)
 	pthread_mutex_unlock(&call->lock);
 }
 
-/* Gives back the connection of @call (kept, or its own). */
-static void call_release(struct chain_call *call)
-{
-	if (call->kept)
-		xprt_conn_put(call->conn);
-	else
-		xprt_conn_close(call->conn);
-	call->conn = NULL;
-}
-
 int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
 			struct xprt_buf *buf, const void *payload, struct chain_call *call)
 {
@@ -240,7 +252,7 @@ int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
 	call->uri = next->uri;
 	call->inode = m->chunk->inode;
 	call->index = m->chunk->index;
-	ret = peer_get(c, next->uri, &call->conn, &call->kept);
+	ret = peer_get(c, next->uri, &call->conn);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_WARN, "chain: cannot reach %s: %s", next->uri,
 			   xprt_strerror(ret));
@@ -278,7 +290,8 @@ err:
 	rdmafs_log(RDMAFS_LOG_WARN,
 		   "chain: cannot send chunk %016" PRIx64 "/%016" PRIx64 " to %s: %s", call->inode,
 		   call->index, call->uri, xprt_strerror(ret));
-	call_release(call);
+	xprt_conn_put(call->conn);
+	call->conn = NULL;
 	return ret;
 }
 
@@ -301,7 +314,8 @@ int chain_forward_end(struct chain_call *call)
 		rdmafs_log(RDMAFS_LOG_WARN,
 			   "chain: chunk %016" PRIx64 "/%016" PRIx64 " not stored by %s: %s",
 			   call->inode, call->index, call->uri, xprt_strerror(ret));
-	call_release(call);
+	xprt_conn_put(call->conn);
+	call->conn = NULL;
 	call->started = false;
 	return ret;
 }

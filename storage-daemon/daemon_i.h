@@ -418,7 +418,7 @@ unsigned chain_write_hop(const void *body, size_t len);
 struct chain_call {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool started, done, kept;
+	bool started, done;
 	int status;
 	struct xprt_conn *conn;
 	const char *uri; /* the request's, for the log */

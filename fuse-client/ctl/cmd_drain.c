@@ -158,22 +158,18 @@ static const uint8_t *replacement(struct drain *dr, uint64_t seed, uint64_t ino)
 static int destination(const Rdmafs__Layout *l, const uint8_t *const *daemons, size_t n,
 		       uint64_t ino, uint64_t index)
 {
-	const uint8_t *old[RDMAFS_MAX_STRIPE];
-	int was[RDMAFS_MAX_REPLICAS], now[RDMAFS_MAX_REPLICAS];
-	int n_was, n_now;
+	const uint8_t *was[RDMAFS_MAX_REPLICAS];
+	int now[RDMAFS_MAX_REPLICAS];
+	int n_was = ctl_chain_of(l, ino, index, was),
+	    n_now = rdmafs_place_chain(daemons, n, l->placement_seed, ino, index, l->replicas, now);
 
-	for (size_t i = 0; i < l->n_daemons && i < RDMAFS_MAX_STRIPE; i++)
-		old[i] = l->daemons[i].data;
-	n_was = rdmafs_place_chain(old, l->n_daemons, l->placement_seed, ino, index, l->replicas,
-				   was);
-	n_now = rdmafs_place_chain(daemons, n, l->placement_seed, ino, index, l->replicas, now);
 	if (n_was < 0 || n_now < 0)
 		return -EINVAL;
 	for (int i = 0; i < n_now; i++) {
 		bool held = false;
 
 		for (int j = 0; j < n_was && !held; j++)
-			held = memcmp(daemons[now[i]], old[was[j]], RDMAFS_UUID_LEN) == 0;
+			held = memcmp(daemons[now[i]], was[j], RDMAFS_UUID_LEN) == 0;
 		if (!held)
 			return now[i];
 	}

@@ -174,6 +174,13 @@ int ctl_chunk_commit_inode(struct rfs_daemon *d, uint64_t ino);
 int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino);
 
 /*
+ * The chain of chunk @index of @ino under layout @l: the UUIDs of the daemons
+ * holding its copies, head first, in @out (RDMAFS_MAX_REPLICAS of room).
+ * Returns their count, or -EPROTO for a layout without valid daemons.
+ */
+int ctl_chain_of(const Rdmafs__Layout *l, uint64_t ino, uint64_t index, const uint8_t **out);
+
+/*
  * The inodes after @after (0: from the first), one reply's worth, checked:
  * ascending numbers, and each layout with a chunk size and 1..64 UUIDs of 16
  * bytes matching its stripe width. -EBADMSG otherwise.

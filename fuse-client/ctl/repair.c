@@ -39,26 +39,6 @@ static FILE *report_out(const struct ctl *c)
 	return c->json ? stderr : stdout;
 }
 
-/* The chain of chunk @index of @ino under @l: the daemons' UUIDs, head first; a count or errno. */
-static int chain_of(const Rdmafs__Layout *l, uint64_t ino, uint64_t index, const uint8_t **out)
-{
-	const uint8_t *uuids[RDMAFS_MAX_STRIPE];
-	int chain[RDMAFS_MAX_REPLICAS], n;
-
-	if (!l->n_daemons || l->n_daemons > RDMAFS_MAX_STRIPE)
-		return -EPROTO;
-	for (size_t i = 0; i < l->n_daemons; i++) {
-		if (l->daemons[i].len != RDMAFS_UUID_LEN)
-			return -EPROTO;
-		uuids[i] = l->daemons[i].data;
-	}
-	n = rdmafs_place_chain(uuids, l->n_daemons, l->placement_seed, ino, index, l->replicas,
-			       chain);
-	for (int i = 0; i < n; i++)
-		out[i] = uuids[chain[i]];
-	return n;
-}
-
 /*
  * Replaces @dst's copy of @id with the first good one among the daemons of
  * @chain (@n of them) but @dst itself. 0 (the source's label in @from),
@@ -120,7 +100,7 @@ static int repair_one(struct ctl *c, struct ctl_daemon *d, const Rdmafs__BadChun
 	}
 	if (ret)
 		return ret;
-	n = resp->layout ? chain_of(resp->layout, id.inode, id.index, chain) : -EPROTO;
+	n = resp->layout ? ctl_chain_of(resp->layout, id.inode, id.index, chain) : -EPROTO;
 	for (int i = 0; i < n; i++)
 		member |= !memcmp(chain[i], d->uuid, RDMAFS_UUID_LEN);
 	if (n < 0 || !member) {

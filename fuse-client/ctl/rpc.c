@@ -515,6 +515,25 @@ int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino)
 	return rfs_chunk_remove(d, &sel, NULL, NULL);
 }
 
+int ctl_chain_of(const Rdmafs__Layout *l, uint64_t ino, uint64_t index, const uint8_t **out)
+{
+	const uint8_t *uuids[RDMAFS_MAX_STRIPE];
+	int chain[RDMAFS_MAX_REPLICAS], n;
+
+	if (!l->n_daemons || l->n_daemons > RDMAFS_MAX_STRIPE)
+		return -EPROTO;
+	for (size_t i = 0; i < l->n_daemons; i++) {
+		if (l->daemons[i].len != RDMAFS_UUID_LEN)
+			return -EPROTO;
+		uuids[i] = l->daemons[i].data;
+	}
+	n = rdmafs_place_chain(uuids, l->n_daemons, l->placement_seed, ino, index, l->replicas,
+			       chain);
+	for (int i = 0; i < n; i++)
+		out[i] = uuids[chain[i]];
+	return n;
+}
+
 int ctl_inode_list(struct ctl *c, uint64_t after, Rdmafs__InodeListResp **out)
 {
 	Rdmafs__InodeListReq req = RDMAFS__INODE_LIST_REQ__INIT;

@@ -258,6 +258,7 @@ static int replicas_inherit(struct meta_txn *t, struct inode *in, const struct i
 	static const char name[] = META_XATTR_REPLICAS;
 	const void *value = NULL;
 	size_t len = 0;
+	uint32_t count;
 	int ret = -ENOENT;
 
 	in->replicas = t->m->opts.replicas;
@@ -271,9 +272,10 @@ static int replicas_inherit(struct meta_txn *t, struct inode *in, const struct i
 	if (S_ISDIR(in->r.mode))
 		return meta_store_xattr_put(t, in->ino, (const uint8_t *)name, strlen(name), value,
 					    len);
-	/* setxattr checked it: a bad value is from a store edited by hand */
-	if (replicas_parse(value, len))
-		in->replicas = replicas_parse(value, len);
+	/* setxattr checked it: a bad value is from a store edited by hand, and ignored */
+	count = replicas_parse(value, len);
+	if (count)
+		in->replicas = count;
 	return 0;
 }
 

@@ -30,7 +30,8 @@ MIB=$((1024 * 1024))
 check_need setfattr getfattr stat cmp head truncate seq od dd
 rdmafsctl=$(. "$RDMAFS_CLUSTER_DIR/cluster.env" && echo "$rdmafsctl")
 [ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
-local_dir=$(mktemp -d "${TMPDIR:-/tmp}/replicas.XXXXXX") || check_error "mktemp"
+local_dir=$(mktemp -d "${TMPDIR:-/tmp}/replicas.XXXXXX") ||
+	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
 trap 'rm -rf "$local_dir"' EXIT
 
 # getfattr's value of NAME on FILE, or the error it printed
