@@ -33,8 +33,15 @@
 #define FENCE_WAIT_MS	   30000u /* default fence_wait_ms */
 #define FENCE_BACKOFF_MIN  20u
 #define FENCE_BACKOFF_MAX  1000u
-#define HELD_BUCKETS	   1024u /* the open handles' table */
-#define RECLAIM_BATCH	   256u	 /* handles per RECLAIM: well inside a 16 KiB message */
+/*
+ * How long a replicated write waits for its chain to settle (a daemon that
+ * died is marked DOWN after the service's heartbeat timeout, 10 s by
+ * default, and the daemons' maps follow within a heartbeat), and a read
+ * for a copy that may serve, before the call fails with EIO.
+ */
+#define REPLICA_WAIT_MS 30000u
+#define HELD_BUCKETS	1024u /* the open handles' table */
+#define RECLAIM_BATCH	256u  /* handles per RECLAIM: well inside a 16 KiB message */
 
 _Static_assert(RFS_UUID_LEN == RDMAFS_UUID_LEN, "UUID sizes differ");
 
@@ -1163,6 +1170,25 @@ static uint64_t all_daemons(const struct rfs_layout *layout)
 	return layout->stripe_width >= 64 ? UINT64_MAX : (1ull << layout->stripe_width) - 1;
 }
 
+/*
+ * The daemons of a replicated @layout our map shows DOWN, as a mask: calls
+ * that carry no data (commit, truncate, remove) skip them, and the others
+ * record what they missed where it matters. 0 for a file of one copy, whose
+ * calls need every daemon.
+ */
+static uint64_t down_daemons(struct rfs *fs, const struct rfs_layout *layout)
+{
+	uint64_t mask = 0;
+
+	for (uint32_t d = 0; layout->replicas > 1 && d < layout->stripe_width; d++) {
+		struct rfs_peer *p = find_daemon(fs, layout->daemons[d]);
+
+		if (p && peer_state(p) == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN)
+			mask |= 1ull << d;
+	}
+	return mask;
+}
+
 /* ---- parallel calls ------------------------------------------------------------------------ */
 
 /* Calls in flight together; the caller waits for all of them. */
@@ -1355,20 +1381,105 @@ struct piece {
 	bool done;
 };
 
+/* Whether a daemon in DaemonState @state serves reads of copies and heads chains. */
+static bool state_serving(int state)
+{
+	return state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP ||
+	       state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING;
+}
+
+/* The DaemonState of daemon @d of @layout in our map; 0 for one it does not have. */
+static int layout_state(struct rfs *fs, const struct rfs_layout *layout, int d)
+{
+	struct rfs_peer *peer = find_daemon(fs, layout->daemons[d]);
+
+	return peer ? peer_state(peer) : 0;
+}
+
 /*
- * The first daemon of @p's chain the map does not say is DOWN (the head when
- * all are, or when it is the only one): where a read goes first.
+ * Where a read of @p goes first: the first daemon of its chain the map shows
+ * serving (UP or DRAINING), else the first not DOWN, else the head; the
+ * only daemon of a chunk of one copy, with no map lookup.
  */
 static int first_replica(struct rfs *fs, const struct rfs_layout *layout, struct piece *p)
 {
-	for (p->replica = 0; p->chain_len > 1 && p->replica < p->chain_len; p->replica++) {
-		struct rfs_peer *peer = find_daemon(fs, layout->daemons[p->chain[p->replica]]);
+	for (int pass = 0; p->chain_len > 1 && pass < 2; pass++) {
+		for (p->replica = 0; p->replica < p->chain_len; p->replica++) {
+			int state = layout_state(fs, layout, p->chain[p->replica]);
 
-		if (!peer || peer_state(peer) != RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN)
-			return p->chain[p->replica];
+			if (pass ? state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN
+				 : state_serving(state))
+				return p->chain[p->replica];
+		}
 	}
 	p->replica = 0;
 	return p->chain[0];
+}
+
+/*
+ * The head of @p's chain for a write: its first daemon the map shows serving
+ * (the daemons check that their maps agree). -EREMCHG when none does: the
+ * caller waits for the map to change (replica_retry()).
+ */
+static int write_head(struct rfs *fs, const struct rfs_layout *layout, const struct piece *p)
+{
+	if (p->chain_len == 1)
+		return p->chain[0];
+	for (int i = 0; i < p->chain_len; i++)
+		if (state_serving(layout_state(fs, layout, p->chain[i])))
+			return p->chain[i];
+	return -EREMCHG;
+}
+
+/*
+ * Whether a replicated write that failed with @err may succeed on a chain
+ * that settled: a daemon of the chain died or is unreachable (it will be
+ * DOWN and skipped), or the maps disagree (-EREMCHG).
+ */
+static bool chain_retryable(int err)
+{
+	return retryable(err) || err == -EREMCHG || err == -ETIMEDOUT || err == -ECONNREFUSED ||
+	       err == -EHOSTUNREACH || err == -EHOSTDOWN || err == -ENETUNREACH ||
+	       err == -ECONNABORTED || err == -ESHUTDOWN;
+}
+
+/* A wait of a replicated call for its chain to settle. */
+struct replica_wait {
+	uint64_t deadline_ms; /* 0: not started */
+	uint32_t backoff_ms;
+};
+
+/*
+ * After -EREMCHG from a replicated read or write: refetches the cluster map
+ * after a backoff and returns 0 for the caller to redo its call, until
+ * REPLICA_WAIT_MS have passed since the first; then -EIO (logged).
+ */
+static int replica_retry(struct rfs *fs, uint64_t ino, struct replica_wait *rw)
+{
+	struct timespec ts;
+	uint64_t now = rdmafs_now_ms();
+
+	if (!rw->deadline_ms) {
+		rw->deadline_ms = now + REPLICA_WAIT_MS;
+		rw->backoff_ms = FENCE_BACKOFF_MIN;
+	}
+	if (now >= rw->deadline_ms) {
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "inode %llu: no copy of a chunk could be written or read for %u ms "
+			   "(its daemons down or unreachable, or the cluster map unsettled): EIO",
+			   (unsigned long long)ino, REPLICA_WAIT_MS);
+		return -EIO;
+	}
+	if (rw->backoff_ms > rw->deadline_ms - now)
+		rw->backoff_ms = (uint32_t)(rw->deadline_ms - now);
+	ts.tv_sec = rw->backoff_ms / 1000u;
+	ts.tv_nsec = (long)(rw->backoff_ms % 1000u) * 1000000L;
+	nanosleep(&ts, NULL);
+	rw->backoff_ms =
+		rw->backoff_ms * 2 > FENCE_BACKOFF_MAX ? FENCE_BACKOFF_MAX : rw->backoff_ms * 2;
+	rfs_count(&fs->counters.replica_waits, 1);
+	rfs_map_refresh(fs, true);
+	return 0;
 }
 
 /*
@@ -1423,7 +1534,12 @@ static int split(struct rfs *fs, const struct rfs_layout *layout, uint64_t ino, 
 			return d;
 		}
 		p->chain_len = d;
-		p->daemon = write ? p->chain[0] : first_replica(fs, layout, p);
+		p->daemon = write ? write_head(fs, layout, p) : first_replica(fs, layout, p);
+		if (p->daemon < 0) {
+			d = p->daemon;
+			free(pieces);
+			return d;
+		}
 		pos += take;
 		n++;
 	}
@@ -1451,40 +1567,53 @@ static void read_spill(struct piece *p, struct chunk_io *io)
 	p->s.spill_cap = io->inline_ok ? CHUNK_READ_REPLY_MAX : 0;
 }
 
-/* The daemons after a write's head, as its CHUNK_WRITE names them (ChainHop). */
+/*
+ * A replicated write's chain as its CHUNK_WRITE names it: the daemons after
+ * its head (ChainHop), and every daemon of the chain (members).
+ */
 struct chain_hops {
 	Rdmafs__ChainHop hop[RFS_MAX_REPLICAS - 1];
 	Rdmafs__ChainHop *list[RFS_MAX_REPLICAS - 1];
 	char uri[RFS_MAX_REPLICAS - 1][256];
+	ProtobufCBinaryData members[RFS_MAX_REPLICAS];
+	size_t n;
 };
 
 /*
- * Fills @h with chain[1..] of @p: each daemon's UUID and the address we
- * would use for it (the head connects with our transport too). -EIO for a
- * daemon the map does not know, -ESTALE for a removed one, as layout_peer().
+ * Fills @h with the daemons of @p's chain but its head (p->daemon), in chain
+ * order, whatever their state (the daemons skip those DOWN in their maps):
+ * each daemon's UUID and the address we would use for it (the head connects
+ * with our transport too). -EIO for a daemon the map does not know, -ESTALE
+ * for a removed one, as layout_peer().
  */
 static int chain_hops_fill(struct rfs *fs, const struct rfs_layout *layout, const struct piece *p,
 			   struct chain_hops *h)
 {
-	for (int i = 1; i < p->chain_len; i++) {
-		Rdmafs__ChainHop *hop = &h->hop[i - 1];
+	h->n = 0;
+	for (int i = 0; i < p->chain_len; i++) {
+		Rdmafs__ChainHop *hop = &h->hop[h->n];
 		struct rfs_peer *peer;
-		int ret = layout_peer(fs, layout, p->chain[i], &peer);
+		int ret;
 
+		h->members[i].data = (uint8_t *)layout->daemons[p->chain[i]];
+		h->members[i].len = RFS_UUID_LEN;
+		if (p->chain[i] == p->daemon)
+			continue;
+		ret = layout_peer(fs, layout, p->chain[i], &peer);
 		if (ret)
 			return ret;
 		pthread_mutex_lock(&peer->lock);
 		ret = peer->uri_count ? 0 : -EHOSTUNREACH;
 		if (!ret)
-			snprintf(h->uri[i - 1], sizeof(h->uri[i - 1]), "%s", peer->uris[0]);
+			snprintf(h->uri[h->n], sizeof(h->uri[h->n]), "%s", peer->uris[0]);
 		pthread_mutex_unlock(&peer->lock);
 		if (ret)
 			return ret;
 		rdmafs__chain_hop__init(hop);
 		hop->uuid.data = (uint8_t *)layout->daemons[p->chain[i]];
 		hop->uuid.len = RFS_UUID_LEN;
-		hop->uri = h->uri[i - 1];
-		h->list[i - 1] = hop;
+		hop->uri = h->uri[h->n];
+		h->list[h->n++] = hop;
 	}
 	return 0;
 }
@@ -1517,9 +1646,12 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 			/* the head stores it and sends it on: its answer is the whole chain's */
 			ret = chain_hops_fill(fs, layout, p, &hops);
 			m.write.chain = hops.list;
-			m.write.n_chain = (size_t)p->chain_len - 1;
-			m.write.to.data = (uint8_t *)layout->daemons[p->chain[0]];
+			m.write.n_chain = hops.n;
+			m.write.to.data = (uint8_t *)layout->daemons[p->daemon];
 			m.write.to.len = RFS_UUID_LEN;
+			m.write.head = m.write.to;
+			m.write.members = hops.members;
+			m.write.n_members = (size_t)p->chain_len;
 		}
 		if (!ret)
 			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m.write.base,
@@ -1527,6 +1659,8 @@ static void piece_send(struct rfs *fs, struct fanout *fo, const struct rfs_layou
 	} else {
 		read_spill(p, &io);
 		ret = chunk_msg_read(&m, p->s.conn, p->buf, &io);
+		/* a daemon that may lack writes to it (SYNCING, no lease) refuses: another copy */
+		m.read.replicated = p->chain_len > 1;
 		if (!ret)
 			slot_send(fs, fo, &p->s, RDMAFS__METHOD__METHOD_CHUNK_READ, &m.read.base,
 				  (flags & PIECE_WAIT) != 0);
@@ -1665,6 +1799,11 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 				p->tries = 0;
 			} else if (!(retryable(st) && p->tries < 2) && !ret) {
 				ret = stale_if_removed(fs, p->s.peer, st);
+				/* a chain that may settle: the caller waits for it
+				 * (replica_retry()) */
+				if (p->chain_len > 1 &&
+				    (write ? chain_retryable(ret) : ret == -EREMCHG))
+					ret = -EREMCHG;
 			}
 		}
 	}
@@ -1693,15 +1832,19 @@ int rfs_read(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t o
 	     void *dst)
 {
 	struct fence_wait fw = {0};
+	struct replica_wait rw = {0};
 	int ret;
 
 	if (len == 0)
 		return 0;
 	for (;;) {
 		ret = data_once(fs, ino, layout, off, len, false, NULL, dst, 0, NULL);
-		if (ret != -ESTALE)
+		if (ret == -EREMCHG)
+			ret = replica_retry(fs, ino, &rw);
+		else if (ret == -ESTALE)
+			ret = fence_retry(fs, ino, layout, &fw);
+		else
 			break;
-		ret = fence_retry(fs, ino, layout, &fw);
 		if (ret)
 			break;
 	}
@@ -1713,16 +1856,20 @@ static int write_flags(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, 
 		       size_t len, const void *src, unsigned flags, uint64_t *written)
 {
 	struct fence_wait fw = {0};
+	struct replica_wait rw = {0};
 	int ret;
 
 	if (len == 0)
 		return 0;
 	for (;;) {
 		ret = data_once(fs, ino, layout, off, len, true, src, NULL, flags, written);
-		if (ret != -ESTALE)
-			break;
 		/* same bytes, same offset: redoing every piece is harmless */
-		ret = fence_retry(fs, ino, layout, &fw);
+		if (ret == -EREMCHG)
+			ret = replica_retry(fs, ino, &rw);
+		else if (ret == -ESTALE)
+			ret = fence_retry(fs, ino, layout, &fw);
+		else
+			break;
 		if (ret)
 			break;
 	}
@@ -1783,7 +1930,8 @@ int rfs_write_start(struct rfs *fs, uint64_t ino, const struct rfs_layout *layou
 	ret = split(fs, layout, ino, off, len, true, &j->pieces, &j->count);
 	if (ret) {
 		free(j);
-		return ret;
+		/* no head serving in our map: written and waited for (rfs_write()) */
+		return ret == -EREMCHG ? -EAGAIN : ret;
 	}
 	/* half the pool at most: reads and waiting writes must still find buffers */
 	ret = __atomic_add_fetch(&fs->wb_buffers, j->count, __ATOMIC_RELAXED) > fs->buf_count / 2
@@ -1833,7 +1981,8 @@ int rfs_write_finish(struct rfs_wjob *j, struct rfs_layout *layout, uint64_t *wr
 			continue;
 		}
 		st = stale_if_removed(fs, p->s.peer, st);
-		if (!ret && (retryable(st) || st == -ESTALE)) {
+		if (!ret &&
+		    (retryable(st) || st == -ESTALE || (p->chain_len > 1 && chain_retryable(st)))) {
 			/* the bytes wait in the piece's buffer: send them again, and wait */
 			if (retryable(st))
 				rfs_count(&fs->counters.targets[RFS_TARGET_STORAGE].retries, 1);
@@ -1942,6 +2091,7 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, ui
 	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
 	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
 	struct fence_wait fw = {0};
+	struct replica_wait rw = {0};
 	int ret;
 
 	sel.inode = ino;
@@ -1952,7 +2102,16 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, ui
 	for (;;) {
 		/* a report is of the layout the call ended with: daemon_of indexes it */
 		req.layout_generation = layout->generation;
-		ret = commit_once(fs, layout, daemon_mask & all_daemons(layout), &req, report);
+		/* a copy DOWN has nothing to commit: what it missed comes back committed */
+		ret = commit_once(fs, layout,
+				  daemon_mask & all_daemons(layout) & ~down_daemons(fs, layout),
+				  &req, report);
+		if (layout->replicas > 1 && chain_retryable(ret)) {
+			ret = replica_retry(fs, ino, &rw);
+			if (ret)
+				break;
+			continue;
+		}
 		if (ret != -ESTALE)
 			break;
 		ret = fence_retry(fs, ino, layout, &fw);
@@ -1978,8 +2137,12 @@ static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *la
 	sel.first_index = first_index;
 	req.chunks = &sel;
 	req.layout_generation = layout->generation;
-	return broadcast(fs, layout, all_daemons(layout), RDMAFS__METHOD__METHOD_CHUNK_REMOVE,
-			 &req.base);
+	/*
+	 * A copy DOWN keeps its chunks: a removed file's are orphans (fsck), a
+	 * truncated file's were each cut on the others first (truncate_once()).
+	 */
+	return broadcast(fs, layout, all_daemons(layout) & ~down_daemons(fs, layout),
+			 RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &req.base);
 }
 
 int rfs_remove_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout)
@@ -2001,7 +2164,9 @@ static int truncate_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout 
 {
 	Rdmafs__ChunkTruncateReq req = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	ProtobufCBinaryData members[RFS_MAX_REPLICAS], missed[RFS_MAX_REPLICAS];
 	int chain[RFS_MAX_REPLICAS], n = rfs_layout_chain(layout, ino, index, chain);
+	uint64_t down = down_daemons(fs, layout);
 
 	if (n < 0)
 		return n;
@@ -2010,13 +2175,24 @@ static int truncate_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout 
 	req.chunk = &cid;
 	req.length = length;
 	req.layout_generation = layout->generation;
-	/* every copy */
-	return broadcast(fs, layout, chain_mask(chain, n), RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
-			 &req.base);
+	if (n > 1) {
+		/* the copies DOWN are skipped; the others check that and record the miss */
+		for (int i = 0; i < n; i++) {
+			members[i] = (ProtobufCBinaryData){RFS_UUID_LEN,
+							   (uint8_t *)layout->daemons[chain[i]]};
+			if (down & (1ull << chain[i]))
+				missed[req.n_missed++] = members[i];
+		}
+		req.members = members;
+		req.n_members = (size_t)n;
+		req.missed = missed;
+	}
+	return broadcast(fs, layout, chain_mask(chain, n) & ~down,
+			 RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE, &req.base);
 }
 
 static int truncate_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-			 uint64_t new_size)
+			 uint64_t new_size, uint64_t old_size)
 {
 	uint64_t index = new_size / layout->chunk_size;
 	uint32_t tail = (uint32_t)(new_size % layout->chunk_size);
@@ -2028,20 +2204,37 @@ static int truncate_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *
 			return ret;
 		index++;
 	}
+	/*
+	 * A copy DOWN keeps the chunks past the end, which must read as zeros
+	 * if the file grows again: each is cut to nothing on the others first,
+	 * which record that it missed that (the removal that follows then
+	 * reaches it as the removal of the chunk when it is back).
+	 */
+	for (uint64_t i = index; down_daemons(fs, layout) && i * layout->chunk_size < old_size;
+	     i++) {
+		ret = truncate_chunk(fs, ino, layout, i, 0);
+		if (ret)
+			return ret;
+	}
 	return remove_from(fs, ino, layout, index);
 }
 
-int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t new_size)
+int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t new_size,
+		      uint64_t old_size)
 {
 	struct fence_wait fw = {0};
+	struct replica_wait rw = {0};
 	int ret;
 
 	for (;;) {
 		/* the truncate and the removals are idempotent: redo both */
-		ret = truncate_once(fs, ino, layout, new_size);
-		if (ret != -ESTALE)
+		ret = truncate_once(fs, ino, layout, new_size, old_size);
+		if (layout->replicas > 1 && chain_retryable(ret))
+			ret = replica_retry(fs, ino, &rw);
+		else if (ret == -ESTALE)
+			ret = fence_retry(fs, ino, layout, &fw);
+		else
 			break;
-		ret = fence_retry(fs, ino, layout, &fw);
 		if (ret)
 			break;
 	}
@@ -2119,6 +2312,9 @@ static int punch_once(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, u
 	/* chunks wholly inside [off, end), or whose part inside the file is */
 	first_full = (off + cs - 1) / cs;
 	end_full = end == size ? (end + cs - 1) / cs : end / cs;
+	/* a copy DOWN would keep whole chunks removed: zeros go through the chains, recorded */
+	if (down_daemons(fs, layout))
+		first_full = end_full = 0;
 	if (first_full < end_full) {
 		ret = remove_chunks(fs, ino, layout, first_full, end_full - 1);
 		if (ret)
@@ -2146,14 +2342,18 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint
 		   uint64_t off, uint64_t len)
 {
 	struct fence_wait fw = {0};
+	struct replica_wait rw = {0};
 	int ret;
 
 	for (;;) {
 		/* removals and zeros are idempotent: redo them all */
 		ret = punch_once(fs, ino, layout, size, off, len);
-		if (ret != -ESTALE)
+		if (ret == -EREMCHG || (layout->replicas > 1 && chain_retryable(ret)))
+			ret = replica_retry(fs, ino, &rw);
+		else if (ret == -ESTALE)
+			ret = fence_retry(fs, ino, layout, &fw);
+		else
 			break;
-		ret = fence_retry(fs, ino, layout, &fw);
 		if (ret)
 			break;
 	}

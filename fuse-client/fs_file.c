@@ -614,7 +614,7 @@ int rfs_file_setattr(struct rfs *fs, struct rfs_file *f, const struct rfs_cred *
 	ret = rfs_file_layout(f, c, &layout);
 	if (ret)
 		return ret;
-	ret = rfs_truncate_data(fs, ino, &layout, set->size);
+	ret = rfs_truncate_data(fs, ino, &layout, set->size, old_size);
 	pthread_mutex_lock(&f->lock);
 	keep_layout_locked(f, &layout);
 	pthread_mutex_unlock(&f->lock);
@@ -790,7 +790,7 @@ int rfs_file_fallocate(struct rfs_file *f, const struct rfs_cred *c, uint64_t ha
 		if (!ret)
 			ret = shrink(f, c, handle, size - len);
 		if (!ret)
-			ret = rfs_truncate_data(f->fs, f->ino, &layout, size - len);
+			ret = rfs_truncate_data(f->fs, f->ino, &layout, size - len, size);
 		data_changed(f, &layout);
 		break;
 	case FALLOC_FL_INSERT_RANGE:

@@ -100,4 +100,5 @@ void rfs_counters_read(const struct rfs_counters *c, struct rfs_stats *out)
 	out->buffer_wait_ns = load(&c->buffer_wait_ns);
 	out->buffer_timeouts = load(&c->buffer_timeouts);
 	out->replica_moves = load(&c->replica_moves);
+	out->replica_waits = load(&c->replica_waits);
 }

@@ -24,7 +24,7 @@ struct rfs_counters {
 	uint64_t map_fetches, map_changes, layout_refetches;
 	uint64_t read_bytes, write_bytes;
 	uint64_t buffer_waits, buffer_wait_ns, buffer_timeouts;
-	uint64_t replica_moves;
+	uint64_t replica_moves, replica_waits;
 };
 
 /* Adds @n to a counter of struct rfs_counters. */

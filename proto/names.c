@@ -18,6 +18,8 @@ const char *rdmafs_daemon_state_name(uint32_t state)
 		return "draining";
 	case RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED:
 		return "removed";
+	case RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING:
+		return "syncing";
 	default:
 		return "unknown";
 	}

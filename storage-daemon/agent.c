@@ -39,6 +39,9 @@
 /* The walk that sums what the store holds takes at most 1/SCAN_SHARE of the agent's time. */
 #define SCAN_SHARE 20u
 #define LABEL_MAX  64 /* a name or disk id, as RegisterDaemonReq allows */
+/* Daemons a heartbeat reports missed chunks for, and the records read at a time. */
+#define AGENT_MISS_TARGETS 64u
+#define AGENT_MISS_PAGE	   256u
 
 struct agent {
 	struct agent_params p;
@@ -287,17 +290,112 @@ out_free:
 	return ret;
 }
 
+/*
+ * Takes the cluster map into the daemon's copy (dmap.c) when the service's
+ * epoch @epoch differs from it, and tells the server (its resync).
+ */
+static int fetch_map(struct agent *a, uint64_t epoch)
+{
+	Rdmafs__GetClusterMapReq req = RDMAFS__GET_CLUSTER_MAP_REQ__INIT;
+	Rdmafs__GetClusterMapResp *resp;
+	size_t len = 0;
+	int ret;
+
+	if (!a->p.dmap || (epoch == dmap_epoch(a->p.dmap) && !dmap_behind(a->p.dmap)))
+		return 0;
+	req.include_removed = true; /* a chain skips a REMOVED daemon; it is no stranger */
+	ret = agent_call(a, RDMAFS__METHOD__METHOD_GET_CLUSTER_MAP, &req.base, &len);
+	if (ret)
+		return ret;
+	resp = rdmafs__get_cluster_map_resp__unpack(NULL, len, a->reply);
+	if (!resp)
+		return -EBADMSG;
+	ret = dmap_set(a->p.dmap, resp);
+	rdmafs__get_cluster_map_resp__free_unpacked(resp, NULL);
+	if (!ret && a->p.map_changed)
+		a->p.map_changed(a->p.map_arg);
+	return ret;
+}
+
+/* A daemon's count in a heartbeat's misses. */
+struct miss_tally {
+	Rdmafs__MissCount counts[AGENT_MISS_TARGETS];
+	Rdmafs__MissCount *list[AGENT_MISS_TARGETS];
+	uint8_t uuids[AGENT_MISS_TARGETS][RDMAFS_UUID_LEN];
+	size_t n;
+};
+
+/*
+ * Counts, per daemon, the chunks it missed that this daemon is to copy to it
+ * (it is the head of their chain in our map), into @req's misses.
+ */
+static void tally_misses(struct agent *a, struct miss_tally *t, Rdmafs__HeartbeatReq *req)
+{
+	struct missed_rec page[AGENT_MISS_PAGE], after;
+	size_t count;
+	bool more = true, have_after = false;
+
+	t->n = 0;
+	while (more && !missed_list(a->p.missed, have_after ? &after : NULL, page, AGENT_MISS_PAGE,
+				    &count)) {
+		for (size_t i = 0; i < count; i++) {
+			const struct missed_rec *r = &page[i];
+			ProtobufCBinaryData members[MISSED_MEMBERS_MAX];
+			size_t k;
+			int h;
+
+			for (unsigned j = 0; j < r->n_members; j++)
+				members[j] = (ProtobufCBinaryData){RDMAFS_UUID_LEN,
+								   (uint8_t *)r->members[j]};
+			h = dmap_head(a->p.dmap, members, r->n_members);
+			if (h < 0 || memcmp(r->members[h], a->p.uuid, RDMAFS_UUID_LEN) != 0)
+				continue;
+			for (k = 0; k < t->n; k++)
+				if (memcmp(t->uuids[k], r->target, RDMAFS_UUID_LEN) == 0)
+					break;
+			if (k == t->n) {
+				if (t->n == AGENT_MISS_TARGETS)
+					continue;
+				rdmafs__miss_count__init(&t->counts[k]);
+				memcpy(t->uuids[k], r->target, RDMAFS_UUID_LEN);
+				t->counts[k].uuid.data = t->uuids[k];
+				t->counts[k].uuid.len = RDMAFS_UUID_LEN;
+				t->list[k] = &t->counts[k];
+				t->n++;
+			}
+			t->counts[k].chunks++;
+		}
+		more = count == AGENT_MISS_PAGE;
+		if (count) {
+			after = page[count - 1];
+			have_after = true;
+		}
+	}
+	req->misses = t->list;
+	req->n_misses = t->n;
+}
+
 static int do_heartbeat(struct agent *a)
 {
 	Rdmafs__HeartbeatReq req = RDMAFS__HEARTBEAT_REQ__INIT;
 	Rdmafs__HeartbeatResp *resp;
+	struct miss_tally *tally = NULL;
+	uint64_t sent_ms = dmap_now_ms();
 	size_t len = 0;
 	int ret;
 
 	req.uuid.data = (uint8_t *)a->p.uuid;
 	req.uuid.len = 16;
 	capacity(a, &req.capacity_bytes, &req.used_bytes);
+	if (a->p.dmap && a->p.missed) {
+		/* the epoch first: a miss recorded after it is counted (dmap_report_epoch()) */
+		req.known_epoch = dmap_report_epoch(a->p.dmap);
+		tally = malloc(sizeof(*tally));
+		if (tally)
+			tally_misses(a, tally, &req);
+	}
 	ret = agent_call(a, RDMAFS__METHOD__METHOD_HEARTBEAT, &req.base, &len);
+	free(tally);
 	/* A service that lost us (a new store, or a restart that forgot us): register again. */
 	if (ret == -ENOENT)
 		a->registered = false;
@@ -306,10 +404,21 @@ static int do_heartbeat(struct agent *a)
 	/* the state only feeds /metrics: a reply without one is no failure */
 	resp = rdmafs__heartbeat_resp__unpack(NULL, len, a->reply);
 	if (resp) {
-		uint64_t keys_epoch = resp->keys_epoch;
+		uint64_t keys_epoch = resp->keys_epoch, epoch = resp->epoch;
+		uint32_t lease_ms = resp->lease_ms;
 
 		__atomic_store_n(&a->map_state, (uint32_t)resp->state, __ATOMIC_RELAXED);
 		rdmafs__heartbeat_resp__free_unpacked(resp, NULL);
+		/* the lease needs the map the service has: a write routed by an older one skips
+		 * wrongly */
+		if (a->p.dmap) {
+			ret = fetch_map(a, epoch);
+			if (ret)
+				rdmafs_log(RDMAFS_LOG_WARN, "cannot fetch the cluster map: %s",
+					   xprt_strerror(ret));
+			else if (lease_ms && dmap_epoch(a->p.dmap) >= epoch)
+				dmap_lease(a->p.dmap, sent_ms, lease_ms);
+		}
 		/* a failed fetch is tried again at the next heartbeat: the epoch still differs */
 		if (a->p.keyring && keys_epoch != keyring_epoch(a->p.keyring)) {
 			ret = fetch_revoked(a, keys_epoch);
@@ -370,6 +479,9 @@ static void *agent_main(void *arg)
 		pthread_mutex_unlock(&a->lock);
 		if (a->p.meta)
 			meta_tick(a->p.meta, now / 1000u);
+		/* a request met a daemon our map does not have: fetch it between heartbeats */
+		if (a->registered && a->p.dmap && dmap_behind(a->p.dmap))
+			fetch_map(a, dmap_epoch(a->p.dmap));
 		if (now >= next_beat && !a->removed) {
 			bool was_registered = a->registered;
 
@@ -377,6 +489,9 @@ static void *agent_main(void *arg)
 			/* The service forgot us (a new or restored store): register at once. */
 			if (ret && was_registered && !a->registered)
 				ret = do_register(a);
+			/* registered: a heartbeat at once brings the map and the lease */
+			if (!ret && !was_registered && a->p.dmap)
+				ret = do_heartbeat(a);
 			if (ret == -EIDRM) {
 				refused_as_removed(a);
 			} else if (ret) {

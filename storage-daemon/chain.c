@@ -227,6 +227,16 @@ static void forward_done(void *arg, int status, const void *body, size_t len)
 		resp = rdmafs__chunk_write_resp__unpack(NULL, len, body);
 		if (!resp)
 			status = -EBADMSG;
+		/* the daemons after the next one that did not store it: ours to record too */
+		for (size_t i = 0; resp && i < resp->n_missed; i++) {
+			if (resp->missed[i].len != RDMAFS_UUID_LEN ||
+			    call->n_missed == RDMAFS_MAX_REPLICAS) {
+				status = -EBADMSG;
+				break;
+			}
+			memcpy(call->missed[call->n_missed++], resp->missed[i].data,
+			       RDMAFS_UUID_LEN);
+		}
 		rdmafs__chunk_write_resp__free_unpacked(resp, NULL);
 	}
 	pthread_mutex_lock(&call->lock);
@@ -236,12 +246,13 @@ static void forward_done(void *arg, int status, const void *body, size_t len)
 	pthread_mutex_unlock(&call->lock);
 }
 
-int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
-			struct xprt_buf *buf, const void *payload, struct chain_call *call)
+int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, size_t skip,
+			const ProtobufCBinaryData *missed, size_t n_missed, struct xprt_buf *buf,
+			const void *payload, struct chain_call *call)
 {
 	Rdmafs__ChunkWriteReq fwd = *m;
 	Rdmafs__BufferDesc desc = RDMAFS__BUFFER_DESC__INIT;
-	const Rdmafs__ChainHop *next = m->chain[0];
+	const Rdmafs__ChainHop *next = m->chain[skip];
 	struct xprt_desc d;
 	uint8_t *req;
 	int ret;
@@ -265,10 +276,12 @@ int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
 	desc.rkey = d.rkey;
 	desc.len = m->length;
 	fwd.buf = &desc;
-	fwd.chain = m->chain + 1;
-	fwd.n_chain = m->n_chain - 1;
+	fwd.chain = m->chain + skip + 1;
+	fwd.n_chain = m->n_chain - skip - 1;
 	fwd.hop = m->hop + 1;
 	fwd.to = next->uuid;
+	fwd.missed = (ProtobufCBinaryData *)missed;
+	fwd.n_missed = n_missed;
 	req = malloc(rdmafs__chunk_write_req__get_packed_size(&fwd));
 	if (!req) {
 		ret = -ENOMEM;
@@ -318,4 +331,60 @@ int chain_forward_end(struct chain_call *call)
 	call->conn = NULL;
 	call->started = false;
 	return ret;
+}
+
+/*
+ * A call to the daemon at @uri on its kept connection, the reply dropped:
+ * @req packed, and for a CHUNK_WRITE (@buf set) the descriptor of the
+ * @length bytes at @payload in @buf filled in first, for the peer to pull.
+ */
+static int peer_call(struct chain *c, const char *uri, uint32_t method, ProtobufCMessage *req,
+		     Rdmafs__BufferDesc *desc, struct xprt_buf *buf, const void *payload,
+		     uint32_t length)
+{
+	uint8_t reply[CHAIN_REPLY_MAX], *body;
+	struct xprt_conn *conn;
+	struct xprt_desc d;
+	size_t reply_len;
+	int ret = peer_get(c, uri, &conn);
+
+	if (ret)
+		return ret;
+	if (buf) {
+		ret = xprt_mr_desc(conn, xprt_buf_mr(buf), payload, length, &d);
+		if (ret)
+			goto out_put;
+		desc->addr = d.addr;
+		desc->rkey = d.rkey;
+		desc->len = length;
+	}
+	body = malloc(protobuf_c_message_get_packed_size(req) + 1);
+	if (!body) {
+		ret = -ENOMEM;
+		goto out_put;
+	}
+	ret = xprt_call(conn, method, body, protobuf_c_message_pack(req, body), reply,
+			sizeof(reply), &reply_len, 0);
+	free(body);
+	/* the peer may still read our buffer, which the caller reuses */
+	if (ret == -ETIMEDOUT && buf)
+		xprt_conn_reset(conn);
+out_put:
+	xprt_conn_put(conn);
+	return ret;
+}
+
+int chain_push(struct chain *c, const char *uri, Rdmafs__ChunkWriteReq *m, struct xprt_buf *buf,
+	       const void *payload)
+{
+	Rdmafs__BufferDesc desc = RDMAFS__BUFFER_DESC__INIT;
+
+	m->buf = &desc;
+	return peer_call(c, uri, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &m->base, &desc, buf, payload,
+			 m->length);
+}
+
+int chain_peer_call(struct chain *c, const char *uri, uint32_t method, ProtobufCMessage *req)
+{
+	return peer_call(c, uri, method, req, NULL, NULL, NULL, 0);
 }

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <protobuf-c/protobuf-c.h>
+
 #include "rdmafs_common.h"
 
 struct xprt_ctx;
@@ -423,19 +425,25 @@ struct chain_call {
 	struct xprt_conn *conn;
 	const char *uri; /* the request's, for the log */
 	uint64_t inode, index;
+	/* the daemons after the next one that did not store the write (its answer's missed) */
+	uint8_t missed[RDMAFS_MAX_REPLICAS][RDMAFS_UUID_LEN];
+	unsigned n_missed;
 };
 
 /*
- * Sends the CHUNK_WRITE @m on to @m->chain[0] (n_chain >= 1) with the rest
- * of the chain, hop + 1, and the @m->length bytes at @payload in @buf (a
+ * Sends the CHUNK_WRITE @m on to @m->chain[@skip] (n_chain > @skip: the
+ * daemons before it are DOWN and skipped) with the rest of the chain, hop + 1,
+ * @missed (the chain's daemons skipped so far), and the @m->length bytes at
+ * @payload in @buf (a
  * pool buffer registered for remote read) for it to pull, and returns
  * without waiting: the caller stores its own copy meanwhile, then must call
  * chain_forward_end() before it reuses @buf or leaves (the next daemon may
  * be reading it). A connection to each peer is kept. Returns 0 (started), or
  * an error reaching the next daemon (logged; nothing to end).
  */
-int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
-			struct xprt_buf *buf, const void *payload, struct chain_call *call);
+int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, size_t skip,
+			const ProtobufCBinaryData *missed, size_t n_missed, struct xprt_buf *buf,
+			const void *payload, struct chain_call *call);
 /*
  * Waits for @call's answer (bounded by the context's call timeout): 0 once
  * every later daemon of the chain stored the write, else the first error
@@ -454,6 +462,120 @@ int chain_forward_end(struct chain_call *call);
  */
 void chain_order_lock(struct chain *c, uint64_t inode, uint64_t index);
 void chain_order_unlock(struct chain *c, uint64_t inode, uint64_t index);
+/*
+ * The resync's calls (resync.c) on the connection kept for @uri: a
+ * CHUNK_WRITE whose @m->length bytes at @payload in @buf (a pool buffer) the
+ * peer pulls (m->buf is filled in), or any other request @req. 0 once the
+ * peer answered 0; its error, or the transport's.
+ */
+int chain_push(struct chain *c, const char *uri, struct Rdmafs__ChunkWriteReq *m,
+	       struct xprt_buf *buf, const void *payload);
+int chain_peer_call(struct chain *c, const char *uri, uint32_t method, ProtobufCMessage *req);
+
+/* ---- the daemon's cluster map and lease (dmap.c) ---- */
+
+struct dmap;
+struct Rdmafs__GetClusterMapResp;
+#define DMAP_URI_MAX 256
+
+int dmap_create(const uint8_t *self, struct dmap **out);
+void dmap_destroy(struct dmap *m);
+/* Takes the daemons of a GET_CLUSTER_MAP answer; one older than the map kept is ignored. */
+int dmap_set(struct dmap *m, const struct Rdmafs__GetClusterMapResp *resp);
+uint64_t dmap_epoch(struct dmap *m);
+/*
+ * Whether a request named a daemon this map does not have, or found no head
+ * of its chain in it (the sender's map is newer): the agent fetches it then
+ * without waiting for the next heartbeat.
+ */
+bool dmap_behind(struct dmap *m);
+/*
+ * The epoch a heartbeat reports (HeartbeatReq.known_epoch): the map's, or
+ * an older one while a write that skipped a daemon by that older map has
+ * not recorded the miss yet (dmap_skip_enter()), so that the service never
+ * counts a miss as copied before it is even recorded.
+ */
+uint64_t dmap_report_epoch(struct dmap *m);
+/* A heartbeat sent at @sent_ms (dmap_now_ms()) was answered with a lease of @lease_ms. */
+void dmap_lease(struct dmap *m, uint64_t sent_ms, uint32_t lease_ms);
+uint64_t dmap_now_ms(void);
+/* Whether the lease runs now. */
+bool dmap_leased(struct dmap *m);
+/* Whether this daemon may serve a replicated chunk's read: leased, and UP or DRAINING. */
+bool dmap_may_serve(struct dmap *m);
+/* A daemon's DaemonState in the map; 0 for one the map does not have. */
+uint32_t dmap_state(struct dmap *m, const uint8_t *uuid);
+/* A daemon's first address into @out (DMAP_URI_MAX bytes): -ENOENT, -EHOSTUNREACH. */
+int dmap_uri(struct dmap *m, const uint8_t *uuid, char *out);
+/* Which of @n @members (16-byte UUIDs) is the chain's head: the first UP or DRAINING; -1. */
+int dmap_head(struct dmap *m, const ProtobufCBinaryData *members, size_t n);
+/*
+ * The checks of a replicated write (ChunkWriteReq head, members, missed; each
+ * UUID 16 bytes, which the caller checked): a lease, @head the head of
+ * @members in this map (@head NULL: a truncate, which has none), and each of
+ * @missed DOWN or REMOVED here (a daemon unknown here: -EREMCHG, and the map
+ * is behind);
+ * else -EREMCHG. Fills @down[i] for each member (whether a chain skips it).
+ * When any is down, the skip counts until dmap_skip_leave(@m, *@epoch) and
+ * 1 is returned; else 0 (nothing to leave).
+ */
+int dmap_skip_enter(struct dmap *m, const ProtobufCBinaryData *head,
+		    const ProtobufCBinaryData *members, size_t n_members,
+		    const ProtobufCBinaryData *missed, size_t n_missed, bool *down,
+		    uint64_t *epoch);
+void dmap_skip_leave(struct dmap *m, uint64_t epoch);
+
+/* ---- writes another daemon missed (missed.c) ---- */
+
+#define MISSED_MEMBERS_MAX RDMAFS_MAX_REPLICAS
+
+struct missed;
+
+/* A write of chunk @id that daemon @target missed; @members: the chunk's chain. */
+struct missed_rec {
+	uint8_t target[RDMAFS_UUID_LEN];
+	struct store_chunk_id id;
+	uint8_t members[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+	unsigned n_members;
+};
+
+/* Opens meta/missed.mdb of the data directory @dir_fd (created on first use). */
+int missed_open(int dir_fd, struct missed **out);
+void missed_close(struct missed *ms);
+/* Records that each of @targets missed a write of @id; on disk when it returns 0. */
+int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
+	       unsigned n_targets, const uint8_t (*members)[16], unsigned n_members);
+/* Deletes the record of @r's target and chunk (none: 0). */
+int missed_del(struct missed *ms, const struct missed_rec *r);
+/* Up to @max records after @after's key (NULL: from the first), in key order. */
+int missed_list(struct missed *ms, const struct missed_rec *after, struct missed_rec *out,
+		size_t max, size_t *count);
+
+/* ---- resync (resync.c) ---- */
+
+struct resync;
+
+struct resync_params {
+	struct store *store;
+	struct missed *missed;
+	struct dmap *dmap;
+	struct chain *chain;
+	struct xprt_pool *pool; /* one buffer is taken for the thread's copies */
+	const uint8_t *uuid;	/* this daemon's */
+};
+
+/*
+ * Starts the thread that copies the chunks of missed writes (missed.c) to
+ * their daemons once back (SYNCING or UP in the map), when this daemon is
+ * the head of the chunk's chain, once a second or when kicked.
+ */
+int resync_start(const struct resync_params *p, struct resync **out);
+/* A new map came: a pass now. NULL is a no-op. */
+void resync_kick(struct resync *rs);
+/* Chunks copied, and copies that failed (and are retried), since the start. */
+void resync_counts(struct resync *rs, uint64_t *pushed, uint64_t *failed);
+/* Stops the thread (its copy in progress ends first) and frees it. NULL is a no-op. */
+void resync_stop(struct resync *rs);
 
 /* ---- server (server.c) ---- */
 
@@ -483,6 +605,14 @@ struct server_params {
 	 * the fuzz target's inputs name peers that must not be dialled.
 	 */
 	bool no_chain;
+	/*
+	 * The cluster map and the records of missed writes: replicated writes
+	 * skip DOWN daemons and record them, and a resync thread copies what
+	 * they missed when they are back. NULL (either): every daemon of a
+	 * chain is needed, as before degraded writes.
+	 */
+	struct dmap *dmap;
+	struct missed *missed;
 };
 
 /*
@@ -541,6 +671,8 @@ unsigned server_run_queued(struct server *srv);
  * workers and releases the pool. Call before xprt_ctx_destroy().
  */
 void server_stop(struct server *srv);
+/* The daemon's map changed (agent.c): the resync looks at its records now. */
+void server_map_changed(void *srv);
 /* Frees the server, after xprt_ctx_destroy() (no more callbacks). NULL is a no-op. */
 void server_destroy(struct server *srv);
 
@@ -559,6 +691,16 @@ struct agent_params {
 	const struct datadir *datadir; /* the cluster it joined */
 	const char *name;	       /* the config's name, or NULL: host:port */
 	struct keyring *keyring;       /* refreshed when the service's keys_epoch moves, or NULL */
+	/*
+	 * The daemon's map, refetched when a heartbeat shows a new epoch (then
+	 * map_changed(map_arg) is called), its lease, renewed by each heartbeat
+	 * answered while the map is the service's, and the missed writes whose
+	 * count per daemon each heartbeat reports. NULL: none of it.
+	 */
+	struct dmap *dmap;
+	struct missed *missed;
+	void (*map_changed)(void *arg);
+	void *map_arg;
 };
 
 /*

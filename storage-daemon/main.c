@@ -239,6 +239,8 @@ int main(int argc, char **argv)
 	struct xprt_ctx *ctx;
 	struct server *srv = NULL;
 	struct keyring *keyring = NULL;
+	struct missed *missed = NULL;
+	struct dmap *dmap = NULL;
 	struct store *store;
 	struct datadir dd;
 	uint8_t *secret = NULL;
@@ -282,6 +284,12 @@ int main(int argc, char **argv)
 
 	if (cfg.metadata && open_metadata(&cfg, &dd, &meta))
 		goto out_close_store;
+	/* replicated chunks: the map a write is routed by, and the writes others missed */
+	ret = dmap_create(dd.uuid, &dmap);
+	if (!ret)
+		ret = missed_open(dd.dir_fd, &missed);
+	if (ret)
+		goto out_close_meta;
 
 	ret = keyring_create(meta, &keyring);
 	if (ret)
@@ -306,6 +314,8 @@ int main(int argc, char **argv)
 	sp.meta_workers = cfg.meta_workers;
 	sp.queue_depth = cfg.queue_depth;
 	sp.max_chunk_size = cfg.max_chunk_size;
+	sp.dmap = dmap;
+	sp.missed = missed;
 	ret = server_create(&sp, &srv);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot start the workers: %s", strerror(-ret));
@@ -346,6 +356,10 @@ int main(int argc, char **argv)
 	ap.store = store;
 	ap.datadir = &dd;
 	ap.keyring = keyring;
+	ap.dmap = dmap;
+	ap.missed = missed;
+	ap.map_changed = server_map_changed;
+	ap.map_arg = srv;
 	ap.name = cfg.name ? cfg.name
 			   : default_name(xprt_listener_port(listeners[0]), name, sizeof(name));
 	ret = agent_start(&ap, &agent);
@@ -391,6 +405,8 @@ out_destroy_ctx:
 	server_destroy(srv);
 out_close_meta:
 	keyring_destroy(keyring);
+	missed_close(missed);
+	dmap_destroy(dmap);
 	meta_close(meta);
 out_close_store:
 	store_close(store);

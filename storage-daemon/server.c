@@ -157,7 +157,10 @@ struct server {
 	uint8_t uuid[16];
 	uint32_t max_chunk_size;
 	struct xprt_pool *pool;
-	struct chain *chain; /* where replicated writes go on to; NULL: refused */
+	struct chain *chain;   /* where replicated writes go on to; NULL: refused */
+	struct dmap *dmap;     /* NULL: no degraded writes (server_params) */
+	struct missed *missed; /* with dmap */
+	struct resync *resync; /* with dmap */
 
 	pthread_mutex_t lock; /* guards the lanes' queues and stopping */
 	struct lane lanes[LANES];
@@ -262,6 +265,114 @@ static bool read_fits_inline(const Rdmafs__ChunkReadReq *m, struct xprt_req *req
 	       bytes + READ_REPLY_SLACK <= xprt_conn_max_body(xprt_req_conn(req));
 }
 
+/*
+ * The part of a replicated write or truncate that degraded chains add
+ * (docs/replication.md, "Losing a daemon"): the checks against this daemon's
+ * map, the daemons skipped, and the record of each daemon that missed it.
+ */
+struct repl {
+	bool on;	/* the request named its members */
+	bool skip_held; /* dmap_skip_enter() counted a skip: dmap_skip_leave() */
+	uint64_t epoch;
+	bool down[RDMAFS_MAX_REPLICAS];
+	/* the daemons that missed it, as recorded and as sent on */
+	uint8_t targets[RDMAFS_MAX_REPLICAS][RDMAFS_UUID_LEN];
+	ProtobufCBinaryData target_list[RDMAFS_MAX_REPLICAS];
+	unsigned n_targets;
+	uint8_t members[RDMAFS_MAX_REPLICAS][RDMAFS_UUID_LEN];
+	unsigned n_members;
+};
+
+static bool uuid_list_ok(const ProtobufCBinaryData *list, size_t n, size_t max)
+{
+	if (n > max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (list[i].len != RDMAFS_UUID_LEN)
+			return false;
+	return true;
+}
+
+/* Adds daemon @uuid to the daemons that missed the request, once. */
+static void repl_target(struct repl *r, const uint8_t *uuid)
+{
+	for (unsigned i = 0; i < r->n_targets; i++)
+		if (memcmp(r->targets[i], uuid, RDMAFS_UUID_LEN) == 0)
+			return;
+	if (r->n_targets == RDMAFS_MAX_REPLICAS)
+		return; /* every member already: cannot happen for a chain of distinct daemons */
+	memcpy(r->targets[r->n_targets], uuid, RDMAFS_UUID_LEN);
+	r->target_list[r->n_targets] =
+		(ProtobufCBinaryData){RDMAFS_UUID_LEN, r->targets[r->n_targets]};
+	r->n_targets++;
+}
+
+/*
+ * Checks a request naming @members against this daemon's map (dmap_skip_enter();
+ * @head NULL for a truncate) and takes its @missed as daemons that missed it.
+ * -EINVAL for malformed lists, -EOPNOTSUPP without a map, -EREMCHG.
+ */
+static int repl_enter(struct server *srv, struct repl *r, const ProtobufCBinaryData *head,
+		      const ProtobufCBinaryData *members, size_t n_members,
+		      const ProtobufCBinaryData *missed, size_t n_missed)
+{
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	if (!n_members)
+		return n_missed || (head && head->len) ? -EINVAL : 0;
+	if (!uuid_list_ok(members, n_members, RDMAFS_MAX_REPLICAS) ||
+	    !uuid_list_ok(missed, n_missed, n_members) || (head && head->len != RDMAFS_UUID_LEN))
+		return -EINVAL;
+	if (!srv->dmap || !srv->missed)
+		return -EOPNOTSUPP;
+	ret = dmap_skip_enter(srv->dmap, head, members, n_members, missed, n_missed, r->down,
+			      &r->epoch);
+	if (ret < 0)
+		return ret;
+	r->on = true;
+	r->skip_held = ret == 1;
+	r->n_members = (unsigned)n_members;
+	for (size_t i = 0; i < n_members; i++)
+		memcpy(r->members[i], members[i].data, RDMAFS_UUID_LEN);
+	for (size_t i = 0; i < n_missed; i++)
+		repl_target(r, missed[i].data);
+	return 0;
+}
+
+/* Which of @r's members @uuid is; -1 for none. */
+static int repl_member(const struct repl *r, const ProtobufCBinaryData *uuid)
+{
+	for (unsigned i = 0; uuid->len == RDMAFS_UUID_LEN && i < r->n_members; i++)
+		if (memcmp(r->members[i], uuid->data, RDMAFS_UUID_LEN) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Records, on disk, each daemon that missed chunk @id (see missed.c). */
+static int repl_record(struct server *srv, const struct repl *r, struct store_chunk_id id)
+{
+	int ret;
+
+	if (!r->on || !r->n_targets)
+		return 0;
+	ret = missed_add(srv->missed, id, (const uint8_t(*)[16])r->targets, r->n_targets,
+			 (const uint8_t(*)[16])r->members, r->n_members);
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_ERR,
+			   "chunk %016" PRIx64 "/%016" PRIx64
+			   ": cannot record the daemons that missed a write: %s",
+			   id.inode, id.index, strerror(-ret));
+	return ret;
+}
+
+static void repl_leave(struct server *srv, struct repl *r)
+{
+	if (r->skip_held)
+		dmap_skip_leave(srv->dmap, r->epoch);
+	r->skip_held = false;
+}
+
 static int do_write(struct worker *w, struct xprt_req *req, const void *body, size_t len,
 		    size_t *reply_len, uint64_t *moved)
 {
@@ -272,7 +383,9 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	struct store_chunk_id id;
 	uint8_t *base = xprt_buf_data(w->buf), *payload;
 	struct chain_call fwd = {.started = false};
+	struct repl r = {.on = false};
 	bool ordered = false;
+	size_t skip = 0;
 	uint64_t t;
 	int ret, chain_ret = 0;
 
@@ -300,10 +413,28 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		ret = -ESTALE;
 		goto out_free;
 	}
-	/* RDMA, a wait for the disk (O_SYNC) or for the next daemon: not on the receiving thread */
-	if (on_receipt(w) && (!m->data.len || m->commit || m->n_chain)) {
+	/* RDMA, a wait for the disk (O_SYNC, a record) or the next daemon: not on this thread */
+	if (on_receipt(w) && (!m->data.len || m->commit || m->n_chain || m->n_members)) {
 		ret = -EAGAIN;
 		goto out_free;
+	}
+	/* a replicated write: our map must agree with the sender's (else nothing is stored) */
+	ret = repl_enter(srv, &r, &m->head, m->members, m->n_members, m->missed, m->n_missed);
+	if (ret)
+		goto out_free;
+	for (size_t i = 0; r.on && i < m->n_chain; i++) {
+		if (repl_member(&r, &m->chain[i]->uuid) < 0) {
+			ret = -EINVAL; /* a chain that is not of the members */
+			goto out_free;
+		}
+	}
+	/* the daemons next in the chain that our map shows DOWN are skipped, and recorded */
+	for (; r.on && skip < m->n_chain; skip++) {
+		int i = repl_member(&r, &m->chain[skip]->uuid);
+
+		if (!r.down[i])
+			break;
+		repl_target(&r, r.members[i]);
 	}
 	payload = base + m->offset % STORE_BLOCK_SIZE;
 	if (m->data.len) {
@@ -339,9 +470,12 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	if (ret)
 		goto out_free;
 	/* the next daemon pulls and stores its copy while we store ours */
-	if (m->n_chain)
-		ret = chain_forward_start(srv->chain, m, w->buf, payload, &fwd);
-	if (!ret) {
+	if (m->n_chain > skip)
+		chain_ret = chain_forward_start(srv->chain, m, skip, r.target_list, r.n_targets,
+						w->buf, payload, &fwd);
+	/* a replicated write is stored here even when the next daemon fails: the miss is recorded
+	 */
+	if (!chain_ret || r.on) {
 		t = rdmafs_now_ns();
 		ret = store_write(w->io, id, m->offset, m->length, base, m->commit,
 				  m->zeros_as_hole, &info);
@@ -355,6 +489,15 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
 	}
+	if (!ret && r.on) {
+		/* who missed it after us, or may have (a chain that failed): the resync copies */
+		for (unsigned i = 0; !chain_ret && i < fwd.n_missed; i++)
+			repl_target(&r, fwd.missed[i]);
+		for (size_t i = skip; chain_ret && i < m->n_chain; i++)
+			repl_target(&r, m->chain[i]->uuid.data);
+		if (repl_record(srv, &r, id))
+			ret = -EIO;
+	}
 	if (!ret)
 		ret = chain_ret;
 	if (ret)
@@ -362,8 +505,11 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	STAT_ADD(srv->bytes_written, m->length);
 	resp.chunk_length = info.length;
 	resp.version = info.version;
+	resp.missed = r.target_list;
+	resp.n_missed = r.n_targets;
 	ret = pack_reply(w, &resp.base, reply_len);
 out_free:
+	repl_leave(srv, &r);
 	if (ordered)
 		chain_order_unlock(srv->chain, id.inode, id.index);
 	rdmafs__chunk_write_req__free_unpacked(m, NULL);
@@ -393,6 +539,11 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	/* an answer too long to go inline needs RDMA: not on the receiving thread */
 	if (on_receipt(w) && !read_fits_inline(m, req, m->length)) {
 		ret = -EAGAIN;
+		goto out_free;
+	}
+	/* a copy that may lack writes (no lease, SYNCING) lets the client read another */
+	if (m->replicated && srv->dmap && !dmap_may_serve(srv->dmap)) {
+		ret = -EREMCHG;
 		goto out_free;
 	}
 	data = base + m->offset % STORE_BLOCK_SIZE;
@@ -474,6 +625,7 @@ static int do_truncate(struct worker *w, const void *body, size_t len, size_t *r
 	Rdmafs__ChunkTruncateResp resp = RDMAFS__CHUNK_TRUNCATE_RESP__INIT;
 	struct store_chunk_info info;
 	struct store_chunk_id id;
+	struct repl r;
 	int ret;
 
 	if (!m)
@@ -481,12 +633,21 @@ static int do_truncate(struct worker *w, const void *body, size_t len, size_t *r
 	ret = chunk_id_from(m->chunk, &id);
 	if (!ret && m->length > w->srv->max_chunk_size)
 		ret = -EINVAL;
+	/* the daemons the client skipped (DOWN) must be DOWN in our map too, and are recorded */
+	if (!ret)
+		ret = repl_enter(w->srv, &r, NULL, m->members, m->n_members, m->missed,
+				 m->n_missed);
+	else
+		memset(&r, 0, sizeof(r));
 	if (!ret)
 		ret = store_fence_enter(w->srv->store, id.inode, m->layout_generation);
 	if (!ret) {
 		ret = store_truncate(w->io, id, m->length, &info);
 		store_fence_leave(w->srv->store);
 	}
+	if (!ret && repl_record(w->srv, &r, id))
+		ret = -EIO;
+	repl_leave(w->srv, &r);
 	if (ret == -EBADMSG) {
 		STAT_ADD(w->srv->checksum_errors, 1);
 		ret = -EIO;
@@ -1252,6 +1413,10 @@ int server_create(const struct server_params *p, struct server **out)
 	srv->keyring = p->keyring;
 	memcpy(srv->uuid, p->uuid, sizeof(srv->uuid));
 	srv->max_chunk_size = p->max_chunk_size;
+	if (p->dmap && p->missed && !p->no_chain) {
+		srv->dmap = p->dmap;
+		srv->missed = p->missed;
+	}
 	srv->start_ns = rdmafs_now_ns();
 	pthread_mutex_init(&srv->lock, NULL);
 	pthread_mutex_init(&srv->quick_lock, NULL);
@@ -1270,7 +1435,7 @@ int server_create(const struct server_params *p, struct server **out)
 	 * a daemon forwarding a replicated write lends its buffer to the next
 	 * daemon of the chain, which pulls the data from it (chain.c).
 	 */
-	buffers = p->workers * (1 + LANES - LANE_HOP1) + 1;
+	buffers = p->workers * (1 + LANES - LANE_HOP1) + 1 + (srv->dmap != NULL);
 	ret = p->no_chain ? 0 : chain_create(p->ctx, &srv->chain);
 	if (!ret)
 		ret = xprt_pool_create(p->ctx, p->max_chunk_size, buffers, XPRT_ACCESS_REMOTE_READ,
@@ -1294,6 +1459,18 @@ int server_create(const struct server_params *p, struct server **out)
 	for (unsigned l = LANE_HOP1; l < LANES && !ret; l++)
 		ret = lane_start(srv, &srv->lanes[l], p->workers, p->queue_depth, true,
 				 !p->no_threads);
+	if (!ret && srv->dmap) {
+		struct resync_params rp = {
+			.store = srv->store,
+			.missed = srv->missed,
+			.dmap = srv->dmap,
+			.chain = srv->chain,
+			.pool = srv->pool,
+			.uuid = srv->uuid,
+		};
+
+		ret = resync_start(&rp, &srv->resync);
+	}
 	if (ret)
 		goto err_stop;
 	*out = srv;
@@ -1319,6 +1496,8 @@ void server_stop(struct server *srv)
 	pthread_mutex_lock(&srv->quick_lock);
 	pthread_mutex_unlock(&srv->quick_lock);
 	scrub_stop(srv);
+	resync_stop(srv->resync);
+	srv->resync = NULL;
 	store_io_destroy(srv->quick.io);
 	srv->quick.io = NULL;
 	if (srv->quick.buf)
@@ -1366,4 +1545,11 @@ void server_destroy(struct server *srv)
 	pthread_mutex_destroy(&srv->scrub.lock);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
+}
+
+void server_map_changed(void *arg)
+{
+	struct server *srv = arg;
+
+	resync_kick(srv->resync);
 }

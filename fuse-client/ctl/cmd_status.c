@@ -144,6 +144,7 @@ static void health_of(const struct ctl *c, const struct drain_info *drain,
 		      const struct disk_use *disks, size_t disk_count, struct health *h)
 {
 	char down[256] = "", draining[256] = "", drained[256] = "", unknown[256] = "";
+	char syncing[256] = "";
 	size_t down_count = 0;
 	uint64_t remaining = 0;
 
@@ -161,6 +162,9 @@ static void health_of(const struct ctl *c, const struct drain_info *drain,
 			list_add(down, sizeof(down), d->label);
 			down_count++;
 			break;
+		case RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING:
+			list_add(syncing, sizeof(syncing), d->label);
+			break;
 		case RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING:
 			if (drain[i].removable) {
 				list_add(drained, sizeof(drained), d->label);
@@ -173,12 +177,18 @@ static void health_of(const struct ctl *c, const struct drain_info *drain,
 			list_add(unknown, sizeof(unknown), d->label);
 		}
 	}
-	/* one copy of each chunk: a daemon down is data that cannot be read */
+	/* a chunk of one copy on a daemon down cannot be read; replicated files go on */
 	if (down_count)
-		health_add(h, HEALTH_ERROR,
-			   "%zu of %zu daemons down: %s (files with chunks on them fail with EIO "
-			   "until they return)",
-			   down_count, c->map.count, down);
+		health_add(
+			h, HEALTH_ERROR,
+			"%zu of %zu daemons down: %s (files of one copy with chunks on them fail "
+			"with EIO until they return; replicated files are under-replicated)",
+			down_count, c->map.count, down);
+	if (syncing[0])
+		health_add(h, HEALTH_DEGRADED,
+			   "syncing: %s (back from down: receiving the writes it missed, reading "
+			   "no copy until it has them)",
+			   syncing);
 	if (draining[0])
 		health_add(h, HEALTH_DEGRADED, "draining: %s (%" PRIu64 " files still to move)",
 			   draining, remaining);

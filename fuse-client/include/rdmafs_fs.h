@@ -173,7 +173,9 @@ struct rfs_target_stats {
  * its size, the data calls that waited for a free buffer, how long, and the
  * waits that ended without one (the call failed with -ETIMEDOUT).
  * replica_moves: chunk reads that failed on one copy of a replicated file
- * and were asked of the next daemon of the chunk's chain.
+ * and were asked of the next daemon of the chunk's chain. replica_waits:
+ * replicated reads and writes redone after a wait for the chain to settle
+ * (a daemon of it died and is not DOWN yet, or the maps disagree).
  */
 struct rfs_stats {
 	struct rfs_method_stats methods[RFS_STATS_METHODS];
@@ -184,7 +186,7 @@ struct rfs_stats {
 	uint64_t read_bytes, write_bytes;
 	uint32_t buffers;
 	uint64_t buffer_waits, buffer_wait_ns, buffer_timeouts;
-	uint64_t replica_moves;
+	uint64_t replica_moves, replica_waits;
 };
 
 /*
@@ -633,10 +635,14 @@ int rfs_update_size(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, u
 		    const struct timespec *mtime, const struct rfs_alloc_report *report,
 		    const struct rfs_layout *layout, struct rfs_entry *out);
 /*
- * Makes the chunks match a file shrunk to @new_size: the chunk holding the new
- * end is truncated, every later chunk is removed on every daemon of @layout.
+ * Makes the chunks match a file shrunk from @old_size to @new_size: the chunk
+ * holding the new end is truncated, every later chunk is removed on every
+ * daemon of @layout. A daemon DOWN that holds copies of a replicated file's
+ * chunks misses it: each chunk up to @old_size is truncated on the others,
+ * which record the miss, so it is cut there too when it is back.
  */
-int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t new_size);
+int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t new_size,
+		      uint64_t old_size);
 
 /*
  * Removes every chunk of @ino on every daemon of @layout (a freed inode). A

@@ -241,6 +241,10 @@ static void render_core(const struct rfs_stats *rs, FILE *f)
 	rdmafs_prom_counter(f, "rdmafs_client_replica_moves_total",
 			    "Chunk reads a copy failed, asked of the next copy of the chunk.",
 			    rs->replica_moves);
+	rdmafs_prom_counter(f, "rdmafs_client_replica_waits_total",
+			    "Replicated reads and writes redone after waiting for their chain to "
+			    "settle.",
+			    rs->replica_waits);
 }
 
 static int render(void *arg, FILE *f)

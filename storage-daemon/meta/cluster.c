@@ -9,6 +9,7 @@
  * daemons' capacity.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,9 +129,10 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	snprintf(d->name, sizeof(d->name), "%s", req->name ? req->name : "");
 	snprintf(d->disk_id, sizeof(d->disk_id), "%s", req->disk_id ? req->disk_id : "");
 	d->flags = req->hosts_metadata ? DAEMON_F_HOSTS_METADATA : 0;
-	if (!known || d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
-	    d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UNSPECIFIED)
+	if (!known || d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UNSPECIFIED)
 		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
+	else if (d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN)
+		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING; /* may lack writes */
 	stamp_heartbeat(t, d);
 
 	changed = !known || d->r.state != old->r.state ||
@@ -174,13 +176,168 @@ int meta_keys_epoch(struct meta_txn *t, uint64_t *epoch)
 	return ret;
 }
 
+/*
+ * What each daemon's last heartbeat said of the writes others missed
+ * (HeartbeatReq known_epoch and misses), in memory: a SYNCING daemon
+ * becomes UP when every daemon not DOWN has reported at the current epoch
+ * with none left for it (docs/replication.md). A service that restarts
+ * waits for a round of heartbeats.
+ */
+struct meta_report {
+	uint8_t uuid[RDMAFS_UUID_LEN];
+	uint64_t epoch;
+	size_t n; /* daemons with chunks left, in targets */
+	uint8_t (*targets)[RDMAFS_UUID_LEN];
+};
+
+struct meta_reports {
+	pthread_mutex_t lock;
+	struct meta_report *list;
+	size_t count, cap;
+};
+
+void meta_cluster_free(struct meta *m)
+{
+	struct meta_reports *r = m->reports;
+
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->count; i++)
+		free(r->list[i].targets);
+	free(r->list);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+	m->reports = NULL;
+}
+
+/* The report of daemon @uuid, made (empty) if there is none; NULL when out of memory. Locked. */
+static struct meta_report *report_of(struct meta_reports *r, const uint8_t *uuid)
+{
+	struct meta_report *grown;
+
+	for (size_t i = 0; i < r->count; i++)
+		if (memcmp(r->list[i].uuid, uuid, RDMAFS_UUID_LEN) == 0)
+			return &r->list[i];
+	if (r->count == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 16;
+
+		grown = realloc(r->list, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		r->list = grown;
+		r->cap = cap;
+	}
+	grown = &r->list[r->count++];
+	memset(grown, 0, sizeof(*grown));
+	memcpy(grown->uuid, uuid, RDMAFS_UUID_LEN);
+	return grown;
+}
+
+/* Keeps what heartbeat @req says of missed writes. */
+static int report_keep(struct meta *m, const Rdmafs__HeartbeatReq *req)
+{
+	struct meta_reports *r = m->reports;
+	struct meta_report *rep;
+	uint8_t(*targets)[RDMAFS_UUID_LEN] = NULL;
+	size_t n = 0;
+
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		pthread_mutex_init(&r->lock, NULL);
+		m->reports = r;
+	}
+	if (req->n_misses) {
+		targets = calloc(req->n_misses, sizeof(*targets));
+		if (!targets)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < req->n_misses; i++)
+		if (req->misses[i]->uuid.len == RDMAFS_UUID_LEN && req->misses[i]->chunks)
+			memcpy(targets[n++], req->misses[i]->uuid.data, RDMAFS_UUID_LEN);
+	pthread_mutex_lock(&r->lock);
+	rep = report_of(r, req->uuid.data);
+	if (rep) {
+		free(rep->targets);
+		rep->targets = targets;
+		rep->n = n;
+		rep->epoch = req->known_epoch;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!rep) {
+		free(targets);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+struct sync_walk {
+	const struct daemon *syncing;
+	uint64_t epoch;
+	bool ready;
+};
+
+/* Whether daemon @d has reported, at the current epoch, nothing left for w->syncing. */
+static int sync_check(struct meta_txn *t, struct daemon *d, void *arg)
+{
+	struct sync_walk *w = arg;
+	struct meta_reports *r = t->m->reports;
+	const struct meta_report *rep = NULL;
+
+	if (d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
+	    d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED ||
+	    memcmp(d->uuid, w->syncing->uuid, RDMAFS_UUID_LEN) == 0)
+		return 0;
+	for (size_t i = 0; r && i < r->count; i++)
+		if (memcmp(r->list[i].uuid, d->uuid, RDMAFS_UUID_LEN) == 0)
+			rep = &r->list[i];
+	if (!rep || rep->epoch != w->epoch) {
+		w->ready = false;
+		return 1;
+	}
+	for (size_t i = 0; i < rep->n; i++)
+		if (memcmp(rep->targets[i], w->syncing->uuid, RDMAFS_UUID_LEN) == 0) {
+			w->ready = false;
+			return 1;
+		}
+	return 0;
+}
+
+/* SYNCING daemon @s becomes UP once nothing it missed is left to copy (sync_check()). */
+static int sync_done(struct meta_txn *t, struct daemon *s, void *arg)
+{
+	struct sync_walk w = {.syncing = s, .ready = true};
+	int *changed = arg, ret;
+	char text[40];
+
+	if (s->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING)
+		return 0;
+	ret = meta_store_counter_get(t, "epoch", &w.epoch);
+	if (ret)
+		return ret;
+	if (t->m->reports)
+		pthread_mutex_lock(&t->m->reports->lock);
+	ret = meta_store_daemons_each(t, sync_check, &w);
+	if (t->m->reports)
+		pthread_mutex_unlock(&t->m->reports->lock);
+	if (ret < 0 || !w.ready)
+		return ret < 0 ? ret : 0;
+	meta_log(t->m, META_LOG_INFO,
+		 "daemon %s: syncing -> up (every daemon reports no write left to copy to it)",
+		 uuid_text(s->uuid, text, sizeof(text)));
+	s->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
+	(*changed)++;
+	return meta_store_daemon_put(t, s);
+}
+
 int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
 {
 	const Rdmafs__HeartbeatReq *req = (const void *)msg;
 	Rdmafs__HeartbeatResp *out;
 	struct daemon *d;
 	char text[40];
-	int ret;
+	int ret, changed = 0;
 
 	if (req->uuid.len != RDMAFS_UUID_LEN)
 		return -EINVAL;
@@ -198,17 +355,29 @@ int meta_op_heartbeat(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufC
 	d->r.used_bytes = req->used_bytes;
 	stamp_heartbeat(t, d);
 	if (d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN) {
-		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
+		/* it may lack writes made while it was DOWN: no reads until they are copied */
+		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING;
 		ret = bump_epoch(t);
 		if (ret)
 			return ret;
-		meta_log(t->m, META_LOG_INFO, "daemon %s: down -> up (heartbeats again)",
+		meta_log(t->m, META_LOG_INFO, "daemon %s: down -> syncing (heartbeats again)",
 			 uuid_text(d->uuid, text, sizeof(text)));
 	}
 	ret = meta_store_daemon_put(t, d);
-	if (ret)
+	if (!ret)
+		ret = report_keep(t->m, req);
+	if (!ret)
+		ret = meta_store_daemons_each(t, sync_done, &changed);
+	if (ret < 0)
 		return ret;
+	if (changed) {
+		ret = bump_epoch(t);
+		if (ret)
+			return ret;
+	}
 	rdmafs__heartbeat_resp__init(out);
+	/* it stops serving copies before it can be marked DOWN (docs/replication.md) */
+	out->lease_ms = t->m->opts.heartbeat_timeout_sec * 1000u / 2u;
 	ret = meta_store_counter_get(t, "epoch", &out->epoch);
 	if (!ret)
 		ret = meta_keys_epoch(t, &out->keys_epoch);
@@ -636,7 +805,8 @@ static int silent_check(struct meta_txn *t, struct daemon *d, void *arg)
 	uint64_t first = w->first_tick, last;
 	char text[40];
 
-	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP &&
+	    d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING)
 		return 0;
 	/* stamps of an earlier run are on another clock: count from the first tick */
 	last = first;
@@ -647,8 +817,9 @@ static int silent_check(struct meta_txn *t, struct daemon *d, void *arg)
 	w->count++;
 	if (!w->apply)
 		return 0;
-	meta_log(m, META_LOG_WARN, "daemon %s: up -> down (no heartbeat for %llu s)",
-		 uuid_text(d->uuid, text, sizeof(text)), (unsigned long long)(w->now - last));
+	meta_log(m, META_LOG_WARN, "daemon %s: %s -> down (no heartbeat for %llu s)",
+		 uuid_text(d->uuid, text, sizeof(text)), rdmafs_daemon_state_name(d->r.state),
+		 (unsigned long long)(w->now - last));
 	d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN;
 	return meta_store_daemon_put(t, d);
 }

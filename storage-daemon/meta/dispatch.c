@@ -764,6 +764,7 @@ void meta_close(struct meta *m)
 	meta_store_close(m);
 	meta_handles_destroy(m);
 	meta_group_destroy(m);
+	meta_cluster_free(m);
 	free(m->method_counters);
 	free(m);
 }

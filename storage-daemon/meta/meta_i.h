@@ -142,6 +142,8 @@ int meta_op_drain_status(struct meta_txn *t, const ProtobufCMessage *req, Protob
 
 /* meta_tick()'s cluster part: marks silent daemons DOWN (meta.h). */
 int meta_cluster_tick(struct meta *m, uint64_t now_sec);
+/* Frees what the cluster map keeps in memory (the daemons' miss reports). */
+void meta_cluster_free(struct meta *m);
 
 /* The state of daemon @uuid in the cluster map (a DaemonState); -ENOENT if unknown. */
 int meta_daemon_state(struct meta_txn *t, const uint8_t *uuid, uint32_t *state);

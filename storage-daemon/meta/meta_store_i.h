@@ -79,6 +79,7 @@ struct meta {
 	struct meta_handles *handles; /* handles.c: the open handles */
 	uint64_t syncs;		      /* meta_store_sync() calls that flushed (atomic) */
 	struct meta_flusher *flusher; /* dispatch.c: batch's flushes every sync_interval_ms */
+	struct meta_reports *reports; /* cluster.c: the daemons' last miss reports, in memory */
 };
 
 struct inode_rec {

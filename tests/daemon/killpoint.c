@@ -128,12 +128,11 @@ int __wrap_lmdb_guard_boot_id(char out[LMDB_GUARD_BOOT_ID_LEN])
 	return 0;
 }
 
-int __real_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
-			       struct xprt_buf *buf, const void *payload, struct chain_call *call);
-int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
-			       struct xprt_buf *buf, const void *payload, struct chain_call *call);
+/* declared from the real one's type, so a change to it is a compile error here */
+__typeof__(chain_forward_start) __real_chain_forward_start, __wrap_chain_forward_start;
 
-int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m,
+int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, size_t skip,
+			       const ProtobufCBinaryData *missed, size_t n_missed,
 			       struct xprt_buf *buf, const void *payload, struct chain_call *call)
 {
 	static bool held;
@@ -141,5 +140,5 @@ int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteR
 
 	if (spec && !__atomic_exchange_n(&held, true, __ATOMIC_RELAXED))
 		usleep((useconds_t)strtoul(spec, NULL, 10) * 1000u);
-	return __real_chain_forward_start(c, m, buf, payload, call);
+	return __real_chain_forward_start(c, m, skip, missed, n_missed, buf, payload, call);
 }

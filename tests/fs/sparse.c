@@ -205,7 +205,7 @@ static int core_shift(const char *path, int mode, off_t off, off_t len)
 		ret = rfs_setattr(fs, NULL, st.st_ino, &set, &e);
 		if (ret)
 			goto out_release;
-		ret = rfs_truncate_data(fs, st.st_ino, &layout, set.size);
+		ret = rfs_truncate_data(fs, st.st_ino, &layout, set.size, size);
 		if (!ret)
 			ret = meta_update(fs, st.st_ino, 0, &layout);
 	} else {

@@ -22,6 +22,7 @@
 #define DOWN	 RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN
 #define DRAINING RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING
 #define REMOVED	 RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED
+#define SYNCING	 RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING
 #define FOUND	 RDMAFS__PATH_STATE__PATH_STATE_FOUND
 #define NO_INODE RDMAFS__PATH_STATE__PATH_STATE_NO_INODE
 #define UNLINKED RDMAFS__PATH_STATE__PATH_STATE_UNLINKED
@@ -149,18 +150,96 @@ static void test_heartbeat_timeout(void **state)
 	assert_int_equal(epoch(e->m), e0);
 	assert_int_equal(meta_tick(e->m, 116), 1);
 	assert_int_equal(tm_daemon_state(e->m, 1), DOWN);
-	/* a heartbeat brings it back */
+	/*
+	 * A heartbeat brings it back SYNCING (it may lack writes to copies):
+	 * the DRAINING daemon has not reported at this epoch (test_syncing).
+	 */
 	assert_int_equal(tm_heartbeat(e->m, 2, 1000, 5, &hr), 0);
-	assert_int_equal(hr->state, UP);
+	assert_int_equal(hr->state, SYNCING);
 	assert_true(hr->epoch > e0);
+	assert_int_equal(hr->lease_ms, 5000); /* half the 10 s timeout */
 	protobuf_c_message_free_unpacked(&hr->base, NULL);
-	assert_int_equal(tm_daemon_state(e->m, 2), UP);
+	assert_int_equal(tm_daemon_state(e->m, 2), SYNCING);
 	/* so does registering again */
 	assert_int_equal(tm_register(e->m, 1, "tcp://a:1", 1000, 0, NULL), 0);
-	assert_int_equal(tm_daemon_state(e->m, 1), UP);
+	assert_int_equal(tm_daemon_state(e->m, 1), SYNCING);
+	/* and a SYNCING daemon that goes silent is DOWN again */
+	assert_int_equal(meta_tick(e->m, 127), 2);
+	assert_int_equal(tm_daemon_state(e->m, 1), DOWN);
+	assert_int_equal(tm_daemon_state(e->m, 2), DOWN);
 	assert_int_equal(tm_heartbeat(e->m, 3, 1000, 5, &hr), 0);
 	assert_int_equal(hr->state, DRAINING);
 	protobuf_c_message_free_unpacked(&hr->base, NULL);
+}
+
+/* A heartbeat that reports the map epoch it routes by and the chunks it is to copy. */
+static int report(struct meta *m, unsigned n, uint64_t known_epoch, unsigned missed_by,
+		  uint64_t chunks)
+{
+	Rdmafs__HeartbeatReq req = RDMAFS__HEARTBEAT_REQ__INIT;
+	Rdmafs__MissCount mc = RDMAFS__MISS_COUNT__INIT, *list[1] = {&mc};
+	uint8_t uuid[16], target[16];
+
+	tm_uuid(uuid, n);
+	req.uuid.data = uuid;
+	req.uuid.len = sizeof(uuid);
+	req.capacity_bytes = 1000;
+	req.known_epoch = known_epoch;
+	if (missed_by) {
+		tm_uuid(target, missed_by);
+		mc.uuid.data = target;
+		mc.uuid.len = sizeof(target);
+		mc.chunks = chunks;
+		req.misses = list;
+		req.n_misses = 1;
+	}
+	return tm_call(m, RDMAFS__METHOD__METHOD_HEARTBEAT, &req, NULL, NULL);
+}
+
+/*
+ * SYNCING -> UP: once every daemon not DOWN has reported at the current
+ * epoch with no chunk left to copy to it (docs/replication.md).
+ */
+static void test_syncing(void **state)
+{
+	struct tm_env *e = *state;
+	uint64_t e1;
+
+	assert_int_equal(meta_tick(e->m, 100), 0);
+	for (unsigned d = 1; d <= 4; d++)
+		assert_int_equal(tm_register(e->m, d, "tcp://a:1", 1000, 0, NULL), 0);
+	assert_int_equal(meta_tick(e->m, 106), 0);
+	for (unsigned d = 1; d <= 3; d++)
+		assert_int_equal(tm_heartbeat(e->m, d, 1000, 0, NULL), 0);
+	assert_int_equal(meta_tick(e->m, 111), 1); /* 4 is DOWN */
+	assert_int_equal(tm_daemon_state(e->m, 4), DOWN);
+	assert_int_equal(tm_heartbeat(e->m, 4, 1000, 0, NULL), 0);
+	assert_int_equal(tm_daemon_state(e->m, 4), SYNCING);
+	e1 = epoch(e->m);
+	/* 1 still has chunks for 4: it stays SYNCING whatever the others say */
+	assert_int_equal(report(e->m, 1, e1, 4, 3), 0);
+	assert_int_equal(report(e->m, 2, e1, 0, 0), 0);
+	assert_int_equal(report(e->m, 3, e1, 0, 0), 0);
+	assert_int_equal(tm_daemon_state(e->m, 4), SYNCING);
+	/* chunks for another daemon hold nothing up; an older epoch is no report */
+	assert_int_equal(report(e->m, 1, e1 - 1, 0, 0), 0);
+	assert_int_equal(tm_daemon_state(e->m, 4), SYNCING);
+	assert_int_equal(report(e->m, 1, e1, 2, 7), 0);
+	assert_int_equal(tm_daemon_state(e->m, 4), UP);
+	assert_true(epoch(e->m) > e1);
+
+	/* a daemon DOWN need not report: with every other one DOWN, the first back is UP */
+	assert_int_equal(meta_tick(e->m, 122), 4);
+	assert_int_equal(tm_heartbeat(e->m, 4, 1000, 0, NULL), 0);
+	assert_int_equal(tm_daemon_state(e->m, 4), UP);
+	assert_int_equal(tm_heartbeat(e->m, 1, 1000, 0, NULL), 0);
+	assert_int_equal(tm_daemon_state(e->m, 1), SYNCING);
+	e1 = epoch(e->m);
+	/* its own report does not count, 4's does */
+	assert_int_equal(report(e->m, 1, e1, 0, 0), 0);
+	assert_int_equal(tm_daemon_state(e->m, 1), SYNCING);
+	assert_int_equal(report(e->m, 4, e1, 0, 0), 0);
+	assert_int_equal(tm_daemon_state(e->m, 1), UP);
 }
 
 /* After a restart every daemon gets a full timeout from the first tick. */
@@ -561,6 +640,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_register, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_heartbeat_timeout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_syncing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_grace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_set_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_undrain_state, setup, teardown),

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The writes this daemon stored that another daemon of their chain missed
+ * (docs/replication.md, "Losing a daemon"): one record per (daemon, chunk),
+ * with the chunk's whole chain, in meta/missed.mdb. A record is on disk
+ * before the write that made it is answered; the resync (resync.c) copies
+ * the chunk to the daemon once it is back and then deletes the record. See
+ * daemon_i.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon_i.h"
+#include "lmdb_errno.h"
+
+/* 32-byte keys, values of at most 65 bytes: millions of records. */
+#define MISSED_MAP_SIZE (1ull << 30)
+#define KEY_LEN		(RDMAFS_UUID_LEN + 16)
+
+struct missed {
+	MDB_env *env;
+	MDB_dbi dbi;
+};
+
+int missed_open(int dir_fd, struct missed **out)
+{
+	struct missed *ms = calloc(1, sizeof(*ms));
+	char path[80];
+	MDB_txn *txn;
+	int rc;
+
+	if (!ms)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/meta/missed.mdb", dir_fd);
+	rc = mdb_env_create(&ms->env);
+	if (rc)
+		goto err;
+	rc = mdb_env_set_mapsize(ms->env, MISSED_MAP_SIZE);
+	if (!rc)
+		rc = mdb_env_open(ms->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0640);
+	if (!rc)
+		rc = mdb_txn_begin(ms->env, NULL, 0, &txn);
+	if (rc)
+		goto err_close;
+	rc = mdb_dbi_open(txn, NULL, 0, &ms->dbi);
+	if (rc) {
+		mdb_txn_abort(txn);
+		goto err_close;
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		goto err_close;
+	*out = ms;
+	return 0;
+
+err_close:
+	mdb_env_close(ms->env);
+err:
+	rdmafs_log(RDMAFS_LOG_ERR,
+		   "cannot open the table of missed writes (LMDB meta/missed.mdb): %s",
+		   mdb_strerror(rc));
+	free(ms);
+	return lmdb_errno(rc);
+}
+
+void missed_close(struct missed *ms)
+{
+	if (!ms)
+		return;
+	mdb_env_close(ms->env);
+	free(ms);
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void make_key(const uint8_t *target, struct store_chunk_id id, uint8_t *key)
+{
+	memcpy(key, target, RDMAFS_UUID_LEN);
+	put_be64(key + RDMAFS_UUID_LEN, id.inode);
+	put_be64(key + RDMAFS_UUID_LEN + 8, id.index);
+}
+
+int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
+	       unsigned n_targets, const uint8_t (*members)[16], unsigned n_members)
+{
+	uint8_t key[KEY_LEN], value[1 + MISSED_MEMBERS_MAX * RDMAFS_UUID_LEN];
+	MDB_val k = {sizeof(key), key}, v = {1 + n_members * RDMAFS_UUID_LEN, value};
+	MDB_txn *txn = NULL;
+	int rc;
+
+	if (n_members > MISSED_MEMBERS_MAX || n_targets == 0)
+		return n_targets ? -EINVAL : 0;
+	value[0] = (uint8_t)n_members;
+	memcpy(value + 1, members, n_members * RDMAFS_UUID_LEN);
+	rc = mdb_txn_begin(ms->env, NULL, 0, &txn);
+	for (unsigned i = 0; !rc && i < n_targets; i++) {
+		make_key(targets[i], id, key);
+		rc = mdb_put(txn, ms->dbi, &k, &v, 0);
+	}
+	if (rc) {
+		if (txn)
+			mdb_txn_abort(txn);
+		return lmdb_errno(rc);
+	}
+	/* the environment syncs on commit: the record is on disk before the write's answer */
+	return lmdb_errno(mdb_txn_commit(txn));
+}
+
+int missed_del(struct missed *ms, const struct missed_rec *r)
+{
+	uint8_t key[KEY_LEN];
+	MDB_val k = {sizeof(key), key};
+	MDB_txn *txn;
+	int rc;
+
+	make_key(r->target, r->id, key);
+	rc = mdb_txn_begin(ms->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_errno(rc);
+	rc = mdb_del(txn, ms->dbi, &k, NULL);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
+	}
+	return lmdb_errno(mdb_txn_commit(txn));
+}
+
+/* Fills @r from a record; false for one this code did not write. */
+static bool rec_from(const MDB_val *k, const MDB_val *v, struct missed_rec *r)
+{
+	const uint8_t *key = k->mv_data, *value = v->mv_data;
+
+	if (k->mv_size != KEY_LEN || v->mv_size < 1 || value[0] > MISSED_MEMBERS_MAX ||
+	    v->mv_size != 1u + value[0] * RDMAFS_UUID_LEN)
+		return false;
+	memcpy(r->target, key, RDMAFS_UUID_LEN);
+	r->id.inode = get_be64(key + RDMAFS_UUID_LEN);
+	r->id.index = get_be64(key + RDMAFS_UUID_LEN + 8);
+	r->n_members = value[0];
+	memcpy(r->members, value + 1, r->n_members * RDMAFS_UUID_LEN);
+	return true;
+}
+
+int missed_list(struct missed *ms, const struct missed_rec *after, struct missed_rec *out,
+		size_t max, size_t *count)
+{
+	uint8_t key[KEY_LEN];
+	MDB_val k = {sizeof(key), key}, v;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	size_t n = 0;
+	int rc;
+
+	*count = 0;
+	rc = mdb_txn_begin(ms->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return lmdb_errno(rc);
+	rc = mdb_cursor_open(txn, ms->dbi, &cur);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_errno(rc);
+	}
+	if (after) {
+		make_key(after->target, after->id, key);
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		/* past @after itself, if it is still there */
+		if (!rc && k.mv_size == KEY_LEN && memcmp(k.mv_data, key, KEY_LEN) == 0)
+			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	} else {
+		rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	}
+	while (!rc && n < max) {
+		if (rec_from(&k, &v, &out[n]))
+			n++;
+		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	*count = n;
+	return rc == MDB_NOTFOUND || !rc ? 0 : lmdb_errno(rc);
+}

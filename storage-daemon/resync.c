@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Resync (docs/replication.md, "Losing a daemon"): copies each chunk whose
+ * write another daemon missed (a record of missed.c) to that daemon once it
+ * is back, whole, under the chunk's order lock, so that no write of the
+ * chunk falls between the copy and the daemon's return. Only the chain's
+ * head (the first serving daemon of its members, which orders the chunk's
+ * writes) copies; the others keep their record until the daemon is UP again,
+ * for the case the head dies first. See daemon_i.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xprt.h"
+#include "rdmafs.pb-c.h"
+#include "daemon_i.h"
+
+#define RESYNC_TICK_MS 1000u
+#define RESYNC_PAGE    64u
+
+struct resync {
+	struct resync_params p;
+	struct store_io *io;
+	struct xprt_buf *buf;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stopping, kicked;
+	uint64_t pushed, failed; /* chunks, atomically */
+};
+
+static bool serving(uint32_t state)
+{
+	return state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP ||
+	       state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING;
+}
+
+/* The chunk of @r as this daemon has it, to @r's target; @uri is the target's. */
+static int push(struct resync *rs, const struct missed_rec *r, const char *uri,
+		ProtobufCBinaryData *members)
+{
+	Rdmafs__ChunkId chunk = RDMAFS__CHUNK_ID__INIT;
+	struct store_chunk_info info;
+	uint8_t *base = xprt_buf_data(rs->buf);
+	uint32_t bytes = 0, length = 0;
+	int ret;
+
+	chunk.inode = r->id.inode;
+	chunk.index = r->id.index;
+	ret = store_stat(rs->p.store, r->id, &info);
+	if (ret)
+		return ret;
+	if (!info.exists) {
+		/* gone here (removed, or never written): gone there too */
+		Rdmafs__ChunkRemoveReq rm = RDMAFS__CHUNK_REMOVE_REQ__INIT;
+		Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
+		uint64_t index = r->id.index;
+
+		sel.inode = r->id.inode;
+		sel.indexes = &index;
+		sel.n_indexes = 1;
+		rm.chunks = &sel;
+		rm.layout_generation = UINT64_MAX; /* past any fence: a copy, not a client's */
+		return chain_peer_call(rs->p.chain, uri, RDMAFS__METHOD__METHOD_CHUNK_REMOVE,
+				       &rm.base);
+	}
+	if (info.length) {
+		Rdmafs__ChunkWriteReq w = RDMAFS__CHUNK_WRITE_REQ__INIT;
+
+		ret = store_read(rs->io, r->id, 0, info.length, base, &bytes, &length);
+		if (ret)
+			return ret;
+		w.chunk = &chunk;
+		w.length = bytes;
+		w.crc32c = rdmafs_crc32c(base, bytes);
+		w.chunk_size = bytes;
+		w.commit = true; /* as durable as the writes it stands for may have been */
+		w.layout_generation = UINT64_MAX;
+		w.zeros_as_hole = true; /* the copy keeps the chunk's holes */
+		w.hop = 1;		/* a lane for forwarded writes: never behind a client's */
+		w.to.data = (uint8_t *)r->target;
+		w.to.len = RDMAFS_UUID_LEN;
+		w.head.data = (uint8_t *)rs->p.uuid;
+		w.head.len = RDMAFS_UUID_LEN;
+		w.members = members;
+		w.n_members = r->n_members;
+		if (bytes) {
+			ret = chain_push(rs->p.chain, uri, &w, rs->buf, base);
+			if (ret)
+				return ret;
+		}
+	}
+	/* a longer copy there is cut to ours */
+	{
+		Rdmafs__ChunkTruncateReq t = RDMAFS__CHUNK_TRUNCATE_REQ__INIT;
+
+		t.chunk = &chunk;
+		t.length = bytes;
+		t.layout_generation = UINT64_MAX;
+		t.members = members;
+		t.n_members = r->n_members;
+		return chain_peer_call(rs->p.chain, uri, RDMAFS__METHOD__METHOD_CHUNK_TRUNCATE,
+				       &t.base);
+	}
+}
+
+/* What to do with record @r now: drop it, copy its chunk, or wait. */
+static void settle(struct resync *rs, const struct missed_rec *r, bool *logged)
+{
+	uint32_t state = dmap_state(rs->p.dmap, r->target);
+	ProtobufCBinaryData members[MISSED_MEMBERS_MAX];
+	char uri[DMAP_URI_MAX], text[37];
+	int h, ret;
+
+	for (unsigned i = 0; i < r->n_members; i++)
+		members[i] = (ProtobufCBinaryData){RDMAFS_UUID_LEN, (uint8_t *)r->members[i]};
+	if (state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
+		/* it left the cluster: its chunks left every layout with it */
+		missed_del(rs->p.missed, r);
+		return;
+	}
+	if (state == 0 || state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
+	    !dmap_leased(rs->p.dmap))
+		return;
+	h = dmap_head(rs->p.dmap, members, r->n_members);
+	if (h < 0)
+		return;
+	if (memcmp(r->members[h], rs->p.uuid, RDMAFS_UUID_LEN) != 0) {
+		/* the head copies; once the daemon is UP, it has */
+		if (serving(state))
+			missed_del(rs->p.missed, r);
+		return;
+	}
+	ret = dmap_uri(rs->p.dmap, r->target, uri);
+	if (ret)
+		return;
+	chain_order_lock(rs->p.chain, r->id.inode, r->id.index);
+	ret = push(rs, r, uri, members);
+	if (!ret)
+		ret = missed_del(rs->p.missed, r);
+	chain_order_unlock(rs->p.chain, r->id.inode, r->id.index);
+	if (!ret) {
+		__atomic_add_fetch(&rs->pushed, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_add_fetch(&rs->failed, 1, __ATOMIC_RELAXED);
+	if (!*logged) {
+		datadir_uuid_format(r->target, text);
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "resync: chunk %016" PRIx64 "/%016" PRIx64
+			   " not copied to daemon %s (%s): %s (retrying)",
+			   r->id.inode, r->id.index, text, uri, xprt_strerror(ret));
+		*logged = true;
+	}
+}
+
+/* One pass over every record. */
+static void pass(struct resync *rs)
+{
+	struct missed_rec page[RESYNC_PAGE], after;
+	bool have_after = false, logged = false;
+	size_t count;
+
+	do {
+		if (missed_list(rs->p.missed, have_after ? &after : NULL, page, RESYNC_PAGE,
+				&count))
+			return;
+		for (size_t i = 0; i < count; i++) {
+			if (__atomic_load_n(&rs->stopping, __ATOMIC_RELAXED))
+				return;
+			settle(rs, &page[i], &logged);
+		}
+		if (count) {
+			after = page[count - 1];
+			have_after = true;
+		}
+	} while (count == RESYNC_PAGE);
+}
+
+static void *resync_main(void *arg)
+{
+	struct resync *rs = arg;
+
+	pthread_mutex_lock(&rs->lock);
+	while (!rs->stopping) {
+		struct timespec until;
+
+		rs->kicked = false;
+		pthread_mutex_unlock(&rs->lock);
+		/* nothing is known of the cluster before the first map */
+		if (dmap_epoch(rs->p.dmap))
+			pass(rs);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += RESYNC_TICK_MS / 1000u;
+		pthread_mutex_lock(&rs->lock);
+		if (!rs->stopping && !rs->kicked)
+			pthread_cond_timedwait(&rs->cond, &rs->lock, &until);
+	}
+	pthread_mutex_unlock(&rs->lock);
+	return NULL;
+}
+
+int resync_start(const struct resync_params *p, struct resync **out)
+{
+	struct resync *rs = calloc(1, sizeof(*rs));
+	int ret;
+
+	if (!rs)
+		return -ENOMEM;
+	rs->p = *p;
+	pthread_mutex_init(&rs->lock, NULL);
+	pthread_cond_init(&rs->cond, NULL);
+	ret = xprt_pool_get(p->pool, 0, &rs->buf);
+	if (!ret)
+		ret = store_io_create(p->store, p->pool, &rs->io);
+	if (!ret)
+		ret = -pthread_create(&rs->thread, NULL, resync_main, rs);
+	if (ret) {
+		resync_stop(rs);
+		return ret;
+	}
+	rs->started = true;
+	*out = rs;
+	return 0;
+}
+
+void resync_kick(struct resync *rs)
+{
+	if (!rs)
+		return;
+	pthread_mutex_lock(&rs->lock);
+	rs->kicked = true;
+	pthread_cond_signal(&rs->cond);
+	pthread_mutex_unlock(&rs->lock);
+}
+
+void resync_counts(struct resync *rs, uint64_t *pushed, uint64_t *failed)
+{
+	*pushed = rs ? __atomic_load_n(&rs->pushed, __ATOMIC_RELAXED) : 0;
+	*failed = rs ? __atomic_load_n(&rs->failed, __ATOMIC_RELAXED) : 0;
+}
+
+void resync_stop(struct resync *rs)
+{
+	if (!rs)
+		return;
+	pthread_mutex_lock(&rs->lock);
+	__atomic_store_n(&rs->stopping, true, __ATOMIC_RELAXED);
+	pthread_cond_signal(&rs->cond);
+	pthread_mutex_unlock(&rs->lock);
+	if (rs->started)
+		pthread_join(rs->thread, NULL);
+	store_io_destroy(rs->io);
+	if (rs->buf)
+		xprt_pool_put(rs->buf);
+	pthread_cond_destroy(&rs->cond);
+	pthread_mutex_destroy(&rs->lock);
+	free(rs);
+}
