@@ -40,7 +40,10 @@ int rdmafs_status_from_peer(int status)
 
 int rdmafs_status_for_caller(int status)
 {
-	return status == -ECONNRESET || status == -ENOTCONN || status == -EPIPE ? -EIO : status;
+	return status == -ECONNRESET || status == -ENOTCONN || status == -EPIPE ||
+			       status == -EHOSTUNREACH
+		       ? -EIO
+		       : status;
 }
 
 uint64_t rdmafs_now_ms(void)

@@ -463,9 +463,14 @@ static int peer_conn_get(struct rfs *fs, struct rfs_peer *p, struct xprt_conn **
 		if (p->uri_count == 0)
 			rdmafs_log(RDMAFS_LOG_WARN, "%s: no address usable with this transport",
 				   p->label);
-		/* a refused secret is not a permission problem of the caller */
+		/*
+		 * A refused secret is not a permission problem of the caller. A
+		 * storage daemon that cannot be reached is -EHOSTUNREACH, which a
+		 * replicated call waits out (the chain skips it once it is DOWN)
+		 * and the application sees as -EIO (rdmafs_status_for_caller()).
+		 */
 		if (ret != -ETIMEDOUT)
-			ret = -EIO;
+			ret = p == &fs->meta ? -EIO : -EHOSTUNREACH;
 		p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
 		if (p->backoff_ms > BACKOFF_MAX_MS)
 			p->backoff_ms = BACKOFF_MAX_MS;
@@ -1320,7 +1325,9 @@ static void slot_release(struct slot *s)
 /*
  * Sends method @method with @msgs[i] to the daemons @peers[i] (i < @count) in
  * parallel, retrying once those whose connection broke. Replies stay in
- * @slots. Returns the first error.
+ * @slots. Returns the first error as the transport said it (the public
+ * calls map it with rdmafs_status_for_caller()): a replicated call waits
+ * out a daemon that cannot be reached.
  */
 static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMessage *const *msgs,
 		    size_t count, uint32_t method, struct slot *slots)
@@ -1360,7 +1367,7 @@ static int fan_call(struct rfs *fs, struct rfs_peer **peers, const ProtobufCMess
 	for (size_t i = 0; i < count && !ret; i++)
 		ret = stale_if_removed(fs, peers[i], slots[i].status);
 	fanout_fini(&fo);
-	return rdmafs_status_for_caller(ret);
+	return ret;
 }
 
 /* ---- striped data ------------------------------------------------------------------------------
@@ -2123,7 +2130,7 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, ui
 		 */
 		daemon_mask = UINT64_MAX;
 	}
-	return ret;
+	return rdmafs_status_for_caller(ret);
 }
 
 static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
@@ -2155,7 +2162,7 @@ int rfs_remove_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout)
 	 * chunks; the drain removes the fenced daemon's when its layout switch
 	 * finds the file gone, fsck otherwise.
 	 */
-	return ret == -ESTALE ? 0 : ret;
+	return ret == -ESTALE ? 0 : rdmafs_status_for_caller(ret);
 }
 
 /* CHUNK_TRUNCATE of one chunk to @length bytes. */
@@ -2238,7 +2245,7 @@ int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, u
 		if (ret)
 			break;
 	}
-	return ret;
+	return rdmafs_status_for_caller(ret);
 }
 
 /* Removes chunks [@first, @last] of @ino (@last < UINT64_MAX), batched per daemon. */
@@ -2357,7 +2364,7 @@ int rfs_punch_hole(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint
 		if (ret)
 			break;
 	}
-	return ret;
+	return rdmafs_status_for_caller(ret);
 }
 
 /*
@@ -2469,7 +2476,7 @@ static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *lay
 				       &slot);
 	} while (ret && next_replica(&p, ret));
 	if (ret)
-		return ret;
+		return rdmafs_status_for_caller(ret);
 	resp = rdmafs__chunk_stat_resp__unpack(NULL, slot.reply_len, slot.reply);
 	if (!resp)
 		return -EBADMSG;

@@ -129,8 +129,9 @@ int rdmafs_status_from_peer(int status);
 
 /*
  * What the caller of a client call sees for a transport failure: a connection
- * that broke (-ECONNRESET, -ENOTCONN, -EPIPE) is -EIO, as a disk that went
- * away is; every other status is unchanged.
+ * that broke (-ECONNRESET, -ENOTCONN, -EPIPE) or a daemon that cannot be
+ * reached (-EHOSTUNREACH) is -EIO, as a disk that went away is; every other
+ * status is unchanged.
  */
 int rdmafs_status_for_caller(int status);
 

@@ -15,7 +15,9 @@
 # - truncating and removing the file reaches every copy;
 # - a flipped byte in two of a chunk's three copies: reads return the good
 #   bytes, scrub finds both, `rdmafsctl scrub --repair` rewrites them from the
-#   third (a bad source is skipped), and a scrub after it finds nothing.
+#   third (a bad source is skipped), and a scrub after it finds nothing;
+# - a drain keeps every copy;
+# - a daemon killed blocks no write, and gets what it missed when it is back (7).
 # Runs under tests/lib/cluster.sh (RDMAFS_CLUSTER_CTL kills and restarts).
 # Usage: replicas.sh DIR
 # Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test itself could not
@@ -233,3 +235,73 @@ for i in 2 3; do
 done
 check_same "$mnt/r4/four" "$local_dir/four" "four after the refused drain"
 echo "replicas: a drain moved files of 3 copies whole and refused to drop a copy of a file of 4"
+
+# 7. a daemon lost blocks no write. With storage 2 killed, a new file, an overwrite and a
+# truncate of files of 3 copies succeed: the writes wait until the service marks it DOWN
+# (the daemons' chains then skip it and record what it missed). Started again it is SYNCING
+# until the head of each chain has copied it the chunks it missed, then UP; then every copy
+# of every chunk holds the reference's bytes, and the files read back whole from the
+# metadata daemon and it alone.
+# cluster.sh's daemons all UP in `rdmafsctl status` (the syncing one caught up), within 90 s
+wait_all_up() {
+	local n
+	for n in $(seq 90); do
+		"$rdmafsctl" status >"$local_dir/status" 2>&1
+		grep -q ": 4 daemons, 4 up$" "$local_dir/status" && return 0
+		sleep 1
+	done
+	check_fail "daemons not all up after 90 s: $(cat "$local_dir/status")"
+}
+# every chunk of FILE (inode INO, SIZE bytes) on 3 daemons, each copy the reference's bytes
+check_copies() {
+	local name=$1 ino=$2 ref=$3 size=$4 index i f chunks
+	chunks=$(((size + MIB - 1) / MIB))
+	for index in $(seq 0 $((chunks - 1))); do
+		dd if="$ref" of="$local_dir/slice" bs=1M skip="$index" count=1 status=none ||
+			check_error "cutting chunk $index of $name's reference"
+		got=$(copies_of "$ino" "$index")
+		[ "$got" = 3 ] || check_fail "$name: chunk $index is on $got daemons, want 3"
+		for i in $DAEMONS; do
+			f=$(chunk_file "$i" "$ino" "$index")
+			[ -f "$f" ] || continue
+			check_same "$f" "$local_dir/slice" "$name: chunk $index on daemon $i"
+		done
+	done
+	got=$(chunk_files "$ino")
+	[ "$got" = $((3 * chunks)) ] || check_fail "$name: $got chunk files, want $((3 * chunks))"
+}
+wait_all_up
+"$ctl" ctl kill 2 || check_error "killing daemon 2"
+head -c $((8 * MIB + 3)) /dev/urandom >"$local_dir/d1" || check_error "making d1's reference"
+dd if="$local_dir/d1" of="$mnt/r/d1" bs=1M conv=fsync status=none ||
+	check_fail "writing d1 with daemon 2 down"
+head -c 100000 /dev/urandom >"$local_dir/patch" || check_error "making the patch"
+for f in "$mnt/r/g" "$local_dir/g"; do
+	dd if="$local_dir/patch" of="$f" bs=1 seek=$((MIB - 5000)) conv=notrunc,fsync status=none ||
+		check_fail "overwriting $f with daemon 2 down"
+done
+truncate -s $((5 * MIB + 9)) "$mnt/r/many" || check_fail "truncating many with daemon 2 down"
+truncate -s $((5 * MIB + 9)) "$local_dir/many" || check_error "truncating many's reference"
+"$rdmafsctl" status >"$local_dir/status" 2>&1
+grep -q "1 of 4 daemons down" "$local_dir/status" ||
+	check_fail "status does not say daemon 2 is down: $(cat "$local_dir/status")"
+for f in d1 g many; do
+	check_same "$mnt/r/$f" "$local_dir/$f" "$f with daemon 2 down"
+done
+"$ctl" ctl start 2 || check_error "restarting daemon 2"
+wait_all_up
+for f in d1 g many; do
+	ino=$(stat -c %i "$mnt/r/$f") || check_fail "stat $f"
+	check_copies "$f" "$ino" "$local_dir/$f" "$(stat -c %s "$local_dir/$f")"
+done
+for i in 1 3; do
+	"$ctl" ctl kill "$i" || check_error "killing daemon $i"
+done
+"$ctl" ctl remount 1 || check_error "remounting (nothing cached)"
+for f in d1 g many; do
+	check_same "$mnt/r/$f" "$local_dir/$f" "$f with daemons 1 and 3 down"
+done
+for i in 1 3; do
+	"$ctl" ctl start "$i" || check_error "restarting daemon $i"
+done
+echo "replicas: writes, an overwrite and a truncate went on with a daemon down; back, it got every chunk it missed"

@@ -82,6 +82,7 @@ static void test_status(void **state)
 	assert_int_equal(rdmafs_status_for_caller(-ECONNRESET), -EIO);
 	assert_int_equal(rdmafs_status_for_caller(-ENOTCONN), -EIO);
 	assert_int_equal(rdmafs_status_for_caller(-EPIPE), -EIO);
+	assert_int_equal(rdmafs_status_for_caller(-EHOSTUNREACH), -EIO);
 	assert_int_equal(rdmafs_status_for_caller(-ETIMEDOUT), -ETIMEDOUT);
 	assert_int_equal(rdmafs_status_for_caller(-ENOENT), -ENOENT);
 	assert_int_equal(rdmafs_status_for_caller(0), 0);
