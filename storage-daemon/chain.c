@@ -20,6 +20,14 @@
 #define CHAIN_REPLY_MAX 256u
 /* Locks that order a head's writes per chunk (a chunk hashes to one). */
 #define CHAIN_ORDER_LOCKS 256u
+/*
+ * A forward's answer is awaited at most this long from the head, a second
+ * less at each later hop, so that the error of a daemon that stopped
+ * answering comes back up the chain before the client's own call times out
+ * (5 s by default) and the client retries on a chain that skips it.
+ */
+#define CHAIN_FORWARD_TIMEOUT_MS 4000
+#define CHAIN_HOP_STEP_MS	 1000
 
 struct chain_peer {
 	char *uri;
@@ -290,7 +298,9 @@ int chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, 
 	pthread_mutex_init(&call->lock, NULL);
 	pthread_cond_init(&call->cond, NULL);
 	ret = xprt_call_async(call->conn, RDMAFS__METHOD__METHOD_CHUNK_WRITE, req,
-			      rdmafs__chunk_write_req__pack(&fwd, req), 0, forward_done, call);
+			      rdmafs__chunk_write_req__pack(&fwd, req),
+			      CHAIN_FORWARD_TIMEOUT_MS - CHAIN_HOP_STEP_MS * (int)m->hop,
+			      forward_done, call);
 	free(req);
 	if (ret) {
 		pthread_cond_destroy(&call->cond);
@@ -363,8 +373,9 @@ static int peer_call(struct chain *c, const char *uri, uint32_t method, Protobuf
 		ret = -ENOMEM;
 		goto out_put;
 	}
+	/* the resync holds the chunk's order lock meanwhile: as short as a forward */
 	ret = xprt_call(conn, method, body, protobuf_c_message_pack(req, body), reply,
-			sizeof(reply), &reply_len, 0);
+			sizeof(reply), &reply_len, CHAIN_FORWARD_TIMEOUT_MS);
 	free(body);
 	/* the peer may still read our buffer, which the caller reuses */
 	if (ret == -ETIMEDOUT && buf)

@@ -222,6 +222,9 @@ static void raise_nofile(void)
 			   strerror(errno));
 }
 
+/* The daemon's connects to peers and to the metadata service (xprt_options). */
+#define DAEMON_CONNECT_TIMEOUT_MS 2000u
+
 int main(int argc, char **argv)
 {
 	struct xprt_listener *listeners[DAEMON_MAX_LISTEN] = {NULL};
@@ -300,6 +303,11 @@ int main(int argc, char **argv)
 	opts.identity_check = keyring_check;
 	opts.identity_arg = keyring;
 	opts.name = cfg.name ? cfg.name : "rdmafs-daemon";
+	/*
+	 * A peer or metadata service that does not answer a connect (its link
+	 * cut) is given up before a client's call to us times out (5 s).
+	 */
+	opts.connect_timeout_ms = DAEMON_CONNECT_TIMEOUT_MS;
 	ret = xprt_ctx_create(&opts, &ctx);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot start the transport: %s", xprt_strerror(ret));

@@ -4,15 +4,19 @@
  * (docs/replication.md, "Losing a daemon"): one record per (daemon, chunk),
  * with the chunk's whole chain, in meta/missed.mdb. A record is on disk
  * before the write that made it is answered; the resync (resync.c) copies
- * the chunk to the daemon once it is back and then deletes the record. See
- * daemon_i.h.
+ * the chunk to the daemon once it is back and then deletes the record. The
+ * file is made by the first record: a daemon that never forwarded a write
+ * of a replicated chunk (or was refused by the cluster) changes nothing in
+ * its data directory. See daemon_i.h.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon_i.h"
 #include "lmdb_errno.h"
@@ -21,29 +25,36 @@
 #define MISSED_MAP_SIZE (1ull << 30)
 #define KEY_LEN		(RDMAFS_UUID_LEN + 16)
 
+#define MISSED_FILE "meta/missed.mdb"
+
 struct missed {
-	MDB_env *env;
+	int dir_fd;	      /* the data directory's, ours */
+	pthread_mutex_t lock; /* guards opening env */
+	MDB_env *env;	      /* NULL until the file exists */
 	MDB_dbi dbi;
 };
 
-int missed_open(int dir_fd, struct missed **out)
+/* Opens (and with @create makes) meta/missed.mdb; 0 with env NULL when it is not there. */
+static int env_open(struct missed *ms, bool create)
 {
-	struct missed *ms = calloc(1, sizeof(*ms));
 	char path[80];
 	MDB_txn *txn;
+	MDB_env *env;
 	int rc;
 
-	if (!ms)
-		return -ENOMEM;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d/meta/missed.mdb", dir_fd);
-	rc = mdb_env_create(&ms->env);
+	if (ms->env)
+		return 0;
+	if (!create && faccessat(ms->dir_fd, MISSED_FILE, F_OK, 0))
+		return errno == ENOENT ? 0 : -errno;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/" MISSED_FILE, ms->dir_fd);
+	rc = mdb_env_create(&env);
 	if (rc)
 		goto err;
-	rc = mdb_env_set_mapsize(ms->env, MISSED_MAP_SIZE);
+	rc = mdb_env_set_mapsize(env, MISSED_MAP_SIZE);
 	if (!rc)
-		rc = mdb_env_open(ms->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0640);
+		rc = mdb_env_open(env, path, MDB_NOSUBDIR | MDB_NOTLS, 0640);
 	if (!rc)
-		rc = mdb_txn_begin(ms->env, NULL, 0, &txn);
+		rc = mdb_txn_begin(env, NULL, 0, &txn);
 	if (rc)
 		goto err_close;
 	rc = mdb_dbi_open(txn, NULL, 0, &ms->dbi);
@@ -54,24 +65,56 @@ int missed_open(int dir_fd, struct missed **out)
 	rc = mdb_txn_commit(txn);
 	if (rc)
 		goto err_close;
-	*out = ms;
+	ms->env = env;
 	return 0;
 
 err_close:
-	mdb_env_close(ms->env);
+	mdb_env_close(env);
 err:
-	rdmafs_log(RDMAFS_LOG_ERR,
-		   "cannot open the table of missed writes (LMDB meta/missed.mdb): %s",
-		   mdb_strerror(rc));
-	free(ms);
+	rdmafs_log(RDMAFS_LOG_ERR, "cannot open the table of missed writes (LMDB %s): %s",
+		   MISSED_FILE, mdb_strerror(rc));
 	return lmdb_errno(rc);
+}
+
+/* The environment, made first with @create; NULL (and *@ret 0) when there is none yet. */
+static MDB_env *env_get(struct missed *ms, bool create, int *ret)
+{
+	MDB_env *env;
+
+	pthread_mutex_lock(&ms->lock);
+	*ret = env_open(ms, create);
+	env = ms->env;
+	pthread_mutex_unlock(&ms->lock);
+	return env;
+}
+
+int missed_open(int dir_fd, struct missed **out)
+{
+	struct missed *ms = calloc(1, sizeof(*ms));
+	int ret;
+
+	if (!ms)
+		return -ENOMEM;
+	pthread_mutex_init(&ms->lock, NULL);
+	ms->dir_fd = dup(dir_fd);
+	ret = ms->dir_fd < 0 ? -errno : env_open(ms, false);
+	if (ret) {
+		missed_close(ms);
+		return ret;
+	}
+	*out = ms;
+	return 0;
 }
 
 void missed_close(struct missed *ms)
 {
 	if (!ms)
 		return;
-	mdb_env_close(ms->env);
+	if (ms->env)
+		mdb_env_close(ms->env);
+	if (ms->dir_fd >= 0)
+		close(ms->dir_fd);
+	pthread_mutex_destroy(&ms->lock);
 	free(ms);
 }
 
@@ -103,13 +146,17 @@ int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targ
 	uint8_t key[KEY_LEN], value[1 + MISSED_MEMBERS_MAX * RDMAFS_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v = {1 + n_members * RDMAFS_UUID_LEN, value};
 	MDB_txn *txn = NULL;
-	int rc;
+	MDB_env *env;
+	int rc, ret;
 
 	if (n_members > MISSED_MEMBERS_MAX || n_targets == 0)
 		return n_targets ? -EINVAL : 0;
+	env = env_get(ms, true, &ret);
+	if (!env)
+		return ret;
 	value[0] = (uint8_t)n_members;
 	memcpy(value + 1, members, n_members * RDMAFS_UUID_LEN);
-	rc = mdb_txn_begin(ms->env, NULL, 0, &txn);
+	rc = mdb_txn_begin(env, NULL, 0, &txn);
 	for (unsigned i = 0; !rc && i < n_targets; i++) {
 		make_key(targets[i], id, key);
 		rc = mdb_put(txn, ms->dbi, &k, &v, 0);
@@ -128,10 +175,14 @@ int missed_del(struct missed *ms, const struct missed_rec *r)
 	uint8_t key[KEY_LEN];
 	MDB_val k = {sizeof(key), key};
 	MDB_txn *txn;
-	int rc;
+	MDB_env *env;
+	int rc, ret;
 
+	env = env_get(ms, false, &ret);
+	if (!env)
+		return ret;
 	make_key(r->target, r->id, key);
-	rc = mdb_txn_begin(ms->env, NULL, 0, &txn);
+	rc = mdb_txn_begin(env, NULL, 0, &txn);
 	if (rc)
 		return lmdb_errno(rc);
 	rc = mdb_del(txn, ms->dbi, &k, NULL);
@@ -165,11 +216,15 @@ int missed_list(struct missed *ms, const struct missed_rec *after, struct missed
 	MDB_val k = {sizeof(key), key}, v;
 	MDB_cursor *cur;
 	MDB_txn *txn;
+	MDB_env *env;
 	size_t n = 0;
-	int rc;
+	int rc, ret;
 
 	*count = 0;
-	rc = mdb_txn_begin(ms->env, NULL, MDB_RDONLY, &txn);
+	env = env_get(ms, false, &ret);
+	if (!env)
+		return ret;
+	rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return lmdb_errno(rc);
 	rc = mdb_cursor_open(txn, ms->dbi, &cur);
