@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * The writes this daemon stored that another daemon of their chain missed
- * (docs/replication.md, "Losing a daemon"): one record per (daemon, chunk),
- * with the chunk's whole chain, in meta/missed.mdb. A record is on disk
+ * (docs/replication.md, "Losing a daemon"): one record per (chunk, daemon),
+ * keyed in that order so a chunk's records are together, with the chunk's
+ * whole chain, in meta/missed.mdb. A record is on disk
  * before the write that made it is answered; the resync (resync.c) copies
  * the chunk to the daemon once it is back and then deletes the record. The
  * file is made by the first record: a daemon that never forwarded a write
@@ -135,9 +136,9 @@ static uint64_t get_be64(const uint8_t *p)
 
 static void make_key(const uint8_t *target, struct store_chunk_id id, uint8_t *key)
 {
-	memcpy(key, target, RDMAFS_UUID_LEN);
-	put_be64(key + RDMAFS_UUID_LEN, id.inode);
-	put_be64(key + RDMAFS_UUID_LEN + 8, id.index);
+	put_be64(key, id.inode);
+	put_be64(key + 8, id.index);
+	memcpy(key + 16, target, RDMAFS_UUID_LEN);
 }
 
 int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
@@ -201,9 +202,9 @@ static bool rec_from(const MDB_val *k, const MDB_val *v, struct missed_rec *r)
 	if (k->mv_size != KEY_LEN || v->mv_size < 1 || value[0] > MISSED_MEMBERS_MAX ||
 	    v->mv_size != 1u + value[0] * RDMAFS_UUID_LEN)
 		return false;
-	memcpy(r->target, key, RDMAFS_UUID_LEN);
-	r->id.inode = get_be64(key + RDMAFS_UUID_LEN);
-	r->id.index = get_be64(key + RDMAFS_UUID_LEN + 8);
+	r->id.inode = get_be64(key);
+	r->id.index = get_be64(key + 8);
+	memcpy(r->target, key + 16, RDMAFS_UUID_LEN);
 	r->n_members = value[0];
 	memcpy(r->members, value + 1, r->n_members * RDMAFS_UUID_LEN);
 	return true;
@@ -250,4 +251,23 @@ int missed_list(struct missed *ms, const struct missed_rec *after, struct missed
 	mdb_txn_abort(txn);
 	*count = n;
 	return rc == MDB_NOTFOUND || !rc ? 0 : lmdb_errno(rc);
+}
+
+int missed_of_chunk(struct missed *ms, struct store_chunk_id id, uint8_t (*targets)[16], size_t max,
+		    size_t *count)
+{
+	struct missed_rec from = {.id = id}, page[MISSED_MEMBERS_MAX + 1];
+	size_t n = 0;
+	int ret;
+
+	/* the all-zero UUID sorts first among the chunk's keys, and is no daemon's */
+	*count = 0;
+	ret = missed_list(ms, &from, page, MISSED_MEMBERS_MAX + 1, &n);
+	for (size_t i = 0; !ret && i < n; i++) {
+		if (page[i].id.inode != id.inode || page[i].id.index != id.index)
+			break;
+		if (*count < max)
+			memcpy(targets[(*count)++], page[i].target, RDMAFS_UUID_LEN);
+	}
+	return ret;
 }

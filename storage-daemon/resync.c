@@ -71,10 +71,22 @@ static int push(struct resync *rs, const struct missed_rec *r, const char *uri,
 	}
 	if (info.length) {
 		Rdmafs__ChunkWriteReq w = RDMAFS__CHUNK_WRITE_REQ__INIT;
+		uint8_t others[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+		ProtobufCBinaryData lacking[MISSED_MEMBERS_MAX];
+		size_t n_others = 0;
 
 		ret = store_read(rs->io, r->id, 0, info.length, base, &bytes, &length);
+		if (!ret)
+			ret = missed_of_chunk(rs->p.missed, r->id, others, MISSED_MEMBERS_MAX,
+					      &n_others);
 		if (ret)
 			return ret;
+		/* the others that lack the chunk: the daemon records them too (rdmafs.proto) */
+		for (size_t i = 0; i < n_others; i++)
+			if (memcmp(others[i], r->target, RDMAFS_UUID_LEN) != 0)
+				lacking[w.n_lacking++] =
+					(ProtobufCBinaryData){RDMAFS_UUID_LEN, others[i]};
+		w.lacking = lacking;
 		w.chunk = &chunk;
 		w.length = bytes;
 		w.crc32c = rdmafs_crc32c(base, bytes);

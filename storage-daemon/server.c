@@ -420,6 +420,9 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	}
 	/* a replicated write: our map must agree with the sender's (else nothing is stored) */
 	ret = repl_enter(srv, &r, &m->head, m->members, m->n_members, m->missed, m->n_missed);
+	if (!ret && (!uuid_list_ok(m->lacking, m->n_lacking, RDMAFS_MAX_REPLICAS) ||
+		     (m->n_lacking && !r.on)))
+		ret = -EINVAL;
 	if (ret)
 		goto out_free;
 	for (size_t i = 0; r.on && i < m->n_chain; i++) {
@@ -495,6 +498,10 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 			repl_target(&r, fwd.missed[i]);
 		for (size_t i = skip; chain_ret && i < m->n_chain; i++)
 			repl_target(&r, m->chain[i]->uuid.data);
+		/* a resync's copy: the others that still lack the chunk are ours to record */
+		for (size_t i = 0; i < m->n_lacking; i++)
+			if (memcmp(m->lacking[i].data, srv->uuid, RDMAFS_UUID_LEN) != 0)
+				repl_target(&r, m->lacking[i].data);
 		if (repl_record(srv, &r, id))
 			ret = -EIO;
 	}
