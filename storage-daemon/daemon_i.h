@@ -551,8 +551,8 @@ int missed_del(struct missed *ms, const struct missed_rec *r);
 int missed_list(struct missed *ms, const struct missed_rec *after, struct missed_rec *out,
 		size_t max, size_t *count);
 /* The daemons recorded as missing chunk @id, up to @max of them. */
-int missed_of_chunk(struct missed *ms, struct store_chunk_id id, uint8_t (*targets)[16],
-		    size_t max, size_t *count);
+int missed_of_chunk(struct missed *ms, struct store_chunk_id id, uint8_t (*targets)[16], size_t max,
+		    size_t *count);
 
 /* ---- resync (resync.c) ---- */
 
