@@ -1033,6 +1033,16 @@ struct fence_wait {
 	bool changed; /* *layout was replaced */
 };
 
+/* Sleeps *@backoff_ms, at most @left ms, and doubles *@backoff_ms up to FENCE_BACKOFF_MAX. */
+static void backoff_sleep(uint32_t *backoff_ms, uint64_t left)
+{
+	uint32_t ms = *backoff_ms > left ? (uint32_t)left : *backoff_ms;
+	struct timespec ts = {.tv_sec = ms / 1000u, .tv_nsec = (long)(ms % 1000u) * 1000000L};
+
+	nanosleep(&ts, NULL);
+	*backoff_ms = *backoff_ms * 2 > FENCE_BACKOFF_MAX ? FENCE_BACKOFF_MAX : *backoff_ms * 2;
+}
+
 /*
  * After -ESTALE from a daemon: refetches @ino's layout into *@layout and
  * returns 0 for the caller to redo its operation. While the service still
@@ -1045,7 +1055,6 @@ static int fence_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout,
 		       struct fence_wait *fw)
 {
 	struct rfs_layout fresh;
-	struct timespec ts;
 	uint64_t now;
 	int ret;
 
@@ -1073,13 +1082,7 @@ static int fence_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout,
 				   fs->fence_wait_ms);
 			return -ETIMEDOUT;
 		}
-		if (fw->backoff_ms > fw->deadline_ms - now)
-			fw->backoff_ms = (uint32_t)(fw->deadline_ms - now);
-		ts.tv_sec = fw->backoff_ms / 1000u;
-		ts.tv_nsec = (long)(fw->backoff_ms % 1000u) * 1000000L;
-		nanosleep(&ts, NULL);
-		fw->backoff_ms = fw->backoff_ms * 2 > FENCE_BACKOFF_MAX ? FENCE_BACKOFF_MAX
-									: fw->backoff_ms * 2;
+		backoff_sleep(&fw->backoff_ms, fw->deadline_ms - now);
 	}
 }
 
@@ -1463,7 +1466,6 @@ struct replica_wait {
  */
 static int replica_retry(struct rfs *fs, uint64_t ino, struct replica_wait *rw)
 {
-	struct timespec ts;
 	uint64_t now = rdmafs_now_ms();
 
 	if (!rw->deadline_ms) {
@@ -1477,13 +1479,7 @@ static int replica_retry(struct rfs *fs, uint64_t ino, struct replica_wait *rw)
 			   (unsigned long long)ino, REPLICA_WAIT_MS);
 		return -EIO;
 	}
-	if (rw->backoff_ms > rw->deadline_ms - now)
-		rw->backoff_ms = (uint32_t)(rw->deadline_ms - now);
-	ts.tv_sec = rw->backoff_ms / 1000u;
-	ts.tv_nsec = (long)(rw->backoff_ms % 1000u) * 1000000L;
-	nanosleep(&ts, NULL);
-	rw->backoff_ms =
-		rw->backoff_ms * 2 > FENCE_BACKOFF_MAX ? FENCE_BACKOFF_MAX : rw->backoff_ms * 2;
+	backoff_sleep(&rw->backoff_ms, rw->deadline_ms - now);
 	rfs_count(&fs->counters.replica_waits, 1);
 	rfs_map_refresh(fs, true);
 	return 0;

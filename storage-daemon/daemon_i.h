@@ -643,7 +643,8 @@ struct server_stats {
 	uint64_t busy; /* requests refused with -EBUSY: the queue was full */
 	uint32_t in_flight, queued, queue_capacity, workers;
 	uint64_t rdma_bytes_in_flight;
-	uint64_t inline_writes, inline_reads; /* payloads carried in the messages, no RDMA */
+	uint64_t inline_writes, inline_reads;  /* payloads carried in the messages, no RDMA */
+	uint64_t resync_pushed, resync_failed; /* resync_counts() */
 	/* run on the thread that received them; of those, handed to a worker (RDMA, O_SYNC, disk)
 	 */
 	uint64_t run_on_receipt, handed_on;

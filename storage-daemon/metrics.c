@@ -68,6 +68,7 @@ static void render_identity(const struct metrics_params *p, const struct server_
 		RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN,
 		RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING,
 		RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED,
+		RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING,
 		RDMAFS__DAEMON_STATE__DAEMON_STATE_UNSPECIFIED,
 	};
 	uint32_t state = 0;
@@ -141,6 +142,11 @@ static void render_server(const struct server_stats *st, FILE *f)
 	rdmafs_prom_counter(f, "rdmafs_checksum_errors_total",
 			    "Client payloads that failed their crc32c and stored blocks found bad.",
 			    st->checksum_errors);
+	rdmafs_prom_counter(f, "rdmafs_resync_chunks_total",
+			    "Chunks copied whole to a daemon of their chain that missed writes.",
+			    st->resync_pushed);
+	rdmafs_prom_counter(f, "rdmafs_resync_failures_total",
+			    "Such copies that failed (each is tried again).", st->resync_failed);
 	rdmafs_prom_gauge(f, "rdmafs_requests_in_flight", "Requests a worker is handling now.",
 			  st->in_flight);
 	rdmafs_prom_gauge(f, "rdmafs_request_queue_length", "Requests waiting for a worker.",
@@ -205,6 +211,7 @@ static void render_meta(struct meta *m, FILE *f)
 		RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN,
 		RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING,
 		RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED,
+		RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING,
 	};
 	struct meta_method_stats *ms = calloc(META_METHODS_MAX, sizeof(*ms));
 	struct meta_store_stats ss;

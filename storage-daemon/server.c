@@ -810,6 +810,7 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->rdma_bytes_in_flight = STAT_GET(srv->rdma_bytes_in_flight);
 	out->inline_writes = STAT_GET(srv->inline_writes);
 	out->inline_reads = STAT_GET(srv->inline_reads);
+	resync_counts(srv->resync, &out->resync_pushed, &out->resync_failed);
 	out->run_on_receipt = STAT_GET(srv->run_on_receipt);
 	out->handed_on = STAT_GET(srv->handed_on);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);

@@ -40,6 +40,8 @@ COMMON = {
     "rdmafs_request_duration_seconds": "histogram",
     "rdmafs_requests_busy": "counter",
     "rdmafs_checksum_errors": "counter",
+    "rdmafs_resync_chunks": "counter",
+    "rdmafs_resync_failures": "counter",
     "rdmafs_requests_in_flight": "gauge",
     "rdmafs_request_queue_length": "gauge",
     "rdmafs_request_queue_capacity": "gauge",
