@@ -50,6 +50,7 @@ struct agent {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stopping;
+	bool kicked; /* the daemon's map fell behind: fetch it without waiting for the tick */
 	struct xprt_conn *conn;
 	bool registered;
 	bool reported_unreachable;
@@ -523,11 +524,23 @@ static void *agent_main(void *arg)
 			until.tv_nsec -= 1000000000L;
 		}
 		pthread_mutex_lock(&a->lock);
-		if (!a->stopping)
+		if (!a->stopping && !a->kicked)
 			pthread_cond_timedwait(&a->cond, &a->lock, &until);
+		a->kicked = false;
 	}
 	pthread_mutex_unlock(&a->lock);
 	return NULL;
+}
+
+/* The daemon's map fell behind a request (dmap_on_behind()): wake the agent. */
+static void agent_kick(void *arg)
+{
+	struct agent *a = arg;
+
+	pthread_mutex_lock(&a->lock);
+	a->kicked = true;
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->lock);
 }
 
 int agent_start(const struct agent_params *p, struct agent **out)
@@ -558,6 +571,8 @@ int agent_start(const struct agent_params *p, struct agent **out)
 		a->addresses[i] = (char *)p->addresses[i];
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->cond, NULL);
+	if (p->dmap)
+		dmap_on_behind(p->dmap, agent_kick, a);
 	ret = -pthread_create(&a->thread, NULL, agent_main, a);
 	if (ret)
 		goto err_cond;
@@ -565,6 +580,8 @@ int agent_start(const struct agent_params *p, struct agent **out)
 	return 0;
 
 err_cond:
+	if (p->dmap)
+		dmap_on_behind(p->dmap, NULL, NULL);
 	pthread_cond_destroy(&a->cond);
 	pthread_mutex_destroy(&a->lock);
 	free(a->addresses);
@@ -583,6 +600,8 @@ void agent_stop(struct agent *a)
 {
 	if (!a)
 		return;
+	if (a->p.dmap)
+		dmap_on_behind(a->p.dmap, NULL, NULL);
 	pthread_mutex_lock(&a->lock);
 	a->stopping = true;
 	pthread_cond_signal(&a->cond);

@@ -489,6 +489,8 @@ uint64_t dmap_epoch(struct dmap *m);
  * without waiting for the next heartbeat.
  */
 bool dmap_behind(struct dmap *m);
+/* @fn(@arg) is called (without the map's lock) each time the map falls behind. */
+void dmap_on_behind(struct dmap *m, void (*fn)(void *arg), void *arg);
 /*
  * The epoch a heartbeat reports (HeartbeatReq.known_epoch): the map's, or
  * an older one while a write that skipped a daemon by that older map has

@@ -33,6 +33,8 @@ struct dmap {
 	unsigned skips_now, skips_old;
 	uint64_t skips_old_epoch;
 	bool behind; /* a request named a daemon the map does not have: fetch it now */
+	void (*on_behind)(void *arg); /* dmap_on_behind() */
+	void *on_behind_arg;
 };
 
 static uint64_t monotonic_ms(void)
@@ -103,6 +105,14 @@ int dmap_set(struct dmap *m, const Rdmafs__GetClusterMapResp *resp)
 	m->behind = false;
 	pthread_mutex_unlock(&m->lock);
 	return 0;
+}
+
+void dmap_on_behind(struct dmap *m, void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&m->lock);
+	m->on_behind = fn;
+	m->on_behind_arg = arg;
+	pthread_mutex_unlock(&m->lock);
 }
 
 bool dmap_behind(struct dmap *m)
@@ -250,9 +260,13 @@ int dmap_skip_enter(struct dmap *m, const ProtobufCBinaryData *head,
 		    const ProtobufCBinaryData *members, size_t n_members,
 		    const ProtobufCBinaryData *missed, size_t n_missed, bool *down, uint64_t *epoch)
 {
+	void (*kick)(void *arg) = NULL;
+	void *kick_arg = NULL;
+	bool was_behind;
 	int h, ret = 0;
 
 	pthread_mutex_lock(&m->lock);
+	was_behind = m->behind;
 	if (!m->lease_until_ms || monotonic_ms() >= m->lease_until_ms) {
 		ret = -EREMCHG; /* no lease: our map may be stale, or we were taken out */
 		goto out;
@@ -292,7 +306,14 @@ int dmap_skip_enter(struct dmap *m, const ProtobufCBinaryData *head,
 		*epoch = m->epoch;
 	}
 out:
+	if (m->behind && !was_behind) {
+		kick = m->on_behind;
+		kick_arg = m->on_behind_arg;
+	}
 	pthread_mutex_unlock(&m->lock);
+	/* the agent fetches the map now, not at its next heartbeat */
+	if (kick)
+		kick(kick_arg);
 	return ret;
 }
 
