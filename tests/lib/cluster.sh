@@ -525,7 +525,7 @@ EOF
 names_of_cluster() {
 	local i
 	names=(meta)
-	for i in $(seq "$storage"); do names+=("storage$i"); done
+	for i in $(seq "${storage:-0}"); do names+=("storage$i"); done
 }
 
 print_logs() {
