@@ -144,7 +144,8 @@ static void health_of(const struct ctl *c, const struct drain_info *drain,
 		      const struct disk_use *disks, size_t disk_count, struct health *h)
 {
 	char down[256] = "", draining[256] = "", drained[256] = "", unknown[256] = "";
-	char syncing[256] = "";
+	char syncing[256] = "", missing[256] = "";
+	uint64_t missing_chunks = 0;
 	size_t down_count = 0;
 	uint64_t remaining = 0;
 
@@ -154,6 +155,13 @@ static void health_of(const struct ctl *c, const struct drain_info *drain,
 	for (size_t i = 0; i < c->map.count; i++) {
 		const struct ctl_daemon *d = &c->map.daemons[i];
 
+		if (d->chunks_missing) {
+			char one[CTL_MAX_LABEL + 32];
+
+			snprintf(one, sizeof(one), "%s %" PRIu64, d->label, d->chunks_missing);
+			list_add(missing, sizeof(missing), one);
+			missing_chunks += d->chunks_missing;
+		}
 		switch (d->state) {
 		case RDMAFS__DAEMON_STATE__DAEMON_STATE_UP:
 		case RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED:
@@ -184,6 +192,12 @@ static void health_of(const struct ctl *c, const struct drain_info *drain,
 			"%zu of %zu daemons down: %s (files of one copy with chunks on them fail "
 			"with EIO until they return; replicated files are under-replicated)",
 			down_count, c->map.count, down);
+	if (missing_chunks)
+		health_add(h, HEALTH_DEGRADED,
+			   "under-replicated: %" PRIu64
+			   " chunks lack a copy that missed writes (%s); "
+			   "each is copied to it when it is back",
+			   missing_chunks, missing);
 	if (syncing[0])
 		health_add(h, HEALTH_DEGRADED,
 			   "syncing: %s (back from down: receiving the writes it missed, reading "
@@ -257,6 +271,7 @@ static void status_json(const struct ctl *c, const struct health *h, const struc
 		ctl_json_u64("capacity_bytes", d->capacity_bytes);
 		ctl_json_u64("used_bytes", d->used_bytes);
 		ctl_json_u64("last_heartbeat_unix_ms", d->last_heartbeat_unix_ms);
+		ctl_json_u64("chunks_missing", d->chunks_missing);
 		if (d->last_heartbeat_unix_ms)
 			ctl_json_u64("heartbeat_age_ms", now > d->last_heartbeat_unix_ms
 								 ? now - d->last_heartbeat_unix_ms

@@ -63,6 +63,7 @@ struct ctl_daemon {
 	uint64_t capacity_bytes, used_bytes; /* what it may use, what it stores */
 	uint32_t state;			     /* Rdmafs__DaemonState, maybe a value we do not know */
 	uint64_t last_heartbeat_unix_ms;
+	uint64_t chunks_missing;   /* copies here that missed writes (DaemonInfo.chunks_missing) */
 	struct rfs_daemon *handle; /* NULL until ctl_daemon() */
 	int conn_error;		   /* the last connect error, 0 if none */
 	const char *conn_address;  /* the address that answered or failed last */

@@ -236,6 +236,7 @@ static int daemon_from(const Rdmafs__DaemonInfo *info, struct ctl_daemon *d)
 	d->used_bytes = info->used_bytes;
 	d->state = (uint32_t)info->state;
 	d->last_heartbeat_unix_ms = info->last_heartbeat_unix_ms;
+	d->chunks_missing = info->chunks_missing;
 	return 0;
 }
 

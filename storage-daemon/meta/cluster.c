@@ -186,8 +186,9 @@ int meta_keys_epoch(struct meta_txn *t, uint64_t *epoch)
 struct meta_report {
 	uint8_t uuid[RDMAFS_UUID_LEN];
 	uint64_t epoch;
-	size_t n; /* daemons with chunks left, in targets */
+	size_t n; /* daemons with chunks left, in targets, and how many each */
 	uint8_t (*targets)[RDMAFS_UUID_LEN];
+	uint64_t *chunks;
 };
 
 struct meta_reports {
@@ -202,8 +203,10 @@ void meta_cluster_free(struct meta *m)
 
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->count; i++)
+	for (size_t i = 0; i < r->count; i++) {
 		free(r->list[i].targets);
+		free(r->list[i].chunks);
+	}
 	free(r->list);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
@@ -239,6 +242,7 @@ static int report_keep(struct meta *m, const Rdmafs__HeartbeatReq *req)
 	struct meta_reports *r = m->reports;
 	struct meta_report *rep;
 	uint8_t(*targets)[RDMAFS_UUID_LEN] = NULL;
+	uint64_t *chunks = NULL;
 	size_t n = 0;
 
 	if (!r) {
@@ -246,30 +250,58 @@ static int report_keep(struct meta *m, const Rdmafs__HeartbeatReq *req)
 		if (!r)
 			return -ENOMEM;
 		pthread_mutex_init(&r->lock, NULL);
-		m->reports = r;
+		/* the map's readers look at it outside the writers' transaction */
+		__atomic_store_n(&m->reports, r, __ATOMIC_RELEASE);
 	}
 	if (req->n_misses) {
 		targets = calloc(req->n_misses, sizeof(*targets));
-		if (!targets)
+		chunks = calloc(req->n_misses, sizeof(*chunks));
+		if (!targets || !chunks) {
+			free(targets);
+			free(chunks);
 			return -ENOMEM;
+		}
 	}
-	for (size_t i = 0; i < req->n_misses; i++)
-		if (req->misses[i]->uuid.len == RDMAFS_UUID_LEN && req->misses[i]->chunks)
-			memcpy(targets[n++], req->misses[i]->uuid.data, RDMAFS_UUID_LEN);
+	for (size_t i = 0; i < req->n_misses; i++) {
+		if (req->misses[i]->uuid.len != RDMAFS_UUID_LEN || !req->misses[i]->chunks)
+			continue;
+		memcpy(targets[n], req->misses[i]->uuid.data, RDMAFS_UUID_LEN);
+		chunks[n++] = req->misses[i]->chunks;
+	}
 	pthread_mutex_lock(&r->lock);
 	rep = report_of(r, req->uuid.data);
 	if (rep) {
 		free(rep->targets);
+		free(rep->chunks);
 		rep->targets = targets;
+		rep->chunks = chunks;
 		rep->n = n;
 		rep->epoch = req->known_epoch;
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (!rep) {
 		free(targets);
+		free(chunks);
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+/* The chunks whose copy on daemon @uuid the heads last reported missing. */
+static uint64_t chunks_missing(struct meta *m, const uint8_t *uuid)
+{
+	struct meta_reports *r = __atomic_load_n(&m->reports, __ATOMIC_ACQUIRE);
+	uint64_t sum = 0;
+
+	if (!r)
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->count; i++)
+		for (size_t k = 0; k < r->list[i].n; k++)
+			if (memcmp(r->list[i].targets[k], uuid, RDMAFS_UUID_LEN) == 0)
+				sum += r->list[i].chunks[k];
+	pthread_mutex_unlock(&r->lock);
+	return sum;
 }
 
 struct sync_walk {
@@ -415,6 +447,7 @@ static int cluster_map_add(struct meta_txn *t, struct daemon *d, void *arg)
 	info->name = meta_dup(t, d->name, strlen(d->name) + 1);
 	info->disk_id = meta_dup(t, d->disk_id, strlen(d->disk_id) + 1);
 	info->hosts_metadata = d->flags & DAEMON_F_HOSTS_METADATA;
+	info->chunks_missing = chunks_missing(t->m, d->uuid);
 	info->addresses = meta_alloc(t, (d->r.address_count + 1) * sizeof(char *));
 	if (!info->uuid.data || !info->addresses || !info->name || !info->disk_id)
 		return -ENOMEM;

@@ -285,11 +285,21 @@ truncate -s $((5 * MIB + 9)) "$local_dir/many" || check_error "truncating many's
 "$rdmafsctl" status >"$local_dir/status" 2>&1
 grep -q "1 of 4 daemons down" "$local_dir/status" ||
 	check_fail "status does not say daemon 2 is down: $(cat "$local_dir/status")"
+# the heads count what storage2 missed in their heartbeats (every 2 s): status says so
+for n in $(seq 30); do
+	"$rdmafsctl" status >"$local_dir/status" 2>&1
+	grep -q "under-replicated: [1-9][0-9]* chunks lack a copy that missed writes (storage2 [1-9]" \
+		"$local_dir/status" && break
+	[ "$n" = 30 ] && check_fail "status does not say what storage2 missed: $(cat "$local_dir/status")"
+	sleep 1
+done
 for f in d1 g many; do
 	check_same "$mnt/r/$f" "$local_dir/$f" "$f with daemon 2 down"
 done
 "$ctl" ctl start 2 || check_error "restarting daemon 2"
 wait_all_up
+grep -q "under-replicated: .*storage2 [1-9]" "$local_dir/status" &&
+	check_fail "storage2 is up, and status still says it lacks copies: $(cat "$local_dir/status")"
 for f in d1 g many; do
 	ino=$(stat -c %i "$mnt/r/$f") || check_fail "stat $f"
 	check_copies "$f" "$ino" "$local_dir/$f" "$(stat -c %s "$local_dir/$f")"

@@ -196,6 +196,22 @@ static int report(struct meta *m, unsigned n, uint64_t known_epoch, unsigned mis
 	return tm_call(m, RDMAFS__METHOD__METHOD_HEARTBEAT, &req, NULL, NULL);
 }
 
+/* DaemonInfo.chunks_missing of daemon @n in the cluster map. */
+static uint64_t chunks_missing(struct meta *m, unsigned n)
+{
+	Rdmafs__GetClusterMapResp *r;
+	uint8_t uuid[16];
+	uint64_t v = UINT64_MAX;
+
+	tm_uuid(uuid, n);
+	assert_int_equal(tm_cluster_map(m, 0, &r), 0);
+	for (size_t i = 0; i < r->n_daemons; i++)
+		if (memcmp(r->daemons[i]->uuid.data, uuid, 16) == 0)
+			v = r->daemons[i]->chunks_missing;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return v;
+}
+
 /*
  * SYNCING -> UP: once every daemon not DOWN has reported at the current
  * epoch with no chunk left to copy to it (docs/replication.md).
@@ -221,11 +237,20 @@ static void test_syncing(void **state)
 	assert_int_equal(report(e->m, 2, e1, 0, 0), 0);
 	assert_int_equal(report(e->m, 3, e1, 0, 0), 0);
 	assert_int_equal(tm_daemon_state(e->m, 4), SYNCING);
+	/* the map says how many chunks 4 lacks: under-replication */
+	assert_int_equal(chunks_missing(e->m, 4), 3);
+	assert_int_equal(report(e->m, 2, e1, 4, 2), 0);
+	assert_int_equal(chunks_missing(e->m, 4), 5);
+	assert_int_equal(report(e->m, 2, e1, 0, 0), 0);
+	assert_int_equal(chunks_missing(e->m, 4), 3);
+	assert_int_equal(chunks_missing(e->m, 1), 0);
 	/* chunks for another daemon hold nothing up; an older epoch is no report */
 	assert_int_equal(report(e->m, 1, e1 - 1, 0, 0), 0);
 	assert_int_equal(tm_daemon_state(e->m, 4), SYNCING);
 	assert_int_equal(report(e->m, 1, e1, 2, 7), 0);
 	assert_int_equal(tm_daemon_state(e->m, 4), UP);
+	assert_int_equal(chunks_missing(e->m, 4), 0);
+	assert_int_equal(chunks_missing(e->m, 2), 7);
 	assert_true(epoch(e->m) > e1);
 
 	/* a daemon DOWN need not report: with every other one DOWN, the first back is UP */
