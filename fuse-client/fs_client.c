@@ -1831,27 +1831,37 @@ static int data_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *layo
 	return ret;
 }
 
+/*
+ * data_once() until it is not refused: after -EREMCHG it waits for the chain
+ * to settle (replica_retry()), after -ESTALE for the new layout (fence_retry(),
+ * through @fw, which says whether the layout changed).
+ */
+static int data_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t off,
+		      size_t len, bool write, const uint8_t *src, uint8_t *dst, unsigned flags,
+		      uint64_t *written, struct fence_wait *fw)
+{
+	struct replica_wait rw = {0};
+	int ret;
+
+	for (;;) {
+		ret = data_once(fs, ino, layout, off, len, write, src, dst, flags, written);
+		if (ret == -EREMCHG)
+			ret = replica_retry(fs, ino, &rw);
+		else if (ret == -ESTALE)
+			ret = fence_retry(fs, ino, layout, fw);
+		else
+			return ret;
+		if (ret)
+			return ret;
+	}
+}
+
 int rfs_read(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t off, size_t len,
 	     void *dst)
 {
 	struct fence_wait fw = {0};
-	struct replica_wait rw = {0};
-	int ret;
 
-	if (len == 0)
-		return 0;
-	for (;;) {
-		ret = data_once(fs, ino, layout, off, len, false, NULL, dst, 0, NULL);
-		if (ret == -EREMCHG)
-			ret = replica_retry(fs, ino, &rw);
-		else if (ret == -ESTALE)
-			ret = fence_retry(fs, ino, layout, &fw);
-		else
-			break;
-		if (ret)
-			break;
-	}
-	return ret;
+	return len ? data_retry(fs, ino, layout, off, len, false, NULL, dst, 0, NULL, &fw) : 0;
 }
 
 /* rfs_write() with WRITE_* @flags: the zeros of a punched hole go through here too. */
@@ -1859,23 +1869,12 @@ static int write_flags(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, 
 		       size_t len, const void *src, unsigned flags, uint64_t *written)
 {
 	struct fence_wait fw = {0};
-	struct replica_wait rw = {0};
 	int ret;
 
 	if (len == 0)
 		return 0;
-	for (;;) {
-		ret = data_once(fs, ino, layout, off, len, true, src, NULL, flags, written);
-		/* same bytes, same offset: redoing every piece is harmless */
-		if (ret == -EREMCHG)
-			ret = replica_retry(fs, ino, &rw);
-		else if (ret == -ESTALE)
-			ret = fence_retry(fs, ino, layout, &fw);
-		else
-			break;
-		if (ret)
-			break;
-	}
+	/* same bytes, same offset: redoing every piece is harmless */
+	ret = data_retry(fs, ino, layout, off, len, true, src, NULL, flags, written, &fw);
 	if (fw.changed && written)
 		*written |= all_daemons(layout);
 	return ret;
@@ -2213,8 +2212,9 @@ static int truncate_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *
 	 * which record that it missed that (the removal that follows then
 	 * reaches it as the removal of the chunk when it is back).
 	 */
-	for (uint64_t i = index; down_daemons(fs, layout) && i * layout->chunk_size < old_size;
-	     i++) {
+	bool degraded = down_daemons(fs, layout) != 0;
+
+	for (uint64_t i = index; degraded && i * layout->chunk_size < old_size; i++) {
 		ret = truncate_chunk(fs, ino, layout, i, 0);
 		if (ret)
 			return ret;

@@ -182,13 +182,14 @@ static void test_head_and_skips(void **state)
 	dmap_destroy(m);
 }
 
-/* A data directory with meta/ in it, as the store makes it. */
+/* A data directory with meta/ in it, as the store makes it, in $TMPDIR; @path holds 200 bytes. */
 static int make_dir(char *path)
 {
+	const char *tmp = getenv("TMPDIR");
 	char meta[256];
 	int fd;
 
-	strcpy(path, "/tmp/rdmafs-test-missed.XXXXXX");
+	snprintf(path, 200, "%s/rdmafs-test-missed.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	assert_non_null(mkdtemp(path));
 	snprintf(meta, sizeof(meta), "%s/meta", path);
 	assert_int_equal(mkdir(meta, 0700), 0);
@@ -212,7 +213,7 @@ static void test_missed(void **state)
 	struct missed_rec page[8];
 	uint8_t targets[4][16];
 	struct missed *ms;
-	char path[64], file[128];
+	char path[200], file[256];
 	size_t n;
 	int fd;
 
