@@ -22,6 +22,23 @@ int rdmafs_layout_check(uint64_t chunk_size, size_t n_daemons, uint64_t stripe_w
 	return 0;
 }
 
+int rdmafs_domains_check(const uint32_t *domains, size_t n_domains, size_t n_daemons)
+{
+	uint32_t next = 0;
+
+	if (n_domains == 0)
+		return 0;
+	if (n_domains != n_daemons || !domains)
+		return -EPROTO;
+	for (size_t i = 0; i < n_domains; i++) {
+		if (domains[i] > next)
+			return -EPROTO;
+		if (domains[i] == next)
+			next++;
+	}
+	return 0;
+}
+
 /* ISA-L's crc32_iscsi() leaves out the initial and final inversion of the standard CRC. */
 uint32_t rdmafs_crc32c(const void *data, size_t len)
 {

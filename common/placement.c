@@ -36,6 +36,17 @@ uint64_t rdmafs_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_ind
 	return mix(h ^ load_le64(uuid + 8));
 }
 
+/* The highest of @v[0..n-1]. */
+static uint32_t max_below(const uint32_t *v, size_t n)
+{
+	uint32_t m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i] > m)
+			m = v[i];
+	return m;
+}
+
 /* Whether daemon @a (score @sa) goes before daemon @b (score @sb) in a chain. */
 static bool ranks_before(uint64_t sa, const uint8_t *a, uint64_t sb, const uint8_t *b)
 {
@@ -46,13 +57,20 @@ int rdmafs_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed,
 		       uint64_t chunk_index)
 {
 	int head;
-	int ret = rdmafs_place_chain(uuids, count, seed, ino, chunk_index, 1, &head);
+	int ret = rdmafs_place_chain(uuids, NULL, count, seed, ino, chunk_index, 1, &head);
 
 	return ret < 0 ? ret : head;
 }
 
-int rdmafs_place_chain(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
-		       uint64_t chunk_index, uint32_t replicas, int *out)
+/* The failure domain of daemon @i: its own index when @domains is NULL. */
+static uint32_t domain_of(const uint32_t *domains, int i)
+{
+	return domains ? domains[i] : (uint32_t)i;
+}
+
+int rdmafs_place_chain(const uint8_t *const *uuids, const uint32_t *domains, size_t count,
+		       uint64_t seed, uint64_t ino, uint64_t chunk_index, uint32_t replicas,
+		       int *out)
 {
 	uint64_t scores[RDMAFS_MAX_REPLICAS];
 	size_t n = 0;
@@ -62,11 +80,31 @@ int rdmafs_place_chain(const uint8_t *const *uuids, size_t count, uint64_t seed,
 		return -EINVAL;
 	if (replicas == 0)
 		replicas = 1;
-	/* an insertion into the best @replicas seen so far, kept in chain order */
+	/*
+	 * The best daemon of each domain, the best @replicas domains of those
+	 * seen so far, kept in chain order: a daemon that beats its domain's
+	 * member takes its place (moving up), one of a domain not in the chain
+	 * is inserted as any other. A domain pushed out never needs its old
+	 * member again: a member only ever gives way to a better one.
+	 */
 	for (size_t i = 0; i < count; i++) {
 		uint64_t s = rdmafs_rendezvous_score(seed, ino, chunk_index, uuids[i]);
-		size_t at = n;
+		uint32_t dom = domain_of(domains, (int)i);
+		size_t at, same = n;
 
+		for (size_t k = 0; k < n && same == n; k++)
+			if (domain_of(domains, out[k]) == dom)
+				same = k;
+		if (same < n) {
+			if (!ranks_before(s, uuids[i], scores[same], uuids[out[same]]))
+				continue;
+			for (size_t j = same; j + 1 < n; j++) {
+				scores[j] = scores[j + 1];
+				out[j] = out[j + 1];
+			}
+			n--;
+		}
+		at = n;
 		while (at > 0 && ranks_before(s, uuids[i], scores[at - 1], uuids[out[at - 1]]))
 			at--;
 		if (at >= replicas)
@@ -81,4 +119,50 @@ int rdmafs_place_chain(const uint8_t *const *uuids, size_t count, uint64_t seed,
 		out[at] = (int)i;
 	}
 	return (int)n;
+}
+
+size_t rdmafs_domain_count(const uint32_t *domains, size_t count)
+{
+	size_t distinct = 0;
+
+	if (!domains)
+		return count;
+	for (size_t i = 0; i < count; i++) {
+		size_t j = 0;
+
+		while (j < i && domains[j] != domains[i])
+			j++;
+		distinct += j == i;
+	}
+	return distinct;
+}
+
+bool rdmafs_domains_keep(const uint8_t *const *was, const uint32_t *was_domains, size_t n_was,
+			 const uint8_t *const *now, size_t n_now, uint32_t *out)
+{
+	uint32_t key[RDMAFS_MAX_STRIPE];
+	bool shared = false;
+
+	/* a key per daemon: its old domain, or one past every old one for a new daemon */
+	for (size_t i = 0; i < n_now; i++) {
+		size_t j = 0;
+
+		while (j < n_was && memcmp(was[j], now[i], RDMAFS_UUID_LEN) != 0)
+			j++;
+		key[i] = j < n_was ? domain_of(was_domains, (int)j) : (uint32_t)(n_was + i);
+	}
+	/* numbered from 0 in order of first appearance */
+	for (size_t i = 0; i < n_now; i++) {
+		size_t j = 0;
+
+		while (j < i && key[j] != key[i])
+			j++;
+		if (j < i) {
+			out[i] = out[j];
+			shared = true;
+		} else {
+			out[i] = i ? 1 + max_below(out, i) : 0;
+		}
+	}
+	return shared;
 }

@@ -991,6 +991,7 @@ void rfs_destroy(struct rfs *fs)
 int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out)
 {
 	if (!pb || rdmafs_layout_check(pb->chunk_size, pb->n_daemons, pb->stripe_width) ||
+	    rdmafs_domains_check(pb->domains, pb->n_domains, pb->n_daemons) ||
 	    pb->placement != RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1)
 		return -EPROTO;
 	memset(out, 0, sizeof(*out));
@@ -1006,6 +1007,9 @@ int rfs_layout_parse(const Rdmafs__Layout *pb, struct rfs_layout *out)
 	if (pb->replicas > RDMAFS_MAX_REPLICAS)
 		return -EPROTO;
 	out->replicas = pb->replicas ? pb->replicas : 1;
+	out->n_domains = (uint32_t)pb->n_domains;
+	if (pb->n_domains)
+		memcpy(out->domains, pb->domains, pb->n_domains * sizeof(*out->domains));
 	return 0;
 }
 
@@ -1096,8 +1100,9 @@ int rfs_layout_chain(const struct rfs_layout *layout, uint64_t ino, uint64_t ind
 		return -EINVAL;
 	for (uint32_t i = 0; i < layout->stripe_width; i++)
 		uuids[i] = layout->daemons[i];
-	return rdmafs_place_chain(uuids, layout->stripe_width, layout->seed, ino, index,
-				  layout->replicas, out);
+	return rdmafs_place_chain(uuids, layout->n_domains ? layout->domains : NULL,
+				  layout->stripe_width, layout->seed, ino, index, layout->replicas,
+				  out);
 }
 
 int rfs_layout_place(const struct rfs_layout *layout, uint64_t ino, uint64_t index)
@@ -1500,6 +1505,17 @@ static bool next_replica(struct piece *p, int err)
 }
 
 /*
+ * What a read of @p that no copy answered returns, the last one having
+ * failed with @err: EIO where the chunk has copies and every one was dead,
+ * unreachable or timed out (the issue's "every replica lost: EIO, never
+ * garbage"), else @err.
+ */
+static int no_copy_left(const struct piece *p, int err)
+{
+	return p->chain_len > 1 && err != -EREMCHG && chain_retryable(err) ? -EIO : err;
+}
+
+/*
  * Cuts [off, off + len) at chunk and buffer boundaries, each piece sent to
  * its chunk's head for a @write, to its first copy up for a read; *@out is
  * calloc()ed.
@@ -1807,6 +1823,8 @@ static int run_pieces(struct rfs *fs, const struct rfs_layout *layout, uint64_t 
 				if (p->chain_len > 1 &&
 				    (write ? chain_retryable(ret) : ret == -EREMCHG))
 					ret = -EREMCHG;
+				else if (!write)
+					ret = no_copy_left(p, ret);
 			}
 		}
 	}
@@ -2472,7 +2490,7 @@ static int stat_chunk(struct rfs *fs, uint64_t ino, const struct rfs_layout *lay
 				       &slot);
 	} while (ret && next_replica(&p, ret));
 	if (ret)
-		return rdmafs_status_for_caller(ret);
+		return rdmafs_status_for_caller(no_copy_left(&p, ret));
 	resp = rdmafs__chunk_stat_resp__unpack(NULL, slot.reply_len, slot.reply);
 	if (!resp)
 		return -EBADMSG;

@@ -58,6 +58,7 @@ struct agent {
 	uint32_t heartbeat_ms;
 	char name[LABEL_MAX + 1];
 	char disk_id[LABEL_MAX + 1];
+	char host[LABEL_MAX + 1], rack[LABEL_MAX + 1]; /* "": undeclared */
 	uint8_t cluster_id[16]; /* the cluster the data directory joined ... */
 	bool cluster_known;	/* ... if it joined one */
 	uint64_t stored_bytes;	/* the last walk's sum */
@@ -178,6 +179,8 @@ static int do_register(struct agent *a)
 	req.addresses = a->addresses;
 	req.name = a->name;
 	req.disk_id = a->disk_id;
+	req.host = a->host;
+	req.rack = a->rack;
 	req.hosts_metadata = a->p.meta != NULL;
 	if (a->cluster_known) {
 		req.cluster_id.data = a->cluster_id;
@@ -553,6 +556,8 @@ int agent_start(const struct agent_params *p, struct agent **out)
 	a->p = *p;
 	a->heartbeat_ms = DEFAULT_HEARTBEAT_MS;
 	snprintf(a->name, sizeof(a->name), "%s", p->name ? p->name : "");
+	snprintf(a->host, sizeof(a->host), "%s", p->host ? p->host : "");
+	snprintf(a->rack, sizeof(a->rack), "%s", p->rack ? p->rack : "");
 	disk_identity(store_data_fd(p->store), a->disk_id, sizeof(a->disk_id));
 	ret = datadir_cluster_get(p->datadir, a->cluster_id, &a->cluster_known);
 	if (ret) {

@@ -10,6 +10,8 @@
  *   listen = tcp://0.0.0.0:7471
  *   secret_file = /etc/rdmafs/secret
  *   name = storage-1
+ *   host = server-7                   ; failure domains: two copies of a chunk never share
+ *   rack = rack-2                     ; a rack, or where no rack is declared, a host
  *   workers = 4
  *   meta_workers = 64                 ; metadata requests' threads (metadata = yes); 0: workers'
  *   reclaim_grace = 30                ; s clients have to reclaim open handles after a restart
@@ -64,6 +66,8 @@ static const struct option longopts[] = {
 	{"secret-file", required_argument, NULL, 's'},
 	{"port-file", required_argument, NULL, 'p'},
 	{"name", required_argument, NULL, 'n'},
+	{"host", required_argument, NULL, 'H'},
+	{"rack", required_argument, NULL, 'K'},
 	{"workers", required_argument, NULL, 'w'},
 	{"reclaim-grace", required_argument, NULL, 'R'},
 	{"log-level", required_argument, NULL, 'L'},
@@ -239,10 +243,11 @@ static bool name_ok(const char *name)
 static int config_set(struct daemon_config *cfg, const char *key, const char *value, unsigned line,
 		      char *why, size_t why_size)
 {
-	static const char *const strings[] = {"data_dir", "secret_file", "port_file", "name",
-					      "metrics_port_file"};
-	char **const string_slots[] = {&cfg->data_dir, &cfg->secret_file, &cfg->port_file,
-				       &cfg->name, &cfg->metrics_port_file};
+	static const char *const strings[] = {"data_dir", "secret_file", "port_file",	     "name",
+					      "host",	  "rack",	 "metrics_port_file"};
+	char **const string_slots[] = {
+		&cfg->data_dir, &cfg->secret_file, &cfg->port_file,	   &cfg->name,
+		&cfg->host,	&cfg->rack,	   &cfg->metrics_port_file};
 	char host[256];
 	uint16_t port;
 	uint64_t v;
@@ -260,6 +265,14 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 				 "must be 1..%d printable characters without spaces (it names the "
 				 "daemon in rdmafsctl status)",
 				 DAEMON_NAME_MAX);
+			return -EINVAL;
+		}
+		if ((string_slots[i] == &cfg->host || string_slots[i] == &cfg->rack) &&
+		    !name_ok(value)) {
+			snprintf(why, why_size,
+				 "must be 1..%d printable characters without spaces (daemons that "
+				 "give one %s never hold two copies of a chunk)",
+				 DAEMON_NAME_MAX, key);
 			return -EINVAL;
 		}
 		return set_string(string_slots[i], value);
@@ -460,6 +473,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: rdmafs-daemon [--config FILE] [--data-dir DIR] [--listen URI]...\n"
 		"                     [--secret-file FILE] [--port-file FILE] [--name NAME]\n"
+		"                     [--host NAME] [--rack NAME]\n"
 		"                     [--workers N] [--log-level LEVEL] [--foreground]\n"
 		"                     [--metadata yes|no] [--metadata-uri URI] [--advertise "
 		"URI]...\n"
@@ -473,6 +487,9 @@ static void usage(FILE *out)
 		"              no with it; yes together with --metadata-uri is an error)\n"
 		"  --metadata-uri: the metadata service to register with (default: this daemon)\n"
 		"  --advertise: an address clients use for this daemon (default: the listeners)\n"
+		"  --host, --rack: this daemon's failure domains: two copies of a chunk of a\n"
+		"              file made later are never in one rack, nor, where no rack is\n"
+		"              given, on one host (default: neither; each daemon its own)\n"
 		"  --metrics-listen: serve Prometheus metrics at http://HOST:PORT/metrics\n"
 		"              (port 0: any free port; empty: off, the default)\n"
 		"  --metrics-port-file: write the metrics port there once serving\n"
@@ -496,6 +513,8 @@ void config_free(struct daemon_config *cfg)
 	free(cfg->secret_file);
 	free(cfg->port_file);
 	free(cfg->name);
+	free(cfg->host);
+	free(cfg->rack);
 	free(cfg->metadata_uri);
 	for (unsigned i = 0; i < cfg->advertise_count; i++)
 		free(cfg->advertise[i]);
@@ -589,8 +608,8 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	/* Flags go to their own config first so they can override the file. */
 	flags.log_level = RDMAFS_LOG_INFO;
 	flags.metadata = -1;
-	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:w:L:fhVM:U:A:m:P:R:", longopts, NULL)) !=
-	       -1) {
+	while ((opt = getopt_long(argc, argv, "c:d:l:s:p:n:H:K:w:L:fhVM:U:A:m:P:R:", longopts,
+				  NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			ret = set_string(&flags.config_file, optarg);
@@ -621,6 +640,8 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 			      : opt == 's' ? "secret_file"
 			      : opt == 'p' ? "port_file"
 			      : opt == 'n' ? "name"
+			      : opt == 'H' ? "host"
+			      : opt == 'K' ? "rack"
 			      : opt == 'w' ? "workers"
 			      : opt == 'M' ? "metadata"
 			      : opt == 'U' ? "metadata_uri"
@@ -665,6 +686,8 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	take_string(&cfg->secret_file, &flags.secret_file);
 	take_string(&cfg->port_file, &flags.port_file);
 	take_string(&cfg->name, &flags.name);
+	take_string(&cfg->host, &flags.host);
+	take_string(&cfg->rack, &flags.rack);
 	if (flags.workers)
 		cfg->workers = flags.workers;
 	if (flags.reclaim_grace_sec)

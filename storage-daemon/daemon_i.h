@@ -40,6 +40,8 @@ struct daemon_config {
 	char *secret_file;
 	char *port_file;
 	char *name;		    /* at most DAEMON_NAME_MAX printable characters */
+	char *host;		    /* failure domains: the machine, the rack (NULL: undeclared; */
+	char *rack;		    /* at most DAEMON_NAME_MAX printable characters each) */
 	unsigned workers;	    /* worker threads, each with its own io_uring */
 	unsigned meta_workers;	    /* metadata requests' threads; 0: the workers run them */
 	unsigned reclaim_grace_sec; /* metadata service: clients' time to reclaim handles */
@@ -696,6 +698,7 @@ struct agent_params {
 	struct store *store;	       /* for capacity: what it stores, and its file system */
 	const struct datadir *datadir; /* the cluster it joined */
 	const char *name;	       /* the config's name, or NULL: host:port */
+	const char *host, *rack;       /* the config's failure domains, or NULL: undeclared */
 	struct keyring *keyring;       /* refreshed when the service's keys_epoch moves, or NULL */
 	/*
 	 * The daemon's map, refetched when a heartbeat shows a new epoch (then

@@ -368,6 +368,8 @@ int main(int argc, char **argv)
 	ap.missed = missed;
 	ap.map_changed = server_map_changed;
 	ap.map_arg = srv;
+	ap.host = cfg.host;
+	ap.rack = cfg.rack;
 	ap.name = cfg.name ? cfg.name
 			   : default_name(xprt_listener_port(listeners[0]), name, sizeof(name));
 	ret = agent_start(&ap, &agent);

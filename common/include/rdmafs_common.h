@@ -74,16 +74,36 @@ int rdmafs_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed,
  * The chain of chunk @chunk_index of inode @ino: the @replicas daemons of
  * @uuids[0..count-1] with the highest scores, in score order (ties as
  * rdmafs_place_chunk() breaks them), their indexes into @uuids written to
- * @out[0..n-1]. @out[0], the head, is rdmafs_place_chunk()'s answer, so a
+ * @out[0..n-1], where no two share a failure domain: @domains[i] is daemon
+ * i's (Layout.domains), and a daemon scoring below another of its domain is
+ * passed over. @domains NULL: every daemon a domain of its own. @out[0],
+ * the head, is the best daemon of all, rdmafs_place_chunk()'s answer, so a
  * layout of one replica places every chunk where it always did. A layout
- * gets no more replicas than it has daemons: n = min(@replicas, @count),
- * and @replicas 0 counts as 1.
+ * gets no more replicas than it has domains: n = min(@replicas, the distinct
+ * domains of @domains (rdmafs_domain_count())), and @replicas 0 counts as 1.
  *
  * Returns n, or -EINVAL when @count is 0, @uuids or @out is NULL, or
  * @replicas is above RDMAFS_MAX_REPLICAS.
  */
-int rdmafs_place_chain(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,
-		       uint64_t chunk_index, uint32_t replicas, int *out);
+int rdmafs_place_chain(const uint8_t *const *uuids, const uint32_t *domains, size_t count,
+		       uint64_t seed, uint64_t ino, uint64_t chunk_index, uint32_t replicas,
+		       int *out);
+
+/* The distinct values of @domains[0..count-1]; @count when @domains is NULL. */
+size_t rdmafs_domain_count(const uint32_t *domains, size_t count);
+
+/*
+ * The failure domains of a layout's new daemon list @now[0..n_now-1]
+ * (n_now <= RDMAFS_MAX_STRIPE) when it replaces @was[0..n_was-1], whose
+ * domains are @was_domains (NULL: each its own): a daemon in both keeps
+ * its domain, one new to the list gets a domain of its own; numbered from 0
+ * in order of first appearance, into @out[0..n_now-1]. A drain's copies and
+ * the metadata service's SET_LAYOUT agree on the new chains by both using
+ * this. Returns whether two daemons of @now share a domain (false: the
+ * layout may carry no domains).
+ */
+bool rdmafs_domains_keep(const uint8_t *const *was, const uint32_t *was_domains, size_t n_was,
+			 const uint8_t *const *now, size_t n_now, uint32_t *out);
 
 /* ---- layout arithmetic ---------------------------------------------------------- */
 
@@ -101,6 +121,13 @@ int rdmafs_place_chain(const uint8_t *const *uuids, size_t count, uint64_t seed,
  * Returns 0 or -EPROTO.
  */
 int rdmafs_layout_check(uint64_t chunk_size, size_t n_daemons, uint64_t stripe_width);
+
+/*
+ * Checks a layout's failure domains as they come off the wire
+ * (Layout.domains): none, or one per daemon, each below @n_daemons and
+ * numbered in order of first appearance. Returns 0 or -EPROTO.
+ */
+int rdmafs_domains_check(const uint32_t *domains, size_t n_domains, size_t n_daemons);
 
 /* How many chunks hold the first @size bytes of a file: ceil(size / chunk_size). */
 static inline uint64_t rdmafs_chunk_count(uint64_t size, uint32_t chunk_size)

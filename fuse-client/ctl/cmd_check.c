@@ -346,7 +346,8 @@ struct fsck_inode {
 	size_t width;
 	uint32_t replicas; /* Layout.replicas: its chunks' chains are this long */
 	uint8_t (*daemons)[RDMAFS_UUID_LEN];
-	bool in_drain; /* its layout names a draining daemon */
+	uint32_t *domains; /* Layout.domains, one per daemon; NULL: each its own */
+	bool in_drain;	   /* its layout names a draining daemon */
 	uint64_t chunks_ok;
 };
 
@@ -533,6 +534,15 @@ static int fsck_list_inodes(struct fsck *f)
 			in->seed = l->placement_seed;
 			in->width = l->n_daemons;
 			in->replicas = l->replicas;
+			if (l->n_domains) {
+				in->domains = calloc(l->n_domains, sizeof(*in->domains));
+				if (!in->domains) {
+					rdmafs__inode_list_resp__free_unpacked(page, NULL);
+					return -ENOMEM;
+				}
+				memcpy(in->domains, l->domains,
+				       l->n_domains * sizeof(*in->domains));
+			}
 			for (size_t d = 0; d < l->n_daemons; d++) {
 				const struct ctl_daemon *cd;
 				struct lost *lo;
@@ -621,8 +631,8 @@ static int fsck_classify(struct fsck *f)
 			named |= memcmp(in->daemons[i], d->uuid, RDMAFS_UUID_LEN) == 0;
 		}
 		/* a chunk is where it belongs on any daemon of its chain */
-		n_chain = rdmafs_place_chain(list, in->width, in->seed, in->ino, ch->index,
-					     in->replicas, chain);
+		n_chain = rdmafs_place_chain(list, in->domains, in->width, in->seed, in->ino,
+					     ch->index, in->replicas, chain);
 		in_chain = false;
 		for (int m = 0; m < n_chain; m++)
 			in_chain |= memcmp(list[chain[m]], d->uuid, RDMAFS_UUID_LEN) == 0;
@@ -982,8 +992,10 @@ int ctl_cmd_fsck(struct ctl *c, int argc, char **argv)
 		status = CTL_EXIT_PROBLEMS;
 	else
 		status = CTL_EXIT_OK;
-	for (size_t i = 0; i < f.inode_count; i++)
+	for (size_t i = 0; i < f.inode_count; i++) {
 		free(f.inodes[i].daemons);
+		free(f.inodes[i].domains);
+	}
 	free(f.inodes);
 	free(f.chunks);
 	free(f.orphans);

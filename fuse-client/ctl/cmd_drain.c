@@ -149,19 +149,30 @@ static const uint8_t *replacement(struct drain *dr, uint64_t seed, uint64_t ino)
 	return best;
 }
 
+/* A new daemon list for a file: @n daemons, their failure domains (NULL: each its own). */
+struct new_list {
+	const uint8_t *daemons[RDMAFS_MAX_STRIPE];
+	uint32_t domain_store[RDMAFS_MAX_STRIPE];
+	const uint32_t *domains;
+	size_t n;
+};
+
 /*
- * Where D's copy of chunk @index goes among @daemons (the new list, @n of
- * them): the daemon of the chunk's chain there that is not in its chain
- * under @l's list, which has D. Returns its index in @daemons, -ENOENT when
- * the new chain is the old one without D, or a negative errno.
+ * Where D's copy of chunk @index goes in @to: the daemon of the chunk's
+ * chain there that is not in its chain under @l's list, which has D. Its
+ * failure domain is D's own or one D's leaving let in: each domain's best
+ * daemon, so one member at most is new. Returns its index in @to->daemons,
+ * -ENOENT when the new chain is the old one without D, or a negative errno.
  */
-static int destination(const Rdmafs__Layout *l, const uint8_t *const *daemons, size_t n,
-		       uint64_t ino, uint64_t index)
+static int destination(const Rdmafs__Layout *l, const struct new_list *to, uint64_t ino,
+		       uint64_t index)
 {
+	const uint8_t *const *daemons = to->daemons;
 	const uint8_t *was[RDMAFS_MAX_REPLICAS];
 	int now[RDMAFS_MAX_REPLICAS];
 	int n_was = ctl_chain_of(l, ino, index, was),
-	    n_now = rdmafs_place_chain(daemons, n, l->placement_seed, ino, index, l->replicas, now);
+	    n_now = rdmafs_place_chain(daemons, to->domains, to->n, l->placement_seed, ino, index,
+				       l->replicas, now);
 
 	if (n_was < 0 || n_now < 0)
 		return -EINVAL;
@@ -177,13 +188,15 @@ static int destination(const Rdmafs__Layout *l, const uint8_t *const *daemons, s
 }
 
 /*
- * Copies every chunk the source holds for @ino to its place among @daemons,
- * then commits the destinations. @used[i] is set for each destination
- * daemons[i] that got a chunk (so a failed move can clean them up).
+ * Copies every chunk the source holds for @ino to its place in @to, then
+ * commits the destinations. @used[i] is set for each destination
+ * to->daemons[i] that got a chunk (so a failed move can clean them up).
  */
 static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
-		       const uint8_t *const *daemons, size_t n, bool *used)
+		       const struct new_list *to, bool *used)
 {
+	const uint8_t *const *daemons = to->daemons;
+	size_t n = to->n;
 	struct ctl *c = dr->c;
 	uint64_t after_ino = ino - 1, after_index = UINT64_MAX;
 	struct rfs_chunk_entry page[CTL_LIST_PAGE];
@@ -212,7 +225,7 @@ static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 			}
 			after_ino = e->inode;
 			after_index = e->index;
-			slot = destination(l, daemons, n, ino, e->index);
+			slot = destination(l, to, ino, e->index);
 			if (slot == -ENOENT)
 				continue; /* the chain's other daemons hold it */
 			dst = slot >= 0 ? ctl_map_find(c, daemons[slot]) : NULL;
@@ -345,27 +358,38 @@ static void remove_gone(struct drain *dr, uint64_t ino, const uint8_t *const *da
 static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 {
 	const Rdmafs__Layout *l = e->layout;
-	const uint8_t *daemons[RDMAFS_MAX_STRIPE];
+	const uint8_t *was[RDMAFS_MAX_STRIPE];
+	struct new_list to = {.n = 0};
+	const uint8_t **daemons = to.daemons;
 	bool used[RDMAFS_MAX_STRIPE] = {false};
 	uint64_t fence = l->generation + 1;
-	size_t n = 0;
+	size_t n = 0, domains;
 	int ret;
 
-	for (size_t i = 0; i < l->n_daemons; i++)
+	for (size_t i = 0; i < l->n_daemons; i++) {
+		was[i] = l->daemons[i].data;
 		if (memcmp(l->daemons[i].data, dr->src->uuid, RDMAFS_UUID_LEN) != 0)
 			daemons[n++] = l->daemons[i].data;
+	}
 	if (n == 0) {
 		daemons[0] = replacement(dr, l->placement_seed, e->ino);
 		if (!daemons[0])
 			return -ENOSPC;
 		n = 1;
 	}
+	to.n = n;
+	/* the domains SET_LAYOUT gives the new list (the metadata service derives them so too) */
+	if (rdmafs_domains_keep(was, l->n_domains ? l->domains : NULL, l->n_daemons, daemons, n,
+				to.domain_store))
+		to.domains = to.domain_store;
+	domains = rdmafs_domain_count(to.domains, n);
 	/* no copy is given up: the file stays, so the daemon cannot be removed (remove refuses) */
-	if (l->replicas > n) {
+	if (l->replicas > domains) {
 		ctl_err("inode %" PRIu64
 			": keeps %u copies of each chunk, and its layout would have"
-			" %zu daemons without %s: not moved (add a daemon first)",
-			e->ino, l->replicas, n, dr->src->uuid_text);
+			" %zu daemons in %zu failure domains without %s: not moved (add a daemon"
+			" first)",
+			e->ino, l->replicas, n, domains, dr->src->uuid_text);
 		return -ENOSPC;
 	}
 	/* the generation SET_LAYOUT gives the new layout: older ones are refused from now on */
@@ -375,7 +399,7 @@ static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 			ctl_strerror(ret));
 		return ret;
 	}
-	ret = copy_chunks(dr, e->ino, l, daemons, n, used);
+	ret = copy_chunks(dr, e->ino, l, &to, used);
 	if (ret) {
 		release_fence(dr, e->ino, fence);
 		return ret;

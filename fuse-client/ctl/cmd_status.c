@@ -268,6 +268,8 @@ static void status_json(const struct ctl *c, const struct health *h, const struc
 		}
 		json_addresses(d);
 		ctl_json_string("disk_id", d->disk_id);
+		ctl_json_string("host", d->host);
+		ctl_json_string("rack", d->rack);
 		ctl_json_u64("capacity_bytes", d->capacity_bytes);
 		ctl_json_u64("used_bytes", d->used_bytes);
 		ctl_json_u64("last_heartbeat_unix_ms", d->last_heartbeat_unix_ms);
@@ -329,6 +331,11 @@ static void status_text(const struct ctl *c, const struct health *h, const struc
 		if (draining && !drain[i].removable)
 			printf("%-*s  (%" PRIu64 " files still to move: rdmafsctl drain %s)\n",
 			       (int)name_width, "", drain[i].remaining, d->label);
+		if (d->host[0] || d->rack[0])
+			printf("%-*s  (%s%s%s%s%s: copies of a chunk never share %s)\n",
+			       (int)name_width, "", d->host[0] ? "host " : "", d->host,
+			       d->host[0] && d->rack[0] ? ", " : "", d->rack[0] ? "rack " : "",
+			       d->rack, d->rack[0] ? "a rack" : "a host");
 	}
 }
 

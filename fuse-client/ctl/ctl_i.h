@@ -56,7 +56,9 @@ struct ctl_daemon {
 	char uuid_text[37];
 	char name[CTL_MAX_LABEL + 1];	 /* "" from a service older than names */
 	char disk_id[CTL_MAX_LABEL + 1]; /* daemons with one disk_id share a disk */
-	char label[CTL_MAX_LABEL + 1];	 /* the name, or the UUID's first 8 digits */
+	char host[CTL_MAX_LABEL + 1];	 /* its failure domains as declared ("": not) */
+	char rack[CTL_MAX_LABEL + 1];
+	char label[CTL_MAX_LABEL + 1]; /* the name, or the UUID's first 8 digits */
 	bool hosts_metadata;
 	char *addresses[CTL_MAX_ADDRESSES];
 	size_t address_count;

@@ -225,8 +225,12 @@ static int daemon_from(const Rdmafs__DaemonInfo *info, struct ctl_daemon *d)
 		d->address_count++;
 	}
 	if ((info->name && strlen(info->name) > CTL_MAX_LABEL) ||
-	    (info->disk_id && strlen(info->disk_id) > CTL_MAX_LABEL))
+	    (info->disk_id && strlen(info->disk_id) > CTL_MAX_LABEL) ||
+	    (info->host && strlen(info->host) > CTL_MAX_LABEL) ||
+	    (info->rack && strlen(info->rack) > CTL_MAX_LABEL))
 		return -EBADMSG;
+	snprintf(d->host, sizeof(d->host), "%s", info->host ? info->host : "");
+	snprintf(d->rack, sizeof(d->rack), "%s", info->rack ? info->rack : "");
 	snprintf(d->name, sizeof(d->name), "%s", info->name ? info->name : "");
 	snprintf(d->disk_id, sizeof(d->disk_id), "%s", info->disk_id ? info->disk_id : "");
 	snprintf(d->label, sizeof(d->label), "%.*s", d->name[0] ? CTL_MAX_LABEL : 8,
@@ -528,8 +532,10 @@ int ctl_chain_of(const Rdmafs__Layout *l, uint64_t ino, uint64_t index, const ui
 			return -EPROTO;
 		uuids[i] = l->daemons[i].data;
 	}
-	n = rdmafs_place_chain(uuids, l->n_daemons, l->placement_seed, ino, index, l->replicas,
-			       chain);
+	if (rdmafs_domains_check(l->domains, l->n_domains, l->n_daemons))
+		return -EPROTO;
+	n = rdmafs_place_chain(uuids, l->n_domains ? l->domains : NULL, l->n_daemons,
+			       l->placement_seed, ino, index, l->replicas, chain);
 	for (int i = 0; i < n; i++)
 		out[i] = uuids[chain[i]];
 	return n;
@@ -552,7 +558,9 @@ int ctl_inode_list(struct ctl *c, uint64_t after, Rdmafs__InodeListResp **out)
 		bool ok = e && e->ino > after;
 
 		if (ok && l) {
-			ok = rdmafs_layout_check(l->chunk_size, l->n_daemons, l->stripe_width) == 0;
+			ok = rdmafs_layout_check(l->chunk_size, l->n_daemons, l->stripe_width) ==
+				     0 &&
+			     rdmafs_domains_check(l->domains, l->n_domains, l->n_daemons) == 0;
 			for (size_t d = 0; ok && d < l->n_daemons; d++)
 				ok = l->daemons[d].len == RDMAFS_UUID_LEN;
 		}

@@ -205,6 +205,10 @@ struct rfs_layout {
 	uint64_t generation; /* sent with every chunk request (daemons fence old ones) */
 	uint32_t replicas;   /* copies of each chunk, 1..RFS_MAX_REPLICAS */
 	uint8_t daemons[RFS_MAX_STRIPE][RFS_UUID_LEN];
+	/* each daemon's failure domain (Layout.domains) when n_domains is stripe_width;
+	 * n_domains 0: each daemon its own */
+	uint32_t n_domains;
+	uint32_t domains[RFS_MAX_STRIPE];
 };
 
 /* Most copies of a chunk (RDMAFS_MAX_REPLICAS). */

@@ -118,8 +118,11 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 {
 	const Rdmafs__SetLayoutReq *req = (const void *)msg;
 	Rdmafs__SetLayoutResp *out;
+	const uint8_t *was[RDMAFS_MAX_STRIPE], *now[RDMAFS_MAX_STRIPE];
+	uint32_t domains[RDMAFS_MAX_STRIPE];
 	struct inode *in;
 	uint32_t state;
+	bool shared;
 	int ret;
 
 	if (req->ino == 0 || req->n_daemons == 0 || check_uuid_list(req->daemons, req->n_daemons) ||
@@ -159,6 +162,19 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 	}
 	if (in->r.layout_generation == UINT32_MAX)
 		return -EOVERFLOW; /* 4 billion drains of one file: never in practice */
+	/* each daemon kept keeps its failure domain; one added is a domain of its own (so the
+	 * chains a drain copied to, by the same rule, are the new layout's) */
+	for (size_t i = 0; i < req->n_expected_daemons; i++)
+		was[i] = req->expected_daemons[i].data;
+	for (size_t i = 0; i < req->n_daemons; i++)
+		now[i] = req->daemons[i].data;
+	shared = rdmafs_domains_keep(was, in->n_domains ? in->domains : NULL, in->r.stripe_width,
+				     now, req->n_daemons, domains);
+	in->n_domains = shared ? (uint32_t)req->n_daemons : 0;
+	/* never more copies than failure domains: a drain refuses such a list before it */
+	if (in->replicas > rdmafs_domain_count(shared ? domains : NULL, req->n_daemons))
+		return -EINVAL;
+	memcpy(in->domains, domains, req->n_daemons * sizeof(*domains));
 	in->r.stripe_width = (uint32_t)req->n_daemons;
 	for (size_t i = 0; i < req->n_daemons; i++)
 		memcpy(in->daemons[i], req->daemons[i].data, RDMAFS_UUID_LEN);

@@ -88,6 +88,7 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 
 	if (req->uuid.len != RDMAFS_UUID_LEN || req->n_addresses > META_MAX_ADDRESSES ||
 	    !daemon_label_ok(req->name) || !daemon_label_ok(req->disk_id) ||
+	    !daemon_label_ok(req->host) || !daemon_label_ok(req->rack) ||
 	    (req->cluster_id.len != 0 && req->cluster_id.len != RDMAFS_UUID_LEN))
 		return -EINVAL;
 	if (req->cluster_id.len &&
@@ -128,6 +129,8 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	d->r.used_bytes = req->used_bytes;
 	snprintf(d->name, sizeof(d->name), "%s", req->name ? req->name : "");
 	snprintf(d->disk_id, sizeof(d->disk_id), "%s", req->disk_id ? req->disk_id : "");
+	snprintf(d->host, sizeof(d->host), "%s", req->host ? req->host : "");
+	snprintf(d->rack, sizeof(d->rack), "%s", req->rack ? req->rack : "");
 	d->flags = req->hosts_metadata ? DAEMON_F_HOSTS_METADATA : 0;
 	if (!known || d->r.state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UNSPECIFIED)
 		d->r.state = RDMAFS__DAEMON_STATE__DAEMON_STATE_UP;
@@ -138,7 +141,8 @@ int meta_op_register_daemon(struct meta_txn *t, const ProtobufCMessage *msg,
 	changed = !known || d->r.state != old->r.state ||
 		  d->r.capacity_bytes != old->r.capacity_bytes ||
 		  d->r.address_count != old->r.address_count || d->flags != old->flags ||
-		  strcmp(d->name, old->name) != 0 || strcmp(d->disk_id, old->disk_id) != 0;
+		  strcmp(d->name, old->name) != 0 || strcmp(d->disk_id, old->disk_id) != 0 ||
+		  strcmp(d->host, old->host) != 0 || strcmp(d->rack, old->rack) != 0;
 	for (uint32_t i = 0; !changed && i < d->r.address_count; i++)
 		changed = d->address_len[i] != old->address_len[i] ||
 			  memcmp(d->address[i], old->address[i], d->address_len[i]) != 0;
@@ -446,10 +450,13 @@ static int cluster_map_add(struct meta_txn *t, struct daemon *d, void *arg)
 	info->last_heartbeat_unix_ms = d->r.hb_unix_ms;
 	info->name = meta_dup(t, d->name, strlen(d->name) + 1);
 	info->disk_id = meta_dup(t, d->disk_id, strlen(d->disk_id) + 1);
+	info->host = meta_dup(t, d->host, strlen(d->host) + 1);
+	info->rack = meta_dup(t, d->rack, strlen(d->rack) + 1);
 	info->hosts_metadata = d->flags & DAEMON_F_HOSTS_METADATA;
 	info->chunks_missing = chunks_missing(t->m, d->uuid);
 	info->addresses = meta_alloc(t, (d->r.address_count + 1) * sizeof(char *));
-	if (!info->uuid.data || !info->addresses || !info->name || !info->disk_id)
+	if (!info->uuid.data || !info->addresses || !info->name || !info->disk_id || !info->host ||
+	    !info->rack)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < d->r.address_count; i++) {
 		info->addresses[i] = meta_dup(t, d->address[i], d->address_len[i] + 1u);
@@ -760,6 +767,8 @@ static uint64_t splitmix64(uint64_t x)
 struct candidate {
 	uint64_t score;
 	uint8_t uuid[RDMAFS_UUID_LEN];
+	/* its failure domain: "r" and its rack, else "h" and its host, else "" (its own) */
+	char domain[META_MAX_DAEMON_NAME + 2];
 };
 
 static int candidate_cmp(const void *a, const void *b)
@@ -786,10 +795,40 @@ static int layout_candidate(struct meta_txn *t, struct daemon *d, void *arg)
 	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 		return 0;
 	memcpy(w->cand[w->n].uuid, d->uuid, RDMAFS_UUID_LEN);
+	if (d->rack[0])
+		snprintf(w->cand[w->n].domain, sizeof(w->cand[w->n].domain), "r%s", d->rack);
+	else if (d->host[0])
+		snprintf(w->cand[w->n].domain, sizeof(w->cand[w->n].domain), "h%s", d->host);
 	w->cand[w->n].score =
 		rdmafs_rendezvous_score(w->in->r.placement_seed, w->in->ino, LAYOUT_INDEX, d->uuid);
 	w->n++;
 	return 0;
+}
+
+/*
+ * The failure domains of @in's daemons, the first stripe_width of @cand:
+ * numbered from 0 in order of first appearance, a daemon that declares
+ * neither rack nor host a domain of its own; none kept (n_domains 0) when
+ * every daemon is alone in its domain.
+ */
+static void number_domains(const struct candidate *cand, struct inode *in)
+{
+	uint32_t next = 0;
+	bool shared = false;
+
+	for (uint32_t i = 0; i < in->r.stripe_width; i++) {
+		uint32_t j = 0;
+
+		while (cand[i].domain[0] && j < i && strcmp(cand[j].domain, cand[i].domain) != 0)
+			j++;
+		if (cand[i].domain[0] && j < i) {
+			in->domains[i] = in->domains[j];
+			shared = true;
+		} else {
+			in->domains[i] = next++;
+		}
+	}
+	in->n_domains = shared ? in->r.stripe_width : 0;
 }
 
 int meta_choose_layout(struct meta_txn *t, struct inode *in)
@@ -819,9 +858,12 @@ int meta_choose_layout(struct meta_txn *t, struct inode *in)
 	in->r.placement = RDMAFS__PLACEMENT__PLACEMENT_RENDEZVOUS_V1;
 	for (uint32_t i = 0; i < in->r.stripe_width; i++)
 		memcpy(in->daemons[i], w.cand[i].uuid, RDMAFS_UUID_LEN);
-	/* two copies of a chunk are never on one daemon */
-	if (in->replicas > in->r.stripe_width)
-		in->replicas = in->r.stripe_width;
+	number_domains(w.cand, in);
+	/* two copies of a chunk are never on one daemon, nor in one rack or host declared */
+	if (in->replicas >
+	    rdmafs_domain_count(in->n_domains ? in->domains : NULL, in->r.stripe_width))
+		in->replicas = (uint32_t)rdmafs_domain_count(in->n_domains ? in->domains : NULL,
+							     in->r.stripe_width);
 	return 0;
 }
 

@@ -116,6 +116,10 @@ struct inode {
 	struct inode_rec r;
 	uint8_t daemons[RDMAFS_MAX_STRIPE][RDMAFS_UUID_LEN];
 	uint32_t replicas; /* regular files: Layout.replicas, 1..RDMAFS_MAX_REPLICAS */
+	/* files of copies: Layout.domains, one per daemon (n_domains = stripe_width), or
+	 * n_domains 0: each daemon a failure domain of its own */
+	uint32_t n_domains;
+	uint32_t domains[RDMAFS_MAX_STRIPE];
 };
 
 /* The directory xattr whose value ("1".."4") new files and directories under it inherit. */
@@ -156,6 +160,9 @@ struct daemon {
 	char name[META_MAX_DAEMON_NAME + 1];	/* "" in records older than names */
 	char disk_id[META_MAX_DAEMON_NAME + 1]; /* "": shares no disk we know of */
 	uint32_t flags;				/* DAEMON_F_* */
+	/* its failure domains as declared ("": not; records older than domains) */
+	char host[META_MAX_DAEMON_NAME + 1];
+	char rack[META_MAX_DAEMON_NAME + 1];
 };
 
 #define META_CLIENT_NAME_MAX 64 /* as XPRT_KEY_NAME_MAX */

@@ -184,6 +184,12 @@ int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout *
 	l->placement = in->r.placement;
 	l->generation = in->r.layout_generation;
 	l->replicas = in->replicas > 1 ? in->replicas : 0;
+	if (in->replicas > 1 && in->n_domains == in->r.stripe_width) {
+		l->domains = meta_dup(t, in->domains, in->n_domains * sizeof(*l->domains));
+		if (!l->domains)
+			return -ENOMEM;
+		l->n_domains = in->n_domains;
+	}
 	l->daemons = meta_alloc(t, in->r.stripe_width * sizeof(*l->daemons));
 	if (!l->daemons)
 		return -ENOMEM;

@@ -164,16 +164,28 @@ static int inode_decode(struct meta *m, uint64_t ino, const MDB_val *v, struct i
 	memcpy(&out->r, v->mv_data, sizeof(out->r));
 	layout = sizeof(out->r) + (size_t)out->r.stripe_width * RDMAFS_UUID_LEN;
 	if (out->r.stripe_width > RDMAFS_MAX_STRIPE ||
-	    (v->mv_size != layout && v->mv_size != layout + sizeof(out->replicas)))
+	    (v->mv_size != layout && v->mv_size != layout + sizeof(out->replicas) &&
+	     v->mv_size != layout + sizeof(out->replicas) + out->r.stripe_width))
 		goto corrupt;
 	memcpy(out->daemons, (const uint8_t *)v->mv_data + sizeof(out->r),
 	       (size_t)out->r.stripe_width * RDMAFS_UUID_LEN);
 	/* records of files with one copy (and of every file older than replicas) end there */
 	out->replicas = 1;
+	out->n_domains = 0;
 	if (v->mv_size > layout)
 		memcpy(&out->replicas, (const uint8_t *)v->mv_data + layout, sizeof(out->replicas));
 	if (out->replicas < 1 || out->replicas > RDMAFS_MAX_REPLICAS)
 		goto corrupt;
+	/* then, where two of its daemons share a failure domain, one byte a daemon */
+	if (v->mv_size > layout + sizeof(out->replicas)) {
+		const uint8_t *dom = (const uint8_t *)v->mv_data + layout + sizeof(out->replicas);
+
+		out->n_domains = out->r.stripe_width;
+		for (uint32_t i = 0; i < out->n_domains; i++)
+			out->domains[i] = dom[i];
+		if (rdmafs_domains_check(out->domains, out->n_domains, out->r.stripe_width))
+			goto corrupt;
+	}
 	return 0;
 corrupt:
 	meta_log(m, META_LOG_ERR, "inode %llu: corrupt record of %zu bytes",
@@ -207,8 +219,10 @@ int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 	uint8_t key[8];
 	size_t layout = (size_t)in->r.stripe_width * RDMAFS_UUID_LEN;
 	bool copies = S_ISREG(in->r.mode) && in->replicas > 1;
+	size_t domains = copies && in->n_domains == in->r.stripe_width ? in->n_domains : 0;
 	MDB_val k = {sizeof(key), key},
-		v = {sizeof(in->r) + layout + (copies ? sizeof(in->replicas) : 0), NULL};
+		v = {sizeof(in->r) + layout + (copies ? sizeof(in->replicas) : 0) + domains, NULL};
+	uint8_t *dom;
 	int rc;
 
 	put_be64(key, in->ino);
@@ -220,6 +234,9 @@ int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 	if (copies)
 		memcpy((uint8_t *)v.mv_data + sizeof(in->r) + layout, &in->replicas,
 		       sizeof(in->replicas));
+	dom = (uint8_t *)v.mv_data + sizeof(in->r) + layout + sizeof(in->replicas);
+	for (size_t i = 0; i < domains; i++)
+		dom[i] = (uint8_t)in->domains[i];
 	return 0;
 }
 
@@ -689,16 +706,23 @@ static int daemon_decode(struct meta *m, const MDB_val *k, const MDB_val *v, str
 		if (!daemon_take_string(&p, end, d->address[i], META_MAX_ADDRESS_LEN,
 					&d->address_len[i]))
 			goto corrupt;
-	d->name[0] = d->disk_id[0] = '\0';
+	d->name[0] = d->disk_id[0] = d->host[0] = d->rack[0] = '\0';
 	d->flags = 0;
 	/* records written before daemons had names end here */
 	if (p == end)
 		return 0;
 	if (!daemon_take_string(&p, end, d->name, META_MAX_DAEMON_NAME, NULL) ||
 	    !daemon_take_string(&p, end, d->disk_id, META_MAX_DAEMON_NAME, NULL) ||
-	    end - p != sizeof(d->flags))
+	    end - p < (ptrdiff_t)sizeof(d->flags))
 		goto corrupt;
 	memcpy(&d->flags, p, sizeof(d->flags));
+	p += sizeof(d->flags);
+	/* records written before failure domains end here */
+	if (p == end)
+		return 0;
+	if (!daemon_take_string(&p, end, d->host, META_MAX_DAEMON_NAME, NULL) ||
+	    !daemon_take_string(&p, end, d->rack, META_MAX_DAEMON_NAME, NULL) || p != end)
+		goto corrupt;
 	return 0;
 corrupt:
 	meta_log(m, META_LOG_ERR, "cluster map: corrupt daemon record");
@@ -720,7 +744,10 @@ int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
 	MDB_val k = {RDMAFS_UUID_LEN, (void *)d->uuid}, v;
 	uint16_t name_len = (uint16_t)strnlen(d->name, META_MAX_DAEMON_NAME);
 	uint16_t disk_len = (uint16_t)strnlen(d->disk_id, META_MAX_DAEMON_NAME);
-	size_t size = sizeof(d->r) + 2 + name_len + 2 + disk_len + sizeof(d->flags);
+	uint16_t host_len = (uint16_t)strnlen(d->host, META_MAX_DAEMON_NAME);
+	uint16_t rack_len = (uint16_t)strnlen(d->rack, META_MAX_DAEMON_NAME);
+	size_t size = sizeof(d->r) + 2 + name_len + 2 + disk_len + sizeof(d->flags) + 2 + host_len +
+		      2 + rack_len;
 	uint8_t *p;
 	int rc;
 
@@ -738,6 +765,9 @@ int meta_store_daemon_put(struct meta_txn *t, const struct daemon *d)
 	p = daemon_put_string(p, d->name, name_len);
 	p = daemon_put_string(p, d->disk_id, disk_len);
 	memcpy(p, &d->flags, sizeof(d->flags));
+	p += sizeof(d->flags);
+	p = daemon_put_string(p, d->host, host_len);
+	daemon_put_string(p, d->rack, rack_len);
 	return 0;
 }
 

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # The fault tests over one transport, for the rdma-vm guest (TCG, about 10x
-# slower: fewer fsyncs per phase, same checks):
+# slower: fewer fsyncs per phase, same checks; replication without the cases
+# of a link, which need network namespaces soft-RoCE does not cross here):
 #   tests/fault/guest.sh BUILD_DIR [rdma|tcp]
 # Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
 # RDMAFS_SOAK_TRIALS and RDMAFS_SOAK_SEED size the crash soak (2 trials, seed 1000).
@@ -19,6 +20,11 @@ echo "--- fault-drain over $kind"
 	"$build/tests/fault/fault-writer" "$build/fuse-client/ctl/rdmafsctl"
 rc=$?
 echo "--- fault-drain over $kind: exit $rc"
+status=$(check_merge "$status" "$rc")
+echo "--- fault-replication over $kind"
+"${cluster[@]}" --storage 3 -- "$here/replication.sh" %MOUNT%
+rc=$?
+echo "--- fault-replication over $kind: exit $rc"
 status=$(check_merge "$status" "$rc")
 echo "--- crash-soak over $kind"
 "$here/crash-soak.sh" --build "$build" --transport "$kind" --trials "${RDMAFS_SOAK_TRIALS:-2}" \

@@ -33,4 +33,5 @@ run twomounts --mounts 2 -- "$here/twomounts.sh" %MOUNT% %MOUNT2%
 run restart -- "$here/restart.sh" %MOUNT%
 run reclaim --reclaim-grace 20 -- "$here/reclaim.sh" %MOUNT%
 run replicas -- "$here/replicas.sh" %MOUNT%
-exit $status
+run domains --daemon-hosts "hostA hostA hostB hostB" -- "$here/domains.sh" %MOUNT%
+exit "$status"

@@ -244,13 +244,7 @@ echo "replicas: a drain moved files of 3 copies whole and refused to drop a copy
 # metadata daemon and it alone.
 # cluster.sh's daemons all UP in `rdmafsctl status` (the syncing one caught up), within 90 s
 wait_all_up() {
-	local n
-	for n in $(seq 90); do
-		"$rdmafsctl" status >"$local_dir/status" 2>&1
-		grep -q ": 4 daemons, 4 up$" "$local_dir/status" && return 0
-		sleep 1
-	done
-	check_fail "daemons not all up after 90 s: $(cat "$local_dir/status")"
+	check_all_up "$rdmafsctl" 4 90 "daemon 2 killed, then restarted" "$local_dir/status"
 }
 # every chunk of FILE (inode INO, SIZE bytes) on 3 daemons, each copy the reference's bytes
 check_copies() {

@@ -46,6 +46,31 @@ check_need() {
 	done
 }
 
+# check_all_up RDMAFSCTL COUNT SECS WHAT OUT: waits up to SECS for `rdmafsctl
+# status` to show all COUNT daemons UP (one that was hit has caught up: SYNCING
+# -> UP); the last status stays in OUT. FAIL, with that status, if they never are.
+check_all_up() {
+	local _
+	for _ in $(seq "$3"); do
+		"$1" status >"$5" 2>&1
+		grep -q ": $2 daemons, $2 up$" "$5" && return 0
+		sleep 1
+	done
+	check_fail "$4: the daemons are not all up after $3 s: $(cat "$5")"
+}
+
+# check_holders INO INDEX NAME...: which of the cluster's daemons NAME (cluster.sh
+# ctl names: meta, 1, 2, ...) hold chunk INDEX of inode INO in their data
+# directories, printed as "NAME NAME ... " in the order given.
+check_holders() {
+	local ino=$1 index=$2 i dir
+	shift 2
+	for i in "$@"; do
+		dir=$("$RDMAFS_CLUSTER_CTL" ctl datadir "$i") || check_error "cluster.sh ctl datadir $i"
+		[ -f "$(printf '%s/chunks/%016x/%016x' "$dir" "$ino" "$index")" ] && printf '%s ' "$i"
+	done
+}
+
 # check_readable FILE WHAT: a scratch file of the test itself can be read.
 check_readable() {
 	[ -r "$1" ] && [ ! -d "$1" ] || check_error "$2: the test's own file $1 is missing or unreadable"

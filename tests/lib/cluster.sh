@@ -66,6 +66,10 @@
 #                      inside them, links that ctl can cut, slow or make
 #                      lossy (tcp only; replaces --addr; needs ip, nsenter, nft)
 #   --storage N        storage daemons besides the metadata daemon (3)
+#   --daemon-hosts LIST  the failure domain each daemon declares (rdmafs-daemon
+#                      --host; two copies of a chunk are never on one host):
+#                      space-separated, the metadata daemon's first, then
+#                      storage 1..N ("-": none); default none
 #   --mounts 0|1|2     mounts of rdmafs-fuse (1); --no-fuse is --mounts 0
 #   --mount PATH       where mount 1 goes (default DIR/mnt1)
 #   --meta-data PATH   the metadata daemon's data directory (DIR/meta)
@@ -355,14 +359,26 @@ host_port() {
 	esac
 }
 
+# declared_host NAME: the host daemon NAME declares (--daemon-hosts), or nothing
+declared_host() {
+	local -a list
+	local at=0 h
+	read -r -a list <<<"${daemon_hosts:-}"
+	[ "$1" = meta ] || at=${1#storage}
+	h=${list[$at]:-}
+	[ "$h" = - ] || echo "$h"
+}
+
 # start_daemon NAME PORT: starts rdmafs-daemon and waits for its port file
 # (its first listener serves). Returns 1 if it exits or does not serve.
 start_daemon() {
-	local name=$1 port=$2 pid deadline role mport run_in
+	local name=$1 port=$2 pid deadline role mport run_in declared
 	role=(--metadata no --metadata-uri "$meta_uri")
 	[ "$name" = meta ] && role=(--metadata yes)
 	[ "$name" = meta ] && [ -n "${reclaim_grace:-}" ] && role+=(--reclaim-grace "$reclaim_grace")
 	[ -n "${log_level:-}" ] && role+=(--log-level "$log_level")
+	declared=$(declared_host "$name")
+	[ -n "$declared" ] && role+=(--host "$declared")
 	if [ "${metrics:-0}" = 1 ]; then
 		# a restarted daemon keeps its metrics port, as it keeps its port
 		mport=$(cat "$dir/$name.metrics-port" 2>/dev/null) ||
@@ -514,6 +530,7 @@ metrics_port='$metrics_port'
 reclaim_grace='$reclaim_grace'
 hosts='$hosts'
 net_id='$net_id'
+daemon_hosts='$daemon_hosts'
 EOF
 	: >"$dir/daemons.new"
 	for name in "${names[@]}"; do
@@ -721,6 +738,7 @@ if [ "${1:-}" = up ]; then
 fi
 build='' daemon='' fuse='' fuse_set=0 rdmafsctl='' transport=tcp addr='' port=0 storage=3
 mounts=1 mount1='' meta_data='' timeout=600 log_level='' metrics=0 metrics_port=0 reclaim_grace='' hosts=0
+daemon_hosts=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -742,6 +760,7 @@ while [ $# -gt 0 ]; do
 	--metrics-port) metrics=1; metrics_port=$2; shift 2 ;;
 	--reclaim-grace) reclaim_grace=$2; shift 2 ;;
 	--hosts) hosts=1; shift ;;
+	--daemon-hosts) daemon_hosts=$2; shift 2 ;;
 	--) shift; break ;;
 	*) die "unknown argument $1 (see the header of $self)" ;;
 	esac

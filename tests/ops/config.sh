@@ -113,6 +113,8 @@ data_dir = $work/good-data
 listen = tcp://127.0.0.1:0
 secret_file = $work/secret
 workers = 2
+host = server-7
+rack = rack-2
 EOF
 good_ok() {
 	run good --check-config good.conf
@@ -150,6 +152,8 @@ reclaim_grace = 0
 metadata_sync = sometimes
 metadata_sync_ms = 5
 replicas = 9
+host = two words
+rack =
 [store]
 path = /x
 EOF
@@ -166,13 +170,15 @@ bad_lines=(
 	"bad.conf:13: unknown key 'colour' in [daemon]"
 	"bad.conf:14: name = : must not be empty"
 	"bad.conf:15: line longer than 198 characters"
-	"bad.conf:23: 'path' is in unknown section [store] (only [daemon] is known)"
+	"bad.conf:25: 'path' is in unknown section [store] (only [daemon] is known)"
 	"bad.conf:16: syntax error: want key = value, [section] or a comment"
 	"bad.conf:17: meta_workers = 300: must be 0..256"
 	"bad.conf:18: reclaim_grace = 0: must be 1..3600"
 	"bad.conf:19: metadata_sync = sometimes: must be always or batch"
 	"bad.conf:20: metadata_sync_ms = 5: must be 10..60000"
 	"bad.conf:21: replicas = 9: must be 1..4"
+	"bad.conf:22: host = two words: must be 1..64 printable characters without spaces (daemons that give one host never hold two copies of a chunk)"
+	"bad.conf:23: rack = : must not be empty"
 	"rdmafs-daemon: --workers 65: must be 1..64"
 	"rdmafs-daemon: nothing to listen on: set listen or --listen"
 )

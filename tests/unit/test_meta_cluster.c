@@ -660,6 +660,164 @@ static void test_cluster_id(void **state)
 	assert_int_equal(register_in(e->m, 2, id, 8), -EINVAL);
 }
 
+/* Registers daemon @n (UP) declaring @host and @rack ("": undeclared). */
+static int register_domain(struct meta *m, unsigned n, const char *host, const char *rack)
+{
+	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
+	char *addresses[1] = {"tcp://10.0.0.9:7471"};
+	uint8_t uuid[16];
+
+	tm_uuid(uuid, n);
+	req.uuid.data = uuid;
+	req.uuid.len = sizeof(uuid);
+	req.addresses = addresses;
+	req.n_addresses = 1;
+	req.capacity_bytes = 1ULL << 40;
+	req.host = (char *)host;
+	req.rack = (char *)rack;
+	return tm_call(m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL, NULL);
+}
+
+/* The layout of a new file @name in directory @dir (the caller frees it with the reply). */
+static Rdmafs__CreateResp *create_layout(struct meta *m, uint64_t dir, const char *name)
+{
+	Rdmafs__CreateReq req = RDMAFS__CREATE_REQ__INIT;
+	Rdmafs__CreateResp *r = NULL;
+
+	req.parent = dir;
+	req.name.data = (uint8_t *)name;
+	req.name.len = strlen(name);
+	req.mode = S_IFREG | 0644;
+	req.exclusive = true;
+	assert_int_equal(tm_call(m, RDMAFS__METHOD__METHOD_CREATE, &req,
+				 &rdmafs__create_resp__descriptor, (void **)&r),
+			 0);
+	assert_non_null(r->layout);
+	return r;
+}
+
+/*
+ * Each daemon of @l in the domain @want[k] says for the daemon registered as
+ * k + 1 (numbers compared as a partition: equal where @want is equal).
+ */
+static void assert_domains(const Rdmafs__Layout *l, const int *want)
+{
+	assert_int_equal(l->n_domains, l->n_daemons);
+	assert_int_equal(rdmafs_domains_check(l->domains, l->n_domains, l->n_daemons), 0);
+	for (size_t i = 0; i < l->n_daemons; i++)
+		for (size_t j = 0; j < l->n_daemons; j++)
+			assert_int_equal(l->domains[i] == l->domains[j],
+					 want[l->daemons[i].data[0] - 1] ==
+						 want[l->daemons[j].data[0] - 1]);
+}
+
+/*
+ * Failure domains (issue 11): the host and rack a daemon declares are in
+ * the map and kept; a new file of copies gets each daemon's domain in its
+ * layout (its rack, else its host, else its own) and no more copies than
+ * domains; a later change of a daemon's domain is news for the map and for
+ * new files, never for an existing file's layout; SET_LAYOUT keeps the
+ * remaining daemons' domains and refuses a list with fewer domains than
+ * the file's copies.
+ */
+static void test_domains(void **state)
+{
+	static const int hosts[4] = {0, 0, 1, 1}, three[4] = {0, 0, 1, 2}, racks[4] = {0, 1, 0, 1};
+	struct tm_env *e = *state;
+	Rdmafs__GetClusterMapResp *map;
+	Rdmafs__SetLayoutReq sl = RDMAFS__SET_LAYOUT_REQ__INIT;
+	Rdmafs__SetLayoutResp *slr = NULL;
+	Rdmafs__CreateResp *a, *b, *c;
+	ProtobufCBinaryData old[4], kept[3], alone[2];
+	Rdmafs__GetattrReq greq = RDMAFS__GETATTR_REQ__INIT;
+	Rdmafs__AttrResp *ar = NULL;
+	struct tm_attr d;
+	uint64_t e1;
+	size_t n_kept = 0, n_alone = 0;
+
+	assert_int_equal(register_domain(e->m, 1, "hostA", ""), 0);
+	assert_int_equal(register_domain(e->m, 2, "hostA", ""), 0);
+	assert_int_equal(register_domain(e->m, 3, "hostB", ""), 0);
+	assert_int_equal(register_domain(e->m, 4, "hostB", ""), 0);
+	assert_int_equal(register_domain(e->m, 5, "two words", ""), -EINVAL);
+	assert_int_equal(register_domain(e->m, 5, "", "tab\there"), -EINVAL);
+	tm_reopen(e);
+	assert_int_equal(tm_cluster_map(e->m, 0, &map), 0);
+	assert_int_equal(map->n_daemons, 4);
+	for (size_t i = 0; i < 4; i++) {
+		assert_string_equal(map->daemons[i]->host,
+				    map->daemons[i]->uuid.data[0] <= 2 ? "hostA" : "hostB");
+		assert_string_equal(map->daemons[i]->rack, "");
+	}
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+
+	assert_int_equal(tm_mkdir(e->m, NULL, ROOT, "r", 0755, &d), 0);
+	assert_int_equal(tm_setxattr(e->m, NULL, d.ino, "rdmafs.replicas", "3", 1, 0), 0);
+	/* two hosts: two copies, one on each */
+	a = create_layout(e->m, d.ino, "a");
+	assert_int_equal(a->layout->n_daemons, 4);
+	assert_int_equal(a->layout->replicas, 2);
+	assert_domains(a->layout, hosts);
+	/* a third host: three copies for new files; the first file keeps its layout */
+	e1 = epoch(e->m);
+	assert_int_equal(register_domain(e->m, 4, "hostC", ""), 0);
+	assert_true(epoch(e->m) > e1);
+	b = create_layout(e->m, d.ino, "b");
+	assert_int_equal(b->layout->replicas, 3);
+	assert_domains(b->layout, three);
+	tm_reopen(e);
+	greq.ino = a->attr->ino;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_GETATTR, &greq,
+				 &rdmafs__attr_resp__descriptor, (void **)&ar),
+			 0);
+	assert_int_equal(ar->layout->replicas, 2);
+	assert_domains(ar->layout, hosts);
+	rdmafs__attr_resp__free_unpacked(ar, NULL);
+	/* racks before hosts: daemons 1 and 3 in one rack, 2 and 4 in another */
+	assert_int_equal(register_domain(e->m, 1, "hostA", "rack1"), 0);
+	assert_int_equal(register_domain(e->m, 2, "hostA", "rack2"), 0);
+	assert_int_equal(register_domain(e->m, 3, "hostB", "rack1"), 0);
+	assert_int_equal(register_domain(e->m, 4, "hostC", "rack2"), 0);
+	c = create_layout(e->m, 1, "c");
+	assert_int_equal(c->layout->replicas, 0); /* the root says nothing: one copy, no domains */
+	assert_int_equal(c->layout->n_domains, 0);
+	rdmafs__create_resp__free_unpacked(c, NULL);
+	c = create_layout(e->m, d.ino, "c");
+	assert_int_equal(c->layout->replicas, 2);
+	assert_domains(c->layout, racks);
+
+	/* SET_LAYOUT without daemon 2: 1 and 3 keep sharing rack1, 4 is alone in rack2 */
+	for (size_t i = 0; i < 4; i++) {
+		old[i] = c->layout->daemons[i];
+		if (old[i].data[0] != 2)
+			kept[n_kept++] = old[i];
+		if (old[i].data[0] == 1 || old[i].data[0] == 3)
+			alone[n_alone++] = old[i];
+	}
+	sl.ino = c->attr->ino;
+	sl.expected_daemons = old;
+	sl.n_expected_daemons = 4;
+	sl.daemons = kept;
+	sl.n_daemons = n_kept;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
+				 &rdmafs__set_layout_resp__descriptor, (void **)&slr),
+			 0);
+	assert_int_equal(slr->layout->n_daemons, 3);
+	assert_domains(slr->layout, racks);
+	rdmafs__set_layout_resp__free_unpacked(slr, NULL);
+	/* only rack1 left: fewer domains than copies, refused, nothing changed */
+	sl.expected_daemons = kept;
+	sl.n_expected_daemons = n_kept;
+	sl.daemons = alone;
+	sl.n_daemons = n_alone;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
+				 &rdmafs__set_layout_resp__descriptor, NULL),
+			 -EINVAL);
+	rdmafs__create_resp__free_unpacked(a, NULL);
+	rdmafs__create_resp__free_unpacked(b, NULL);
+	rdmafs__create_resp__free_unpacked(c, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -675,6 +833,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_statfs_shared_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cluster_id, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_domains, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("meta-cluster", tests, NULL, NULL) ? 1 : 0;
