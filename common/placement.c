@@ -2,6 +2,7 @@
 /* Rendezvous (highest random weight) chunk placement; see rdmafs_common.h. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "rdmafs_common.h"
@@ -135,6 +136,38 @@ size_t rdmafs_domain_count(const uint32_t *domains, size_t count)
 		distinct += j == i;
 	}
 	return distinct;
+}
+
+const char *rdmafs_domain_key(const char *host, const char *rack, char *buf, size_t len)
+{
+	if (rack && rack[0])
+		snprintf(buf, len, "r%s", rack);
+	else if (host && host[0])
+		snprintf(buf, len, "h%s", host);
+	else if (len)
+		buf[0] = '\0';
+	return buf;
+}
+
+bool rdmafs_domains_number(const char *const *keys, size_t n, uint32_t *out)
+{
+	uint32_t next = 0;
+	bool shared = false;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t j = 0;
+
+		while (keys[i] && keys[i][0] && j < i &&
+		       (!keys[j] || strcmp(keys[j], keys[i]) != 0))
+			j++;
+		if (keys[i] && keys[i][0] && j < i) {
+			out[i] = out[j];
+			shared = true;
+		} else {
+			out[i] = next++;
+		}
+	}
+	return shared;
 }
 
 bool rdmafs_domains_keep(const uint8_t *const *was, const uint32_t *was_domains, size_t n_was,

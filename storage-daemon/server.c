@@ -496,7 +496,14 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		/* who missed it after us, or may have (a chain that failed): the resync copies */
 		for (unsigned i = 0; !chain_ret && i < fwd.n_missed; i++)
 			repl_target(&r, fwd.missed[i]);
-		for (size_t i = skip; chain_ret && i < m->n_chain; i++)
+		/*
+		 * ... but not a daemon that refused it for a newer layout (-ESTALE: a
+		 * drain or rebalance fenced the file there): the client redoes the write
+		 * through that layout, and a record would have the resync copy this
+		 * chunk by the old chain after the move (onto a daemon that no longer
+		 * holds it, or over a newer copy)
+		 */
+		for (size_t i = skip; chain_ret && chain_ret != -ESTALE && i < m->n_chain; i++)
 			repl_target(&r, m->chain[i]->uuid.data);
 		/* a resync's copy: the others that still lack the chunk are ours to record */
 		for (size_t i = 0; i < m->n_lacking; i++)

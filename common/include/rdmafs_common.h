@@ -93,6 +93,25 @@ int rdmafs_place_chain(const uint8_t *const *uuids, const uint32_t *domains, siz
 size_t rdmafs_domain_count(const uint32_t *domains, size_t count);
 
 /*
+ * The failure domains of daemons whose declared domains are @keys[0..n-1]
+ * (a rack, else a host, made distinct by the caller, e.g. "r" or "h" before
+ * the name; NULL or "": the daemon alone in its own): numbered from 0 in
+ * order of first appearance into @out[0..n-1]. Returns whether two daemons
+ * share a domain (false: a layout may carry none). The metadata service
+ * numbers a new file's layout so, and a rebalance the list it moves a file to.
+ */
+bool rdmafs_domains_number(const char *const *keys, size_t n, uint32_t *out);
+
+/*
+ * The key rdmafs_domains_number() takes for a daemon that declares @host and
+ * @rack (NULL or "": undeclared): "r" and the rack, else "h" and the host,
+ * else "" (alone), into @buf of @len bytes (RDMAFS_DOMAIN_KEY_MAX is room
+ * for names of 64 bytes). Returns @buf.
+ */
+#define RDMAFS_DOMAIN_KEY_MAX 66
+const char *rdmafs_domain_key(const char *host, const char *rack, char *buf, size_t len);
+
+/*
  * The failure domains of a layout's new daemon list @now[0..n_now-1]
  * (n_now <= RDMAFS_MAX_STRIPE) when it replaces @was[0..n_was-1], whose
  * domains are @was_domains (NULL: each its own): a daemon in both keeps

@@ -62,7 +62,7 @@
  *      longer exist are left to fsck --repair;
  *   3. SET_DAEMON_STATE UP: new files may be placed on D again.
  *
- * Files already moved stay where they are (no rebalancing). Never run an
+ * Files already moved stay where they are (cmd_rebalance.c moves them). Never run an
  * undrain while a drain of the same daemon runs: step 1 would lift the
  * fence of the file that drain is copying.
  */
@@ -272,50 +272,6 @@ static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 	return 0;
 }
 
-static int set_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *old,
-		      const uint8_t *const *daemons, size_t n)
-{
-	Rdmafs__SetLayoutReq req = RDMAFS__SET_LAYOUT_REQ__INIT;
-	ProtobufCBinaryData list[RDMAFS_MAX_STRIPE];
-	ProtobufCMessage *resp;
-	int ret;
-
-	for (size_t i = 0; i < n; i++) {
-		list[i].data = (uint8_t *)daemons[i];
-		list[i].len = RDMAFS_UUID_LEN;
-	}
-	req.ino = ino;
-	req.expected_daemons = old->daemons;
-	req.n_expected_daemons = old->n_daemons;
-	req.daemons = list;
-	req.n_daemons = n;
-	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_SET_LAYOUT, &req.base,
-			    &rdmafs__set_layout_resp__descriptor, &resp);
-	if (!ret)
-		protobuf_c_message_free_unpacked(resp, NULL);
-	return ret;
-}
-
-/* The layout generation the metadata service has for @ino now. */
-static int current_generation(struct ctl *c, uint64_t ino, uint64_t *generation)
-{
-	Rdmafs__GetattrReq req = RDMAFS__GETATTR_REQ__INIT;
-	Rdmafs__AttrResp *resp;
-	int ret;
-
-	req.ino = ino;
-	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_GETATTR, &req.base,
-			    &rdmafs__attr_resp__descriptor, (ProtobufCMessage **)&resp);
-	if (ret)
-		return ret;
-	if (resp->layout)
-		*generation = resp->layout->generation;
-	else
-		ret = -EPROTO; /* a service that predates generations */
-	rdmafs__attr_resp__free_unpacked(resp, NULL);
-	return ret;
-}
-
 /*
  * A move of @ino that fenced the source at @fence failed before switching
  * the layout: lifts the fence, unless the service shows a generation at or
@@ -324,7 +280,7 @@ static int current_generation(struct ctl *c, uint64_t ino, uint64_t *generation)
 static void release_fence(struct drain *dr, uint64_t ino, uint64_t fence)
 {
 	uint64_t generation = 0;
-	int ret = current_generation(dr->c, ino, &generation);
+	int ret = ctl_layout_generation(dr->c, ino, &generation);
 
 	if (ret == -ENOENT || (!ret && generation >= fence))
 		return; /* gone (numbers are never reused), or switched: harmless */
@@ -404,7 +360,7 @@ static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 		release_fence(dr, e->ino, fence);
 		return ret;
 	}
-	ret = set_layout(dr->c, e->ino, l, daemons, n);
+	ret = ctl_set_layout(dr->c, e->ino, l, daemons, n, NULL);
 	if (ret == -ENOENT) {
 		remove_gone(dr, e->ino, daemons, n, used);
 		return 0;

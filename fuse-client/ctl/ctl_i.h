@@ -177,6 +177,18 @@ int ctl_chunk_commit_inode(struct rfs_daemon *d, uint64_t ino);
 int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino);
 
 /*
+ * SET_LAYOUT: switches @ino from layout @old (a compare-and-swap on its
+ * daemons) to the @n @daemons, with failure domains @domains (one a daemon;
+ * NULL: each kept daemon keeps its own, an added one is alone). Returns 0,
+ * -ESTALE (the layout is no longer @old), -ENOENT (the file is gone), or
+ * another error of the call.
+ */
+int ctl_set_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *old,
+		   const uint8_t *const *daemons, size_t n, const uint32_t *domains);
+/* The layout generation the metadata service has for @ino now. */
+int ctl_layout_generation(struct ctl *c, uint64_t ino, uint64_t *generation);
+
+/*
  * The chain of chunk @index of @ino under layout @l: the UUIDs of the daemons
  * holding its copies, head first, in @out (RDMAFS_MAX_REPLICAS of room).
  * Returns their count, or -EPROTO for a layout without valid daemons.
@@ -247,6 +259,7 @@ int ctl_cmd_remove(struct ctl *c, int argc, char **argv);
 int ctl_cmd_scrub(struct ctl *c, int argc, char **argv);
 int ctl_cmd_fsck(struct ctl *c, int argc, char **argv);
 int ctl_cmd_client(struct ctl *c, int argc, char **argv);
+int ctl_cmd_rebalance(struct ctl *c, int argc, char **argv);
 
 /* Maps an errno from the service or the transport to an exit status. */
 int ctl_exit_for(int err);

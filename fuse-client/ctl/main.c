@@ -57,6 +57,7 @@ static const struct command commands[] = {
 	 "drain [--wait|--status] DAEMON"},
 	{"undrain", ctl_cmd_undrain, 0, 1, 1, "undrain DAEMON"},
 	{"remove", ctl_cmd_remove, CTL_FLAG_FORCE, 1, 1, "remove [--force] DAEMON"},
+	{"rebalance", ctl_cmd_rebalance, 0, 0, 0, "rebalance"},
 	{"scrub", ctl_cmd_scrub, CTL_FLAG_NO_WAIT | CTL_FLAG_STATUS | CTL_FLAG_REPAIR, 0, 1,
 	 "scrub [--no-wait|--status] [--repair] [DAEMON]"},
 	{"fsck", ctl_cmd_fsck, CTL_FLAG_REPAIR, 0, 0, "fsck [--repair]"},
@@ -82,6 +83,8 @@ static void usage(FILE *f)
 		"  drain --status DAEMON   what is left to move\n"
 		"  undrain DAEMON          end a drain: DAEMON is up again, new chunks land on it\n"
 		"  remove [--force] DAEMON take a drained daemon out of the cluster\n"
+		"  rebalance               move files to the daemons placement picks now, so\n"
+		"                          daemons added since get their share (online, fenced)\n"
 		"  scrub [DAEMON]          read every chunk and verify its checksums\n"
 		"        [--no-wait]       start and return; [--status]: the last result\n"
 		"        [--repair]        then rewrite each bad chunk from a good copy on\n"

@@ -520,6 +520,53 @@ int ctl_chunk_remove_inode(struct rfs_daemon *d, uint64_t ino)
 	return rfs_chunk_remove(d, &sel, NULL, NULL);
 }
 
+int ctl_set_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *old,
+		   const uint8_t *const *daemons, size_t n, const uint32_t *domains)
+{
+	Rdmafs__SetLayoutReq req = RDMAFS__SET_LAYOUT_REQ__INIT;
+	ProtobufCBinaryData list[RDMAFS_MAX_STRIPE];
+	ProtobufCMessage *resp;
+	int ret;
+
+	if (n > RDMAFS_MAX_STRIPE)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		list[i].data = (uint8_t *)daemons[i];
+		list[i].len = RDMAFS_UUID_LEN;
+	}
+	req.ino = ino;
+	req.expected_daemons = old->daemons;
+	req.n_expected_daemons = old->n_daemons;
+	req.daemons = list;
+	req.n_daemons = n;
+	req.domains = (uint32_t *)domains;
+	req.n_domains = domains ? n : 0;
+	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_SET_LAYOUT, &req.base,
+			    &rdmafs__set_layout_resp__descriptor, &resp);
+	if (!ret)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return ret;
+}
+
+int ctl_layout_generation(struct ctl *c, uint64_t ino, uint64_t *generation)
+{
+	Rdmafs__GetattrReq req = RDMAFS__GETATTR_REQ__INIT;
+	Rdmafs__AttrResp *resp;
+	int ret;
+
+	req.ino = ino;
+	ret = ctl_meta_call(c, RDMAFS__METHOD__METHOD_GETATTR, &req.base,
+			    &rdmafs__attr_resp__descriptor, (ProtobufCMessage **)&resp);
+	if (ret)
+		return ret;
+	if (resp->layout)
+		*generation = resp->layout->generation;
+	else
+		ret = -EPROTO; /* a service that predates generations */
+	rdmafs__attr_resp__free_unpacked(resp, NULL);
+	return ret;
+}
+
 int ctl_chain_of(const Rdmafs__Layout *l, uint64_t ino, uint64_t index, const uint8_t **out)
 {
 	const uint8_t *uuids[RDMAFS_MAX_STRIPE];

@@ -168,8 +168,16 @@ int meta_op_set_layout(struct meta_txn *t, const ProtobufCMessage *msg, Protobuf
 		was[i] = req->expected_daemons[i].data;
 	for (size_t i = 0; i < req->n_daemons; i++)
 		now[i] = req->daemons[i].data;
-	shared = rdmafs_domains_keep(was, in->n_domains ? in->domains : NULL, in->r.stripe_width,
-				     now, req->n_daemons, domains);
+	if (req->n_domains) {
+		/* the caller's, by which it copied the chunks (a rebalance) */
+		if (rdmafs_domains_check(req->domains, req->n_domains, req->n_daemons))
+			return -EINVAL;
+		memcpy(domains, req->domains, req->n_domains * sizeof(*domains));
+		shared = rdmafs_domain_count(domains, req->n_daemons) < req->n_daemons;
+	} else {
+		shared = rdmafs_domains_keep(was, in->n_domains ? in->domains : NULL,
+					     in->r.stripe_width, now, req->n_daemons, domains);
+	}
 	in->n_domains = shared ? (uint32_t)req->n_daemons : 0;
 	/* never more copies than failure domains: a drain refuses such a list before it */
 	if (in->replicas > rdmafs_domain_count(shared ? domains : NULL, req->n_daemons))

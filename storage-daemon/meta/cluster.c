@@ -767,8 +767,7 @@ static uint64_t splitmix64(uint64_t x)
 struct candidate {
 	uint64_t score;
 	uint8_t uuid[RDMAFS_UUID_LEN];
-	/* its failure domain: "r" and its rack, else "h" and its host, else "" (its own) */
-	char domain[META_MAX_DAEMON_NAME + 2];
+	char domain[RDMAFS_DOMAIN_KEY_MAX]; /* rdmafs_domain_key() */
 };
 
 static int candidate_cmp(const void *a, const void *b)
@@ -795,10 +794,7 @@ static int layout_candidate(struct meta_txn *t, struct daemon *d, void *arg)
 	if (d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 		return 0;
 	memcpy(w->cand[w->n].uuid, d->uuid, RDMAFS_UUID_LEN);
-	if (d->rack[0])
-		snprintf(w->cand[w->n].domain, sizeof(w->cand[w->n].domain), "r%s", d->rack);
-	else if (d->host[0])
-		snprintf(w->cand[w->n].domain, sizeof(w->cand[w->n].domain), "h%s", d->host);
+	rdmafs_domain_key(d->host, d->rack, w->cand[w->n].domain, sizeof(w->cand[w->n].domain));
 	w->cand[w->n].score =
 		rdmafs_rendezvous_score(w->in->r.placement_seed, w->in->ino, LAYOUT_INDEX, d->uuid);
 	w->n++;
@@ -813,22 +809,13 @@ static int layout_candidate(struct meta_txn *t, struct daemon *d, void *arg)
  */
 static void number_domains(const struct candidate *cand, struct inode *in)
 {
-	uint32_t next = 0;
-	bool shared = false;
+	const char *keys[RDMAFS_MAX_STRIPE];
 
-	for (uint32_t i = 0; i < in->r.stripe_width; i++) {
-		uint32_t j = 0;
-
-		while (cand[i].domain[0] && j < i && strcmp(cand[j].domain, cand[i].domain) != 0)
-			j++;
-		if (cand[i].domain[0] && j < i) {
-			in->domains[i] = in->domains[j];
-			shared = true;
-		} else {
-			in->domains[i] = next++;
-		}
-	}
-	in->n_domains = shared ? in->r.stripe_width : 0;
+	for (uint32_t i = 0; i < in->r.stripe_width; i++)
+		keys[i] = cand[i].domain;
+	in->n_domains = rdmafs_domains_number(keys, in->r.stripe_width, in->domains)
+				? in->r.stripe_width
+				: 0;
 }
 
 int meta_choose_layout(struct meta_txn *t, struct inode *in)

@@ -111,13 +111,7 @@ fio_end() {
 	[ $? = 124 ] && check_fail "$1: fio still running $hang_s s after its time"
 	wait "$fio_pid"
 	rc=$?
-	if grep -q "unrecognized option\|invalid option\|Bad option" "$work/$2.err"; then
-		check_error "$1: fio did not run: $(cat "$work/$2.err")"
-	fi
-	if [ $rc != 0 ] || grep -qi "verify.*fail\|bad magic\|io_u error" "$work/$2.err" "$work/$2.fio"; then
-		check_fail "$1: fio exited $rc: $(tail -n 5 "$work/$2.err"; grep -i "err\|verify" "$work/$2.fio" | head -n 5)"
-	fi
-	grep -q "err= 0" "$work/$2.fio" || check_fail "$1: fio reports errors: $(grep "err=" "$work/$2.fio")"
+	check_fio "$1" "$rc" "$work/$2.err" "$work/$2.fio"
 	echo "ok: $1: fio wrote and verified with no error"
 }
 

@@ -34,4 +34,5 @@ run restart -- "$here/restart.sh" %MOUNT%
 run reclaim --reclaim-grace 20 -- "$here/reclaim.sh" %MOUNT%
 run replicas -- "$here/replicas.sh" %MOUNT%
 run domains --daemon-hosts "hostA hostA hostB hostB" -- "$here/domains.sh" %MOUNT%
+run rebalance -- "$here/rebalance.sh" %MOUNT%
 exit "$status"

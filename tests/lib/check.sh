@@ -71,6 +71,19 @@ check_holders() {
 	done
 }
 
+# check_fio WHAT RC ERR OUT: the verdict on a fio run that exited RC, its stderr in
+# ERR and its --output in OUT: ERROR if fio did not take its options; FAIL on
+# an I/O error or a verify failure it reports.
+check_fio() {
+	if grep -q "unrecognized option\|invalid option\|Bad option" "$3"; then
+		check_error "$1: fio did not run: $(cat "$3")"
+	fi
+	if [ "$2" != 0 ] || grep -qi "verify.*fail\|bad magic\|io_u error" "$3" "$4"; then
+		check_fail "$1: fio exited $2: $(tail -n 5 "$3"; grep -i "err\|verify" "$4" | head -n 5)"
+	fi
+	grep -q "err= 0" "$4" || check_fail "$1: fio reports errors: $(grep "err=" "$4")"
+}
+
 # check_readable FILE WHAT: a scratch file of the test itself can be read.
 check_readable() {
 	[ -r "$1" ] && [ ! -d "$1" ] || check_error "$2: the test's own file $1 is missing or unreadable"

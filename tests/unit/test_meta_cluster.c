@@ -813,6 +813,30 @@ static void test_domains(void **state)
 	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
 				 &rdmafs__set_layout_resp__descriptor, NULL),
 			 -EINVAL);
+	/* a rebalance gives the domains it copied by: kept as given, checked */
+	{
+		uint32_t given[3] = {0, 1, 1}, bad[3] = {1, 0, 0}, one[3] = {0, 0, 0};
+
+		sl.daemons = kept;
+		sl.n_daemons = n_kept;
+		sl.domains = bad;
+		sl.n_domains = 3;
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
+					 &rdmafs__set_layout_resp__descriptor, NULL),
+				 -EINVAL);
+		sl.domains = one; /* one domain for a file of 2 copies */
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
+					 &rdmafs__set_layout_resp__descriptor, NULL),
+				 -EINVAL);
+		sl.domains = given;
+		assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_SET_LAYOUT, &sl,
+					 &rdmafs__set_layout_resp__descriptor, (void **)&slr),
+				 0);
+		assert_int_equal(slr->layout->n_domains, 3);
+		for (size_t i = 0; i < 3; i++)
+			assert_int_equal(slr->layout->domains[i], given[i]);
+		rdmafs__set_layout_resp__free_unpacked(slr, NULL);
+	}
 	rdmafs__create_resp__free_unpacked(a, NULL);
 	rdmafs__create_resp__free_unpacked(b, NULL);
 	rdmafs__create_resp__free_unpacked(c, NULL);

@@ -286,6 +286,35 @@ static void test_domains_keep(void **state)
 	}
 }
 
+/* Declared racks and hosts to domains: a rack wins over a host; undeclared is alone. */
+static void test_domains_number(void **state)
+{
+	char k[5][RDMAFS_DOMAIN_KEY_MAX];
+	const char *keys[5] = {
+		rdmafs_domain_key("h1", NULL, k[0], sizeof(k[0])),
+		rdmafs_domain_key("h2", "r1", k[1], sizeof(k[1])),
+		rdmafs_domain_key(NULL, "", k[2], sizeof(k[2])),
+		rdmafs_domain_key("h1", "", k[3], sizeof(k[3])),
+		rdmafs_domain_key("h3", "r1", k[4], sizeof(k[4])),
+	};
+	uint32_t out[5];
+
+	assert_string_equal(keys[0], "hh1");
+	assert_string_equal(keys[1], "rr1");
+	assert_string_equal(keys[2], "");
+	assert_true(rdmafs_domains_number(keys, 5, out));
+	assert_int_equal(out[0], 0);
+	assert_int_equal(out[1], 1);
+	assert_int_equal(out[2], 2);
+	assert_int_equal(out[3], 0);
+	assert_int_equal(out[4], 1);
+	assert_int_equal(rdmafs_domains_check(out, 5, 5), 0);
+	/* undeclared daemons never share */
+	keys[0] = keys[1] = "";
+	assert_false(rdmafs_domains_number(keys, 3, out));
+	assert_int_equal(rdmafs_domain_count(out, 3), 3);
+}
+
 /* Layout.domains off the wire: none, or one a daemon numbered by first appearance. */
 static void test_domains_check(void **state)
 {
@@ -305,7 +334,7 @@ int main(void)
 		cmocka_unit_test(test_spread),	      cmocka_unit_test(test_minimal_movement),
 		cmocka_unit_test(test_chain_frozen),  cmocka_unit_test(test_chain_rules),
 		cmocka_unit_test(test_chain_domains), cmocka_unit_test(test_domains_keep),
-		cmocka_unit_test(test_domains_check),
+		cmocka_unit_test(test_domains_check), cmocka_unit_test(test_domains_number),
 	};
 
 	return cmocka_run_group_tests_name("meta-placement", tests, NULL, NULL) ? 1 : 0;
