@@ -404,6 +404,15 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		ret = -EINVAL;
 		goto out_free;
 	}
+	/* only daemons forward (a forwarded write passes fences): not a client's key */
+	if (m->hop > 0) {
+		struct xprt_identity ident;
+
+		if (!xprt_conn_identity(xprt_req_conn(req), &ident) && ident.keyed) {
+			ret = -EPERM;
+			goto out_free;
+		}
+	}
 	if (m->n_chain && !srv->chain) {
 		ret = -EOPNOTSUPP;
 		goto out_free;
@@ -468,8 +477,15 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	ordered = m->n_chain && m->hop == 0;
 	if (ordered)
 		chain_order_lock(srv->chain, id.inode, id.index);
-	/* after the RDMA READ: a fence never waits for a client's network */
-	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
+	/*
+	 * After the RDMA READ: a fence never waits for a client's network. A write
+	 * forwarded along its chain passes the fence (still counted in progress, so
+	 * a fence waits for it): the head took it before its own fence, and a move
+	 * fences every daemon of the layout before it copies (ctl_fence_layout()),
+	 * so every copy gets each write a head took, or none does.
+	 */
+	ret = store_fence_enter(srv->store, id.inode,
+				m->hop > 0 ? UINT64_MAX : m->layout_generation);
 	if (ret)
 		goto out_free;
 	/* the next daemon pulls and stores its copy while we store ours */

@@ -9,10 +9,16 @@
  *   1. the new daemon list is the old one without D (rendezvous placement
  *      then moves only D's chunks); a file whose only daemon is D gets the
  *      UP daemon that scores highest for it instead;
- *   2. CHUNK_FENCE on D raises the file's fence to g + 1: from its reply on,
- *      D refuses (-ESTALE) every request for the file made with the old
- *      layout, and none is still in progress. A writer that gets it
- *      refetches the layout and retries (fuse-client/fs_client.c);
+ *   2. CHUNK_FENCE on D, and on every other daemon of the layout the map
+ *      does not show DOWN, raises the file's fence to g + 1
+ *      (ctl_fence_layout()): from its reply on, that daemon refuses
+ *      (-ESTALE) every request for the file made with the old layout, and
+ *      none is still in progress. A writer that gets it refetches the layout
+ *      and retries (fuse-client/fs_client.c). A write the head of its chain
+ *      took before its own fence goes down the whole chain even past fences
+ *      (a forwarded write passes them), so once all are fenced D's copy holds
+ *      every write any head took: the copies of the chain cannot differ by a
+ *      write refused half-way;
  *   3. each chunk D holds for the file is read from D and written to its
  *      place under the new list, and the destinations commit (fdatasync).
  *      A file with several copies of each chunk: the copy goes to the
@@ -51,9 +57,10 @@
  * (so no new file is placed on it and no drain of another daemon can pick
  * it as a replacement):
  *
- *   1. every file whose layout (generation g) still names D gets its fence
- *      g + 1 on D lifted: only an interrupted drain leaves one (between its
- *      steps 2 and 4), and it would block that file's writers for good;
+ *   1. every file whose layout (generation g) still names D gets its fences
+ *      g + 1 lifted on the daemons of its layout: only an interrupted drain
+ *      leaves them (between its steps 2 and 4), and they would block that
+ *      file's writers for good;
  *   2. every chunk D holds of a file whose layout no longer names D is
  *      removed from D: it is the stale copy a finished move left behind
  *      (the data lives on under the new layout; the fence g + 1 keeps any
@@ -273,26 +280,6 @@ static int copy_chunks(struct drain *dr, uint64_t ino, const Rdmafs__Layout *l,
 }
 
 /*
- * A move of @ino that fenced the source at @fence failed before switching
- * the layout: lifts the fence, unless the service shows a generation at or
- * past it (the switch happened after all: the fence must stay).
- */
-static void release_fence(struct drain *dr, uint64_t ino, uint64_t fence)
-{
-	uint64_t generation = 0;
-	int ret = ctl_layout_generation(dr->c, ino, &generation);
-
-	if (ret == -ENOENT || (!ret && generation >= fence))
-		return; /* gone (numbers are never reused), or switched: harmless */
-	if (!ret)
-		ret = rfs_chunk_fence(dr->src_handle, ino, fence, true, NULL);
-	if (ret)
-		ctl_err("inode %" PRIu64 ": cannot lift its fence on %s (%s): its writers "
-			"wait until the drain is run again",
-			ino, dr->src->uuid_text, ctl_strerror(ret));
-}
-
-/*
  * @ino was deleted while we moved it: its last client removed its chunks
  * everywhere but on the fenced source. Removes those and our copies.
  */
@@ -318,6 +305,7 @@ static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 	struct new_list to = {.n = 0};
 	const uint8_t **daemons = to.daemons;
 	bool used[RDMAFS_MAX_STRIPE] = {false};
+	struct ctl_fences fences;
 	uint64_t fence = l->generation + 1;
 	size_t n = 0, domains;
 	int ret;
@@ -349,15 +337,12 @@ static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 		return -ENOSPC;
 	}
 	/* the generation SET_LAYOUT gives the new layout: older ones are refused from now on */
-	ret = rfs_chunk_fence(dr->src_handle, e->ino, fence, false, NULL);
-	if (ret) {
-		ctl_err("inode %" PRIu64 ": cannot fence it on %s: %s", e->ino, dr->src->uuid_text,
-			ctl_strerror(ret));
+	ret = ctl_fence_layout(dr->c, e->ino, l, fence, &fences);
+	if (ret)
 		return ret;
-	}
 	ret = copy_chunks(dr, e->ino, l, &to, used);
 	if (ret) {
-		release_fence(dr, e->ino, fence);
+		ctl_fences_lift(dr->c, e->ino, fence, &fences, "the drain");
 		return ret;
 	}
 	ret = ctl_set_layout(dr->c, e->ino, l, daemons, n, NULL);
@@ -368,7 +353,7 @@ static int move_file(struct drain *dr, const Rdmafs__InodeListEntry *e)
 	if (ret && ret != -ESTALE) {
 		ctl_err("inode %" PRIu64 ": cannot switch its layout: %s", e->ino,
 			ctl_strerror(ret));
-		release_fence(dr, e->ino, fence);
+		ctl_fences_lift(dr->c, e->ino, fence, &fences, "the drain");
 	}
 	return ret;
 }
@@ -468,6 +453,16 @@ int ctl_cmd_drain(struct ctl *c, int argc, char **argv)
 		return report_status(c, dr.src);
 	if (dr.src->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED) {
 		ctl_err("daemon %s is already removed", dr.src->uuid_text);
+		return CTL_EXIT_FAILED;
+	}
+	/* its copies are what the drain moves: they must hold every write */
+	if (dr.src->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING ||
+	    dr.src->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN || dr.src->chunks_missing) {
+		ctl_err("daemon %s is %s%s: its copies may lack writes it missed, so a drain would "
+			"move them stale; drain it once it is up with nothing missed (or `remove "
+			"--force` it: the other copies of files of several copies stay)",
+			dr.src->uuid_text, ctl_state_name(dr.src->state),
+			dr.src->chunks_missing ? " and lacks chunks it missed" : "");
 		return CTL_EXIT_FAILED;
 	}
 	for (size_t i = 0; i < c->map.count; i++)
@@ -619,7 +614,34 @@ struct undrain {
 	uint64_t files_kept, files_cleaned, chunks_left;
 };
 
-/* Step 1: lifts the fence an interrupted drain left on each file still naming the daemon. */
+/*
+ * Lifts the fences of a drain of @e's layout on every daemon of it not DOWN
+ * (the drain set them there: ctl_fence_layout()); lifted only where they are
+ * exactly what a drain of this layout set.
+ */
+static int lift_layout(struct undrain *u, const Rdmafs__InodeListEntry *e)
+{
+	for (size_t i = 0; i < e->layout->n_daemons; i++) {
+		struct ctl_daemon *d = ctl_map_find(u->c, e->layout->daemons[i].data);
+		struct rfs_daemon *h;
+		int ret;
+
+		if (!d || d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
+		    d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED)
+			continue;
+		ret = ctl_daemon(u->c, d, &h);
+		if (!ret)
+			ret = rfs_chunk_fence(h, e->ino, e->layout->generation + 1, true, NULL);
+		if (ret) {
+			ctl_err("inode %" PRIu64 ": cannot lift its fence on %s: %s", e->ino,
+				d->uuid_text, ctl_strerror(ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* Step 1: lifts the fences an interrupted drain left on each file still naming the daemon. */
 static int undrain_fences(struct undrain *u)
 {
 	Rdmafs__InodeListResp *page;
@@ -639,12 +661,7 @@ static int undrain_fences(struct undrain *u)
 			if (!e->layout || !layout_names(e->layout, u->d->uuid))
 				continue;
 			u->files_kept++;
-			/* lifted only if it is exactly what a drain of this layout set */
-			ret = rfs_chunk_fence(u->handle, e->ino, e->layout->generation + 1, true,
-					      NULL);
-			if (ret)
-				ctl_err("inode %" PRIu64 ": cannot lift its fence on %s: %s",
-					e->ino, u->d->uuid_text, ctl_strerror(ret));
+			ret = lift_layout(u, e);
 		}
 		rdmafs__inode_list_resp__free_unpacked(page, NULL);
 	}

@@ -11,9 +11,11 @@
  * the same width and the failure domains the daemons declare now:
  *
  *   1. CHUNK_FENCE on every daemon of the old layout raises the file's fence
- *      to g + 1: from its reply on, no request made with the old layout is
- *      served, and none is in progress. Writers and readers wait for the new
- *      layout (fs_client.c fence_retry()), as in a drain;
+ *      to g + 1 (ctl_fence_layout()): from its reply on, no request made with
+ *      the old layout is served, and none is in progress; every copy of a
+ *      chain holds each write a head took before its fence (forwarded writes
+ *      pass fences). Writers and readers wait for the new layout (fs_client.c
+ *      fence_retry()), as in a drain;
  *   2. every chunk any of them holds is copied, for each daemon of its chain
  *      under the new list that is not in its chain under the old one, from a
  *      daemon of its old chain that holds it; the destinations commit;
@@ -73,7 +75,8 @@ struct move {
 	uint64_t ino;
 	const Rdmafs__Layout *l;
 	struct member old[RDMAFS_MAX_STRIPE];
-	size_t n_old, n_fenced;
+	size_t n_old;
+	struct ctl_fences fences;
 	struct member now[RDMAFS_MAX_STRIPE];
 	uint32_t domains[RDMAFS_MAX_STRIPE];
 	bool shared; /* two daemons of the new list share a domain */
@@ -373,13 +376,7 @@ static void undo(struct move *m, uint64_t fence)
 	if (ret == -ENOENT || (!ret && generation >= fence))
 		return;
 	remove_copies(m);
-	for (size_t i = 0; !ret && i < m->n_fenced; i++) {
-		ret = rfs_chunk_fence(m->old[i].h, m->ino, fence, true, NULL);
-		if (ret)
-			ctl_err("inode %" PRIu64 ": cannot lift its fence on %s (%s): its "
-				"writers wait until the rebalance is run again",
-				m->ino, m->old[i].d->uuid_text, ctl_strerror(ret));
-	}
+	ctl_fences_lift(m->rb->c, m->ino, fence, &m->fences, "the rebalance");
 }
 
 /* Reaches every daemon of both lists. */
@@ -432,15 +429,9 @@ static int move_file(struct move *m)
 	ret = reach(m);
 	if (ret)
 		return ret;
-	for (; m->n_fenced < m->n_old; m->n_fenced++) {
-		ret = rfs_chunk_fence(m->old[m->n_fenced].h, m->ino, fence, false, NULL);
-		if (ret) {
-			ctl_err("inode %" PRIu64 ": cannot fence it on %s: %s", m->ino,
-				m->old[m->n_fenced].d->uuid_text, ctl_strerror(ret));
-			undo(m, fence);
-			return ret;
-		}
-	}
+	ret = ctl_fence_layout(m->rb->c, m->ino, m->l, fence, &m->fences);
+	if (ret)
+		return ret;
 	ret = list_held(m);
 	if (!ret)
 		ret = copy_chunks(m);

@@ -188,6 +188,33 @@ int ctl_set_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *old,
 /* The layout generation the metadata service has for @ino now. */
 int ctl_layout_generation(struct ctl *c, uint64_t ino, uint64_t *generation);
 
+/* The daemons a move fenced a file on (ctl_fence_layout()). */
+struct ctl_fences {
+	struct ctl_daemon *d[RDMAFS_MAX_STRIPE];
+	struct rfs_daemon *h[RDMAFS_MAX_STRIPE];
+	size_t n;
+};
+
+/*
+ * A move's first step: fences @ino at @fence (its layout @l's generation + 1)
+ * on every daemon of @l the map does not show DOWN, in @f. From each reply on
+ * that daemon serves no request made with an older layout, and none is in
+ * progress there; a write the head of its chain took before its own fence
+ * has gone down the whole chain by then (daemons let forwarded writes pass
+ * their fences), so once all are fenced every copy holds every write taken,
+ * and the move copies them all. On failure, says which daemon failed and
+ * lifts what it set.
+ */
+int ctl_fence_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *l, uint64_t fence,
+		     struct ctl_fences *f);
+/*
+ * Lifts the fences @f of a move of @ino that failed before its switch, unless
+ * the service shows a generation at or past @fence (the switch happened after
+ * all: they must stay). Names each it cannot lift and @what to run again.
+ */
+void ctl_fences_lift(struct ctl *c, uint64_t ino, uint64_t fence, const struct ctl_fences *f,
+		     const char *what);
+
 /*
  * The chain of chunk @index of @ino under layout @l: the UUIDs of the daemons
  * holding its copies, head first, in @out (RDMAFS_MAX_REPLICAS of room).

@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -565,6 +566,55 @@ int ctl_layout_generation(struct ctl *c, uint64_t ino, uint64_t *generation)
 		ret = -EPROTO; /* a service that predates generations */
 	rdmafs__attr_resp__free_unpacked(resp, NULL);
 	return ret;
+}
+
+int ctl_fence_layout(struct ctl *c, uint64_t ino, const Rdmafs__Layout *l, uint64_t fence,
+		     struct ctl_fences *f)
+{
+	int ret;
+
+	f->n = 0;
+	for (size_t i = 0; i < l->n_daemons && i < RDMAFS_MAX_STRIPE; i++) {
+		struct ctl_daemon *d = ctl_map_find(c, l->daemons[i].data);
+		struct rfs_daemon *h;
+
+		/* a DOWN daemon serves nothing and is in no live chain; one not in the map,
+		 * or REMOVED, is gone */
+		if (!d || d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN ||
+		    d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED)
+			continue;
+		ret = ctl_daemon(c, d, &h);
+		if (!ret)
+			ret = rfs_chunk_fence(h, ino, fence, false, NULL);
+		if (ret) {
+			ctl_err("inode %" PRIu64 ": cannot fence it on %s: %s", ino, d->uuid_text,
+				ctl_strerror(ret));
+			ctl_fences_lift(c, ino, fence, f, "the command");
+			f->n = 0;
+			return ret;
+		}
+		f->d[f->n] = d;
+		f->h[f->n++] = h;
+	}
+	return 0;
+}
+
+void ctl_fences_lift(struct ctl *c, uint64_t ino, uint64_t fence, const struct ctl_fences *f,
+		     const char *what)
+{
+	uint64_t generation = 0;
+	int ret = ctl_layout_generation(c, ino, &generation);
+
+	if (ret == -ENOENT || (!ret && generation >= fence))
+		return; /* gone (numbers are never reused), or switched: harmless */
+	for (size_t i = 0; i < f->n; i++) {
+		int lift = ret ? ret : rfs_chunk_fence(f->h[i], ino, fence, true, NULL);
+
+		if (lift)
+			ctl_err("inode %" PRIu64 ": cannot lift its fence on %s (%s): its "
+				"writers wait until %s is run again",
+				ino, f->d[i]->uuid_text, ctl_strerror(lift), what);
+	}
 }
 
 int ctl_chain_of(const Rdmafs__Layout *l, uint64_t ino, uint64_t index, const uint8_t **out)

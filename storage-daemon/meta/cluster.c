@@ -605,6 +605,10 @@ static int state_change_allowed(const struct daemon *d, uint32_t state)
 	if (state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP &&
 	    d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING)
 		return -EHOSTDOWN;
+	/* a DOWN or SYNCING daemon may lack writes: DRAINING would have it serve reads */
+	if (state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING &&
+	    d->r.state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+		return -EBUSY;
 	return 0;
 }
 

@@ -2210,6 +2210,27 @@ static int test_chain(void)
 			      "after 2 x 150 racing writes daemon %d holds what daemon 0 does", i);
 		free(copy);
 	}
+	/*
+	 * A fence refuses a client's write made with an older layout, and lets a
+	 * forwarded one (hop 1) pass: the head took it before its own fence, and a
+	 * move fences every daemon of the layout before it copies.
+	 */
+	{
+		static uint8_t got[3000];
+		uint32_t bytes = 0, clen = 0;
+
+		REQUIRE(rfs_chunk_fence(c[0], 0x75, 5, false, NULL) == 0, "fence 0x75 at 5");
+		fill_pattern(xprt_buf_data(r.buf), 3000, 77);
+		memcpy(want, xprt_buf_data(r.buf), 3000);
+		ret = chain_write(&r, 0x75, 3000, true, d, uuids, NULL, 0, NULL, 0);
+		CHECK(ret == -ESTALE, "a client's write of an older layout under a fence: %d", ret);
+		ret = chain_write(&r, 0x75, 3000, true, d, uuids, NULL, 0, NULL, 1);
+		CHECK(ret == 0, "a forwarded write (hop 1) passes the fence: %d", ret);
+		ret = rfs_chunk_read(c[0], (struct rfs_chunk_id){0x75, 0, 5}, 0, got, sizeof(got),
+				     &bytes, &clen);
+		CHECK(ret == 0 && bytes == 3000 && memcmp(got, want, 3000) == 0,
+		      "the forwarded write is stored: %d, %u bytes", ret, bytes);
+	}
 	/* meant for daemon 1: daemon 0 stores nothing, nor does the chain */
 	fill_pattern(xprt_buf_data(r.buf), 3000, 99);
 	ret = chain_write(&r, 0x72, 3000, true, d, uuids, both, 2, uuids[1], 0);

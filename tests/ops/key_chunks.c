@@ -5,7 +5,9 @@
  * (tests/lib/cluster.sh). A chunk of an inode no file has is written, read,
  * truncated and removed with the key: a read-only key gets EROFS for the
  * write, the truncate and the remove, and reads; a read-write key does all
- * four. Either way CHUNK_LIST, an administration method, is EPERM.
+ * four. Either way CHUNK_LIST, an administration method, is EPERM, and so is
+ * a write marked forwarded along a chain (hop 1: only daemons forward, and a
+ * forwarded write passes the file's fence; a read-only key gets EROFS first).
  * Prints one line a daemon; exit 0 pass, 1 fail, 99 the test's own trouble.
  */
 #include <errno.h>
@@ -15,6 +17,8 @@
 #include <string.h>
 
 #include "rdmafs_fs.h"
+#include "rdmafs_common.h"
+#include "fs_client_i.h"
 #include "cluster.h"
 
 /* No file has this inode: nothing the test writes is anybody's data. */
@@ -22,6 +26,30 @@
 #define CHUNK_SIZE  (1u << 20)
 
 static int failures;
+
+/* A CHUNK_WRITE of @data inline at hop 1, as a daemon forwards one along a chain. */
+static int forwarded_write(struct rfs_daemon *d, const char *data, size_t len)
+{
+	Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	Rdmafs__ChunkWriteResp *resp = NULL;
+	int ret;
+
+	cid.inode = PROBE_INODE;
+	req.chunk = &cid;
+	req.length = (uint32_t)len;
+	req.crc32c = rdmafs_crc32c(data, len);
+	req.data.data = (uint8_t *)data;
+	req.data.len = len;
+	req.chunk_size = CHUNK_SIZE;
+	req.layout_generation = RFS_GENERATION_ADMIN;
+	req.hop = 1;
+	ret = rfs_daemon_call(d, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base,
+			      &rdmafs__chunk_write_resp__descriptor, (ProtobufCMessage **)&resp);
+	if (!ret)
+		rfs_meta_free(&resp->base);
+	return ret;
+}
 
 static void expect(const char *daemon, const char *what, int got, int want)
 {
@@ -92,6 +120,8 @@ int main(int argc, char **argv)
 		       read_only ? -EROFS : 0);
 		expect(name, "list (administration)",
 		       rfs_chunk_list(d, 0, 0, true, entries, 4, &count, &done), -EPERM);
+		expect(name, "a write marked forwarded (hop 1)",
+		       forwarded_write(d, data, sizeof(data)), read_only ? -EROFS : -EPERM);
 		printf("ok   %s: a %s key's chunk calls as they should be\n", name,
 		       read_only ? "read-only" : "read-write");
 		rfs_daemon_close(d);

@@ -231,6 +231,9 @@ static void test_syncing(void **state)
 	assert_int_equal(tm_daemon_state(e->m, 4), DOWN);
 	assert_int_equal(tm_heartbeat(e->m, 4, 1000, 0, NULL), 0);
 	assert_int_equal(tm_daemon_state(e->m, 4), SYNCING);
+	/* it may lack writes: no drain (DRAINING serves reads) until it is UP */
+	assert_int_equal(tm_set_state(e->m, 4, DRAINING, false, NULL), -EBUSY);
+	assert_int_equal(tm_daemon_state(e->m, 4), SYNCING);
 	e1 = epoch(e->m);
 	/* 1 still has chunks for 4: it stays SYNCING whatever the others say */
 	assert_int_equal(report(e->m, 1, e1, 4, 3), 0);
@@ -359,6 +362,8 @@ static void test_undrain_state(void **state)
 	assert_int_equal(meta_tick(e->m, 200), 2);
 	assert_int_equal(tm_daemon_state(e->m, 2), DOWN);
 	assert_int_equal(tm_set_state(e->m, 2, UP, false, NULL), -EHOSTDOWN);
+	/* nor DRAINING: once back it would serve reads it may have missed writes of */
+	assert_int_equal(tm_set_state(e->m, 2, DRAINING, false, NULL), -EBUSY);
 	assert_int_equal(tm_heartbeat(e->m, 2, 1000, 0, NULL), 0);
 	assert_int_equal(tm_daemon_state(e->m, 2), UP);
 }
@@ -525,8 +530,10 @@ static void test_custom_options(void **state)
 	assert_int_equal(meta_tick(e->m, 14), 3);
 }
 
-static int register_named(struct meta *m, unsigned n, const char *name, const char *disk,
-			  bool hosts_metadata, uint64_t capacity, uint64_t used)
+/* Registers daemon @n with a name, a disk id, a role, its space and its failure domains. */
+static int register_full(struct meta *m, unsigned n, const char *name, const char *disk,
+			 bool hosts_metadata, uint64_t capacity, uint64_t used, const char *host,
+			 const char *rack)
 {
 	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
 	char *addresses[1] = {"tcp://10.0.0.9:7471"};
@@ -542,7 +549,15 @@ static int register_named(struct meta *m, unsigned n, const char *name, const ch
 	req.name = (char *)name;
 	req.disk_id = (char *)disk;
 	req.hosts_metadata = hosts_metadata;
+	req.host = (char *)host;
+	req.rack = (char *)rack;
 	return tm_call(m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL, NULL);
+}
+
+static int register_named(struct meta *m, unsigned n, const char *name, const char *disk,
+			  bool hosts_metadata, uint64_t capacity, uint64_t used)
+{
+	return register_full(m, n, name, disk, hosts_metadata, capacity, used, "", "");
 }
 
 /* The name, disk id and role a daemon registers with: in the map, kept, checked. */
@@ -663,19 +678,7 @@ static void test_cluster_id(void **state)
 /* Registers daemon @n (UP) declaring @host and @rack ("": undeclared). */
 static int register_domain(struct meta *m, unsigned n, const char *host, const char *rack)
 {
-	Rdmafs__RegisterDaemonReq req = RDMAFS__REGISTER_DAEMON_REQ__INIT;
-	char *addresses[1] = {"tcp://10.0.0.9:7471"};
-	uint8_t uuid[16];
-
-	tm_uuid(uuid, n);
-	req.uuid.data = uuid;
-	req.uuid.len = sizeof(uuid);
-	req.addresses = addresses;
-	req.n_addresses = 1;
-	req.capacity_bytes = 1ULL << 40;
-	req.host = (char *)host;
-	req.rack = (char *)rack;
-	return tm_call(m, RDMAFS__METHOD__METHOD_REGISTER_DAEMON, &req, NULL, NULL);
+	return register_full(m, n, "", "", false, 1ULL << 40, 0, host, rack);
 }
 
 /* The layout of a new file @name in directory @dir (the caller frees it with the reply). */
