@@ -70,27 +70,11 @@ wait_all_up() {
 
 # every chunk of file NAME on exactly 3 daemons, the copies byte for byte the same
 check_copies() {
-	local what=$1 name=$2 ino index i f first n
+	local what=$1 name=$2 ino index
 	ino=$(stat -c %i "$mnt/r/$name") || check_fail "$what: stat $name"
 	for index in $(seq 0 $((size_mib - 1))); do
-		first='' n=0
-		for i in $DAEMONS; do
-			f=$(printf '%s/chunks/%016x/%016x' "$("$ctl" ctl datadir "$i")" "$ino" "$index") ||
-				check_error "cluster.sh ctl datadir $i"
-			[ -f "$f" ] || continue
-			n=$((n + 1))
-			if [ -z "$first" ]; then
-				first=$f
-				continue
-			fi
-			check_cmp "$f" "$first"
-			case $? in
-			0) ;;
-			1) check_fail "$what: chunk $index of $name differs between $first and $f ($check_said)" ;;
-			*) check_error "$what: comparing the copies of chunk $index: $check_said" ;;
-			esac
-		done
-		[ "$n" = 3 ] || check_fail "$what: chunk $index of $name has $n copies, want 3"
+		# shellcheck disable=SC2086 # the daemons' names, one word each
+		check_chunk_copies "$what: $name" "$ino" "$index" 3 "" $DAEMONS
 	done
 }
 

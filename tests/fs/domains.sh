@@ -71,15 +71,21 @@ echo "domains: a file of 3 copies asked on 2 hosts has 2, one on each host"
 	check_fail "status --json does not give hostB for 2 daemons: $(cat "$local_dir/status.json")"
 echo "domains: status shows each daemon's host"
 
+# hostB lost (storage 2 and 3 killed): f reads back whole from hostA (WHAT says when)
+without_hostB() {
+	local i
+	for i in 2 3; do
+		"$ctl" ctl kill "$i" || check_error "killing daemon $i"
+	done
+	"$ctl" ctl remount 1 || check_error "remounting (nothing cached)"
+	check_same "$mnt/r/f" "$local_dir/f" "f, $1, with hostB's daemons killed"
+	for i in 2 3; do
+		"$ctl" ctl start "$i" || check_error "restarting daemon $i"
+	done
+}
+
 # 3. hostB lost: every byte reads back from hostA
-for i in 2 3; do
-	"$ctl" ctl kill "$i" || check_error "killing daemon $i"
-done
-"$ctl" ctl remount 1 || check_error "remounting (nothing cached)"
-check_same "$mnt/r/f" "$local_dir/f" "f with hostB's daemons killed"
-for i in 2 3; do
-	"$ctl" ctl start "$i" || check_error "restarting daemon $i"
-done
+without_hostB "as written"
 check_all_up "$rdmafsctl" 4 90 "hostB's daemons restarted" "$local_dir/status"
 echo "domains: with a whole host lost, every byte read back"
 
@@ -94,12 +100,5 @@ for index in $(seq 0 $((chunks - 1))); do
 	*) check_fail "after the drain chunk $index of f is on daemons '$h', want meta and one of hostB" ;;
 	esac
 done
-for i in 2 3; do
-	"$ctl" ctl kill "$i" || check_error "killing daemon $i"
-done
-"$ctl" ctl remount 1 || check_error "remounting (nothing cached)"
-check_same "$mnt/r/f" "$local_dir/f" "f, drained off storage 1, with hostB's daemons killed"
-for i in 2 3; do
-	"$ctl" ctl start "$i" || check_error "restarting daemon $i"
-done
+without_hostB "drained off storage 1"
 echo "domains: a drain kept a copy of every chunk on each host"

@@ -43,33 +43,17 @@ inode_of() {
 # every chunk of FILE (CHUNKS of them) on COPIES daemons; with REF, each copy REF's
 # bytes, else the copies the same as each other
 check_chunks() {
-	local file=$1 chunks=$2 copies=$3 ref=${4:-} ino index h i f first
-	local -a on
+	local file=$1 chunks=$2 copies=$3 ref=${4:-} ino index want
 	ino=$(inode_of "$file")
 	for index in $(seq 0 $((chunks - 1))); do
-		# shellcheck disable=SC2086 # the daemons' names, one word each
-		h=$(check_holders "$ino" "$index" $DAEMONS)
-		read -r -a on <<<"$h"
-		[ ${#on[@]} = "$copies" ] || check_fail "$file: chunk $index is on daemons '$h', want $copies copies"
-		first=''
-		[ -n "$ref" ] && {
+		want=''
+		if [ -n "$ref" ]; then
 			dd if="$ref" of="$local_dir/slice" bs=1M skip="$index" count=1 status=none ||
 				check_error "cutting chunk $index of $ref"
-			first=$local_dir/slice
-		}
-		for i in "${on[@]}"; do
-			f=$(printf '%s/chunks/%016x/%016x' "$("$ctl" ctl datadir "$i")" "$ino" "$index")
-			if [ -z "$first" ]; then
-				first=$f
-				continue
-			fi
-			check_cmp "$f" "$first"
-			case $? in
-			0) ;;
-			1) check_fail "$file: chunk $index on daemon $i differs from $first ($check_said)" ;;
-			*) check_error "$file: comparing the copies of chunk $index: $check_said" ;;
-			esac
-		done
+			want=$local_dir/slice
+		fi
+		# shellcheck disable=SC2086 # the daemons' names, one word each
+		check_chunk_copies "$file" "$ino" "$index" "$copies" "$want" $DAEMONS
 	done
 }
 

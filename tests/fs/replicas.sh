@@ -248,18 +248,13 @@ wait_all_up() {
 }
 # every chunk of FILE (inode INO, SIZE bytes) on 3 daemons, each copy the reference's bytes
 check_copies() {
-	local name=$1 ino=$2 ref=$3 size=$4 index i f chunks
+	local name=$1 ino=$2 ref=$3 size=$4 index chunks
 	chunks=$(((size + MIB - 1) / MIB))
 	for index in $(seq 0 $((chunks - 1))); do
 		dd if="$ref" of="$local_dir/slice" bs=1M skip="$index" count=1 status=none ||
 			check_error "cutting chunk $index of $name's reference"
-		got=$(copies_of "$ino" "$index")
-		[ "$got" = 3 ] || check_fail "$name: chunk $index is on $got daemons, want 3"
-		for i in $DAEMONS; do
-			f=$(chunk_file "$i" "$ino" "$index")
-			[ -f "$f" ] || continue
-			check_same "$f" "$local_dir/slice" "$name: chunk $index on daemon $i"
-		done
+		# shellcheck disable=SC2086 # the daemons' names, one word each
+		check_chunk_copies "$name" "$ino" "$index" 3 "$local_dir/slice" $DAEMONS
 	done
 	got=$(chunk_files "$ino")
 	[ "$got" = $((3 * chunks)) ] || check_fail "$name: $got chunk files, want $((3 * chunks))"

@@ -71,6 +71,31 @@ check_holders() {
 	done
 }
 
+# check_chunk_copies WHAT INO INDEX COPIES REF NAME...: chunk INDEX of inode INO is
+# on exactly COPIES of the cluster's daemons NAME... (cluster.sh ctl names), each
+# copy REF's bytes (REF "": the copies byte for byte the same as each other).
+check_chunk_copies() {
+	local what=$1 ino=$2 index=$3 copies=$4 first=$5 i f n=0
+	shift 5
+	for i in "$@"; do
+		f=$(printf '%s/chunks/%016x/%016x' "$("$RDMAFS_CLUSTER_CTL" ctl datadir "$i")" "$ino" "$index") ||
+			check_error "cluster.sh ctl datadir $i"
+		[ -f "$f" ] || continue
+		n=$((n + 1))
+		if [ -z "$first" ]; then
+			first=$f
+			continue
+		fi
+		check_cmp "$f" "$first"
+		case $? in
+		0) ;;
+		1) check_fail "$what: chunk $index on daemon $i differs from $first ($check_said)" ;;
+		*) check_error "$what: comparing the copies of chunk $index: $check_said" ;;
+		esac
+	done
+	[ "$n" = "$copies" ] || check_fail "$what: chunk $index has $n copies, want $copies"
+}
+
 # check_fio WHAT RC ERR OUT: the verdict on a fio run that exited RC, its stderr in
 # ERR and its --output in OUT: ERROR if fio did not take its options; FAIL on
 # an I/O error or a verify failure it reports.
