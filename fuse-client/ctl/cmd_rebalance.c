@@ -155,9 +155,9 @@ static uint32_t old_domain(const struct move *m, size_t i)
 }
 
 /*
- * Whether the new list is the layout already: the same daemons, and daemons
- * share a domain there exactly where they do in the layout (so every chain
- * is the same).
+ * Whether the new list is the layout already: the same daemons, and, for a
+ * file of copies, daemons share a domain there exactly where they do in the
+ * layout (so every chain is the same; a file of one copy keeps no domains).
  */
 static bool same_layout(const struct move *m)
 {
@@ -170,6 +170,8 @@ static bool same_layout(const struct move *m)
 		if (at[i] < 0)
 			return false;
 	}
+	if (m->l->replicas <= 1)
+		return true;
 	for (size_t i = 0; i < m->n_now; i++)
 		for (size_t j = 0; j < i; j++)
 			if ((m->domains[i] == m->domains[j]) !=

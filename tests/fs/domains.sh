@@ -12,6 +12,7 @@
 #   (its own rdmafs.replicas says so), and each chunk has one copy on each
 #   host;
 # - `rdmafsctl status` shows each daemon's host, and --json has it;
+# - a rebalance finds nothing to move (a file of one copy keeps no domains);
 # - with both daemons of hostB killed (a host lost), every byte reads back;
 # - a drain of storage 1 keeps a copy of each chunk on each host: then, with
 #   hostB's daemons killed again, the metadata service's daemon alone holds
@@ -54,6 +55,7 @@ mkdir "$mnt/r" || check_fail "mkdir r"
 setfattr -n rdmafs.replicas -v 3 "$mnt/r" || check_fail "setfattr rdmafs.replicas 3"
 head -c "$size" /dev/urandom >"$local_dir/f" || check_error "making f's reference"
 dd if="$local_dir/f" of="$mnt/r/f" bs=1M conv=fsync status=none || check_fail "writing f"
+dd if="$local_dir/f" of="$mnt/one" bs=1M conv=fsync status=none || check_fail "writing one (1 copy)"
 got=$(getfattr --absolute-names --only-values -n rdmafs.replicas "$mnt/r/f" 2>&1)
 [ "$got" = 2 ] || check_fail "f in a directory of 3 copies on 2 hosts has '$got' copies, want 2"
 ino=$(stat -c %i "$mnt/r/f") || check_fail "stat f"
@@ -70,6 +72,11 @@ echo "domains: a file of 3 copies asked on 2 hosts has 2, one on each host"
 [ "$(grep -o '"host": *"hostB"' "$local_dir/status.json" | wc -l)" = 2 ] ||
 	check_fail "status --json does not give hostB for 2 daemons: $(cat "$local_dir/status.json")"
 echo "domains: status shows each daemon's host"
+"$rdmafsctl" rebalance >"$local_dir/rebalance" 2>&1 ||
+	check_fail "rebalance exited $?: $(cat "$local_dir/rebalance")"
+grep -q " 0 moved " "$local_dir/rebalance" ||
+	check_fail "a rebalance of files where placement put them moved some: $(cat "$local_dir/rebalance")"
+echo "domains: a rebalance finds nothing to move"
 
 # hostB lost (storage 2 and 3 killed): f reads back whole from hostA (WHAT says when)
 without_hostB() {
