@@ -32,6 +32,12 @@
  * be in the new layout's chains). -ENOENT: the file is gone; its chunks are
  * removed everywhere we know of.
  *
+ * A file whose layout names a daemon removed by force (its copies gone with
+ * it) is moved too, its chunks copied from the copies left, so it has all
+ * its copies again; unless as many of its daemons are removed as it keeps
+ * copies: a chunk may then have lost every copy, and the file is left for
+ * fsck to report rather than turned into holes.
+ *
  * Every daemon must be UP (none DOWN, SYNCING or DRAINING) with no chunk
  * lacking a copy: a rebalance copies from any member of a chain, so every
  * member must hold the chunk whole. A file whose new list would have fewer
@@ -52,7 +58,7 @@
 
 struct rebalance {
 	struct ctl *c;
-	uint64_t files, moved, kept, failed, stale, chunks, bytes;
+	uint64_t files, moved, kept, failed, stale, lost, chunks, bytes;
 };
 
 /* A copy of a chunk one of the old layout's daemons holds. */
@@ -203,7 +209,7 @@ static int list_held(struct move *m)
 
 	for (size_t i = 0; i < m->n_old; i++) {
 		uint64_t after_ino = m->ino - 1, after_index = UINT64_MAX;
-		bool end = false;
+		bool end = !m->old[i].h; /* removed: it holds nothing any more */
 		size_t count;
 		int ret;
 
@@ -381,7 +387,11 @@ static void undo(struct move *m, uint64_t fence)
 	ctl_fences_lift(m->rb->c, m->ino, fence, &m->fences, "the rebalance");
 }
 
-/* Reaches every daemon of both lists. */
+/*
+ * Reaches every daemon of both lists but the old list's removed ones (a
+ * forced removal): those are left with no handle, and the chunks they held
+ * are copied to the new chains from the copies left, if any.
+ */
 static int reach(struct move *m)
 {
 	struct ctl *c = m->rb->c;
@@ -389,12 +399,13 @@ static int reach(struct move *m)
 
 	for (size_t i = 0; i < m->n_old; i++) {
 		m->old[i].d = ctl_map_find(c, m->old[i].uuid);
-		if (!m->old[i].d)
-			return -EHOSTDOWN;
+		m->old[i].h = NULL;
 	}
 	for (size_t i = 0; i < m->n_old + m->n_now; i++) {
 		struct member *x = i < m->n_old ? &m->old[i] : &m->now[i - m->n_old];
 
+		if (!x->d || x->d->state == RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED)
+			continue;
 		ret = ctl_daemon(c, x->d, &x->h);
 		if (ret) {
 			ctl_err("cannot reach daemon %s at %s: %s", x->d->uuid_text,
@@ -410,7 +421,7 @@ static int move_file(struct move *m)
 {
 	uint64_t fence = m->l->generation + 1;
 	uint32_t copies = m->l->replicas ? m->l->replicas : 1;
-	size_t domains;
+	size_t domains, removed = 0;
 	int ret = new_list(m);
 
 	if (ret)
@@ -431,6 +442,23 @@ static int move_file(struct move *m)
 	ret = reach(m);
 	if (ret)
 		return ret;
+	/*
+	 * A daemon removed by force took its copies: each chunk is copied from the
+	 * copies left, which every chain has while fewer of its layout's daemons
+	 * are removed than it keeps copies. Else a chunk may have had every copy
+	 * there, and a move would turn that loss into a hole: the file stays, for
+	 * fsck to report.
+	 */
+	for (size_t i = 0; i < m->n_old; i++)
+		removed += !m->old[i].h;
+	if (removed >= copies) {
+		ctl_err("inode %" PRIu64 ": its layout names %zu removed daemon%s and it keeps %u "
+			"cop%s of each chunk: a chunk may have had every copy there, so it is not "
+			"moved (rdmafsctl fsck reports it)",
+			m->ino, removed, removed == 1 ? "" : "s", copies, copies == 1 ? "y" : "ies");
+		m->rb->lost++;
+		return 1;
+	}
 	ret = ctl_fence_layout(m->rb->c, m->ino, m->l, fence, &m->fences);
 	if (ret)
 		return ret;
@@ -452,7 +480,8 @@ static int move_file(struct move *m)
 		/* gone meanwhile: its last client could not remove the fenced copies */
 		remove_copies(m);
 		for (size_t i = 0; i < m->n_old; i++)
-			ctl_chunk_remove_inode(m->old[i].h, m->ino);
+			if (m->old[i].h)
+				ctl_chunk_remove_inode(m->old[i].h, m->ino);
 		return 0;
 	}
 	if (ret == -ESTALE)
@@ -541,10 +570,10 @@ int ctl_cmd_rebalance(struct ctl *c, int argc, char **argv)
 	}
 	printf("rebalance: %" PRIu64 " files looked at, %" PRIu64 " moved (%" PRIu64
 	       " chunk copies, %s), %" PRIu64 " failed, %" PRIu64 " changed meanwhile, %" PRIu64
-	       " kept for want of failure domains\n",
+	       " kept for want of failure domains, %" PRIu64 " with copies lost\n",
 	       rb.files, rb.moved, rb.chunks, ctl_fmt_bytes(rb.bytes, b, sizeof(b)), rb.failed,
-	       rb.stale, rb.kept);
+	       rb.stale, rb.kept, rb.lost);
 	if (ret)
 		return ctl_exit_for(ret);
-	return rb.failed || rb.stale ? CTL_EXIT_PROBLEMS : CTL_EXIT_OK;
+	return rb.failed || rb.stale || rb.lost ? CTL_EXIT_PROBLEMS : CTL_EXIT_OK;
 }

@@ -15,6 +15,11 @@
 # - leave every file readable whole, the files of 3 copies from the metadata
 #   daemon and storage 3 alone (storage 1 and 2 killed);
 # - find nothing to move when run again.
+# Then storage 3 is removed by force (killed: its copies gone with it), and a
+# rebalance gives the files of 3 copies their third copy back on the other
+# three daemons (each chunk there, the right bytes), and leaves a file of one
+# copy that had a chunk on storage 3 where it is, saying so (exit 1), rather
+# than turn that lost chunk into a hole.
 # Whether fio's files move at all is placement's choice (each about 3 times in
 # 4); the line "fio's files moved" says how many did.
 # Usage: rebalance.sh DIR
@@ -150,3 +155,38 @@ echo "rebalance: every file reads back; files of 3 copies with storage 1 and 2 k
 "$rdmafsctl" rebalance >"$local_dir/again" 2>&1 || check_fail "a second rebalance exited $?: $(cat "$local_dir/again")"
 grep -q " 0 moved " "$local_dir/again" || check_fail "a second rebalance moved files: $(cat "$local_dir/again")"
 echo "rebalance: run again, it finds nothing to move"
+
+# 6. storage 3 removed by force: the files of 3 copies get their third copy back
+for n in a b c d e f; do
+	rm -f "$mnt/p$n" || check_fail "rm p$n"
+done
+head -c $((3 * MIB)) /dev/urandom >"$local_dir/q" || check_error "making q's reference"
+for n in $(seq 20); do
+	dd if="$local_dir/q" of="$mnt/q" bs=1M conv=fsync status=none || check_fail "writing q"
+	qino=$(inode_of "$mnt/q")
+	[ -n "$(check_holders "$qino" 0 3)$(check_holders "$qino" 1 3)$(check_holders "$qino" 2 3)" ] && break
+	rm -f "$mnt/q" || check_fail "rm q"
+	[ "$n" = 20 ] && check_error "20 files of one copy and none with a chunk on storage 3"
+done
+"$ctl" ctl kill 3 || check_error "killing storage 3"
+"$rdmafsctl" remove --force "$victim" >"$local_dir/remove" 2>&1 ||
+	check_fail "remove --force of storage 3: $(cat "$local_dir/remove")"
+"$rdmafsctl" rebalance >"$local_dir/lost" 2>&1
+rc=$?
+[ $rc = 1 ] || check_fail "rebalance with a file of one copy lost on storage 3 exited $rc, want 1: $(cat "$local_dir/lost")"
+grep -q "inode $qino: its layout names 1 removed daemon" "$local_dir/lost" ||
+	check_fail "the rebalance did not name q (inode $qino) as lost: $(cat "$local_dir/lost")"
+grep -q " 1 with copies lost" "$local_dir/lost" ||
+	check_fail "the rebalance did not count q alone as lost: $(cat "$local_dir/lost")"
+DAEMONS="meta 1 2"
+for n in a b c d e f; do
+	check_chunks "$mnt/r/$n" 6 3 "$local_dir/$n"
+done
+for n in $live; do
+	check_chunks "$mnt/r/$n" 4 3
+done
+"$ctl" ctl remount 1 || check_error "remounting (nothing cached)"
+for n in a b c d e f; do
+	check_same "$mnt/r/$n" "$local_dir/$n" "r/$n after storage 3 was removed and the rebalance"
+done
+echo "rebalance: storage 3 removed by force: every chunk of the files of 3 copies on the 3 daemons left, the right bytes; q, whose only copy of a chunk was there, left for fsck"
