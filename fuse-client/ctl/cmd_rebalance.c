@@ -455,7 +455,8 @@ static int move_file(struct move *m)
 		ctl_err("inode %" PRIu64 ": its layout names %zu removed daemon%s and it keeps %u "
 			"cop%s of each chunk: a chunk may have had every copy there, so it is not "
 			"moved (rdmafsctl fsck reports it)",
-			m->ino, removed, removed == 1 ? "" : "s", copies, copies == 1 ? "y" : "ies");
+			m->ino, removed, removed == 1 ? "" : "s", copies,
+			copies == 1 ? "y" : "ies");
 		m->rb->lost++;
 		return 1;
 	}
