@@ -1078,12 +1078,14 @@ static int fence_retry(struct rfs *fs, uint64_t ino, struct rfs_layout *layout,
 		}
 		now = rdmafs_now_ms();
 		if (now >= fw->deadline_ms) {
-			rdmafs_log(RDMAFS_LOG_WARN,
-				   "inode %llu: a daemon refuses layout generation %llu (a drain "
-				   "started moving the file) but the metadata service has no newer "
-				   "one after %u ms: run `rdmafsctl drain` again to finish",
-				   (unsigned long long)ino, (unsigned long long)layout->generation,
-				   fs->fence_wait_ms);
+			rdmafs_log(
+				RDMAFS_LOG_WARN,
+				"inode %llu: a daemon refuses layout generation %llu (a drain or "
+				"rebalance started moving the file) but the metadata service has "
+				"no newer one after %u ms: run `rdmafsctl drain` or `rdmafsctl "
+				"rebalance` again to finish",
+				(unsigned long long)ino, (unsigned long long)layout->generation,
+				fs->fence_wait_ms);
 			return -ETIMEDOUT;
 		}
 		backoff_sleep(&fw->backoff_ms, fw->deadline_ms - now);
