@@ -72,6 +72,9 @@ echo "domains: a file of 3 copies asked on 2 hosts has 2, one on each host"
 [ "$(grep -o '"host": *"hostB"' "$local_dir/status.json" | wc -l)" = 2 ] ||
 	check_fail "status --json does not give hostB for 2 daemons: $(cat "$local_dir/status.json")"
 echo "domains: status shows each daemon's host"
+# a rebalance needs every copy in place: a forward refused while the daemons' maps
+# settled at the start is copied within a heartbeat or two
+check_all_up "$rdmafsctl" 4 90 "before the rebalance" "$local_dir/status"
 "$rdmafsctl" rebalance >"$local_dir/rebalance" 2>&1 ||
 	check_fail "rebalance exited $?: $(cat "$local_dir/rebalance")"
 grep -q " 0 moved " "$local_dir/rebalance" ||
