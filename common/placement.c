@@ -37,17 +37,6 @@ uint64_t rdmafs_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_ind
 	return mix(h ^ load_le64(uuid + 8));
 }
 
-/* The highest of @v[0..n-1]. */
-static uint32_t max_below(const uint32_t *v, size_t n)
-{
-	uint32_t m = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (v[i] > m)
-			m = v[i];
-	return m;
-}
-
 /* Whether daemon @a (score @sa) goes before daemon @b (score @sb) in a chain. */
 static bool ranks_before(uint64_t sa, const uint8_t *a, uint64_t sb, const uint8_t *b)
 {
@@ -173,7 +162,7 @@ bool rdmafs_domains_number(const char *const *keys, size_t n, uint32_t *out)
 bool rdmafs_domains_keep(const uint8_t *const *was, const uint32_t *was_domains, size_t n_was,
 			 const uint8_t *const *now, size_t n_now, uint32_t *out)
 {
-	uint32_t key[RDMAFS_MAX_STRIPE];
+	uint32_t key[RDMAFS_MAX_STRIPE], next = 0;
 	bool shared = false;
 
 	/* a key per daemon: its old domain, or one past every old one for a new daemon */
@@ -194,7 +183,7 @@ bool rdmafs_domains_keep(const uint8_t *const *was, const uint32_t *was_domains,
 			out[i] = out[j];
 			shared = true;
 		} else {
-			out[i] = i ? 1 + max_below(out, i) : 0;
+			out[i] = next++;
 		}
 	}
 	return shared;
