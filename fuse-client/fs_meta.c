@@ -105,10 +105,17 @@ static int name_from_wire(const ProtobufCBinaryData *b, char *out)
 	return 0;
 }
 
+/*
+ * The data a removed file leaves on the daemons. An empty file leaves none:
+ * a chunk at or past a file's size is no file's data (fsck's "past the end"
+ * orphan), since truncates cut such chunks, and a file is freed only once
+ * its last handle went, its writers' sizes told. So unlinking one of many
+ * empty files asks no daemon for anything.
+ */
 static void freed_from_wire(const Rdmafs__FreedInode *f, struct rfs_freed *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!f || !f->layout || f->ino == 0)
+	if (!f || !f->layout || f->ino == 0 || f->size == 0)
 		return;
 	if (rfs_layout_parse(f->layout, &out->layout)) {
 		rdmafs_log(RDMAFS_LOG_WARN,

@@ -35,4 +35,5 @@ run reclaim --reclaim-grace 20 -- "$here/reclaim.sh" %MOUNT%
 run replicas -- "$here/replicas.sh" %MOUNT%
 run domains --daemon-hosts "hostA hostA hostB hostB" -- "$here/domains.sh" %MOUNT%
 run rebalance -- "$here/rebalance.sh" %MOUNT%
+run unlink -- "$here/unlink.sh" %MOUNT%
 exit "$status"

@@ -1,0 +1,106 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# What a removed file leaves on the daemons (rfs_free_data(), issue 10), on
+# cluster.sh's fresh cluster (nothing else writes there meanwhile):
+# - empty files removed every way (unlink, rename over one, the last close of
+#   an unlinked one) ask no daemon for anything: the daemons' CHUNK_REMOVE
+#   counts do not move (an empty file has no chunks: one past a file's end is
+#   fsck's orphan);
+# - files with data removed every way (unlink, rename over one, the last
+#   close of one unlinked while open and written after, a sparse file, one
+#   truncated to nothing first) leave no chunk: the daemons hold 0 chunks
+#   once the removals run (they run after the answer: waited for, 30 s at
+#   most) and fsck finds nothing.
+# Usage: unlink.sh DIR
+# Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test itself could not
+# check (tests/lib/check.sh).
+set -u
+. "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
+mnt=${1:?usage: unlink.sh DIR}
+check_cluster unlink.sh
+check_need python3 dd truncate mv
+rdmafsctl=$(. "$RDMAFS_CLUSTER_DIR/cluster.env" && echo "$rdmafsctl")
+[ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
+local_dir=$(mktemp -d "${TMPDIR:-/tmp}/unlink.XXXXXX") ||
+	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
+trap 'rm -rf "$local_dir"' EXIT
+w=$mnt/unlink
+mkdir "$w" || check_fail "mkdir $w"
+
+# daemons' totals from `rdmafsctl stats --json`: "REMOVES CHUNKS" (CHUNK_REMOVE
+# requests answered, chunks held)
+totals() {
+	"$rdmafsctl" stats --json >"$local_dir/stats" 2>&1 ||
+		check_fail "rdmafsctl stats exited $?: $(cat "$local_dir/stats")"
+	python3 - "$local_dir/stats" <<'PYEOF' || check_error "cannot read rdmafsctl stats --json"
+import json, sys
+daemons = json.load(open(sys.argv[1]))["daemons"]
+removes = sum(op["count"] for d in daemons for op in d["ops"] if op["method"] == "chunk_remove")
+print(removes, sum(d["chunks"] for d in daemons))
+PYEOF
+}
+
+# holder FILE: opens FILE, unlinks it, writes 3 MiB at 1 MiB and closes
+# when told (a line on stdin); prints "ready" when unlinked and written
+holder() {
+	python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.unlink(sys.argv[1])
+if int(sys.argv[2]):
+    os.pwrite(fd, os.urandom(3 << 20), 1 << 20)
+print("ready", flush=True)
+sys.stdin.readline()
+os.close(fd)
+' "$@"
+}
+
+# unlinked_while_open FILE WRITE: FILE's last close after its unlink
+unlinked_while_open() {
+	local out=''
+	coproc H { holder "$1" "$2"; }
+	read -r out <&"${H[0]}"
+	[ "$out" = ready ] ||
+		check_fail "a file open, unlinked and written ($1): the holder said '$out'"
+	echo >&"${H[1]}"
+	wait "$H_PID" || check_fail "the holder of $1 exited $?"
+}
+
+# 1. empty files
+read -r removes0 chunks0 <<<"$(totals)"
+[ "$chunks0" = 0 ] || check_error "the fresh cluster holds $chunks0 chunks already"
+for i in $(seq 20); do : >"$w/e$i" || check_fail "create $w/e$i"; done
+for i in $(seq 10); do rm "$w/e$i" || check_fail "unlink $w/e$i"; done
+for i in $(seq 11 15); do mv "$w/e$i" "$w/e$((i + 5))" || check_fail "rename over $w/e$((i + 5))"; done
+for i in $(seq 16 20); do rm "$w/e$i" || check_fail "unlink $w/e$i"; done
+unlinked_while_open "$w/e-open" 0
+read -r removes1 _ <<<"$(totals)"
+[ "$removes1" = "$removes0" ] ||
+	check_fail "removing 21 empty files sent $((removes1 - removes0)) CHUNK_REMOVEs (want none)"
+echo "ok   21 empty files removed (unlink, rename over, last close): no daemon asked"
+
+# 2. files with data
+dd if=/dev/urandom of="$w/big" bs=1M count=3 status=none || check_fail "write $w/big"
+dd if=/dev/urandom of="$w/target" bs=1M count=2 status=none || check_fail "write $w/target"
+: >"$w/src" || check_fail "create $w/src"
+dd if=/dev/urandom of="$w/sparse" bs=4k count=1 seek=1000 status=none || check_fail "write $w/sparse"
+dd if=/dev/urandom of="$w/cut" bs=1M count=2 status=none || check_fail "write $w/cut"
+truncate -s 0 "$w/cut" || check_fail "truncate $w/cut"
+sync
+read -r _ chunks1 <<<"$(totals)"
+# big 3, target 2, sparse 1 (at least: one chunk each for its data)
+[ "$chunks1" -ge 6 ] || check_fail "the daemons hold $chunks1 chunks after writing 6 (want at least 6)"
+rm "$w/big" || check_fail "unlink $w/big"
+mv "$w/src" "$w/target" || check_fail "rename over $w/target"
+rm "$w/sparse" "$w/cut" "$w/target" || check_fail "unlink $w/sparse, $w/cut, $w/target"
+unlinked_while_open "$w/open" 1
+chunks=$chunks1
+for _ in $(seq 30); do
+	read -r _ chunks <<<"$(totals)"
+	[ "$chunks" = 0 ] && break
+	sleep 1
+done
+[ "$chunks" = 0 ] || check_fail "30 s after removing every file the daemons still hold $chunks chunks"
+"$rdmafsctl" fsck >"$local_dir/fsck" 2>&1 || check_fail "fsck exited $?: $(cat "$local_dir/fsck")"
+echo "ok   files with data removed (unlink, rename over, last close, sparse, truncated): $chunks1 chunks gone, fsck clean"
