@@ -1396,6 +1396,7 @@ struct piece {
 	struct xprt_buf *buf;
 	int tries;
 	bool done;
+	bool dirty_seen; /* a read: a copy had a write on its way down the chain */
 };
 
 /* Whether a daemon in DaemonState @state serves reads of copies and heads chains. */
@@ -1495,10 +1496,14 @@ static int replica_retry(struct rfs *fs, uint64_t ino, struct replica_wait *rw)
 /*
  * A read of @p failed with @err on its replica: moves it to the next one of
  * its chain, if any is left, and says so. A fence (-ESTALE) is the file's,
- * not the replica's: it refetches the layout instead.
+ * not the replica's: it refetches the layout instead. A copy with a write
+ * on its way down the chain (-EINPROGRESS, CRAQ's dirty copy) sends the read
+ * on toward the tail, which stores last.
  */
 static bool next_replica(struct piece *p, int err)
 {
+	if (err == -EINPROGRESS)
+		p->dirty_seen = true;
 	if (err == -ESTALE || p->replica + 1 >= p->chain_len)
 		return false;
 	p->replica++;
@@ -1508,12 +1513,17 @@ static bool next_replica(struct piece *p, int err)
 
 /*
  * What a read of @p that no copy answered returns, the last one having
- * failed with @err: EIO where the chunk has copies and every one was dead,
- * unreachable or timed out (the issue's "every replica lost: EIO, never
- * garbage"), else @err.
+ * failed with @err: -EREMCHG (wait for the chain, then read again) where a
+ * copy was dirty, its write still on its way to a later copy that did not
+ * answer (a daemon that died and is not DOWN yet: the write's forward gives
+ * up within seconds, and the dirty copy serves); EIO where the chunk has
+ * copies and every one was dead, unreachable or timed out (the issue's
+ * "every replica lost: EIO, never garbage"); else @err.
  */
 static int no_copy_left(const struct piece *p, int err)
 {
+	if (p->dirty_seen)
+		return -EREMCHG;
 	return p->chain_len > 1 && err != -EREMCHG && chain_retryable(err) ? -EIO : err;
 }
 

@@ -20,6 +20,9 @@
 #define CHAIN_REPLY_MAX 256u
 /* Locks that order a head's writes per chunk (a chunk hashes to one). */
 #define CHAIN_ORDER_LOCKS 256u
+/* Dirty chunks (chain_dirty_begin()): buckets by hash, each of so many chunks at once. */
+#define CHAIN_DIRTY_BUCKETS 1024u
+#define CHAIN_DIRTY_WAYS    8u
 /*
  * A forward's answer is awaited at most this long from the head, a second
  * less at each later hop, so that the error of a daemon that stopped
@@ -40,6 +43,19 @@ struct chain {
 	struct chain_peer *peers; /* every peer forwarded to since the start */
 	unsigned count, cap;
 	pthread_mutex_t order[CHAIN_ORDER_LOCKS]; /* chain_order_lock() */
+	struct dirty_bucket *dirty;		  /* CHAIN_DIRTY_BUCKETS of them */
+};
+
+/* A chunk with writes stored here and on their way down the chain. */
+struct dirty_entry {
+	uint64_t inode, index;
+	unsigned n; /* such writes; 0: a free way */
+};
+
+struct dirty_bucket {
+	pthread_mutex_t lock;
+	pthread_cond_t freed; /* a way became free */
+	struct dirty_entry e[CHAIN_DIRTY_WAYS];
 };
 
 int chain_create(struct xprt_ctx *ctx, struct chain **out)
@@ -48,10 +64,19 @@ int chain_create(struct xprt_ctx *ctx, struct chain **out)
 
 	if (!c)
 		return -ENOMEM;
+	c->dirty = calloc(CHAIN_DIRTY_BUCKETS, sizeof(*c->dirty));
+	if (!c->dirty) {
+		free(c);
+		return -ENOMEM;
+	}
 	c->ctx = ctx;
 	pthread_mutex_init(&c->lock, NULL);
 	for (unsigned i = 0; i < CHAIN_ORDER_LOCKS; i++)
 		pthread_mutex_init(&c->order[i], NULL);
+	for (unsigned i = 0; i < CHAIN_DIRTY_BUCKETS; i++) {
+		pthread_mutex_init(&c->dirty[i].lock, NULL);
+		pthread_cond_init(&c->dirty[i].freed, NULL);
+	}
 	*out = c;
 	return 0;
 }
@@ -68,14 +93,23 @@ void chain_destroy(struct chain *c)
 	pthread_mutex_destroy(&c->lock);
 	for (unsigned i = 0; i < CHAIN_ORDER_LOCKS; i++)
 		pthread_mutex_destroy(&c->order[i]);
+	for (unsigned i = 0; i < CHAIN_DIRTY_BUCKETS; i++) {
+		pthread_mutex_destroy(&c->dirty[i].lock);
+		pthread_cond_destroy(&c->dirty[i].freed);
+	}
+	free(c->dirty);
 	free(c);
+}
+
+static uint32_t chunk_hash(uint64_t inode, uint64_t index)
+{
+	return (uint32_t)(((inode * 0x9e3779b97f4a7c15ULL) ^ (index * 0xc2b2ae3d27d4eb4fULL)) >>
+			  32);
 }
 
 static pthread_mutex_t *order_of(struct chain *c, uint64_t inode, uint64_t index)
 {
-	uint64_t h = (inode * 0x9e3779b97f4a7c15ULL) ^ (index * 0xc2b2ae3d27d4eb4fULL);
-
-	return &c->order[(h >> 32) % CHAIN_ORDER_LOCKS];
+	return &c->order[chunk_hash(inode, index) % CHAIN_ORDER_LOCKS];
 }
 
 void chain_order_lock(struct chain *c, uint64_t inode, uint64_t index)
@@ -86,6 +120,68 @@ void chain_order_lock(struct chain *c, uint64_t inode, uint64_t index)
 void chain_order_unlock(struct chain *c, uint64_t inode, uint64_t index)
 {
 	pthread_mutex_unlock(order_of(c, inode, index));
+}
+
+/* The entry of chunk (@inode, @index) in @b, or NULL. Under b->lock. */
+static struct dirty_entry *dirty_find(struct dirty_bucket *b, uint64_t inode, uint64_t index)
+{
+	for (unsigned i = 0; i < CHAIN_DIRTY_WAYS; i++)
+		if (b->e[i].n && b->e[i].inode == inode && b->e[i].index == index)
+			return &b->e[i];
+	return NULL;
+}
+
+static struct dirty_bucket *dirty_bucket_of(struct chain *c, uint64_t inode, uint64_t index)
+{
+	return &c->dirty[chunk_hash(inode, index) % CHAIN_DIRTY_BUCKETS];
+}
+
+void chain_dirty_begin(struct chain *c, uint64_t inode, uint64_t index)
+{
+	struct dirty_bucket *b = dirty_bucket_of(c, inode, index);
+	struct dirty_entry *e;
+
+	pthread_mutex_lock(&b->lock);
+	for (;;) {
+		e = dirty_find(b, inode, index);
+		if (e)
+			break;
+		for (unsigned i = 0; !e && i < CHAIN_DIRTY_WAYS; i++)
+			if (!b->e[i].n)
+				e = &b->e[i];
+		if (e) {
+			e->inode = inode;
+			e->index = index;
+			break;
+		}
+		/* every way taken: one of those forwards ends within its timeout */
+		pthread_cond_wait(&b->freed, &b->lock);
+	}
+	e->n++;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void chain_dirty_end(struct chain *c, uint64_t inode, uint64_t index)
+{
+	struct dirty_bucket *b = dirty_bucket_of(c, inode, index);
+	struct dirty_entry *e;
+
+	pthread_mutex_lock(&b->lock);
+	e = dirty_find(b, inode, index);
+	if (e && --e->n == 0)
+		pthread_cond_broadcast(&b->freed);
+	pthread_mutex_unlock(&b->lock);
+}
+
+bool chain_dirty(struct chain *c, uint64_t inode, uint64_t index)
+{
+	struct dirty_bucket *b = dirty_bucket_of(c, inode, index);
+	bool dirty;
+
+	pthread_mutex_lock(&b->lock);
+	dirty = dirty_find(b, inode, index) != NULL;
+	pthread_mutex_unlock(&b->lock);
+	return dirty;
 }
 
 /* Reads a protobuf varint at *@p (below @end); false when it runs past @end or 10 bytes. */

@@ -465,6 +465,23 @@ int chain_forward_end(struct chain_call *call);
 void chain_order_lock(struct chain *c, uint64_t inode, uint64_t index);
 void chain_order_unlock(struct chain *c, uint64_t inode, uint64_t index);
 /*
+ * CRAQ's dirty copies (docs/replication.md, "A read"). A daemon that stores a
+ * write it also forwards (the head, a middle daemon) marks the chunk dirty
+ * from before its own store until chain_forward_end(): chain_dirty_begin()
+ * and chain_dirty_end(), which may overlap for one chunk. A replicated read
+ * asks chain_dirty() before it reads and again after: dirty either time, it
+ * answers -EINPROGRESS and the client reads on down the chain, whose tail
+ * stores last and is never dirty. So no reader sees bytes that the later
+ * copies may never get (a write that began and ended while it read has its
+ * chain's answer: stored by every later copy, or recorded as missed there
+ * for the resync to copy from here, and its client told to write again). Exact per chunk: a chunk
+ * never written here is never dirty. A begin waits while CHAIN_DIRTY_WAYS other chunks of its hash
+ * bucket are dirty (each until its forward answers or times out). Any thread.
+ */
+void chain_dirty_begin(struct chain *c, uint64_t inode, uint64_t index);
+void chain_dirty_end(struct chain *c, uint64_t inode, uint64_t index);
+bool chain_dirty(struct chain *c, uint64_t inode, uint64_t index);
+/*
  * The resync's calls (resync.c) on the connection kept for @uri: a
  * CHUNK_WRITE whose @m->length bytes at @payload in @buf (a pool buffer) the
  * peer pulls (m->buf is filled in), or any other request @req. 0 once the

@@ -384,7 +384,7 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	uint8_t *base = xprt_buf_data(w->buf), *payload;
 	struct chain_call fwd = {.started = false};
 	struct repl r = {.on = false};
-	bool ordered = false;
+	bool ordered = false, dirty;
 	size_t skip = 0;
 	uint64_t t;
 	int ret, chain_ret = 0;
@@ -488,10 +488,16 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 				m->hop > 0 ? UINT64_MAX : m->layout_generation);
 	if (ret)
 		goto out_free;
-	/* the next daemon pulls and stores its copy while we store ours */
-	if (m->n_chain > skip)
+	/*
+	 * The next daemon pulls and stores its copy while we store ours; until
+	 * its answer our copy is dirty, and replicated reads go on down the chain.
+	 */
+	dirty = m->n_chain > skip;
+	if (dirty) {
+		chain_dirty_begin(srv->chain, id.inode, id.index);
 		chain_ret = chain_forward_start(srv->chain, m, skip, r.target_list, r.n_targets,
 						w->buf, payload, &fwd);
+	}
 	/* a replicated write is stored here even when the next daemon fails: the miss is recorded
 	 */
 	if (!chain_ret || r.on) {
@@ -503,6 +509,8 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	/* the chain's answer is ours: every daemon after this one stored it too */
 	if (fwd.started)
 		chain_ret = chain_forward_end(&fwd);
+	if (dirty)
+		chain_dirty_end(srv->chain, id.inode, id.index);
 	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
@@ -556,6 +564,7 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	uint8_t *base = xprt_buf_data(w->buf), *data;
 	uint32_t bytes, chunk_length;
 	uint64_t t;
+	bool dirty_check;
 	int ret;
 
 	if (!m)
@@ -576,6 +585,12 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 		ret = -EREMCHG;
 		goto out_free;
 	}
+	/* a copy with a write on its way down the chain: the client reads on toward the tail */
+	dirty_check = m->replicated && srv->chain;
+	if (dirty_check && chain_dirty(srv->chain, id.inode, id.index)) {
+		ret = -EINPROGRESS;
+		goto out_free;
+	}
 	data = base + m->offset % STORE_BLOCK_SIZE;
 	/* a reader with a replaced layout would miss writes made through the new one */
 	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
@@ -585,6 +600,9 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	ret = store_read(w->io, id, m->offset, m->length, base, &bytes, &chunk_length);
 	STAT_ADD(srv->disk_read_ns, rdmafs_now_ns() - t);
 	store_fence_leave(srv->store);
+	/* ... also one that began while we read and is still on its way: we may hold its bytes */
+	if (!ret && dirty_check && chain_dirty(srv->chain, id.inode, id.index))
+		ret = -EINPROGRESS;
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;

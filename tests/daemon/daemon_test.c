@@ -2300,21 +2300,139 @@ static int test_chainorder(void)
 	return 0;
 }
 
+/* A replicated CHUNK_READ of chunk @ino/0's first 64 KiB at @r's daemon: its status. */
+static int chain_read(struct raw *r, uint64_t ino)
+{
+	Rdmafs__ChunkReadReq req = RDMAFS__CHUNK_READ_REQ__INIT;
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
+	struct xprt_desc desc;
+
+	REQUIRE(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), xprt_buf_data(r->buf), MiB, &desc) == 0,
+		"desc");
+	cid.inode = ino;
+	bd.addr = desc.addr;
+	bd.len = 65536;
+	bd.rkey = desc.rkey;
+	req.chunk = &cid;
+	req.length = 65536;
+	req.buf = &bd;
+	req.replicated = true;
+	return raw_call(r, RDMAFS__METHOD__METHOD_CHUNK_READ, &req.base);
+}
+
+/* The gate of @d's forwards (RDMAFS_TEST_FORWARD_GATE=@prefix): closed, or opened. */
+static void gate_set(const char *prefix, const struct daemon_proc *d, bool closed)
+{
+	char path[400];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.%d", prefix, (int)d->pid);
+	if (!closed) {
+		if (unlink(path))
+			check_error("cannot remove %s: %s", path, strerror(errno));
+		return;
+	}
+	f = fopen(path, "w");
+	if (!f)
+		check_error("cannot make %s: %s", path, strerror(errno));
+	fclose(f);
+}
+
+/* Whether @d holds a forward at its gate within 30 s. */
+static bool gate_holds(const char *prefix, const struct daemon_proc *d)
+{
+	uint64_t start = harness_now_ms();
+	char path[400];
+
+	snprintf(path, sizeof(path), "%s.%d.held", prefix, (int)d->pid);
+	while (access(path, F_OK)) {
+		if (harness_now_ms() - start > 30000)
+			return false;
+		usleep(10 * 1000);
+	}
+	return true;
+}
+
+/*
+ * CRAQ's dirty copies: while a write of a chain of 3 is on its way down
+ * (the forwards held at gates, RDMAFS_TEST_FORWARD_GATE, that the test
+ * opens), a replicated read of its chunk answers -EINPROGRESS at the head,
+ * then at the middle daemon too once the head's gate opens, and the copies
+ * the write has not reached serve theirs; a read that is not replicated is
+ * served. Once the chain answered every copy serves the write's bytes. The
+ * gates wait for the test, not for time: only the head's forward timeout (4
+ * s, from its gate's opening) bounds the steps between the two gates.
+ */
+static int test_chaindirty(void)
+{
+	struct daemon_proc d[3];
+	struct rfs_daemon *c[3];
+	uint8_t uuids[3][16], *want = malloc(65536);
+	char gate[300];
+	struct chain_racer w;
+	struct raw r[3];
+	pthread_t t;
+
+	REQUIRE(want, "malloc");
+	snprintf(gate, sizeof(gate), "%s/gate", harness_dir());
+	REQUIRE(setenv("RDMAFS_TEST_FORWARD_GATE", gate, 1) == 0, "setenv");
+	chain_start("dirty", d, uuids, c);
+	unsetenv("RDMAFS_TEST_FORWARD_GATE");
+	for (int i = 0; i < 3; i++)
+		raw_open(&r[i], &d[i]);
+	gate_set(gate, &d[0], true);
+	gate_set(gate, &d[1], true);
+	w = (struct chain_racer){.d = d, .uuids = uuids, .ino = 0x76, .id = 1, .rounds = 1};
+	fill_pattern(want, 65536, 1000);
+	REQUIRE(pthread_create(&t, NULL, chain_race, &w) == 0, "thread");
+
+	CHECK(gate_holds(gate, &d[0]), "the write never reached the head's forward");
+	CHECK(chain_read(&r[0], 0x76) == -EINPROGRESS,
+	      "the head is dirty once it takes the write, before its own store");
+	CHECK(chain_read(&r[1], 0x76) == 0 && chain_read(&r[2], 0x76) == 0,
+	      "the copies the write has not reached serve theirs");
+	gate_set(gate, &d[0], false);
+	CHECK(gate_holds(gate, &d[1]), "the write never reached the middle daemon's forward");
+	CHECK(chain_read(&r[1], 0x76) == -EINPROGRESS, "the middle daemon is dirty");
+	CHECK(chain_read(&r[0], 0x76) == -EINPROGRESS, "the head is dirty until the chain answers");
+	CHECK(chunk_holds(c[0], 0x76, want, 65536) || chunk_holds(c[0], 0x76, want, 0),
+	      "a read that is not replicated is served at the head");
+	CHECK(chain_read(&r[2], 0x76) == 0, "the tail, which the write has not reached, serves");
+	gate_set(gate, &d[1], false);
+	pthread_join(t, NULL);
+	CHECK(w.failed == 0, "the write through the chain: %d", w.first_error);
+	for (int i = 0; i < 3; i++) {
+		CHECK(chain_read(&r[i], 0x76) == 0, "daemon %d serves replicated reads again", i);
+		CHECK(chunk_holds(c[i], 0x76, want, 65536), "daemon %d holds the write", i);
+		raw_close(&r[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		rfs_daemon_close(c[i]);
+		REQUIRE(WEXITSTATUS(daemon_stop(&d[i], SIGTERM)) == 0, "daemon %d stop", i);
+	}
+	free(want);
+	printf("chaindirty: a write on its way down the chain makes the head, then the middle, "
+	       "answer replicated reads EINPROGRESS; later copies serve; all clean after\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int (*fn)(void);
 	} tests[] = {
-		{"roundtrip", test_roundtrip}, {"clients", test_clients},
-		{"crash", test_crash},	       {"killpoint", test_killpoint},
-		{"rewrite", test_rewrite},     {"ringrefuse", test_ringrefuse},
-		{"powerloss", test_powerloss}, {"indexgrowth", test_indexgrowth},
-		{"corrupt", test_corrupt},     {"enospc", test_enospc},
-		{"config", test_config},       {"malformed", test_malformed},
-		{"fence", test_fence},	       {"handles", test_handles},
-		{"inline", test_inline},       {"receipt", test_receipt},
-		{"chain", test_chain},	       {"chainorder", test_chainorder},
+		{"roundtrip", test_roundtrip},	 {"clients", test_clients},
+		{"crash", test_crash},		 {"killpoint", test_killpoint},
+		{"rewrite", test_rewrite},	 {"ringrefuse", test_ringrefuse},
+		{"powerloss", test_powerloss},	 {"indexgrowth", test_indexgrowth},
+		{"corrupt", test_corrupt},	 {"enospc", test_enospc},
+		{"config", test_config},	 {"malformed", test_malformed},
+		{"fence", test_fence},		 {"handles", test_handles},
+		{"inline", test_inline},	 {"receipt", test_receipt},
+		{"chain", test_chain},		 {"chainorder", test_chainorder},
+		{"chaindirty", test_chaindirty},
 	};
 
 	if (argc != 4)

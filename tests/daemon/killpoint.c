@@ -14,10 +14,15 @@
  *   close in another boot went through a power loss;
  * - RDMAFS_TEST_FORWARD_HOLD_MS=N holds the daemon's first forward of a
  *   replicated write (chain_forward_start(), --wrap=chain_forward_start) N ms before it
- *   goes, so a second write can overtake it.
+ *   goes, so a second write can overtake it;
+ * - RDMAFS_TEST_FORWARD_GATE=PATH holds each forward of the daemon while
+ *   the file PATH.PID exists (PID: the daemon's; 60 s at most), with the
+ *   file PATH.PID.held there meanwhile, so that a test can look at a chain
+ *   with a write on its way down (test chaindirty, fs-dirty).
  * Unset, the daemon is the ordinary one.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -137,8 +142,24 @@ int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteR
 {
 	static bool held;
 	const char *spec = getenv("RDMAFS_TEST_FORWARD_HOLD_MS");
+	const char *gate = getenv("RDMAFS_TEST_FORWARD_GATE");
 
 	if (spec && !__atomic_exchange_n(&held, true, __ATOMIC_RELAXED))
 		usleep((useconds_t)strtoul(spec, NULL, 10) * 1000u);
+	if (gate) {
+		char path[PATH_MAX], mark[PATH_MAX + 8];
+		int fd;
+
+		snprintf(path, sizeof(path), "%s.%d", gate, (int)getpid());
+		snprintf(mark, sizeof(mark), "%s.held", path);
+		if (access(path, F_OK) == 0) {
+			fd = open(mark, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+			if (fd >= 0)
+				close(fd);
+			for (int i = 0; i < 6000 && access(path, F_OK) == 0; i++)
+				usleep(10 * 1000);
+			unlink(mark);
+		}
+	}
 	return __real_chain_forward_start(c, m, skip, missed, n_missed, buf, payload, call);
 }
