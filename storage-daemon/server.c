@@ -125,6 +125,7 @@ struct worker {
 	struct store_io *io;
 	struct xprt_buf *buf;
 	uint8_t *reply;
+	bool keyed; /* the request being handled came with a client key */
 };
 
 struct scrub_bad {
@@ -246,6 +247,19 @@ static void rdma_account(struct server *srv, int64_t delta)
 }
 
 /* ---- handlers: each returns a status and sets *reply_len ---- */
+
+/*
+ * store_fence_enter() for a chunk request of the worker's: the generation
+ * no fence refuses (RFS_GENERATION_ADMIN, UINT64_MAX) is for the tools and
+ * daemons that hold the cluster secret, which move chunks themselves: a
+ * client key gets -EPERM for it, as for a forwarded write.
+ */
+static int fence_enter(struct worker *w, uint64_t inode, uint64_t generation)
+{
+	if (w->keyed && generation == UINT64_MAX)
+		return -EPERM;
+	return store_fence_enter(w->srv->store, inode, generation);
+}
 
 /*
  * Whether @w is the quick worker, which runs requests on the thread that
@@ -405,13 +419,9 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		goto out_free;
 	}
 	/* only daemons forward (a forwarded write passes fences): not a client's key */
-	if (m->hop > 0) {
-		struct xprt_identity ident;
-
-		if (!xprt_conn_identity(xprt_req_conn(req), &ident) && ident.keyed) {
-			ret = -EPERM;
-			goto out_free;
-		}
+	if (m->hop > 0 && w->keyed) {
+		ret = -EPERM;
+		goto out_free;
 	}
 	if (m->n_chain && !srv->chain) {
 		ret = -EOPNOTSUPP;
@@ -484,8 +494,7 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	 * fences every daemon of the layout before it copies (ctl_fence_layout()),
 	 * so every copy gets each write a head took, or none does.
 	 */
-	ret = store_fence_enter(srv->store, id.inode,
-				m->hop > 0 ? UINT64_MAX : m->layout_generation);
+	ret = fence_enter(w, id.inode, m->hop > 0 ? UINT64_MAX : m->layout_generation);
 	if (ret)
 		goto out_free;
 	/*
@@ -593,7 +602,7 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	}
 	data = base + m->offset % STORE_BLOCK_SIZE;
 	/* a reader with a replaced layout would miss writes made through the new one */
-	ret = store_fence_enter(srv->store, id.inode, m->layout_generation);
+	ret = fence_enter(w, id.inode, m->layout_generation);
 	if (ret)
 		goto out_free;
 	t = rdmafs_now_ns();
@@ -645,7 +654,7 @@ static int do_commit(struct worker *w, const void *body, size_t len, size_t *rep
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
 	if (!ret)
-		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
+		ret = fence_enter(w, sel.inode, m->layout_generation);
 	if (!ret) {
 		uint64_t t = rdmafs_now_ns();
 
@@ -688,7 +697,7 @@ static int do_truncate(struct worker *w, const void *body, size_t len, size_t *r
 	else
 		memset(&r, 0, sizeof(r));
 	if (!ret)
-		ret = store_fence_enter(w->srv->store, id.inode, m->layout_generation);
+		ret = fence_enter(w, id.inode, m->layout_generation);
 	if (!ret) {
 		ret = store_truncate(w->io, id, m->length, &info);
 		store_fence_leave(w->srv->store);
@@ -720,7 +729,7 @@ static int do_remove(struct worker *w, const void *body, size_t len, size_t *rep
 		return -EBADMSG;
 	ret = selection_from(m->chunks, &sel);
 	if (!ret)
-		ret = store_fence_enter(w->srv->store, sel.inode, m->layout_generation);
+		ret = fence_enter(w, sel.inode, m->layout_generation);
 	if (!ret) {
 		ret = store_remove(w->io, &sel, &resp.removed, &resp.bytes_freed);
 		store_fence_leave(w->srv->store);
@@ -1206,6 +1215,7 @@ static bool handle(struct worker *w, struct queued *q)
 	if (xprt_conn_identity(xprt_req_conn(req), &id))
 		memset(&id, 0, sizeof(id));
 	caller.keyed = id.keyed;
+	w->keyed = id.keyed;
 	caller.serial = id.serial;
 	caller.flags = id.flags;
 	ret = chunk_access(w->srv, &id, method);

@@ -5,9 +5,12 @@
  * (tests/lib/cluster.sh). A chunk of an inode no file has is written, read,
  * truncated and removed with the key: a read-only key gets EROFS for the
  * write, the truncate and the remove, and reads; a read-write key does all
- * four. Either way CHUNK_LIST, an administration method, is EPERM, and so is
+ * four. Either way CHUNK_LIST, an administration method, is EPERM, and so are
  * a write marked forwarded along a chain (hop 1: only daemons forward, and a
- * forwarded write passes the file's fence; a read-only key gets EROFS first).
+ * forwarded write passes the file's fence) and a read, write, truncate or
+ * remove with the administration's layout generation (RFS_GENERATION_ADMIN,
+ * which passes fences: the tools' that move chunks); a read-only key gets
+ * EROFS first for the changes.
  * Prints one line a daemon; exit 0 pass, 1 fail, 99 the test's own trouble.
  */
 #include <errno.h>
@@ -62,9 +65,13 @@ static void expect(const char *daemon, const char *what, int got, int want)
 
 int main(int argc, char **argv)
 {
-	struct rfs_chunk_id id = {.inode = PROBE_INODE, .generation = RFS_GENERATION_ADMIN};
-	struct rfs_chunk_sel sel = {
-		.inode = PROBE_INODE, .generation = RFS_GENERATION_ADMIN, .range = true};
+	/* generation 1: a file's first layout, which no fence stops on an inode never fenced */
+	struct rfs_chunk_id id = {.inode = PROBE_INODE, .generation = 1},
+			    admin = {.inode = PROBE_INODE, .generation = RFS_GENERATION_ADMIN};
+	struct rfs_chunk_sel sel = {.inode = PROBE_INODE, .generation = 1, .range = true},
+			     admin_sel = {.inode = PROBE_INODE,
+					  .generation = RFS_GENERATION_ADMIN,
+					  .range = true};
 	struct rfs_chunk_entry entries[4];
 	struct test_cluster cluster;
 	struct rfs_daemon_options o;
@@ -122,6 +129,16 @@ int main(int argc, char **argv)
 		       rfs_chunk_list(d, 0, 0, true, entries, 4, &count, &done), -EPERM);
 		expect(name, "a write marked forwarded (hop 1)",
 		       forwarded_write(d, data, sizeof(data)), read_only ? -EROFS : -EPERM);
+		expect(name, "a read with the administration's generation",
+		       rfs_chunk_read(d, admin, 0, back, sizeof(back), &bytes, NULL), -EPERM);
+		expect(name, "a write with the administration's generation",
+		       rfs_chunk_write(d, admin, CHUNK_SIZE, 0, data, sizeof(data), true, NULL),
+		       read_only ? -EROFS : -EPERM);
+		expect(name, "a truncate with the administration's generation",
+		       rfs_chunk_truncate(d, admin, 100, NULL), read_only ? -EROFS : -EPERM);
+		expect(name, "a remove with the administration's generation",
+		       rfs_chunk_remove(d, &admin_sel, &removed, NULL),
+		       read_only ? -EROFS : -EPERM);
 		printf("ok   %s: a %s key's chunk calls as they should be\n", name,
 		       read_only ? "read-only" : "read-write");
 		rfs_daemon_close(d);
