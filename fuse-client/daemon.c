@@ -518,6 +518,32 @@ int rfs_chunk_fence(struct rfs_daemon *d, uint64_t inode, uint64_t generation, b
 	return 0;
 }
 
+int rfs_chunk_fence_list(struct rfs_daemon *d, uint64_t after, struct rfs_fence *out, size_t cap,
+			 size_t *count, bool *more)
+{
+	Rdmafs__ChunkFenceReq req = RDMAFS__CHUNK_FENCE_REQ__INIT;
+	Rdmafs__ChunkFenceResp *resp;
+	int ret;
+
+	*count = 0;
+	*more = false;
+	req.inode = after;
+	req.list = true;
+	ret = small_call(d, RDMAFS__METHOD__METHOD_CHUNK_FENCE, &req.base,
+			 &rdmafs__chunk_fence_resp__descriptor, (ProtobufCMessage **)&resp);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < resp->n_fences && *count < cap; i++) {
+		out[*count].inode = resp->fences[i]->inode;
+		out[*count].generation = resp->fences[i]->generation;
+		(*count)++;
+	}
+	/* a page longer than @cap: the rest comes after the last one taken */
+	*more = resp->more || resp->n_fences > cap;
+	rdmafs__chunk_fence_resp__free_unpacked(resp, NULL);
+	return 0;
+}
+
 int rfs_chunk_list(struct rfs_daemon *d, uint64_t after_inode, uint64_t after_index,
 		   bool from_start, struct rfs_chunk_entry *out, size_t cap, size_t *count,
 		   bool *done)

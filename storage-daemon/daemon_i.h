@@ -263,6 +263,18 @@ void store_fence_leave(struct store *st);
 int store_fence_set(struct store *st, uint64_t inode, uint64_t generation, bool lift,
 		    uint64_t *now);
 
+/* An inode's fence, as store_fence_list() gives it. */
+struct store_fence {
+	uint64_t inode, generation;
+};
+
+/*
+ * Up to @cap fences of the inodes above @after, in inode order, into @out;
+ * *@count gets how many, *@more whether others follow.
+ */
+int store_fence_list(struct store *st, uint64_t after, struct store_fence *out, size_t cap,
+		     size_t *count, bool *more);
+
 /* Up to @max chunks after @after (or from the first when @after is NULL). */
 int store_list(struct store *st, const struct store_chunk_id *after, struct store_list_entry *out,
 	       size_t max, size_t *count, bool *done);

@@ -53,6 +53,8 @@
 #include "meta.h"
 
 #define REPLY_MAX (64u << 10)
+/* Fences a CHUNK_FENCE list answers at most (ChunkFenceReq.list): about 3 KiB. */
+#define FENCE_LIST_MAX 128u
 /* A CHUNK_READ reply's fields besides its inline data, at most. */
 #define READ_REPLY_SLACK 64u
 #define LIST_MAX	 1024u
@@ -745,11 +747,30 @@ static int do_fence(struct worker *w, const void *body, size_t len, size_t *repl
 {
 	Rdmafs__ChunkFenceReq *m = rdmafs__chunk_fence_req__unpack(NULL, len, body);
 	Rdmafs__ChunkFenceResp resp = RDMAFS__CHUNK_FENCE_RESP__INIT;
+	struct store_fence fences[FENCE_LIST_MAX];
+	Rdmafs__FenceEntry entries[FENCE_LIST_MAX], *list[FENCE_LIST_MAX];
+	size_t count = 0;
 	int ret;
 
 	if (!m)
 		return -EBADMSG;
-	ret = store_fence_set(w->srv->store, m->inode, m->generation, m->lift, &resp.fence);
+	if (m->list) {
+		bool more = false;
+
+		ret = store_fence_list(w->srv->store, m->inode, fences, FENCE_LIST_MAX, &count,
+				       &more);
+		resp.more = more;
+		for (size_t i = 0; i < count; i++) {
+			rdmafs__fence_entry__init(&entries[i]);
+			entries[i].inode = fences[i].inode;
+			entries[i].generation = fences[i].generation;
+			list[i] = &entries[i];
+		}
+		resp.fences = list;
+		resp.n_fences = count;
+	} else {
+		ret = store_fence_set(w->srv->store, m->inode, m->generation, m->lift, &resp.fence);
+	}
 	if (!ret)
 		ret = pack_reply(w, &resp.base, reply_len);
 	rdmafs__chunk_fence_req__free_unpacked(m, NULL);

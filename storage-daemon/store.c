@@ -1028,6 +1028,56 @@ out_unlock:
 	return ret;
 }
 
+int store_fence_list(struct store *st, uint64_t after, struct store_fence *out, size_t cap,
+		     size_t *count, bool *more)
+{
+	uint8_t key[8];
+	MDB_val k = {sizeof(key), key}, v;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	int rc;
+
+	*count = 0;
+	*more = false;
+	if (after == UINT64_MAX)
+		return 0;
+	fence_key(after + 1, key);
+	pthread_rwlock_rdlock(&st->fence_lock);
+	rc = mdb_txn_begin(st->fence_env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		goto out_unlock;
+	rc = mdb_cursor_open(txn, st->fence_dbi, &cur);
+	if (rc)
+		goto out_abort;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		const uint8_t *kb = k.mv_data;
+		uint64_t inode = 0;
+
+		if (k.mv_size != sizeof(key) || v.mv_size != sizeof(uint64_t)) {
+			rc = MDB_CORRUPTED;
+			break;
+		}
+		if (*count == cap) {
+			*more = true;
+			break;
+		}
+		for (int i = 0; i < 8; i++)
+			inode = inode << 8 | kb[i];
+		out[*count].inode = inode;
+		memcpy(&out[*count].generation, v.mv_data, sizeof(uint64_t));
+		(*count)++;
+	}
+	if (rc == MDB_NOTFOUND)
+		rc = 0;
+	mdb_cursor_close(cur);
+out_abort:
+	mdb_txn_abort(txn);
+out_unlock:
+	pthread_rwlock_unlock(&st->fence_lock);
+	return lmdb_errno(rc);
+}
+
 /* ---- public ---- */
 
 struct replay {

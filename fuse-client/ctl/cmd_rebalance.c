@@ -38,6 +38,10 @@
  * copies: a chunk may then have lost every copy, and the file is left for
  * fsck to report rather than turned into holes.
  *
+ * Before it moves anything it lifts the fences a move interrupted between
+ * steps 1 and 3 left (a fence above its file's layout generation: the file's
+ * writers wait on it), listing each daemon's (lift_stale_fences()).
+ *
  * Every daemon must be UP (none DOWN, SYNCING or DRAINING) with no chunk
  * lacking a copy: a rebalance copies from any member of a chain, so every
  * member must hold the chunk whole. A file whose new list would have fewer
@@ -58,8 +62,11 @@
 
 struct rebalance {
 	struct ctl *c;
-	uint64_t files, moved, kept, failed, stale, lost, chunks, bytes;
+	uint64_t files, moved, kept, failed, stale, lost, chunks, bytes, lifted;
 };
+
+/* Fences asked of a daemon at once (a CHUNK_FENCE list answers at most 128). */
+#define FENCES_PAGE 128u
 
 /* A copy of a chunk one of the old layout's daemons holds. */
 struct held {
@@ -524,6 +531,51 @@ static int check_settled(struct ctl *c)
 	return ret;
 }
 
+/*
+ * Lifts the fences an interrupted move left on @d: a fence above the file's
+ * layout generation is a move's that fenced the file and never switched it
+ * (a rebalance or drain killed half-way), and keeps every writer of the file
+ * waiting; one at or below it is a finished move's and blocks only clients of
+ * an older layout. With every daemon UP none is draining, and this runs
+ * before this rebalance fences anything: no move is under way (one rebalance
+ * at a time). A file gone meanwhile has its fence lifted too.
+ */
+static int lift_stale_fences(struct rebalance *rb, struct ctl_daemon *d)
+{
+	struct rfs_fence fences[FENCES_PAGE];
+	struct rfs_daemon *h;
+	uint64_t after = 0, generation;
+	size_t count;
+	bool more = true;
+	int ret = ctl_daemon(rb->c, d, &h);
+
+	while (!ret && more) {
+		ret = rfs_chunk_fence_list(h, after, fences, FENCES_PAGE, &count, &more);
+		for (size_t i = 0; !ret && i < count; i++) {
+			const struct rfs_fence *f = &fences[i];
+
+			after = f->inode;
+			ret = ctl_layout_generation(rb->c, f->inode, &generation);
+			if (!ret && generation >= f->generation)
+				continue; /* a finished move's */
+			if (ret && ret != -ENOENT)
+				break;
+			ret = rfs_chunk_fence(h, f->inode, f->generation, true, NULL);
+			if (ret)
+				break;
+			printf("rebalance: inode %" PRIu64
+			       ": lifted the fence at generation %" PRIu64
+			       " that an interrupted move left on daemon %s\n",
+			       f->inode, f->generation, d->label);
+			rb->lifted++;
+		}
+	}
+	if (ret)
+		ctl_err("daemon %s: cannot lift the fences interrupted moves left: %s", d->label,
+			ctl_strerror(ret));
+	return ret;
+}
+
 int ctl_cmd_rebalance(struct ctl *c, int argc, char **argv)
 {
 	struct rebalance rb = {.c = c};
@@ -537,6 +589,9 @@ int ctl_cmd_rebalance(struct ctl *c, int argc, char **argv)
 		return ctl_exit_for(ret);
 	if (check_settled(c))
 		return CTL_EXIT_FAILED;
+	for (size_t i = 0; i < c->map.count && !ret; i++)
+		if (c->map.daemons[i].state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
+			ret = lift_stale_fences(&rb, &c->map.daemons[i]);
 	while (!end && !ret) {
 		ret = ctl_inode_list(c, after, &page);
 		if (ret)
@@ -571,9 +626,10 @@ int ctl_cmd_rebalance(struct ctl *c, int argc, char **argv)
 	}
 	printf("rebalance: %" PRIu64 " files looked at, %" PRIu64 " moved (%" PRIu64
 	       " chunk copies, %s), %" PRIu64 " failed, %" PRIu64 " changed meanwhile, %" PRIu64
-	       " kept for want of failure domains, %" PRIu64 " with copies lost\n",
+	       " kept for want of failure domains, %" PRIu64 " with copies lost; %" PRIu64
+	       " fences of interrupted moves lifted\n",
 	       rb.files, rb.moved, rb.chunks, ctl_fmt_bytes(rb.bytes, b, sizeof(b)), rb.failed,
-	       rb.stale, rb.kept, rb.lost);
+	       rb.stale, rb.kept, rb.lost, rb.lifted);
 	if (ret)
 		return ctl_exit_for(ret);
 	return rb.failed || rb.stale || rb.lost ? CTL_EXIT_PROBLEMS : CTL_EXIT_OK;

@@ -868,6 +868,20 @@ int rfs_chunk_copy(struct rfs_daemon *src, struct rfs_daemon *dst, struct rfs_ch
 int rfs_chunk_fence(struct rfs_daemon *d, uint64_t inode, uint64_t generation, bool lift,
 		    uint64_t *now);
 
+/* An inode's fence on a daemon. */
+struct rfs_fence {
+	uint64_t inode;
+	uint64_t generation;
+};
+
+/*
+ * The fences in force on the daemon, in inode order: up to @cap of those of
+ * the inodes above @after (0: from the first) into @out; *@count gets how
+ * many, *@more whether others follow (ask again after the last).
+ */
+int rfs_chunk_fence_list(struct rfs_daemon *d, uint64_t after, struct rfs_fence *out, size_t cap,
+			 size_t *count, bool *more);
+
 /* One chunk the daemon holds. */
 struct rfs_chunk_entry {
 	uint64_t inode;

@@ -14,7 +14,8 @@
 #   same, and nothing for fsck (no orphan, no misplaced chunk);
 # - leave every file readable whole, the files of 3 copies from the metadata
 #   daemon and storage 3 alone (storage 1 and 2 killed);
-# - find nothing to move when run again.
+# - find nothing to move when run again, and no fence to lift (the moves'
+#   fences are at their files' new layout generation: no move was cut short).
 # Then storage 3 is removed by force (killed: its copies gone with it), and a
 # rebalance gives the files of 3 copies their third copy back on the other
 # three daemons (each chunk there, the right bytes), and leaves a file of one
@@ -154,7 +155,10 @@ echo "rebalance: every file reads back; files of 3 copies with storage 1 and 2 k
 # 5. nothing left to move
 "$rdmafsctl" rebalance >"$local_dir/again" 2>&1 || check_fail "a second rebalance exited $?: $(cat "$local_dir/again")"
 grep -q " 0 moved " "$local_dir/again" || check_fail "a second rebalance moved files: $(cat "$local_dir/again")"
-echo "rebalance: run again, it finds nothing to move"
+# the moves' fences (at their files' new generation, on the old daemons) are no interrupted move's
+grep -q "; 0 fences of interrupted moves lifted" "$local_dir/again" ||
+	check_fail "a second rebalance lifted the fences of finished moves: $(cat "$local_dir/again")"
+echo "rebalance: run again, it finds nothing to move and no fence to lift"
 
 # 6. storage 3 removed by force: the files of 3 copies get their third copy back
 for n in a b c d e f; do

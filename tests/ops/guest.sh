@@ -3,7 +3,8 @@
 #
 # The ops suite's cluster tests over one transport, for the rdma-vm guest:
 # rdmafsctl (cli, drain's chunk copies between daemons, scrub, fsck, health,
-# undrain, a removed daemon, a daemon down), rdmafs-copy (round trip, resume,
+# undrain, a rebalance lifting an interrupted move's fences, a removed
+# daemon, a daemon down), rdmafs-copy (round trip, resume,
 # errors), the logs, every daemon's /metrics and the mount's (where the guest
 # has FUSE) and client keys, each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
@@ -29,7 +30,7 @@ run() {
 	status=$(check_merge "$status" "$rc")
 }
 # The guest runs under TCG, about 10x slower than the host: ten times the host's limits.
-for name in cli drain scrub fsck health undrain removed down; do
+for name in cli drain scrub fsck health undrain rebalance removed down; do
 	run "$name" 3000 "$build/tests/ops/ops-test" "$ctl" "$name" \
 		"$build/storage-daemon/rdmafs-daemon"
 done
@@ -67,4 +68,4 @@ if [ -n "$fuse" ]; then
 		"$here/mount_metrics_check.py"
 fi
 run_opts=()
-exit $status
+exit "$status"

@@ -1388,6 +1388,53 @@ static void test_undrain(void)
 		ctl_out);
 }
 
+/*
+ * A rebalance killed between its fence and its layout switch leaves a file
+ * fenced above its layout generation on every daemon of its layout, and its
+ * writers wait; the next rebalance lifts those fences first, naming each.
+ * (That it leaves a finished move's fences, at the file's generation, is
+ * fs-rebalance's: its second rebalance lifts none.)
+ */
+static void test_rebalance(void)
+{
+	const struct file *fenced = NULL;
+	uint64_t fenced_index = 0;
+	char line[128];
+	int rc;
+
+	write_files();
+	for (size_t i = 0; i < file_count && !fenced; i++)
+		if (chunk_on(&files[i], placed(&files[i], 0), &fenced_index))
+			fenced = &files[i];
+	REQUIRE(fenced, "no file has a chunk 0");
+	for (size_t i = 0; i < fenced->width; i++) {
+		struct cluster_daemon *d = daemon_by_uuid(fenced->layout[i]);
+
+		REQUIRE(rfs_chunk_fence(d->client, fenced->ino, fenced->generation + 1, false,
+					NULL) == 0,
+			"fence on %s", d->name);
+	}
+	REQUIRE(rewrite_chunk(placed(fenced, fenced_index), fenced, fenced_index,
+			      fenced->generation) == -ESTALE,
+		"the interrupted move's fence refuses the file's writers");
+
+	rc = ctl("rebalance", NULL, NULL, NULL);
+	REQUIRE(rc == 0, "rebalance exits %d: %s\n%s", rc, ctl_errbuf, ctl_out);
+	snprintf(line, sizeof(line), "inode %" PRIu64 ": lifted the fence at generation %" PRIu64,
+		 fenced->ino, fenced->generation + 1);
+	REQUIRE(strstr(ctl_out, line), "rebalance names the fence it lifts:\n%s", ctl_out);
+	snprintf(line, sizeof(line), "; %zu fences of interrupted moves lifted", fenced->width);
+	REQUIRE(strstr(ctl_out, line), "rebalance lifts the %zu fences:\n%s", fenced->width,
+		ctl_out);
+	REQUIRE(rewrite_chunk(placed(fenced, fenced_index), fenced, fenced_index,
+			      fenced->generation) == 0,
+		"the file's writers go on");
+	rc = ctl("rebalance", NULL, NULL, NULL);
+	REQUIRE(rc == 0 && strstr(ctl_out, "; 0 fences of interrupted moves lifted"),
+		"a second rebalance lifts nothing (exit %d):\n%s", rc, ctl_out);
+	verify_all_fresh(NULL);
+}
+
 /* The pid cluster.sh recorded for daemon @d. */
 static pid_t daemon_pid(const struct cluster_daemon *d)
 {
@@ -1608,10 +1655,11 @@ static void test_down(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3 && argc != 4)
-		check_error("usage: %s RDMAFSCTL cli|drain|scrub|fsck|health|undrain|down "
-			    "[RDMAFS-DAEMON]"
-			    " (under tests/lib/cluster.sh); removed needs RDMAFS-DAEMON",
-			    argv[0]);
+		check_error(
+			"usage: %s RDMAFSCTL cli|drain|scrub|fsck|health|undrain|rebalance|down "
+			"[RDMAFS-DAEMON]"
+			" (under tests/lib/cluster.sh); removed needs RDMAFS-DAEMON",
+			argv[0]);
 	ctl_path = argv[1];
 	daemon_path = argc == 4 ? argv[3] : NULL;
 	if (strcmp(argv[2], "removed") == 0 && !daemon_path)
@@ -1631,6 +1679,8 @@ int main(int argc, char **argv)
 		test_health();
 	else if (strcmp(argv[2], "undrain") == 0)
 		test_undrain();
+	else if (strcmp(argv[2], "rebalance") == 0)
+		test_rebalance();
 	else if (strcmp(argv[2], "removed") == 0)
 		test_removed();
 	else if (strcmp(argv[2], "down") == 0)
