@@ -37,10 +37,22 @@ uint64_t rdmafs_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_ind
 	return mix(h ^ load_le64(uuid + 8));
 }
 
+uint64_t rdmafs_layout_score(uint64_t seed, uint64_t ino, const uint8_t *uuid)
+{
+	return rdmafs_rendezvous_score(seed, ino, RDMAFS_LAYOUT_INDEX, uuid);
+}
+
+int rdmafs_rank_cmp(uint64_t sa, const uint8_t *a, uint64_t sb, const uint8_t *b)
+{
+	if (sa != sb)
+		return sa > sb ? -1 : 1;
+	return memcmp(a, b, RDMAFS_UUID_LEN);
+}
+
 /* Whether daemon @a (score @sa) goes before daemon @b (score @sb) in a chain. */
 static bool ranks_before(uint64_t sa, const uint8_t *a, uint64_t sb, const uint8_t *b)
 {
-	return sa > sb || (sa == sb && memcmp(a, b, RDMAFS_UUID_LEN) < 0);
+	return rdmafs_rank_cmp(sa, a, sb, b) < 0;
 }
 
 int rdmafs_place_chunk(const uint8_t *const *uuids, size_t count, uint64_t seed, uint64_t ino,

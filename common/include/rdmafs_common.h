@@ -57,6 +57,22 @@ uint64_t rdmafs_rendezvous_score(uint64_t seed, uint64_t ino, uint64_t chunk_ind
 				 const uint8_t *uuid);
 
 /*
+ * A file's layout is the daemons that score highest for the whole file: its
+ * rendezvous score at chunk index RDMAFS_LAYOUT_INDEX. The metadata service
+ * makes layouts so (meta_choose_layout()), and rdmafsctl's drain and
+ * rebalance pick daemons so; rdmafs_rank_cmp() orders them.
+ */
+#define RDMAFS_LAYOUT_INDEX UINT64_MAX
+uint64_t rdmafs_layout_score(uint64_t seed, uint64_t ino, const uint8_t *uuid);
+
+/*
+ * The order of daemons by score, best first (qsort's sign): daemon @a of
+ * score @sa before daemon @b of score @sb when its score is higher, or equal
+ * and its UUID smaller by memcmp, as in chains. 0 only for one daemon.
+ */
+int rdmafs_rank_cmp(uint64_t sa, const uint8_t *a, uint64_t sb, const uint8_t *b);
+
+/*
  * Places chunk @chunk_index of inode @ino among the @count daemons whose
  * UUIDs are @uuids[0..count-1] (each RDMAFS_UUID_LEN bytes, e.g. the
  * Layout.daemons of the file), with the layout's @seed.

@@ -84,8 +84,6 @@
 #include "ctl_i.h"
 
 #define MAX_PASSES 5
-/* Scores a daemon for a whole file (as the metadata service's layouts do). */
-#define LAYOUT_INDEX UINT64_MAX
 
 struct drain {
 	struct ctl *c;
@@ -147,8 +145,8 @@ static const uint8_t *replacement(struct drain *dr, uint64_t seed, uint64_t ino)
 
 		if (d == dr->src || d->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 			continue;
-		s = rdmafs_rendezvous_score(seed, ino, LAYOUT_INDEX, d->uuid);
-		if (!best || s > best_score) {
+		s = rdmafs_layout_score(seed, ino, d->uuid);
+		if (!best || rdmafs_rank_cmp(s, d->uuid, best_score, best) < 0) {
 			best = d->uuid;
 			best_score = s;
 		}

@@ -57,9 +57,6 @@
 #include "rdmafs_common.h"
 #include "ctl_i.h"
 
-/* Scores a daemon for a whole file (as the metadata service's layouts do). */
-#define LAYOUT_INDEX UINT64_MAX
-
 struct rebalance {
 	struct ctl *c;
 	uint64_t files, moved, kept, failed, stale, lost, chunks, bytes, lifted;
@@ -109,9 +106,7 @@ static int candidate_cmp(const void *a, const void *b)
 {
 	const struct candidate *x = a, *y = b;
 
-	if (x->score != y->score)
-		return x->score < y->score ? 1 : -1;
-	return memcmp(x->d->uuid, y->d->uuid, RDMAFS_UUID_LEN);
+	return rdmafs_rank_cmp(x->score, x->d->uuid, y->score, y->d->uuid);
 }
 
 /*
@@ -135,8 +130,7 @@ static int new_list(struct move *m)
 		if (d->state != RDMAFS__DAEMON_STATE__DAEMON_STATE_UP)
 			continue;
 		cand[n].d = d;
-		cand[n].score = rdmafs_rendezvous_score(m->l->placement_seed, m->ino, LAYOUT_INDEX,
-							d->uuid);
+		cand[n].score = rdmafs_layout_score(m->l->placement_seed, m->ino, d->uuid);
 		n++;
 	}
 	qsort(cand, n, sizeof(*cand), candidate_cmp);

@@ -20,7 +20,6 @@
 #define STATFS_BSIZE 4096
 #define STATFS_FFREE (1ULL << 32)
 /* Scores daemons for a layout; no chunk has this index. */
-#define LAYOUT_INDEX UINT64_MAX
 
 static int bump_epoch(struct meta_txn *t)
 {
@@ -778,9 +777,7 @@ static int candidate_cmp(const void *a, const void *b)
 {
 	const struct candidate *x = a, *y = b;
 
-	if (x->score != y->score)
-		return x->score < y->score ? 1 : -1;
-	return memcmp(x->uuid, y->uuid, RDMAFS_UUID_LEN);
+	return rdmafs_rank_cmp(x->score, x->uuid, y->score, y->uuid);
 }
 
 struct layout_walk {
@@ -799,8 +796,7 @@ static int layout_candidate(struct meta_txn *t, struct daemon *d, void *arg)
 		return 0;
 	memcpy(w->cand[w->n].uuid, d->uuid, RDMAFS_UUID_LEN);
 	rdmafs_domain_key(d->host, d->rack, w->cand[w->n].domain, sizeof(w->cand[w->n].domain));
-	w->cand[w->n].score =
-		rdmafs_rendezvous_score(w->in->r.placement_seed, w->in->ino, LAYOUT_INDEX, d->uuid);
+	w->cand[w->n].score = rdmafs_layout_score(w->in->r.placement_seed, w->in->ino, d->uuid);
 	w->n++;
 	return 0;
 }

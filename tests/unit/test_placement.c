@@ -132,6 +132,36 @@ static void test_chain_frozen(void **state)
 	}
 }
 
+/* A layout's score is the rendezvous score at RDMAFS_LAYOUT_INDEX; ranks as chains do. */
+static void test_layout_rank(void **state)
+{
+	uint8_t lo[RDMAFS_UUID_LEN] = {1}, hi[RDMAFS_UUID_LEN] = {2};
+
+	make_uuids();
+	for (int i = 0; i < DAEMONS; i++)
+		assert_true(rdmafs_layout_score(99, 1234, uuids[i]) ==
+			    rdmafs_rendezvous_score(99, 1234, UINT64_MAX, uuids[i]));
+	assert_true(rdmafs_rank_cmp(5, hi, 4, lo) < 0); /* the higher score first */
+	assert_true(rdmafs_rank_cmp(4, lo, 5, hi) > 0);
+	assert_true(rdmafs_rank_cmp(5, lo, 5, hi) < 0); /* a tie: the smaller UUID first */
+	assert_true(rdmafs_rank_cmp(5, hi, 5, lo) > 0);
+	assert_int_equal(rdmafs_rank_cmp(5, lo, 5, lo), 0);
+	/* the top of a ranking by layout score is the one-copy chain of RDMAFS_LAYOUT_INDEX */
+	{
+		int best = 0, chain;
+
+		for (int i = 1; i < DAEMONS; i++)
+			if (rdmafs_rank_cmp(rdmafs_layout_score(7, 42, uuids[i]), uuids[i],
+					    rdmafs_layout_score(7, 42, uuids[best]),
+					    uuids[best]) < 0)
+				best = i;
+		assert_int_equal(rdmafs_place_chain(uuids, NULL, DAEMONS, 7, 42,
+						    RDMAFS_LAYOUT_INDEX, 1, &chain),
+				 1);
+		assert_int_equal(chain, best);
+	}
+}
+
 static void test_chain_rules(void **state)
 {
 	const uint8_t *fewer[DAEMONS - 1];
@@ -330,11 +360,12 @@ static void test_domains_check(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_frozen_values), cmocka_unit_test(test_deterministic),
-		cmocka_unit_test(test_spread),	      cmocka_unit_test(test_minimal_movement),
-		cmocka_unit_test(test_chain_frozen),  cmocka_unit_test(test_chain_rules),
-		cmocka_unit_test(test_chain_domains), cmocka_unit_test(test_domains_keep),
-		cmocka_unit_test(test_domains_check), cmocka_unit_test(test_domains_number),
+		cmocka_unit_test(test_frozen_values),  cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_spread),	       cmocka_unit_test(test_minimal_movement),
+		cmocka_unit_test(test_chain_frozen),   cmocka_unit_test(test_chain_rules),
+		cmocka_unit_test(test_layout_rank),    cmocka_unit_test(test_chain_domains),
+		cmocka_unit_test(test_domains_keep),   cmocka_unit_test(test_domains_check),
+		cmocka_unit_test(test_domains_number),
 	};
 
 	return cmocka_run_group_tests_name("meta-placement", tests, NULL, NULL) ? 1 : 0;
