@@ -1012,20 +1012,28 @@ static int raw_call(struct raw *r, uint32_t method, const ProtobufCMessage *msg)
 	return xprt_call(r->conn, method, req, len, resp, sizeof(resp), &got, 10000);
 }
 
+/* @bd: the first @len bytes of @r's buffer, for the daemon to read or write by RDMA. */
+static void raw_desc(struct raw *r, uint32_t len, Rdmafs__BufferDesc *bd)
+{
+	struct xprt_desc desc;
+
+	REQUIRE(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), xprt_buf_data(r->buf), MiB, &desc) == 0,
+		"desc");
+	bd->addr = desc.addr;
+	bd->len = len;
+	bd->rkey = desc.rkey;
+}
+
 static int raw_write(struct raw *r, uint64_t inode, uint32_t chunk_size, uint32_t offset,
 		     uint32_t length, uint32_t crc, uint32_t desc_len, uint32_t rkey_xor)
 {
 	Rdmafs__ChunkWriteReq req = RDMAFS__CHUNK_WRITE_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
 	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
-	struct xprt_desc desc;
 
-	REQUIRE(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), xprt_buf_data(r->buf), MiB, &desc) == 0,
-		"desc");
+	raw_desc(r, desc_len, &bd);
+	bd.rkey ^= rkey_xor;
 	cid.inode = inode;
-	bd.addr = desc.addr;
-	bd.len = desc_len;
-	bd.rkey = desc.rkey ^ rkey_xor;
 	req.chunk = &cid;
 	req.offset = offset;
 	req.length = length;
@@ -2061,10 +2069,9 @@ static int chain_write(struct raw *r, uint64_t ino, uint32_t length, bool inl,
 	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
 	Rdmafs__ChainHop chain[3], *list[3];
 	uint8_t *data = xprt_buf_data(r->buf);
-	struct xprt_desc desc;
 
 	REQUIRE(n <= 3, "at most 3 hops");
-	REQUIRE(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), data, MiB, &desc) == 0, "desc");
+	raw_desc(r, length, &bd);
 	for (size_t i = 0; i < n; i++) {
 		rdmafs__chain_hop__init(&chain[i]);
 		chain[i].uuid.data = uuids[hops[i]];
@@ -2073,9 +2080,6 @@ static int chain_write(struct raw *r, uint64_t ino, uint32_t length, bool inl,
 		list[i] = &chain[i];
 	}
 	cid.inode = ino;
-	bd.addr = desc.addr;
-	bd.len = length;
-	bd.rkey = desc.rkey;
 	req.chunk = &cid;
 	req.length = length;
 	req.crc32c = rdmafs_crc32c(data, length);
@@ -2306,14 +2310,9 @@ static int chain_read(struct raw *r, uint64_t ino)
 	Rdmafs__ChunkReadReq req = RDMAFS__CHUNK_READ_REQ__INIT;
 	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
 	Rdmafs__BufferDesc bd = RDMAFS__BUFFER_DESC__INIT;
-	struct xprt_desc desc;
 
-	REQUIRE(xprt_mr_desc(r->conn, xprt_buf_mr(r->buf), xprt_buf_data(r->buf), MiB, &desc) == 0,
-		"desc");
+	raw_desc(r, 65536, &bd);
 	cid.inode = ino;
-	bd.addr = desc.addr;
-	bd.len = 65536;
-	bd.rkey = desc.rkey;
 	req.chunk = &cid;
 	req.length = 65536;
 	req.buf = &bd;
