@@ -2125,6 +2125,15 @@ static void chain_start(const char *prefix, struct daemon_proc *d, uint8_t (*uui
 	}
 }
 
+/* Closes the handles of @d[0..n-1] and stops them, each exiting 0. */
+static void chain_stop(struct daemon_proc *d, struct rfs_daemon **c, int n)
+{
+	for (int i = 0; i < n; i++) {
+		rfs_daemon_close(c[i]);
+		REQUIRE(WEXITSTATUS(daemon_stop(&d[i], SIGTERM)) == 0, "daemon %d stop", i);
+	}
+}
+
 /* One of two writers racing overlapping writes of one chunk through a chain. */
 struct chain_racer {
 	const struct daemon_proc *d;
@@ -2253,10 +2262,7 @@ static int test_chain(void)
 	CHECK(harness_now_ms() - start < 30000, "and answers within 30 s: %llu ms",
 	      (unsigned long long)(harness_now_ms() - start));
 	raw_close(&r);
-	for (int i = 0; i < 2; i++) {
-		rfs_daemon_close(c[i]);
-		REQUIRE(WEXITSTATUS(daemon_stop(&d[i], SIGTERM)) == 0, "daemon %d stop", i);
-	}
+	chain_stop(d, c, 2);
 	free(want);
 	printf("chain: writes stored along a chain of 3 before the answer, inline and by RDMA;"
 	       " racing writers leave the copies equal\n");
@@ -2295,10 +2301,7 @@ static int test_chainorder(void)
 	for (int i = 0; i < 3; i++)
 		CHECK(chunk_holds(c[i], 0x75, want, 65536),
 		      "daemon %d holds the second write, as the head does", i);
-	for (int i = 0; i < 3; i++) {
-		rfs_daemon_close(c[i]);
-		REQUIRE(WEXITSTATUS(daemon_stop(&d[i], SIGTERM)) == 0, "daemon %d stop", i);
-	}
+	chain_stop(d, c, 3);
 	free(want);
 	printf("chainorder: a write overtaking a held one waits at the head; copies equal\n");
 	return 0;
@@ -2406,10 +2409,7 @@ static int test_chaindirty(void)
 		CHECK(chunk_holds(c[i], 0x76, want, 65536), "daemon %d holds the write", i);
 		raw_close(&r[i]);
 	}
-	for (int i = 0; i < 3; i++) {
-		rfs_daemon_close(c[i]);
-		REQUIRE(WEXITSTATUS(daemon_stop(&d[i], SIGTERM)) == 0, "daemon %d stop", i);
-	}
+	chain_stop(d, c, 3);
 	free(want);
 	printf("chaindirty: a write on its way down the chain makes the head, then the middle, "
 	       "answer replicated reads EINPROGRESS; later copies serve; all clean after\n");
