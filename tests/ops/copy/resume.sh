@@ -131,8 +131,16 @@ left=$(find "$work/back" -name '.rdmafs-copy.*' | wc -l)
 check "no temporaries left ($left)" test "$left" -eq 0
 check "identical after both interruptions" "$treecmp" $owner_flag "$src" "$work/back"
 
-# --verify-existing catches a complete-looking file whose bytes differ
-printf 'X' | dd of="$work/back/big3" bs=1 seek=1000 conv=notrunc status=none
+# --verify-existing catches a complete-looking file whose bytes differ: one
+# byte changed (to another value: writing a fixed one left the random file as
+# it was one time in 256, and the check then failed by luck)
+byte=$(od -An -tu1 -j1000 -N1 "$work/back/big3" | tr -d ' ')
+[ -n "$byte" ] || check_error "cannot read byte 1000 of $work/back/big3"
+# shellcheck disable=SC2059 # the format is the byte's octal escape
+printf "\\$(printf %03o $(((byte + 1) % 256)))" |
+	dd of="$work/back/big3" bs=1 seek=1000 conv=notrunc status=none ||
+	check_error "cannot change byte 1000 of $work/back/big3"
+cmp -s "$src/big3" "$work/back/big3" && check_error "changing byte 1000 of $work/back/big3 left it as it was"
 touch -r "$src/big3" "$work/back/big3"
 out=$("$copy" "${copy_timeout[@]}" --verify-existing rdmafs:/resume "$work/back" 2>&1)
 check "--verify-existing copies the damaged file again" \
