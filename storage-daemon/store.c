@@ -189,23 +189,31 @@ static bool block_ok(const struct chunk_meta *m, uint32_t b, uint32_t crc)
 	       crc == m->crc[m->block_count + b - m->pending_first];
 }
 
+/* The index's keys, and the fence table's, hold numbers big-endian: they sort as numbers. */
+static void be64_put(uint64_t v, uint8_t *p)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t be64_get(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
 static void key_encode(struct store_chunk_id id, uint8_t *key)
 {
-	for (int i = 0; i < 8; i++) {
-		key[i] = (uint8_t)(id.inode >> (56 - 8 * i));
-		key[8 + i] = (uint8_t)(id.index >> (56 - 8 * i));
-	}
+	be64_put(id.inode, key);
+	be64_put(id.index, key + 8);
 }
 
 static struct store_chunk_id key_decode(const uint8_t *key)
 {
-	struct store_chunk_id id = {0, 0};
-
-	for (int i = 0; i < 8; i++) {
-		id.inode = (id.inode << 8) | key[i];
-		id.index = (id.index << 8) | key[8 + i];
-	}
-	return id;
+	return (struct store_chunk_id){be64_get(key), be64_get(key + 8)};
 }
 
 /* A hash of @id, its high bits well mixed. */
@@ -886,8 +894,7 @@ static int block_read_verified(struct store_io *io, int fd, struct store_chunk_i
 
 static void fence_key(uint64_t inode, uint8_t *key)
 {
-	for (int i = 0; i < 8; i++)
-		key[i] = (uint8_t)(inode >> (56 - 8 * i));
+	be64_put(inode, key);
 }
 
 /* Opens meta/fences.mdb (created on first use) and counts its records. */
@@ -1051,9 +1058,6 @@ int store_fence_list(struct store *st, uint64_t after, struct store_fence *out, 
 		goto out_abort;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		const uint8_t *kb = k.mv_data;
-		uint64_t inode = 0;
-
 		if (k.mv_size != sizeof(key) || v.mv_size != sizeof(uint64_t)) {
 			rc = MDB_CORRUPTED;
 			break;
@@ -1062,9 +1066,7 @@ int store_fence_list(struct store *st, uint64_t after, struct store_fence *out, 
 			*more = true;
 			break;
 		}
-		for (int i = 0; i < 8; i++)
-			inode = inode << 8 | kb[i];
-		out[*count].inode = inode;
+		out[*count].inode = be64_get(k.mv_data);
 		memcpy(&out[*count].generation, v.mv_data, sizeof(uint64_t));
 		(*count)++;
 	}
