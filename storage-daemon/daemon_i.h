@@ -538,6 +538,8 @@ bool dmap_leased(struct dmap *m);
 bool dmap_may_serve(struct dmap *m);
 /* A daemon's DaemonState in the map; 0 for one the map does not have. */
 uint32_t dmap_state(struct dmap *m, const uint8_t *uuid);
+/* Whether a daemon in @state serves replicated reads: UP or DRAINING. */
+bool dmap_state_serves(uint32_t state);
 /* A daemon's first address into @out (DMAP_URI_MAX bytes): -ENOENT, -EHOSTUNREACH. */
 int dmap_uri(struct dmap *m, const uint8_t *uuid, char *out);
 /* Which of @n @members (16-byte UUIDs) is the chain's head: the first UP or DRAINING; -1. */
@@ -570,6 +572,12 @@ struct missed_rec {
 	struct store_chunk_id id;
 	uint8_t members[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
 	unsigned n_members;
+	/*
+	 * Made by missed_inflight_open() for a write this daemon headed and was
+	 * killed in: its copy may hold bytes the others lack. It goes to @target
+	 * only from the chain's head (resync.c), never dropped for @target's return.
+	 */
+	bool recovered;
 };
 
 /* Opens meta/missed.mdb of the data directory @dir_fd (created on first use). */
@@ -586,6 +594,30 @@ int missed_list(struct missed *ms, const struct missed_rec *after, struct missed
 /* The daemons recorded as missing chunk @id, up to @max of them. */
 int missed_of_chunk(struct missed *ms, struct store_chunk_id id, uint8_t (*targets)[16], size_t max,
 		    size_t *count);
+/*
+ * How many records are kept, from a count (no lookup: the replicated reads
+ * ask first); for a moment while a record is added, one more.
+ */
+uint64_t missed_count(struct missed *ms);
+
+/*
+ * Replicated writes in flight at their head (docs/replication.md, "A head
+ * killed mid-write"). The head stores a write before the daemons after it
+ * do, and records who missed it only once their answer comes: killed in
+ * between, it would hold bytes the others lack, and nothing would say so.
+ * So from before its store until that record each such write holds a slot
+ * of meta/inflight (one per worker, @slot < the count opened), kept through
+ * a kill -9 (not through a power loss, which may lose the chunk's unsynced
+ * bytes as well). missed_inflight_open(), before the daemon serves, turns
+ * every slot a killed run left busy into records (marked recovered) of that
+ * chunk as missed by each other member of its chain, on disk, and counts them
+ * in *@recovered; then every slot is free. Errors: -errno, or LMDB's.
+ */
+int missed_inflight_open(struct missed *ms, const uint8_t *self, unsigned slots,
+			 unsigned *recovered);
+void missed_inflight_begin(struct missed *ms, unsigned slot, struct store_chunk_id id,
+			   const uint8_t (*members)[16], unsigned n_members);
+void missed_inflight_end(struct missed *ms, unsigned slot);
 
 /* ---- resync (resync.c) ---- */
 
@@ -678,6 +710,7 @@ struct server_stats {
 	uint64_t rdma_bytes_in_flight;
 	uint64_t inline_writes, inline_reads;  /* payloads carried in the messages, no RDMA */
 	uint64_t resync_pushed, resync_failed; /* resync_counts() */
+	uint64_t missed_records;	       /* missed_count() */
 	/* run on the thread that received them; of those, handed to a worker (RDMA, O_SYNC, disk)
 	 */
 	uint64_t run_on_receipt, handed_on;

@@ -167,7 +167,7 @@ static const struct dmap_entry *find(const struct dmap *m, const uint8_t *uuid)
 	return NULL;
 }
 
-static bool serving(uint32_t state)
+bool dmap_state_serves(uint32_t state)
 {
 	return state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP ||
 	       state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING;
@@ -190,7 +190,8 @@ bool dmap_may_serve(struct dmap *m)
 
 	pthread_mutex_lock(&m->lock);
 	e = find(m, m->self);
-	ok = m->lease_until_ms && monotonic_ms() < m->lease_until_ms && e && serving(e->state);
+	ok = m->lease_until_ms && monotonic_ms() < m->lease_until_ms && e &&
+	     dmap_state_serves(e->state);
 	pthread_mutex_unlock(&m->lock);
 	return ok;
 }
@@ -240,7 +241,7 @@ static int head_of(const struct dmap *m, const ProtobufCBinaryData *members, siz
 		if (members[i].len != RDMAFS_UUID_LEN)
 			return -1;
 		e = find(m, members[i].data);
-		if (e && serving(e->state))
+		if (e && dmap_state_serves(e->state))
 			return (int)i;
 	}
 	return -1;

@@ -147,6 +147,11 @@ static void render_server(const struct server_stats *st, FILE *f)
 			    st->resync_pushed);
 	rdmafs_prom_counter(f, "rdmafs_resync_failures_total",
 			    "Such copies that failed (each is tried again).", st->resync_failed);
+	rdmafs_prom_gauge(
+		f, "rdmafs_missed_records",
+		"Writes stored here that a daemon of their chain lacks (one per chunk and "
+		"daemon), kept until the resync has copied the chunk there.",
+		st->missed_records);
 	rdmafs_prom_gauge(f, "rdmafs_requests_in_flight", "Requests a worker is handling now.",
 			  st->in_flight);
 	rdmafs_prom_gauge(f, "rdmafs_request_queue_length", "Requests waiting for a worker.",

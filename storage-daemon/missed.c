@@ -9,8 +9,16 @@
  * file is made by the first record: a daemon that never forwarded a write
  * of a replicated chunk (or was refused by the cluster) changes nothing in
  * its data directory. See daemon_i.h.
+ *
+ * The writes in flight at their head (missed_inflight_begin()) are kept in
+ * meta/inflight, a file of one slot per worker mapped shared: a store to the
+ * mapping is in the page cache at once, so a kill -9 leaves the slots of the
+ * writes it cut short. missed_inflight_open() turns each into records of the
+ * chunk as missed by every other member of its chain, marked recovered (see
+ * resync.c), before the daemon serves anything.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <lmdb.h>
 #include <stdio.h>
@@ -18,6 +26,8 @@
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "daemon_i.h"
 #include "lmdb_errno.h"
@@ -27,12 +37,28 @@
 #define KEY_LEN		(RDMAFS_UUID_LEN + 16)
 
 #define MISSED_FILE "meta/missed.mdb"
+/* The value's first byte: the member count, and this bit for a record of a write cut short. */
+#define VALUE_RECOVERED 0x80u
+
+#define INFLIGHT_FILE "meta/inflight"
+#define INFLIGHT_BUSY 0x544847494c464e49ull /* "INFLIGHT" */
+
+/* A write this daemon heads, stored or about to be, whose chain's answer is not recorded. */
+struct inflight_slot {
+	uint64_t busy; /* INFLIGHT_BUSY, set after the rest and cleared first; 0: free */
+	uint64_t inode, index;
+	uint32_t n_members, pad;
+	uint8_t members[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+};
 
 struct missed {
 	int dir_fd;	      /* the data directory's, ours */
 	pthread_mutex_t lock; /* guards opening env */
 	MDB_env *env;	      /* NULL until the file exists */
 	MDB_dbi dbi;
+	uint64_t records;	     /* at least as many as kept (atomic): none means no lookup */
+	struct inflight_slot *slots; /* meta/inflight, mapped; NULL before missed_inflight_open() */
+	unsigned n_slots;
 };
 
 /* Opens (and with @create makes) meta/missed.mdb; 0 with env NULL when it is not there. */
@@ -62,6 +88,12 @@ static int env_open(struct missed *ms, bool create)
 	if (rc) {
 		mdb_txn_abort(txn);
 		goto err_close;
+	}
+	{
+		MDB_stat st;
+
+		if (!mdb_stat(txn, ms->dbi, &st))
+			__atomic_store_n(&ms->records, st.ms_entries, __ATOMIC_RELAXED);
 	}
 	rc = mdb_txn_commit(txn);
 	if (rc)
@@ -113,6 +145,8 @@ void missed_close(struct missed *ms)
 		return;
 	if (ms->env)
 		mdb_env_close(ms->env);
+	if (ms->slots)
+		munmap(ms->slots, ms->n_slots * sizeof(*ms->slots));
 	if (ms->dir_fd >= 0)
 		close(ms->dir_fd);
 	pthread_mutex_destroy(&ms->lock);
@@ -141,13 +175,15 @@ static void make_key(const uint8_t *target, struct store_chunk_id id, uint8_t *k
 	memcpy(key + 16, target, RDMAFS_UUID_LEN);
 }
 
-int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
-	       unsigned n_targets, const uint8_t (*members)[16], unsigned n_members)
+/* missed_add(), the records marked @recovered or not. */
+static int add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
+	       unsigned n_targets, const uint8_t (*members)[16], unsigned n_members, bool recovered)
 {
 	uint8_t key[KEY_LEN], value[1 + MISSED_MEMBERS_MAX * RDMAFS_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v = {1 + n_members * RDMAFS_UUID_LEN, value};
 	MDB_txn *txn = NULL;
 	MDB_env *env;
+	uint64_t added = 0;
 	int rc, ret;
 
 	if (n_members > MISSED_MEMBERS_MAX || n_targets == 0)
@@ -155,20 +191,35 @@ int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targ
 	env = env_get(ms, true, &ret);
 	if (!env)
 		return ret;
-	value[0] = (uint8_t)n_members;
+	value[0] = (uint8_t)(n_members | (recovered ? VALUE_RECOVERED : 0));
 	memcpy(value + 1, members, n_members * RDMAFS_UUID_LEN);
 	rc = mdb_txn_begin(env, NULL, 0, &txn);
 	for (unsigned i = 0; !rc && i < n_targets; i++) {
 		make_key(targets[i], id, key);
-		rc = mdb_put(txn, ms->dbi, &k, &v, 0);
+		rc = mdb_put(txn, ms->dbi, &k, &v, MDB_NOOVERWRITE);
+		if (!rc)
+			added++;
+		else if (rc == MDB_KEYEXIST)
+			rc = mdb_put(txn, ms->dbi, &k, &v, 0);
 	}
 	if (rc) {
 		if (txn)
 			mdb_txn_abort(txn);
 		return lmdb_errno(rc);
 	}
+	/* counted before the commit: a reader may look one up for nothing, never miss one */
+	__atomic_add_fetch(&ms->records, added, __ATOMIC_RELAXED);
 	/* the environment syncs on commit: the record is on disk before the write's answer */
-	return lmdb_errno(mdb_txn_commit(txn));
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		__atomic_sub_fetch(&ms->records, added, __ATOMIC_RELAXED);
+	return lmdb_errno(rc);
+}
+
+int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
+	       unsigned n_targets, const uint8_t (*members)[16], unsigned n_members)
+{
+	return add(ms, id, targets, n_targets, members, n_members, false);
 }
 
 int missed_del(struct missed *ms, const struct missed_rec *r)
@@ -191,7 +242,15 @@ int missed_del(struct missed *ms, const struct missed_rec *r)
 		mdb_txn_abort(txn);
 		return rc == MDB_NOTFOUND ? 0 : lmdb_errno(rc);
 	}
-	return lmdb_errno(mdb_txn_commit(txn));
+	rc = mdb_txn_commit(txn);
+	if (!rc)
+		__atomic_sub_fetch(&ms->records, 1, __ATOMIC_RELAXED);
+	return lmdb_errno(rc);
+}
+
+uint64_t missed_count(struct missed *ms)
+{
+	return __atomic_load_n(&ms->records, __ATOMIC_RELAXED);
 }
 
 /* Fills @r from a record; false for one this code did not write. */
@@ -199,13 +258,16 @@ static bool rec_from(const MDB_val *k, const MDB_val *v, struct missed_rec *r)
 {
 	const uint8_t *key = k->mv_data, *value = v->mv_data;
 
-	if (k->mv_size != KEY_LEN || v->mv_size < 1 || value[0] > MISSED_MEMBERS_MAX ||
-	    v->mv_size != 1u + value[0] * RDMAFS_UUID_LEN)
+	unsigned n = v->mv_size ? value[0] & ~VALUE_RECOVERED : 0;
+
+	if (k->mv_size != KEY_LEN || v->mv_size < 1 || n > MISSED_MEMBERS_MAX ||
+	    v->mv_size != 1u + n * RDMAFS_UUID_LEN)
 		return false;
 	r->id.inode = get_be64(key);
 	r->id.index = get_be64(key + 8);
 	memcpy(r->target, key + 16, RDMAFS_UUID_LEN);
-	r->n_members = value[0];
+	r->recovered = value[0] & VALUE_RECOVERED;
+	r->n_members = n;
 	memcpy(r->members, value + 1, r->n_members * RDMAFS_UUID_LEN);
 	return true;
 }
@@ -270,4 +332,92 @@ int missed_of_chunk(struct missed *ms, struct store_chunk_id id, uint8_t (*targe
 			memcpy(targets[(*count)++], page[i].target, RDMAFS_UUID_LEN);
 	}
 	return ret;
+}
+
+/* Records the writes a killed daemon left in @f's slots (see the top of the file). */
+static int inflight_recover(struct missed *ms, int fd, const uint8_t *self, unsigned *recovered)
+{
+	struct inflight_slot slot;
+	uint8_t others[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+	off_t at = 0;
+	ssize_t n;
+	int ret;
+
+	*recovered = 0;
+	while ((n = pread(fd, &slot, sizeof(slot), at)) == (ssize_t)sizeof(slot)) {
+		unsigned n_others = 0;
+
+		at += n;
+		if (slot.busy != INFLIGHT_BUSY)
+			continue;
+		if (slot.n_members > MISSED_MEMBERS_MAX) {
+			rdmafs_log(RDMAFS_LOG_WARN, "%s: a slot of %u members skipped",
+				   INFLIGHT_FILE, slot.n_members);
+			continue;
+		}
+		for (unsigned i = 0; i < slot.n_members; i++)
+			if (memcmp(slot.members[i], self, RDMAFS_UUID_LEN) != 0)
+				memcpy(others[n_others++], slot.members[i], RDMAFS_UUID_LEN);
+		ret = add(ms, (struct store_chunk_id){slot.inode, slot.index},
+			  (const uint8_t(*)[16])others, n_others,
+			  (const uint8_t(*)[16])slot.members, slot.n_members, true);
+		if (ret)
+			return ret;
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "chunk %016" PRIx64 "/%016" PRIx64
+			   ": a write was in flight when this daemon stopped: its copy goes to "
+			   "the rest of the chain",
+			   slot.inode, slot.index);
+		(*recovered)++;
+	}
+	return n < 0 ? -errno : 0;
+}
+
+int missed_inflight_open(struct missed *ms, const uint8_t *self, unsigned slots,
+			 unsigned *recovered)
+{
+	size_t len = (size_t)slots * sizeof(struct inflight_slot);
+	void *map;
+	int fd, ret;
+
+	fd = openat(ms->dir_fd, INFLIGHT_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	/* on disk before the slots are cleared (add() commits synchronously) */
+	ret = inflight_recover(ms, fd, self, recovered);
+	if (!ret && (ftruncate(fd, 0) || ftruncate(fd, (off_t)len)))
+		ret = -errno;
+	map = ret ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (!ret && map == MAP_FAILED)
+		ret = -errno;
+	close(fd);
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_ERR, "cannot take up the writes in flight (%s): %s",
+			   INFLIGHT_FILE, strerror(-ret));
+		return ret;
+	}
+	ms->slots = map;
+	ms->n_slots = slots;
+	return 0;
+}
+
+void missed_inflight_begin(struct missed *ms, unsigned slot, struct store_chunk_id id,
+			   const uint8_t (*members)[16], unsigned n_members)
+{
+	struct inflight_slot *s;
+
+	if (slot >= ms->n_slots)
+		return; /* not a worker's (server.c gives each data worker one) */
+	s = &ms->slots[slot];
+	s->inode = id.inode;
+	s->index = id.index;
+	s->n_members = n_members;
+	memcpy(s->members, members, n_members * RDMAFS_UUID_LEN);
+	__atomic_store_n(&s->busy, INFLIGHT_BUSY, __ATOMIC_RELEASE);
+}
+
+void missed_inflight_end(struct missed *ms, unsigned slot)
+{
+	if (slot < ms->n_slots)
+		__atomic_store_n(&ms->slots[slot].busy, 0, __ATOMIC_RELEASE);
 }

@@ -6,7 +6,11 @@
  * chunk falls between the copy and the daemon's return. Only the chain's
  * head (the first serving daemon of its members, which orders the chunk's
  * writes) copies; the others keep their record until the daemon is UP again,
- * for the case the head dies first. See daemon_i.h.
+ * for the case the head dies first. A record this daemon made of a write it
+ * headed and was killed in (recovered: missed_inflight_open()) waits for it
+ * to head the chain again, whatever its target's state: until then the head
+ * of the moment holds what the chain answered, and this copy, which the reads
+ * skip while the record lasts (server.c), is the one that may differ. See daemon_i.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,12 +37,6 @@ struct resync {
 	bool stopping, kicked;
 	uint64_t pushed, failed; /* chunks, atomically */
 };
-
-static bool serving(uint32_t state)
-{
-	return state == RDMAFS__DAEMON_STATE__DAEMON_STATE_UP ||
-	       state == RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING;
-}
 
 /* The chunk of @r as this daemon has it, to @r's target; @uri is the target's. */
 static int push(struct resync *rs, const struct missed_rec *r, const char *uri,
@@ -121,6 +119,25 @@ static int push(struct resync *rs, const struct missed_rec *r, const char *uri,
 	}
 }
 
+/*
+ * Recovered record @r, of a write this daemon headed when it was killed,
+ * while another daemon heads the chain and this one serves again: that head
+ * took the chunk's later writes, and resynced this daemon with what it missed
+ * before it served; a chunk written since holds every copy's bytes the same.
+ * One not written since may still differ here in the bytes of that write,
+ * never acknowledged: nothing here can tell, so it is said, and left.
+ */
+static void recovered_elsewhere(struct resync *rs, const struct missed_rec *r)
+{
+	rdmafs_log(RDMAFS_LOG_WARN,
+		   "resync: chunk %016" PRIx64 "/%016" PRIx64
+		   ": this daemon was killed heading a write of it, and another daemon heads "
+		   "its chain now; this copy may differ from it in that write's bytes "
+		   "(rdmafsctl scrub --repair does not see that: the copies' checksums hold)",
+		   r->id.inode, r->id.index);
+	missed_del(rs->p.missed, r);
+}
+
 /* What to do with record @r now: drop it, copy its chunk, or wait. */
 static void settle(struct resync *rs, const struct missed_rec *r, bool *logged)
 {
@@ -144,8 +161,10 @@ static void settle(struct resync *rs, const struct missed_rec *r, bool *logged)
 		return;
 	if (memcmp(r->members[h], rs->p.uuid, RDMAFS_UUID_LEN) != 0) {
 		/* the head copies; once the daemon is UP, it has */
-		if (serving(state))
+		if (dmap_state_serves(state) && !r->recovered)
 			missed_del(rs->p.missed, r);
+		else if (r->recovered && dmap_may_serve(rs->p.dmap))
+			recovered_elsewhere(rs, r);
 		return;
 	}
 	ret = dmap_uri(rs->p.dmap, r->target, uri);

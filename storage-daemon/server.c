@@ -127,7 +127,8 @@ struct worker {
 	struct store_io *io;
 	struct xprt_buf *buf;
 	uint8_t *reply;
-	bool keyed; /* the request being handled came with a client key */
+	bool keyed;    /* the request being handled came with a client key */
+	unsigned slot; /* a data worker's slot of the writes in flight (missed_inflight_begin()) */
 };
 
 struct scrub_bad {
@@ -167,6 +168,7 @@ struct server {
 
 	pthread_mutex_t lock; /* guards the lanes' queues and stopping */
 	struct lane lanes[LANES];
+	unsigned data_workers; /* so far: the next one's slot */
 	bool stopping;
 	/* what runs a quick metadata read on the receiving thread; its lock taken with trylock */
 	pthread_mutex_t quick_lock;
@@ -389,6 +391,28 @@ static void repl_leave(struct server *srv, struct repl *r)
 	r->skip_held = false;
 }
 
+/*
+ * Whether a daemon that serves reads in our map is recorded as lacking a write
+ * of chunk @id that this copy holds (a forward that failed, a write this
+ * daemon headed when it was killed): CRAQ's dirty, until the resync's copy.
+ * A daemon DOWN or SYNCING serves no read, so a copy that alone holds what
+ * they missed serves as before.
+ */
+static bool ahead_of_a_copy(struct server *srv, struct store_chunk_id id)
+{
+	uint8_t targets[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+	size_t n = 0;
+
+	if (!srv->missed || !missed_count(srv->missed))
+		return false;
+	if (missed_of_chunk(srv->missed, id, targets, MISSED_MEMBERS_MAX, &n))
+		return true; /* cannot tell: the client reads another copy */
+	for (size_t i = 0; i < n; i++)
+		if (dmap_state_serves(dmap_state(srv->dmap, targets[i])))
+			return true;
+	return false;
+}
+
 static int do_write(struct worker *w, struct xprt_req *req, const void *body, size_t len,
 		    size_t *reply_len, uint64_t *moved)
 {
@@ -400,7 +424,7 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	uint8_t *base = xprt_buf_data(w->buf), *payload;
 	struct chain_call fwd = {.started = false};
 	struct repl r = {.on = false};
-	bool ordered = false, dirty;
+	bool ordered = false, dirty, inflight;
 	size_t skip = 0;
 	uint64_t t;
 	int ret, chain_ret = 0;
@@ -499,6 +523,11 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	ret = fence_enter(w, id.inode, m->hop > 0 ? UINT64_MAX : m->layout_generation);
 	if (ret)
 		goto out_free;
+	/* the head: a kill before the misses are recorded leaves a note of the write (missed.c) */
+	inflight = r.on && m->hop == 0;
+	if (inflight)
+		missed_inflight_begin(srv->missed, w->slot, id, (const uint8_t(*)[16])r.members,
+				      r.n_members);
 	/*
 	 * The next daemon pulls and stores its copy while we store ours; until
 	 * its answer our copy is dirty, and replicated reads go on down the chain.
@@ -520,8 +549,6 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	/* the chain's answer is ours: every daemon after this one stored it too */
 	if (fwd.started)
 		chain_ret = chain_forward_end(&fwd);
-	if (dirty)
-		chain_dirty_end(srv->chain, id.inode, id.index);
 	store_fence_leave(srv->store);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
@@ -547,6 +574,11 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		if (repl_record(srv, &r, id))
 			ret = -EIO;
 	}
+	/* clean once the chain answered and who missed the write is on record (a dirty read) */
+	if (dirty)
+		chain_dirty_end(srv->chain, id.inode, id.index);
+	if (inflight)
+		missed_inflight_end(srv->missed, w->slot);
 	if (!ret)
 		ret = chain_ret;
 	if (ret)
@@ -596,9 +628,13 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 		ret = -EREMCHG;
 		goto out_free;
 	}
-	/* a copy with a write on its way down the chain: the client reads on toward the tail */
+	/*
+	 * A copy with a write on its way down the chain, or one a daemon serving
+	 * reads is recorded as lacking: the client reads on toward the tail.
+	 */
 	dirty_check = m->replicated && srv->chain;
-	if (dirty_check && chain_dirty(srv->chain, id.inode, id.index)) {
+	if (dirty_check &&
+	    (chain_dirty(srv->chain, id.inode, id.index) || ahead_of_a_copy(srv, id))) {
 		ret = -EINPROGRESS;
 		goto out_free;
 	}
@@ -882,6 +918,7 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->inline_writes = STAT_GET(srv->inline_writes);
 	out->inline_reads = STAT_GET(srv->inline_reads);
 	resync_counts(srv->resync, &out->resync_pushed, &out->resync_failed);
+	out->missed_records = srv->missed ? missed_count(srv->missed) : 0;
 	out->run_on_receipt = STAT_GET(srv->run_on_receipt);
 	out->handed_on = STAT_GET(srv->handed_on);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
@@ -1462,6 +1499,7 @@ static int lane_start(struct server *srv, struct lane *lane, unsigned workers, u
 		if (!w->reply)
 			return -ENOMEM;
 		if (data) {
+			w->slot = srv->data_workers++;
 			ret = xprt_pool_get(srv->pool, 0, &w->buf);
 			if (ret)
 				return ret;
@@ -1516,6 +1554,20 @@ int server_create(const struct server_params *p, struct server **out)
 	 * daemon of the chain, which pulls the data from it (chain.c).
 	 */
 	buffers = p->workers * (1 + LANES - LANE_HOP1) + 1 + (srv->dmap != NULL);
+	/* before any worker: a killed run's writes in flight become records first */
+	if (srv->missed) {
+		unsigned recovered = 0;
+
+		ret = missed_inflight_open(srv->missed, srv->uuid,
+					   p->workers * (1 + LANES - LANE_HOP1), &recovered);
+		if (ret)
+			goto err_free;
+		if (recovered)
+			rdmafs_log(RDMAFS_LOG_WARN,
+				   "%u replicated writes were in flight at this daemon when it "
+				   "stopped: their chunks are copied to the rest of their chains",
+				   recovered);
+	}
 	ret = p->no_chain ? 0 : chain_create(p->ctx, &srv->chain);
 	if (!ret)
 		ret = xprt_pool_create(p->ctx, p->max_chunk_size, buffers, XPRT_ACCESS_REMOTE_READ,

@@ -18,7 +18,12 @@
  * - RDMAFS_TEST_FORWARD_GATE=PATH holds each forward of the daemon while
  *   the file PATH.PID exists (PID: the daemon's; 60 s at most), with the
  *   file PATH.PID.held there meanwhile, so that a test can look at a chain
- *   with a write on its way down (test chaindirty, fs-dirty).
+ *   with a write on its way down (test chaindirty, fs-dirty);
+ * - RDMAFS_TEST_PULL_GATE=PATH holds each pull of a write's payload
+ *   (xprt_rdma_read(), --wrap=xprt_rdma_read: from a client, or from the
+ *   daemon before this one in a chain, or a resync's copy) the same way, so
+ *   a test can stop a chain between its head's store and the next daemon's
+ *   (fs-headkill).
  * Unset, the daemon is the ordinary one.
  */
 #include <errno.h>
@@ -34,6 +39,7 @@
 #include <liburing.h>
 
 #include "lmdb_guard.h"
+#include "xprt.h"
 #include "daemon_i.h"
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
@@ -136,30 +142,48 @@ int __wrap_lmdb_guard_boot_id(char out[LMDB_GUARD_BOOT_ID_LEN])
 /* declared from the real one's type, so a change to it is a compile error here */
 __typeof__(chain_forward_start) __real_chain_forward_start, __wrap_chain_forward_start;
 
+/*
+ * The gate named by environment variable @env (PATH): while PATH.PID exists,
+ * waits (60 s at most) with PATH.PID.held there.
+ */
+static void gate_pass(const char *env)
+{
+	const char *gate = getenv(env);
+	char path[PATH_MAX], mark[PATH_MAX + 8];
+	int fd;
+
+	if (!gate)
+		return;
+	snprintf(path, sizeof(path), "%s.%d", gate, (int)getpid());
+	snprintf(mark, sizeof(mark), "%s.held", path);
+	if (access(path, F_OK))
+		return;
+	fd = open(mark, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 6000 && access(path, F_OK) == 0; i++)
+		usleep(10 * 1000);
+	unlink(mark);
+}
+
 int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteReq *m, size_t skip,
 			       const ProtobufCBinaryData *missed, size_t n_missed,
 			       struct xprt_buf *buf, const void *payload, struct chain_call *call)
 {
 	static bool held;
 	const char *spec = getenv("RDMAFS_TEST_FORWARD_HOLD_MS");
-	const char *gate = getenv("RDMAFS_TEST_FORWARD_GATE");
 
 	if (spec && !__atomic_exchange_n(&held, true, __ATOMIC_RELAXED))
 		usleep((useconds_t)strtoul(spec, NULL, 10) * 1000u);
-	if (gate) {
-		char path[PATH_MAX], mark[PATH_MAX + 8];
-		int fd;
-
-		snprintf(path, sizeof(path), "%s.%d", gate, (int)getpid());
-		snprintf(mark, sizeof(mark), "%s.held", path);
-		if (access(path, F_OK) == 0) {
-			fd = open(mark, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-			if (fd >= 0)
-				close(fd);
-			for (int i = 0; i < 6000 && access(path, F_OK) == 0; i++)
-				usleep(10 * 1000);
-			unlink(mark);
-		}
-	}
+	gate_pass("RDMAFS_TEST_FORWARD_GATE");
 	return __real_chain_forward_start(c, m, skip, missed, n_missed, buf, payload, call);
+}
+
+__typeof__(xprt_rdma_read) __real_xprt_rdma_read, __wrap_xprt_rdma_read;
+
+int __wrap_xprt_rdma_read(struct xprt_conn *conn, void *local, struct xprt_mr *local_mr,
+			  uint64_t remote_addr, uint32_t rkey, size_t len, int timeout_ms)
+{
+	gate_pass("RDMAFS_TEST_PULL_GATE");
+	return __real_xprt_rdma_read(conn, local, local_mr, remote_addr, rkey, len, timeout_ms);
 }

@@ -41,4 +41,9 @@ export RDMAFS_TEST_FORWARD_GATE=${TMPDIR:-/tmp}/rdmafs-dirty-gate
 run dirty --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \
 	"$here/dirty.sh" %MOUNT% %MOUNT2%
 unset RDMAFS_TEST_FORWARD_GATE
+# ... and pulls (RDMAFS_TEST_PULL_GATE)
+export RDMAFS_TEST_PULL_GATE=${TMPDIR:-/tmp}/rdmafs-headkill-gate
+run headkill --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \
+	"$here/headkill.sh" %MOUNT% %MOUNT2%
+unset RDMAFS_TEST_PULL_GATE
 exit "$status"

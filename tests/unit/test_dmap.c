@@ -249,13 +249,78 @@ static void test_missed(void **state)
 	assert_int_equal(missed_of_chunk(ms, (struct store_chunk_id){7, 9}, targets, 4, &n), 0);
 	assert_int_equal(n, 0);
 
-	/* records outlive a close; a deleted one is gone, twice is no error */
+	/* counted once per chunk and daemon: adding one again changes nothing */
+	assert_int_equal(missed_count(ms), 3);
+	assert_int_equal(missed_add(ms, y, (const uint8_t(*)[16])uuids + 3, 1, members, 3), 0);
+	assert_int_equal(missed_count(ms), 3);
+
+	/* records outlive a close, and their count; a deleted one is gone, twice is no error */
 	missed_close(ms);
 	assert_int_equal(missed_open(fd, &ms), 0);
+	assert_int_equal(missed_count(ms), 3);
+	assert_false(page[1].recovered);
 	assert_int_equal(missed_del(ms, &page[1]), 0);
 	assert_int_equal(missed_del(ms, &page[1]), 0);
+	assert_int_equal(missed_count(ms), 2);
 	assert_int_equal(missed_of_chunk(ms, x, targets, 4, &n), 0);
 	assert_true(n == 1 && targets[0][0] == 2);
+	missed_close(ms);
+	close(fd);
+	remove_dir(path);
+}
+
+/*
+ * missed_inflight_*(): a write whose slot a killed daemon left busy becomes,
+ * at the next open, records (marked recovered) of its chunk as missed by every
+ * other member of its chain; a slot ended, or past the count, leaves nothing;
+ * after the open every slot is free.
+ */
+static void test_inflight(void **state)
+{
+	struct store_chunk_id x = {.inode = 9, .index = 4}, y = {.inode = 9, .index = 5};
+	const uint8_t(*chain)[16] = (const uint8_t(*)[16])uuids + 1; /* 1 (this daemon), 2, 3 */
+	const uint8_t *self = uuids[1];
+	struct missed_rec page[8];
+	struct missed *ms;
+	char path[200], file[256];
+	unsigned recovered = 7;
+	size_t n;
+	int fd;
+
+	(void)state;
+	fd = make_dir(path);
+	snprintf(file, sizeof(file), "%s/meta/inflight", path);
+	assert_int_equal(missed_open(fd, &ms), 0);
+	assert_int_equal(missed_inflight_open(ms, self, 4, &recovered), 0);
+	assert_int_equal(recovered, 0);
+	assert_int_equal(access(file, F_OK), 0);
+	missed_inflight_begin(ms, 0, y, chain, 3);
+	missed_inflight_end(ms, 0);
+	missed_inflight_begin(ms, 4, y, chain, 3); /* no such slot: ignored */
+	missed_inflight_end(ms, 4);
+	missed_inflight_begin(ms, 2, x, chain, 3);
+	/* killed here: the mapping's contents stay in the file */
+	missed_close(ms);
+	assert_int_equal(missed_open(fd, &ms), 0);
+	assert_int_equal(missed_count(ms), 0);
+	assert_int_equal(missed_inflight_open(ms, self, 2, &recovered), 0);
+	assert_int_equal(recovered, 1);
+	assert_int_equal(missed_count(ms), 2);
+	assert_int_equal(missed_list(ms, NULL, page, 8, &n), 0);
+	assert_int_equal(n, 2);
+	for (int i = 0; i < 2; i++) {
+		assert_true(page[i].id.inode == x.inode && page[i].id.index == x.index);
+		assert_int_equal(page[i].target[0], 2 + i);
+		assert_true(page[i].recovered);
+		assert_int_equal(page[i].n_members, 3);
+		assert_memory_equal(page[i].members, chain, 3 * 16);
+	}
+	/* the slots were cleared: a second start finds nothing */
+	missed_close(ms);
+	assert_int_equal(missed_open(fd, &ms), 0);
+	assert_int_equal(missed_inflight_open(ms, self, 2, &recovered), 0);
+	assert_int_equal(recovered, 0);
+	assert_int_equal(missed_count(ms), 2);
 	missed_close(ms);
 	close(fd);
 	remove_dir(path);
@@ -267,6 +332,7 @@ int main(void)
 		cmocka_unit_test(test_no_map),
 		cmocka_unit_test(test_head_and_skips),
 		cmocka_unit_test(test_missed),
+		cmocka_unit_test(test_inflight),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -1,0 +1,246 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# A chain's head killed mid-write, with its client (docs/replication.md, "A
+# head killed mid-write"). cluster.sh runs the killpoint daemon (--daemon
+# rdmafs-daemon-killpoint, --metrics, --mounts 2) with RDMAFS_TEST_PULL_GATE: each daemon
+# holds its pulls of a write's payload while the test's gate file for it
+# exists. The metadata daemon is drained while the file is made, so the
+# file's 3 copies are on storage 1, 2 and 3 and killing its head leaves the
+# metadata service up. The file's first 256 KiB hold A (more than goes
+# inline in a request: each daemon pulls its copy); then:
+# - a writer on mount 1 overwrites it with B; the head pulls B, forwards it
+#   and stores it, while the next daemon's pull of B waits at its gate;
+# - mount 1's rdmafs-fuse and then the head are killed (-9): nobody will
+#   redo the write, and the head holds B while the other two hold A;
+# - the next daemon's pull fails (its source is gone) and stores nothing;
+# - the head starts again: it finds the write it was killed in (its
+#   meta/inflight), says so in its log, and copies its chunk down the chain.
+#   While that copy waits at the gates, mount 2 reads A with O_DIRECT (the
+#   head knows the others lack its bytes and sends the read on), and
+#   `rdmafsctl status` says a chunk is under-replicated;
+# - once the gates open, every copy holds B, both mounts read B, and the
+#   status is healthy again.
+# Without the head's note of the write (meta/inflight) the copies stay
+# different for good (the head B, the others A), and reads depend on which
+# copy serves them.
+# The steps between the head's forward and its kill must fit in the head's
+# forward timeout (4 s) and take milliseconds; the test says so if they did not.
+# Usage: headkill.sh DIR1 DIR2 (the same filesystem, two mounts)
+# Exit: 0 pass, 1 fail, 77 not on such a cluster, 99 the test itself could
+# not check (tests/lib/check.sh).
+set -u
+. "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
+mnt=${1:?usage: headkill.sh DIR1 DIR2}
+mnt2=${2:?usage: headkill.sh DIR1 DIR2}
+check_cluster headkill.sh
+gate=${RDMAFS_TEST_PULL_GATE:-}
+dir=$RDMAFS_CLUSTER_DIR
+ctl=$RDMAFS_CLUSTER_CTL
+if [ -z "$gate" ] || [ ! -e "$dir/fuse2.pid" ] || [ ! -e "$dir/storage1.metrics-port" ]; then
+	echo "SKIP: headkill.sh needs cluster.sh --daemon rdmafs-daemon-killpoint --metrics --mounts 2 and RDMAFS_TEST_PULL_GATE"
+	exit 77
+fi
+check_need dd cmp setfattr stat head grep python3
+rdmafsctl=$(. "$dir/cluster.env" && echo "$rdmafsctl")
+[ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
+local_dir=$(mktemp -d "${TMPDIR:-/tmp}/headkill.XXXXXX") ||
+	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
+names=(meta 1 2 3)
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
+	rm -rf "$local_dir"
+}
+trap cleanup EXIT
+
+# the daemons' pids, in the order of names (a restarted one's is new)
+read_pids() {
+	local n p
+	pids=()
+	for n in meta storage1 storage2 storage3; do
+		p=$(cat "$dir/$n.pid") || check_error "no pid file for $n"
+		pids+=("$p")
+	done
+}
+
+# held: the pids of the daemons holding a pull at their gates, one a line
+held() {
+	local p
+	for p in "${pids[@]}"; do [ -e "$gate.$p.held" ] && echo "$p"; done
+}
+
+# wait_held [PID]: waits up to 30 s for one daemon, not PID, to hold a pull
+# (PID's mark goes a moment after its gate opens)
+wait_held() {
+	local _ h
+	for _ in $(seq 3000); do
+		h=$(held)
+		[ -n "$h" ] && [ "$(echo "$h" | wc -l)" = 1 ] && [ "$h" != "${1:-}" ] && return 0
+		sleep 0.01
+	done
+	return 1
+}
+
+# records NAME: the records of missed writes daemon NAME (meta, storageN) keeps
+records() {
+	local port url addr
+	addr=$(. "$dir/cluster.env" && echo "$addr")
+	port=$(cat "$dir/$1.metrics-port") || check_error "no metrics port for $1"
+	case $addr in
+	*:*) url="http://[$addr]:$port/metrics" ;;
+	*) url="http://$addr:$port/metrics" ;;
+	esac
+	python3 - "$url" <<'PYEOF' || check_error "cannot read $1's metrics at $url"
+import sys, urllib.request
+for line in urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().splitlines():
+    if line.startswith("rdmafs_missed_records "):
+        print(int(float(line.split()[1])))
+        break
+else:
+    sys.exit(1)
+PYEOF
+}
+
+# no_records WHAT: waits up to 60 s for no daemon to keep a record of a missed write
+no_records() {
+	local _ n total
+	for _ in $(seq 60); do
+		total=0
+		for n in meta storage1 storage2 storage3; do
+			total=$((total + $(records "$n")))
+		done
+		[ "$total" = 0 ] && return 0
+		sleep 1
+	done
+	check_fail "$1: the daemons still keep $total records of missed writes after 60 s"
+}
+
+# name_of PID: the cluster.sh ctl name of the daemon of PID
+name_of() {
+	local i
+	for i in "${!pids[@]}"; do
+		[ "${pids[$i]}" = "$1" ] && echo "${names[$i]}" && return 0
+	done
+	check_error "no daemon has pid $1"
+}
+
+# copy_of NAME: the path of NAME's copy of the file's first chunk
+copy_of() {
+	printf '%s/chunks/%016x/%016x' "$("$ctl" ctl datadir "$1")" "$ino" 0 ||
+		check_error "cluster.sh ctl datadir $1"
+}
+
+# holds NAME FILE: NAME's copy holds FILE's bytes (and only those)
+holds() {
+	check_cmp "$(copy_of "$1")" "$2"
+	case $? in
+	0) return 0 ;;
+	1) return 1 ;;
+	*) check_error "comparing daemon $1's copy: $check_said" ;;
+	esac
+}
+
+# read_is MOUNT FILE WHAT: the file's 256 KiB read with O_DIRECT on MOUNT holds FILE's bytes
+read_is() {
+	dd if="$1/h/f" of="$local_dir/got" bs=256K count=1 iflag=direct status=none ||
+		check_fail "reading the file on $1 ($3): dd exited $?"
+	check_same "$local_dir/got" "$2" "the file read on $1 $3"
+}
+
+read_pids
+check_all_up "$rdmafsctl" 4 60 "at the start" "$local_dir/status"
+meta_uri=$("$ctl" ctl uri meta) || check_error "cluster.sh ctl uri meta"
+"$rdmafsctl" drain --wait "$meta_uri" >"$local_dir/drain" 2>&1 ||
+	check_fail "drain of the metadata daemon's empty store: $(cat "$local_dir/drain")"
+mkdir "$mnt/h" || check_fail "mkdir h"
+setfattr -n rdmafs.replicas -v 3 "$mnt/h" || check_fail "setfattr rdmafs.replicas 3"
+for b in A B; do
+	head -c $((256 * 1024)) /dev/urandom >"$local_dir/$b" || check_error "making $b"
+done
+cmp -s "$local_dir/A" "$local_dir/B" && check_error "A and B came out the same"
+dd if="$local_dir/A" of="$mnt/h/f" bs=256K oflag=direct status=none || check_fail "writing A"
+ino=$(stat -c %i "$mnt/h/f") || check_fail "stat h/f"
+"$rdmafsctl" undrain "$meta_uri" >"$local_dir/undrain" 2>&1 ||
+	check_fail "undrain of the metadata daemon: $(cat "$local_dir/undrain")"
+check_all_up "$rdmafsctl" 4 90 "before the gates" "$local_dir/status"
+# a forward refused while the maps changed (the drain) is copied by now: the scene starts clean
+no_records "before the gates"
+for n in 1 2 3; do
+	holds "$n" "$local_dir/A" || check_fail "daemon $n does not hold A after the write of A"
+done
+read_is "$mnt2" "$local_dir/A" "after writing A"
+
+# 1. B on its way: stored at the head, held at the next daemon's pull
+# (each storage daemon's log so far: what the scene adds is looked at below)
+declare -A log_lines
+for n in 1 2 3; do
+	log_lines[$n]=$(wc -l <"$dir/storage$n.log") || check_error "cannot read storage$n.log"
+done
+for p in "${pids[@]}"; do : >"$gate.$p" || check_error "cannot close the gate $gate.$p"; done
+dd if="$local_dir/B" of="$mnt/h/f" bs=256K oflag=direct conv=notrunc status=none \
+	2>"$local_dir/writer.err" &
+writer=$!
+wait_held || check_fail "the write of B never reached a head's pull (30 s)"
+head_pid=$(held)
+head_name=$(name_of "$head_pid")
+[ "$head_name" != meta ] || check_error "the drained metadata daemon heads the file's chain"
+rm -f "$gate.$head_pid"
+wait_held "$head_pid" || check_fail "B never reached the next daemon's pull (30 s)"
+next_pid=$(held)
+next_name=$(name_of "$next_pid")
+for _ in $(seq 3000); do
+	holds "$head_name" "$local_dir/B" && break
+	sleep 0.01
+done
+holds "$head_name" "$local_dir/B" || check_fail "the head (daemon $head_name) never stored B (30 s)"
+
+# 2. the writer's client, then the head, killed
+kill -KILL "$(cat "$dir/fuse1.pid")" || check_error "cannot kill mount 1's rdmafs-fuse"
+"$ctl" ctl kill "$head_name" KILL || check_error "cannot kill daemon $head_name"
+wait "$writer" && check_fail "writing B through a killed mount succeeded"
+rm -f "$gate.$next_pid"
+for _ in $(seq 3000); do
+	[ -e "$gate.$next_pid.held" ] || break
+	sleep 0.01
+done
+[ -e "$gate.$next_pid.held" ] && check_fail "daemon $next_name still pulls B from the dead head (30 s)"
+: >"$gate.$next_pid" || check_error "cannot close the gate $gate.$next_pid"
+for n in 1 2 3; do
+	[ "$n" = "$head_name" ] && continue
+	holds "$n" "$local_dir/A" ||
+		check_error "daemon $n's copy is not A after the head died (the scene is not set)"
+done
+tail -n +$((log_lines[$head_name] + 1)) "$dir/storage$head_name.log" | grep -q "not stored by" &&
+	check_error "the head's forward gave up before it was killed (slower than its 4 s timeout): not the case this test is for"
+
+# 3. the head back: it copies its chunk down the chain, held at the gates meanwhile
+# (the other two daemons' gates are closed: the next one's again, the last one's still)
+"$ctl" ctl start "$head_name" || check_fail "restarting daemon $head_name"
+read_pids
+grep -q "a write was in flight when this daemon stopped" "$dir/storage$head_name.log" ||
+	check_fail "the restarted head does not say a write was in flight when it was killed"
+wait_held || check_fail "the restarted head never copied its chunk to the rest of the chain (30 s)"
+read_is "$mnt2" "$local_dir/A" "while the head's copy goes down the chain"
+got=$(records "storage$head_name")
+[ "$got" = 2 ] || check_fail "the restarted head keeps $got records of missed writes (want 2: the other two copies)"
+for n in $(seq 30); do
+	"$rdmafsctl" status >"$local_dir/status" 2>&1
+	grep -q "under-replicated: [1-9][0-9]* chunks lack a copy" "$local_dir/status" && break
+	[ "$n" = 30 ] && check_fail "status does not say a chunk lacks a copy: $(cat "$local_dir/status")"
+	sleep 1
+done
+echo "ok   the restarted head names the write it was killed in; reads go to the copies it has not reached; status says a chunk is under-replicated"
+
+# 4. the gates open: every copy holds B
+for p in "${pids[@]}"; do rm -f "$gate.$p"; done
+check_all_up "$rdmafsctl" 4 90 "once the head's copies went down" "$local_dir/status"
+no_records "once the head's copies went down"
+for n in 1 2 3; do
+	holds "$n" "$local_dir/B" || check_fail "daemon $n's copy is not B once the head's copy went down the chain"
+done
+read_is "$mnt2" "$local_dir/B" "once the copies are equal"
+"$ctl" ctl remount 1 || check_error "cannot mount the killed mount 1 again"
+read_is "$mnt" "$local_dir/B" "(mounted again) once the copies are equal"
+echo "ok   a head killed mid-write with its client leaves no copy different: its bytes reached every copy"
