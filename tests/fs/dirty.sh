@@ -45,42 +45,20 @@ cleanup() {
 	rm -rf "$local_dir"
 }
 trap cleanup EXIT
-addr=$(. "$dir/cluster.env" && echo "$addr")
-port=$(cat "$dir/fuse2.metrics-port") || check_error "no metrics port in $dir/fuse2.metrics-port"
-case $addr in
-*:*) url="http://[$addr]:$port/metrics" ;;
-*) url="http://$addr:$port/metrics" ;;
-esac
 
 # mount 2's replica moves so far
 moves() {
-	python3 - "$url" <<'PYEOF' || check_error "cannot read the mount's metrics at $url"
-import sys, urllib.request
-for line in urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().splitlines():
-    if line.startswith("rdmafs_client_replica_moves_total "):
-        print(int(float(line.split()[1])))
-        break
-else:
-    sys.exit(1)
-PYEOF
+	check_metric fuse2 rdmafs_client_replica_moves_total
 }
 
 # held: the pids of the daemons holding a forward at their gates, one a line
 held() {
-	local p
-	for p in "${pids[@]}"; do [ -e "$gate.$p.held" ] && echo "$p"; done
+	check_gate_held "$gate" "${pids[@]}"
 }
 
 # wait_held [PID]: waits up to 30 s for one daemon, not PID, to hold a forward
-# (PID's mark goes a moment after its gate opens)
 wait_held() {
-	local _ h
-	for _ in $(seq 3000); do
-		h=$(held)
-		[ -n "$h" ] && [ "$(echo "$h" | wc -l)" = 1 ] && [ "$h" != "${1:-}" ] && return 0
-		sleep 0.01
-	done
-	return 1
+	check_gate_wait "$gate" "${1:-}" "${pids[@]}"
 }
 
 # read_is FILE WHAT: the block read with O_DIRECT on mount 2 holds FILE's bytes

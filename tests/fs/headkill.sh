@@ -67,40 +67,17 @@ read_pids() {
 
 # held: the pids of the daemons holding a pull at their gates, one a line
 held() {
-	local p
-	for p in "${pids[@]}"; do [ -e "$gate.$p.held" ] && echo "$p"; done
+	check_gate_held "$gate" "${pids[@]}"
 }
 
 # wait_held [PID]: waits up to 30 s for one daemon, not PID, to hold a pull
-# (PID's mark goes a moment after its gate opens)
 wait_held() {
-	local _ h
-	for _ in $(seq 3000); do
-		h=$(held)
-		[ -n "$h" ] && [ "$(echo "$h" | wc -l)" = 1 ] && [ "$h" != "${1:-}" ] && return 0
-		sleep 0.01
-	done
-	return 1
+	check_gate_wait "$gate" "${1:-}" "${pids[@]}"
 }
 
 # records NAME: the records of missed writes daemon NAME (meta, storageN) keeps
 records() {
-	local port url addr
-	addr=$(. "$dir/cluster.env" && echo "$addr")
-	port=$(cat "$dir/$1.metrics-port") || check_error "no metrics port for $1"
-	case $addr in
-	*:*) url="http://[$addr]:$port/metrics" ;;
-	*) url="http://$addr:$port/metrics" ;;
-	esac
-	python3 - "$url" <<'PYEOF' || check_error "cannot read $1's metrics at $url"
-import sys, urllib.request
-for line in urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().splitlines():
-    if line.startswith("rdmafs_missed_records "):
-        print(int(float(line.split()[1])))
-        break
-else:
-    sys.exit(1)
-PYEOF
+	check_metric "$1" rdmafs_missed_records
 }
 
 # no_records WHAT: waits up to 60 s for no daemon to keep a record of a missed write

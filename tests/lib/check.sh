@@ -62,6 +62,51 @@ check_all_up() {
 	check_fail "$4: the daemons are not all up with every copy in place after $3 s: $(cat "$5")"
 }
 
+# check_metric NAME METRIC: the value (an integer) of METRIC in the metrics of
+# the cluster's daemon or mount NAME (meta, storageN, fuseM: cluster.sh
+# --metrics writes NAME.metrics-port); ERROR when it cannot be read.
+check_metric() {
+	local port url addr
+	addr=$(. "$RDMAFS_CLUSTER_DIR/cluster.env" && echo "$addr")
+	port=$(cat "$RDMAFS_CLUSTER_DIR/$1.metrics-port") || check_error "no metrics port for $1"
+	case $addr in
+	*:*) url="http://[$addr]:$port/metrics" ;;
+	*) url="http://$addr:$port/metrics" ;;
+	esac
+	python3 - "$url" "$2" <<'PYEOF' || check_error "cannot read $2 in $1's metrics at $url"
+import sys, urllib.request
+for line in urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().splitlines():
+    if line.startswith(sys.argv[2] + " "):
+        print(int(float(line.split()[1])))
+        break
+else:
+    sys.exit(1)
+PYEOF
+}
+
+# The killpoint daemon's gates (tests/daemon/killpoint.c): a daemon holds at
+# gate GATE while the file GATE.PID exists, with GATE.PID.held there meanwhile.
+# check_gate_held GATE PID...: the PIDs holding at GATE now, one a line.
+check_gate_held() {
+	local gate=$1 p
+	shift
+	for p in "$@"; do [ -e "$gate.$p.held" ] && echo "$p"; done
+}
+
+# check_gate_wait GATE NOT PID...: waits up to 30 s for exactly one of the
+# PIDs, not NOT (whose mark goes a moment after its gate opens; "" for none),
+# to hold at GATE. Status 1 if none does.
+check_gate_wait() {
+	local gate=$1 not=$2 _ h
+	shift 2
+	for _ in $(seq 3000); do
+		h=$(check_gate_held "$gate" "$@")
+		[ -n "$h" ] && [ "$(echo "$h" | wc -l)" = 1 ] && [ "$h" != "$not" ] && return 0
+		sleep 0.01
+	done
+	return 1
+}
+
 # check_holders INO INDEX NAME...: which of the cluster's daemons NAME (cluster.sh
 # ctl names: meta, 1, 2, ...) hold chunk INDEX of inode INO in their data
 # directories, printed as "NAME NAME ... " in the order given.
