@@ -180,7 +180,7 @@ static int add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targ
 	       unsigned n_targets, const uint8_t (*members)[16], unsigned n_members, bool recovered)
 {
 	uint8_t key[KEY_LEN], value[1 + MISSED_MEMBERS_MAX * RDMAFS_UUID_LEN];
-	MDB_val k = {sizeof(key), key}, v = {1 + n_members * RDMAFS_UUID_LEN, value};
+	MDB_val k = {sizeof(key), key}, v;
 	MDB_txn *txn = NULL;
 	MDB_env *env;
 	uint64_t added = 0;
@@ -191,16 +191,22 @@ static int add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targ
 	env = env_get(ms, true, &ret);
 	if (!env)
 		return ret;
-	value[0] = (uint8_t)(n_members | (recovered ? VALUE_RECOVERED : 0));
 	memcpy(value + 1, members, n_members * RDMAFS_UUID_LEN);
 	rc = mdb_txn_begin(env, NULL, 0, &txn);
 	for (unsigned i = 0; !rc && i < n_targets; i++) {
 		make_key(targets[i], id, key);
+		value[0] = (uint8_t)(n_members | (recovered ? VALUE_RECOVERED : 0));
+		v = (MDB_val){1 + n_members * RDMAFS_UUID_LEN, value};
 		rc = mdb_put(txn, ms->dbi, &k, &v, MDB_NOOVERWRITE);
-		if (!rc)
+		if (!rc) {
 			added++;
-		else if (rc == MDB_KEYEXIST)
+		} else if (rc == MDB_KEYEXIST) {
+			/* LMDB pointed @v at the record kept: a recovered one stays recovered */
+			if (v.mv_size && (*(const uint8_t *)v.mv_data & VALUE_RECOVERED))
+				value[0] |= VALUE_RECOVERED;
+			v = (MDB_val){1 + n_members * RDMAFS_UUID_LEN, value};
 			rc = mdb_put(txn, ms->dbi, &k, &v, 0);
+		}
 	}
 	if (rc) {
 		if (txn)
@@ -358,6 +364,8 @@ static int inflight_recover(struct missed *ms, int fd, const uint8_t *self, unsi
 		for (unsigned i = 0; i < slot.n_members; i++)
 			if (memcmp(slot.members[i], self, RDMAFS_UUID_LEN) != 0)
 				memcpy(others[n_others++], slot.members[i], RDMAFS_UUID_LEN);
+		if (!n_others)
+			continue; /* a chain of this daemon alone: nobody lacks anything */
 		ret = add(ms, (struct store_chunk_id){slot.inode, slot.index},
 			  (const uint8_t(*)[16])others, n_others,
 			  (const uint8_t(*)[16])slot.members, slot.n_members, true);

@@ -35,6 +35,7 @@ struct resync {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stopping, kicked;
+	bool again; /* a copy waited for one later in its chain: pass again (the thread's) */
 	uint64_t pushed, failed; /* chunks, atomically */
 };
 
@@ -138,6 +139,32 @@ static void recovered_elsewhere(struct resync *rs, const struct missed_rec *r)
 	missed_del(rs->p.missed, r);
 }
 
+/*
+ * Whether a daemon after @r's target in its chain, one that serves reads, also
+ * lacks the chunk: that one is copied first, as a write goes down a chain from
+ * its end's side. A copy that got the chunk before the copies after it would
+ * serve bytes a later copy may never get if this copy fails; copied the other
+ * way round, every copy that lacks the chunk is ahead of the ones that have it,
+ * and those are dirty until then (server.c ahead_of_a_copy()).
+ */
+static bool later_lacks(struct resync *rs, const struct missed_rec *r)
+{
+	uint8_t others[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+	size_t n = 0;
+	unsigned at = 0;
+
+	while (at < r->n_members && memcmp(r->members[at], r->target, RDMAFS_UUID_LEN) != 0)
+		at++;
+	if (missed_of_chunk(rs->p.missed, r->id, others, MISSED_MEMBERS_MAX, &n))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		for (unsigned j = at + 1; j < r->n_members; j++)
+			if (memcmp(others[i], r->members[j], RDMAFS_UUID_LEN) == 0 &&
+			    dmap_state_serves(dmap_state(rs->p.dmap, others[i])))
+				return true;
+	return false;
+}
+
 /* What to do with record @r now: drop it, copy its chunk, or wait. */
 static void settle(struct resync *rs, const struct missed_rec *r, bool *logged)
 {
@@ -165,6 +192,10 @@ static void settle(struct resync *rs, const struct missed_rec *r, bool *logged)
 			missed_del(rs->p.missed, r);
 		else if (r->recovered && dmap_may_serve(rs->p.dmap))
 			recovered_elsewhere(rs, r);
+		return;
+	}
+	if (later_lacks(rs, r)) {
+		rs->again = true;
 		return;
 	}
 	ret = dmap_uri(rs->p.dmap, r->target, uri);
@@ -224,8 +255,18 @@ static void *resync_main(void *arg)
 		rs->kicked = false;
 		pthread_mutex_unlock(&rs->lock);
 		/* nothing is known of the cluster before the first map */
-		if (dmap_epoch(rs->p.dmap))
-			pass(rs);
+		if (dmap_epoch(rs->p.dmap)) {
+			uint64_t pushed;
+
+			/* again at once while copies wait for later ones that were copied */
+			do {
+				rs->again = false;
+				pushed = __atomic_load_n(&rs->pushed, __ATOMIC_RELAXED);
+				pass(rs);
+			} while (rs->again &&
+				 pushed != __atomic_load_n(&rs->pushed, __ATOMIC_RELAXED) &&
+				 !__atomic_load_n(&rs->stopping, __ATOMIC_RELAXED));
+		}
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += RESYNC_TICK_MS / 1000u;
 		pthread_mutex_lock(&rs->lock);

@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <sys/statvfs.h>
 
 #include "xprt.h"
@@ -571,8 +572,24 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		for (size_t i = 0; i < m->n_lacking; i++)
 			if (memcmp(m->lacking[i].data, srv->uuid, RDMAFS_UUID_LEN) != 0)
 				repl_target(&r, m->lacking[i].data);
-		if (repl_record(srv, &r, id))
+		if (repl_record(srv, &r, id)) {
+			/*
+			 * At the head nobody else knows who lacks what it stored (a
+			 * daemon after it that fails records the rest): stop as a kill
+			 * would, the write's note kept, so that the next start records
+			 * it (missed_inflight_open()) before serving anything.
+			 */
+			if (inflight) {
+				rdmafs_log(RDMAFS_LOG_ERR,
+					   "chunk %016" PRIx64 "/%016" PRIx64
+					   ": stopping: this daemon heads the chunk's chain and "
+					   "cannot record which daemons lack its write; the next "
+					   "start records it from meta/inflight",
+					   id.inode, id.index);
+				_exit(EXIT_FAILURE);
+			}
 			ret = -EIO;
+		}
 	}
 	/* clean once the chain answered and who missed the write is on record (a dirty read) */
 	if (dirty)
@@ -647,8 +664,12 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	ret = store_read(w->io, id, m->offset, m->length, base, &bytes, &chunk_length);
 	STAT_ADD(srv->disk_read_ns, rdmafs_now_ns() - t);
 	store_fence_leave(srv->store);
-	/* ... also one that began while we read and is still on its way: we may hold its bytes */
-	if (!ret && dirty_check && chain_dirty(srv->chain, id.inode, id.index))
+	/*
+	 * ... also one that began while we read and is still on its way, or that
+	 * failed on its way and was recorded meanwhile: we may hold its bytes
+	 */
+	if (!ret && dirty_check &&
+	    (chain_dirty(srv->chain, id.inode, id.index) || ahead_of_a_copy(srv, id)))
 		ret = -EINPROGRESS;
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);

@@ -299,10 +299,14 @@ static void test_inflight(void **state)
 	missed_inflight_begin(ms, 4, y, chain, 3); /* no such slot: ignored */
 	missed_inflight_end(ms, 4);
 	missed_inflight_begin(ms, 2, x, chain, 3);
+	/* an older record of x missed by 2, of another chain: the recovery takes it over */
+	assert_int_equal(missed_add(ms, x, (const uint8_t(*)[16])uuids + 2, 1,
+				    (const uint8_t(*)[16])uuids + 4, 3),
+			 0);
 	/* killed here: the mapping's contents stay in the file */
 	missed_close(ms);
 	assert_int_equal(missed_open(fd, &ms), 0);
-	assert_int_equal(missed_count(ms), 0);
+	assert_int_equal(missed_count(ms), 1);
 	assert_int_equal(missed_inflight_open(ms, self, 2, &recovered), 0);
 	assert_int_equal(recovered, 1);
 	assert_int_equal(missed_count(ms), 2);
@@ -315,6 +319,10 @@ static void test_inflight(void **state)
 		assert_int_equal(page[i].n_members, 3);
 		assert_memory_equal(page[i].members, chain, 3 * 16);
 	}
+	/* an ordinary record of the same chunk and daemon leaves it recovered */
+	assert_int_equal(missed_add(ms, x, (const uint8_t(*)[16])uuids + 3, 1, chain, 3), 0);
+	assert_int_equal(missed_list(ms, NULL, page, 8, &n), 0);
+	assert_true(n == 2 && page[1].target[0] == 3 && page[1].recovered);
 	/* the slots were cleared: a second start finds nothing */
 	missed_close(ms);
 	assert_int_equal(missed_open(fd, &ms), 0);
