@@ -15,7 +15,8 @@
 #   redo the write, and the head holds B while the other two hold A;
 # - the next daemon's pull fails (its source is gone) and stores nothing;
 # - the head starts again: it finds the write it was killed in (its
-#   meta/inflight), says so in its log, and copies its chunk down the chain.
+#   meta/inflight), says so in its log, and copies its chunk down the chain,
+#   to the tail first.
 #   While that copy waits at the gates, mount 2 reads A with O_DIRECT (the
 #   head knows the others lack its bytes and sends the read on), and
 #   `rdmafsctl status` says a chunk is under-replicated;
@@ -199,6 +200,8 @@ read_pids
 grep -q "a write was in flight when this daemon stopped" "$dir/storage$head_name.log" ||
 	check_fail "the restarted head does not say a write was in flight when it was killed"
 wait_held || check_fail "the restarted head never copied its chunk to the rest of the chain (30 s)"
+[ "$(held)" != "$next_pid" ] ||
+	check_fail "the restarted head copies its chunk to the middle of the chain before the tail"
 read_is "$mnt2" "$local_dir/A" "while the head's copy goes down the chain"
 got=$(records "storage$head_name")
 [ "$got" = 2 ] || check_fail "the restarted head keeps $got records of missed writes (want 2: the other two copies)"
