@@ -77,6 +77,18 @@ static int setup(void **state)
 	return 0;
 }
 
+/* Which states serve replicated reads: UP and DRAINING, no other. */
+static void test_state_serves(void **state)
+{
+	(void)state;
+	assert_true(dmap_state_serves(RDMAFS__DAEMON_STATE__DAEMON_STATE_UP));
+	assert_true(dmap_state_serves(RDMAFS__DAEMON_STATE__DAEMON_STATE_DRAINING));
+	assert_false(dmap_state_serves(RDMAFS__DAEMON_STATE__DAEMON_STATE_SYNCING));
+	assert_false(dmap_state_serves(RDMAFS__DAEMON_STATE__DAEMON_STATE_DOWN));
+	assert_false(dmap_state_serves(RDMAFS__DAEMON_STATE__DAEMON_STATE_REMOVED));
+	assert_false(dmap_state_serves(0)); /* a daemon the map does not have */
+}
+
 static void test_no_map(void **state)
 {
 	ProtobufCBinaryData members[2] = {bin(1), bin(2)}, head = bin(1);
@@ -337,9 +349,8 @@ static void test_inflight(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_no_map),
-		cmocka_unit_test(test_head_and_skips),
-		cmocka_unit_test(test_missed),
+		cmocka_unit_test(test_state_serves),   cmocka_unit_test(test_no_map),
+		cmocka_unit_test(test_head_and_skips), cmocka_unit_test(test_missed),
 		cmocka_unit_test(test_inflight),
 	};
 
