@@ -595,10 +595,17 @@ int missed_list(struct missed *ms, const struct missed_rec *after, struct missed
 int missed_of_chunk(struct missed *ms, struct store_chunk_id id, uint8_t (*targets)[16], size_t max,
 		    size_t *count);
 /*
- * How many records are kept, from a count (no lookup: the replicated reads
- * ask first); for a moment while a record is added, one more.
+ * How many records are kept, from a count (no lookup); for a moment while a
+ * record is added, one more.
  */
 uint64_t missed_count(struct missed *ms);
+/*
+ * The daemons recorded as missing chunk @id that serve reads in map @m (UP or
+ * DRAINING), up to MISSED_MEMBERS_MAX of them; no lookup when no record is
+ * kept (missed_count()), so the replicated reads may ask. 0 or -errno.
+ */
+int missed_of_chunk_serving(struct missed *ms, struct dmap *m, struct store_chunk_id id,
+			    uint8_t (*targets)[16], size_t *count);
 
 /*
  * Replicated writes in flight at their head (docs/replication.md, "A head

@@ -153,25 +153,10 @@ void missed_close(struct missed *ms)
 	free(ms);
 }
 
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
 static void make_key(const uint8_t *target, struct store_chunk_id id, uint8_t *key)
 {
-	put_be64(key, id.inode);
-	put_be64(key + 8, id.index);
+	rdmafs_be64_put(key, id.inode);
+	rdmafs_be64_put(key + 8, id.index);
 	memcpy(key + 16, target, RDMAFS_UUID_LEN);
 }
 
@@ -259,6 +244,22 @@ uint64_t missed_count(struct missed *ms)
 	return __atomic_load_n(&ms->records, __ATOMIC_RELAXED);
 }
 
+int missed_of_chunk_serving(struct missed *ms, struct dmap *m, struct store_chunk_id id,
+			    uint8_t (*targets)[16], size_t *count)
+{
+	size_t n = 0;
+	int ret;
+
+	*count = 0;
+	if (!missed_count(ms))
+		return 0;
+	ret = missed_of_chunk(ms, id, targets, MISSED_MEMBERS_MAX, &n);
+	for (size_t i = 0; !ret && i < n; i++)
+		if (dmap_state_serves(dmap_state(m, targets[i])))
+			memmove(targets[(*count)++], targets[i], RDMAFS_UUID_LEN);
+	return ret;
+}
+
 /* Fills @r from a record; false for one this code did not write. */
 static bool rec_from(const MDB_val *k, const MDB_val *v, struct missed_rec *r)
 {
@@ -269,8 +270,8 @@ static bool rec_from(const MDB_val *k, const MDB_val *v, struct missed_rec *r)
 	if (k->mv_size != KEY_LEN || v->mv_size < 1 || n > MISSED_MEMBERS_MAX ||
 	    v->mv_size != 1u + n * RDMAFS_UUID_LEN)
 		return false;
-	r->id.inode = get_be64(key);
-	r->id.index = get_be64(key + 8);
+	r->id.inode = rdmafs_be64_get(key);
+	r->id.index = rdmafs_be64_get(key + 8);
 	memcpy(r->target, key + 16, RDMAFS_UUID_LEN);
 	r->recovered = value[0] & VALUE_RECOVERED;
 	r->n_members = n;

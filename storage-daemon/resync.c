@@ -155,12 +155,11 @@ static bool later_lacks(struct resync *rs, const struct missed_rec *r)
 
 	while (at < r->n_members && memcmp(r->members[at], r->target, RDMAFS_UUID_LEN) != 0)
 		at++;
-	if (missed_of_chunk(rs->p.missed, r->id, others, MISSED_MEMBERS_MAX, &n))
+	if (missed_of_chunk_serving(rs->p.missed, rs->p.dmap, r->id, others, &n))
 		return false;
 	for (size_t i = 0; i < n; i++)
 		for (unsigned j = at + 1; j < r->n_members; j++)
-			if (memcmp(others[i], r->members[j], RDMAFS_UUID_LEN) == 0 &&
-			    dmap_state_serves(dmap_state(rs->p.dmap, others[i])))
+			if (memcmp(others[i], r->members[j], RDMAFS_UUID_LEN) == 0)
 				return true;
 	return false;
 }

@@ -404,14 +404,9 @@ static bool ahead_of_a_copy(struct server *srv, struct store_chunk_id id)
 	uint8_t targets[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
 	size_t n = 0;
 
-	if (!srv->missed || !missed_count(srv->missed))
-		return false;
-	if (missed_of_chunk(srv->missed, id, targets, MISSED_MEMBERS_MAX, &n))
-		return true; /* cannot tell: the client reads another copy */
-	for (size_t i = 0; i < n; i++)
-		if (dmap_state_serves(dmap_state(srv->dmap, targets[i])))
-			return true;
-	return false;
+	/* cannot tell (an error): the client reads another copy */
+	return srv->missed &&
+	       (missed_of_chunk_serving(srv->missed, srv->dmap, id, targets, &n) || n);
 }
 
 static int do_write(struct worker *w, struct xprt_req *req, const void *body, size_t len,
@@ -1542,6 +1537,8 @@ int server_create(const struct server_params *p, struct server **out)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
 	unsigned meta_workers = p->meta ? p->meta_workers : 0, buffers;
+	/* the data lane's and each hop's */
+	unsigned data_workers = p->workers * (1 + LANES - LANE_HOP1);
 	int ret;
 
 	if (!srv)
@@ -1574,13 +1571,12 @@ int server_create(const struct server_params *p, struct server **out)
 	 * a daemon forwarding a replicated write lends its buffer to the next
 	 * daemon of the chain, which pulls the data from it (chain.c).
 	 */
-	buffers = p->workers * (1 + LANES - LANE_HOP1) + 1 + (srv->dmap != NULL);
+	buffers = data_workers + 1 + (srv->dmap != NULL);
 	/* before any worker: a killed run's writes in flight become records first */
 	if (srv->missed) {
 		unsigned recovered = 0;
 
-		ret = missed_inflight_open(srv->missed, srv->uuid,
-					   p->workers * (1 + LANES - LANE_HOP1), &recovered);
+		ret = missed_inflight_open(srv->missed, srv->uuid, data_workers, &recovered);
 		if (ret)
 			goto err_free;
 		if (recovered)

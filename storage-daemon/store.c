@@ -189,31 +189,15 @@ static bool block_ok(const struct chunk_meta *m, uint32_t b, uint32_t crc)
 	       crc == m->crc[m->block_count + b - m->pending_first];
 }
 
-/* The index's keys, and the fence table's, hold numbers big-endian: they sort as numbers. */
-static void be64_put(uint64_t v, uint8_t *p)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint64_t be64_get(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 static void key_encode(struct store_chunk_id id, uint8_t *key)
 {
-	be64_put(id.inode, key);
-	be64_put(id.index, key + 8);
+	rdmafs_be64_put(key, id.inode);
+	rdmafs_be64_put(key + 8, id.index);
 }
 
 static struct store_chunk_id key_decode(const uint8_t *key)
 {
-	return (struct store_chunk_id){be64_get(key), be64_get(key + 8)};
+	return (struct store_chunk_id){rdmafs_be64_get(key), rdmafs_be64_get(key + 8)};
 }
 
 /* A hash of @id, its high bits well mixed. */
@@ -894,7 +878,7 @@ static int block_read_verified(struct store_io *io, int fd, struct store_chunk_i
 
 static void fence_key(uint64_t inode, uint8_t *key)
 {
-	be64_put(inode, key);
+	rdmafs_be64_put(key, inode);
 }
 
 /* Opens meta/fences.mdb (created on first use) and counts its records. */
@@ -1066,7 +1050,7 @@ int store_fence_list(struct store *st, uint64_t after, struct store_fence *out, 
 			*more = true;
 			break;
 		}
-		out[*count].inode = be64_get(k.mv_data);
+		out[*count].inode = rdmafs_be64_get(k.mv_data);
 		memcpy(&out[*count].generation, v.mv_data, sizeof(uint64_t));
 		(*count)++;
 	}

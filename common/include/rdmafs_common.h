@@ -170,6 +170,25 @@ static inline uint64_t rdmafs_chunk_count(uint64_t size, uint32_t chunk_size)
 	return size / chunk_size + (size % chunk_size != 0);
 }
 
+/*
+ * A number big-endian at @p (8 bytes): the keys of the daemons' LMDB tables
+ * hold numbers so, and their byte order is then the numbers' order.
+ */
+static inline void rdmafs_be64_put(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static inline uint64_t rdmafs_be64_get(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
 /* ---- crc32c --------------------------------------------------------------------- */
 
 /*

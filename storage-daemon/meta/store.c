@@ -77,24 +77,6 @@ void meta_arena_free(struct meta_arena *a)
 
 /* ---- keys and handles ---- */
 
-/* Integers in keys are big-endian, so that LMDB's byte order is numeric order. */
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 /*
  * The LMDB transaction of request @t. struct meta_store_txn is never
  * defined: outside this file it stands for an MDB_txn.
@@ -199,7 +181,7 @@ static int get_by_id(struct meta_txn *t, MDB_dbi db, uint64_t id, MDB_val *v)
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key};
 
-	put_be64(key, id);
+	rdmafs_be64_put(key, id);
 	return mdb_get(txn_of(t), db, &k, v);
 }
 
@@ -225,7 +207,7 @@ int meta_store_inode_put(struct meta_txn *t, const struct inode *in)
 	uint8_t *dom;
 	int rc;
 
-	put_be64(key, in->ino);
+	rdmafs_be64_put(key, in->ino);
 	rc = mdb_put(txn_of(t), store_of(t)->db_inodes, &k, &v, MDB_RESERVE);
 	if (rc)
 		return lmdb_errno(rc);
@@ -248,7 +230,7 @@ static int delete_prefix(struct meta_txn *t, MDB_dbi dbi, uint64_t ino)
 	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc;
 
-	put_be64(prefix, ino);
+	rdmafs_be64_put(prefix, ino);
 	rc = mdb_cursor_open(txn_of(t), dbi, &c);
 	if (rc)
 		return lmdb_errno(rc);
@@ -272,7 +254,7 @@ int meta_store_inode_delete(struct meta_txn *t, uint64_t ino)
 	MDB_val k = {sizeof(key), key};
 	int rc, ret;
 
-	put_be64(key, ino);
+	rdmafs_be64_put(key, ino);
 	rc = mdb_del(txn_of(t), store_of(t)->db_inodes, &k, NULL);
 	if (rc)
 		return lmdb_errno(rc);
@@ -297,7 +279,7 @@ int meta_store_inodes_from(struct meta_txn *t, uint64_t first, meta_store_inode_
 
 	if (!in)
 		return -ENOMEM;
-	put_be64(key, first);
+	rdmafs_be64_put(key, first);
 	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_inodes, &c);
 	if (rc)
 		return lmdb_errno(rc);
@@ -305,7 +287,7 @@ int meta_store_inodes_from(struct meta_txn *t, uint64_t first, meta_store_inode_
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != sizeof(key))
 			continue;
-		ret = inode_decode(t->m, get_be64(k.mv_data), &v, in);
+		ret = inode_decode(t->m, rdmafs_be64_get(k.mv_data), &v, in);
 		if (!ret)
 			ret = cb(t, in, arg);
 		if (ret)
@@ -339,7 +321,7 @@ int meta_store_alloc_put(struct meta_txn *t, uint64_t ino, const uint8_t *uuid, 
 	uint8_t key[8 + RDMAFS_UUID_LEN];
 	MDB_val k = {sizeof(key), key}, v = {sizeof(bytes), &bytes};
 
-	put_be64(key, ino);
+	rdmafs_be64_put(key, ino);
 	memcpy(key + 8, uuid, RDMAFS_UUID_LEN);
 	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_allocs, &k, &v, 0));
 }
@@ -350,7 +332,7 @@ int meta_store_alloc_mark(struct meta_txn *t, uint64_t ino)
 	uint64_t zero = 0;
 	MDB_val k = {sizeof(key), key}, v = {sizeof(zero), &zero};
 
-	put_be64(key, ino);
+	rdmafs_be64_put(key, ino);
 	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_allocs, &k, &v, 0));
 }
 
@@ -373,7 +355,7 @@ int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *b
 	int rc;
 
 	*bytes = 0;
-	put_be64(key, in->ino);
+	rdmafs_be64_put(key, in->ino);
 	/* a point lookup per layout daemon: records of daemons a drain took away do not count */
 	for (uint32_t d = 0; d < in->r.stripe_width; d++) {
 		memcpy(key + 8, in->daemons[d], RDMAFS_UUID_LEN);
@@ -396,7 +378,7 @@ int meta_store_alloc_sum(struct meta_txn *t, const struct inode *in, uint64_t *b
 
 static void dirent_key(uint8_t *key, uint64_t parent, const uint8_t *name, size_t len)
 {
-	put_be64(key, parent);
+	rdmafs_be64_put(key, parent);
 	memcpy(key + 8, name, len);
 }
 
@@ -427,8 +409,8 @@ static int dirpos_put(struct meta_txn *t, uint64_t parent, uint64_t id, const ui
 	MDB_val k = {sizeof(key), key}, v = {sizeof(pv) + len, NULL};
 	int rc;
 
-	put_be64(key, parent);
-	put_be64(key + 8, id);
+	rdmafs_be64_put(key, parent);
+	rdmafs_be64_put(key + 8, id);
 	rc = mdb_put(txn_of(t), store_of(t)->db_dirpos, &k, &v, MDB_RESERVE);
 	if (rc)
 		return lmdb_errno(rc);
@@ -491,8 +473,8 @@ int meta_store_dirent_delete(struct meta_txn *t, uint64_t parent, const uint8_t 
 	rc = mdb_del(txn_of(t), store_of(t)->db_dirents, &k, NULL);
 	if (rc)
 		return lmdb_errno(rc);
-	put_be64(pos, parent);
-	put_be64(pos + 8, dv.id);
+	rdmafs_be64_put(pos, parent);
+	rdmafs_be64_put(pos + 8, dv.id);
 	return lmdb_errno(mdb_del(txn_of(t), store_of(t)->db_dirpos, &pk, NULL));
 }
 
@@ -503,7 +485,7 @@ int meta_store_dir_empty(struct meta_txn *t, uint64_t ino)
 	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc;
 
-	put_be64(prefix, ino);
+	rdmafs_be64_put(prefix, ino);
 	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_dirents, &c);
 	if (rc)
 		return lmdb_errno(rc);
@@ -526,8 +508,8 @@ int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_
 
 	if (after_id == UINT64_MAX)
 		return 0;
-	put_be64(key, parent);
-	put_be64(key + 8, after_id + 1);
+	rdmafs_be64_put(key, parent);
+	rdmafs_be64_put(key + 8, after_id + 1);
 	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_dirpos, &c);
 	if (rc)
 		return lmdb_errno(rc);
@@ -536,7 +518,7 @@ int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_
 		struct meta_store_dirent e;
 		struct dirpos_val pv;
 
-		if (k.mv_size != sizeof(key) || get_be64(k.mv_data) != parent)
+		if (k.mv_size != sizeof(key) || rdmafs_be64_get(k.mv_data) != parent)
 			break;
 		if (v.mv_size < sizeof(pv)) {
 			ret = -EIO;
@@ -547,7 +529,7 @@ int meta_store_dirents_from(struct meta_txn *t, uint64_t parent, uint64_t after_
 			ret = -EIO;
 			break;
 		}
-		e.id = get_be64((const uint8_t *)k.mv_data + 8);
+		e.id = rdmafs_be64_get((const uint8_t *)k.mv_data + 8);
 		e.ino = pv.ino;
 		e.type = pv.type;
 		e.name = (const uint8_t *)v.mv_data + sizeof(pv);
@@ -582,14 +564,14 @@ int meta_store_symlink_put(struct meta_txn *t, uint64_t ino, const void *target,
 	uint8_t key[8];
 	MDB_val k = {sizeof(key), key}, v = {len, (void *)target};
 
-	put_be64(key, ino);
+	rdmafs_be64_put(key, ino);
 	return lmdb_errno(mdb_put(txn_of(t), store_of(t)->db_symlinks, &k, &v, 0));
 }
 
 /* The xattrs key of @name (@len bytes, at most META_XATTR_NAME_MAX) of @ino; its size. */
 static size_t xattr_key(uint8_t *key, uint64_t ino, const uint8_t *name, size_t len)
 {
-	put_be64(key, ino);
+	rdmafs_be64_put(key, ino);
 	memcpy(key + 8, name, len);
 	return 8 + len;
 }
@@ -644,7 +626,7 @@ int meta_store_xattrs_each(struct meta_txn *t, uint64_t ino, meta_store_xattr_cb
 	MDB_val k = {sizeof(prefix), prefix}, v;
 	int rc, ret = 0;
 
-	put_be64(prefix, ino);
+	rdmafs_be64_put(prefix, ino);
 	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_xattrs, &c);
 	if (rc)
 		return lmdb_errno(rc);
@@ -846,7 +828,7 @@ int meta_store_client_put(struct meta_txn *t, const struct meta_client *c)
 
 	if (name_len == 0)
 		return -EINVAL;
-	put_be64(key, c->serial);
+	rdmafs_be64_put(key, c->serial);
 	rc = mdb_put(txn_of(t), store_of(t)->db_clients, &k, &v, MDB_RESERVE);
 	if (rc)
 		return lmdb_errno(rc);
@@ -867,7 +849,7 @@ int meta_store_clients_from(struct meta_txn *t, uint64_t after, meta_store_clien
 		return -ENOMEM;
 	if (after == UINT64_MAX)
 		return 0;
-	put_be64(start, after + 1);
+	rdmafs_be64_put(start, after + 1);
 	rc = mdb_cursor_open(txn_of(t), store_of(t)->db_clients, &cur);
 	if (rc)
 		return lmdb_errno(rc);
@@ -877,7 +859,7 @@ int meta_store_clients_from(struct meta_txn *t, uint64_t after, meta_store_clien
 			ret = -EIO;
 			break;
 		}
-		ret = client_decode(t->m, get_be64(k.mv_data), &v, c);
+		ret = client_decode(t->m, rdmafs_be64_get(k.mv_data), &v, c);
 		if (!ret)
 			ret = cb(t, c, arg);
 		if (ret)

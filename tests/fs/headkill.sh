@@ -47,7 +47,8 @@ rdmafsctl=$(. "$dir/cluster.env" && echo "$rdmafsctl")
 [ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
 local_dir=$(mktemp -d "${TMPDIR:-/tmp}/headkill.XXXXXX") ||
 	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
-names=(meta 1 2 3)
+daemons=(meta storage1 storage2 storage3)
+names=(meta 1 2 3) # cluster.sh ctl's, in the same order
 pids=()
 cleanup() {
 	local p
@@ -60,7 +61,7 @@ trap cleanup EXIT
 read_pids() {
 	local n p
 	pids=()
-	for n in meta storage1 storage2 storage3; do
+	for n in "${daemons[@]}"; do
 		p=$(cat "$dir/$n.pid") || check_error "no pid file for $n"
 		pids+=("$p")
 	done
@@ -86,7 +87,7 @@ no_records() {
 	local _ n total
 	for _ in $(seq 60); do
 		total=0
-		for n in meta storage1 storage2 storage3; do
+		for n in "${daemons[@]}"; do
 			total=$((total + $(records "$n")))
 		done
 		[ "$total" = 0 ] && return 0

@@ -51,6 +51,25 @@ static void test_chunk_count(void **state)
 	assert_true(rdmafs_chunk_count(UINT64_MAX, 1u << 20) == (UINT64_MAX >> 20) + 1);
 }
 
+/* Big-endian numbers: the bytes as written, back whole, and byte order is number order. */
+static void test_be64(void **state)
+{
+	static const uint64_t ordered[] = {0, 1, 255, 256, 0x0102030405060708ull, UINT64_MAX};
+	uint8_t a[8], b[8];
+
+	(void)state;
+	rdmafs_be64_put(a, 0x0102030405060708ull);
+	assert_memory_equal(a, ((uint8_t[]){1, 2, 3, 4, 5, 6, 7, 8}), 8);
+	for (size_t i = 0; i < sizeof(ordered) / sizeof(ordered[0]); i++) {
+		rdmafs_be64_put(a, ordered[i]);
+		assert_true(rdmafs_be64_get(a) == ordered[i]);
+		if (i) {
+			rdmafs_be64_put(b, ordered[i - 1]);
+			assert_true(memcmp(b, a, 8) < 0);
+		}
+	}
+}
+
 static void test_crc32c(void **state)
 {
 	static const char check[] = "123456789";
@@ -445,12 +464,13 @@ static void test_tmp_template(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_layout_check), cmocka_unit_test(test_chunk_count),
-		cmocka_unit_test(test_crc32c),	     cmocka_unit_test(test_status),
-		cmocka_unit_test(test_log_level),    cmocka_unit_test(test_secret),
-		cmocka_unit_test(test_secret_mode),  cmocka_unit_test(test_log_terminal),
-		cmocka_unit_test(test_log_journal),  cmocka_unit_test(test_log_long_line),
-		cmocka_unit_test(test_log_file),     cmocka_unit_test(test_tmp_template),
+		cmocka_unit_test(test_layout_check),  cmocka_unit_test(test_chunk_count),
+		cmocka_unit_test(test_be64),	      cmocka_unit_test(test_crc32c),
+		cmocka_unit_test(test_status),	      cmocka_unit_test(test_log_level),
+		cmocka_unit_test(test_secret),	      cmocka_unit_test(test_secret_mode),
+		cmocka_unit_test(test_log_terminal),  cmocka_unit_test(test_log_journal),
+		cmocka_unit_test(test_log_long_line), cmocka_unit_test(test_log_file),
+		cmocka_unit_test(test_tmp_template),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

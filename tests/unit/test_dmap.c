@@ -276,6 +276,23 @@ static void test_missed(void **state)
 	assert_int_equal(missed_count(ms), 2);
 	assert_int_equal(missed_of_chunk(ms, x, targets, 4, &n), 0);
 	assert_true(n == 1 && targets[0][0] == 2);
+	/* of those, the daemons that serve reads in a map: UP and DRAINING, not DOWN, SYNCING */
+	{
+		struct dmap *m;
+
+		assert_int_equal(dmap_create(uuids[1], &m), 0);
+		set_map(m, 3, (uint32_t[]){UP, UP, DOWN}, 3, 0);
+		assert_int_equal(missed_of_chunk_serving(ms, m, x, targets, &n), 0);
+		assert_true(n == 1 && targets[0][0] == 2);
+		assert_int_equal(missed_of_chunk_serving(ms, m, y, targets, &n), 0);
+		assert_int_equal(n, 0);
+		set_map(m, 4, (uint32_t[]){UP, SYNCING, DRAINING}, 3, 0);
+		assert_int_equal(missed_of_chunk_serving(ms, m, x, targets, &n), 0);
+		assert_int_equal(n, 0);
+		assert_int_equal(missed_of_chunk_serving(ms, m, y, targets, &n), 0);
+		assert_true(n == 1 && targets[0][0] == 3);
+		dmap_destroy(m);
+	}
 	missed_close(ms);
 	close(fd);
 	remove_dir(path);
