@@ -47,6 +47,13 @@ struct rfs_file {
 	uint64_t alloc_seq;   /* bumped whenever our calls change chunks */
 	uint64_t alloc_told;  /* the alloc_seq the service has allocations for */
 	/*
+	 * The allocations the service last stored from this client, by daemon
+	 * index of the layout at told_generation (told.known: which ones): a
+	 * close whose commit finds the same ones tells the service nothing.
+	 */
+	struct rfs_alloc_report told;
+	uint64_t told_generation;
+	/*
 	 * The last UPDATE_SIZE, or the write since which the size has grown
 	 * unannounced if that came later: the batched update is due a second
 	 * after it, so a small file written and closed at once sends its size
@@ -309,6 +316,62 @@ static void alloc_told(struct rfs_file *f, uint64_t alloc_seq)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/* The service stored @report, over @layout: remember it for the next commit's. */
+static void report_told(struct rfs_file *f, const struct rfs_alloc_report *report,
+			const struct rfs_layout *layout)
+{
+	pthread_mutex_lock(&f->lock);
+	if (f->told_generation != layout->generation) {
+		f->told.known = 0;
+		f->told_generation = layout->generation;
+	}
+	for (unsigned d = 0; d < RFS_MAX_STRIPE; d++)
+		if (report->known & (1ull << d))
+			f->told.allocated[d] = report->allocated[d];
+	f->told.known |= report->known;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Whether the service already has every allocation @report holds, over @layout. */
+static bool report_is_told(struct rfs_file *f, const struct rfs_alloc_report *report,
+			   const struct rfs_layout *layout)
+{
+	bool same;
+
+	pthread_mutex_lock(&f->lock);
+	same = f->told_generation == layout->generation &&
+	       (report->known & f->told.known) == report->known;
+	for (unsigned d = 0; same && d < RFS_MAX_STRIPE; d++)
+		if (report->known & (1ull << d))
+			same = f->told.allocated[d] == report->allocated[d];
+	pthread_mutex_unlock(&f->lock);
+	return same;
+}
+
+/*
+ * An UPDATE_SIZE that carried @size, made when f->size_seq was @seq, was
+ * answered: the service has that size, unless ours changed meanwhile. The
+ * seq to merge the reply with comes back (rfs_file_merge()).
+ */
+static uint64_t size_told(struct rfs_file *f, uint64_t size, uint64_t seq)
+{
+	pthread_mutex_lock(&f->lock);
+	if (f->size == size)
+		f->size_dirty = false;
+	/*
+	 * The reply is the service's size now, unless the size changed here while
+	 * the update was on its way (a truncate that a write's batched update,
+	 * sent after the write was answered, raced with): then it is merged as a
+	 * reply that predates that change, which cannot shrink the size.
+	 */
+	if (f->size_seq == seq)
+		seq = f->size_seq + 1;
+	f->size_seq++;
+	f->size_clock_ms = rdmafs_now_ms();
+	pthread_mutex_unlock(&f->lock);
+	return seq;
+}
+
 /*
  * GETATTR of a file whose chunks changed since the last commit (writes,
  * truncate, punch): the daemons concerned report what they now hold, without
@@ -348,6 +411,9 @@ static int file_report(struct rfs_file *f, const struct rfs_cred *c, struct stat
 	ret = rfs_update_size(f->fs, c, f->ino, size, NULL, &report, &layout, &e);
 	if (ret)
 		goto out_unlock;
+	report_told(f, &report, &layout);
+	if (size) /* a size we had not told: told now */
+		seq = size_told(f, size, seq);
 	e.has_layout = false; /* as with GETATTR */
 	rfs_file_merge(f, &e, st, NULL, seq);
 	if (report_complete(&report, &layout, generation, mask))
@@ -403,8 +469,15 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 		if (ret)
 			goto err_redirty;
 	}
-	if (!size_dirty && !mtime_dirty && !report.known)
+	/*
+	 * Nothing the service lacks: a close after a stat (tar, cp -a) whose
+	 * report already told it what this commit found costs the commit alone.
+	 */
+	if (!size_dirty && !mtime_dirty && (!report.known || report_is_told(f, &report, &layout))) {
+		if (mask && report_complete(&report, &layout, generation, mask))
+			alloc_told(f, alloc_seq);
 		goto out_unlock;
+	}
 	if (mtime_dirty)
 		clock_gettime(CLOCK_REALTIME, &now);
 	/* the report indexes the layout the commit ended with (set whenever it is known) */
@@ -412,20 +485,9 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 			      report.known ? &report : NULL, report.known ? &layout : NULL, &e);
 	if (ret)
 		goto err_redirty;
-	pthread_mutex_lock(&f->lock);
-	if (f->size == size)
-		f->size_dirty = false;
-	/*
-	 * The reply is the service's size now, unless the size changed here while
-	 * the update was on its way (a truncate that a write's batched update,
-	 * sent after the write was answered, raced with): then it is merged as a
-	 * reply that predates that change, which cannot shrink the size.
-	 */
-	if (f->size_seq == seq)
-		seq = f->size_seq + 1;
-	f->size_seq++;
-	f->size_clock_ms = rdmafs_now_ms();
-	pthread_mutex_unlock(&f->lock);
+	if (report.known)
+		report_told(f, &report, &layout);
+	seq = size_told(f, size, seq);
 	e.has_layout = false; /* as with GETATTR */
 	rfs_file_merge(f, &e, &st, NULL, seq);
 	if (mask && report_complete(&report, &layout, generation, mask))
