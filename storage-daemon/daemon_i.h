@@ -574,8 +574,10 @@ struct missed_rec {
 	unsigned n_members;
 	/*
 	 * Made by missed_inflight_open() for a write this daemon headed and was
-	 * killed in: its copy may hold bytes the others lack. It goes to @target
-	 * only from the chain's head (resync.c), never dropped for @target's return.
+	 * killed in: its copy may hold bytes the others lack. Never dropped for
+	 * @target's return: this daemon copies the chunk to @target if it heads
+	 * the chain, else hands its copy to the head (CHUNK_RESYNC, resync.c) and
+	 * keeps the record until that head's copies are done.
 	 */
 	bool recovered;
 };
@@ -718,6 +720,7 @@ struct server_stats {
 	uint64_t inline_writes, inline_reads;  /* payloads carried in the messages, no RDMA */
 	uint64_t resync_pushed, resync_failed; /* resync_counts() */
 	uint64_t missed_records;	       /* missed_count() */
+	uint64_t map_epoch;		       /* dmap_epoch(): the map this daemon routes by */
 	/* run on the thread that received them; of those, handed to a worker (RDMA, O_SYNC, disk)
 	 */
 	uint64_t run_on_receipt, handed_on;

@@ -152,6 +152,9 @@ static void render_server(const struct server_stats *st, FILE *f)
 		"Writes stored here that a daemon of their chain lacks (one per chunk and "
 		"daemon), kept until the resync has copied the chunk there.",
 		st->missed_records);
+	rdmafs_prom_gauge(f, "rdmafs_daemon_map_epoch",
+			  "Epoch of the cluster map this daemon checks chains and skips against.",
+			  st->map_epoch);
 	rdmafs_prom_gauge(f, "rdmafs_requests_in_flight", "Requests a worker is handling now.",
 			  st->in_flight);
 	rdmafs_prom_gauge(f, "rdmafs_request_queue_length", "Requests waiting for a worker.",

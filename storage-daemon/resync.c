@@ -7,10 +7,12 @@
  * head (the first serving daemon of its members, which orders the chunk's
  * writes) copies; the others keep their record until the daemon is UP again,
  * for the case the head dies first. A record this daemon made of a write it
- * headed and was killed in (recovered: missed_inflight_open()) waits for it
- * to head the chain again, whatever its target's state: until then the head
- * of the moment holds what the chain answered, and this copy, which the reads
- * skip while the record lasts (server.c), is the one that may differ. See daemon_i.h.
+ * headed and was killed in (recovered: missed_inflight_open()) is copied by
+ * this daemon if it heads the chain again; if another daemon heads it, that
+ * head holds what the chain answered, and this copy, which the reads skip
+ * while the record lasts (server.c), is the one that may differ: it is handed
+ * to that head (hand_over()), which copies its own chunk over it and the
+ * others. See daemon_i.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +27,14 @@
 
 #define RESYNC_TICK_MS 1000u
 #define RESYNC_PAGE    64u
+/* Chunks handed to a head at most, remembered (more are asked again: harmless). */
+#define HANDED_MAX 256u
+
+/* A chunk whose copy was handed to its chain's head (hand_over()). */
+struct handed {
+	struct store_chunk_id id;
+	uint8_t head[RDMAFS_UUID_LEN];
+};
 
 struct resync {
 	struct resync_params p;
@@ -37,6 +47,9 @@ struct resync {
 	bool stopping, kicked;
 	bool again; /* a copy waited for one later in its chain: pass again (the thread's) */
 	uint64_t pushed, failed; /* chunks, atomically */
+	/* the resync thread's alone: the heads asked since this daemon started */
+	struct handed handed[HANDED_MAX];
+	unsigned n_handed;
 };
 
 /* The chunk of @r as this daemon has it, to @r's target; @uri is the target's. */
@@ -120,23 +133,76 @@ static int push(struct resync *rs, const struct missed_rec *r, const char *uri,
 	}
 }
 
+/* Whether chunk @id was handed to daemon @head since this daemon started. */
+static bool was_handed(const struct resync *rs, struct store_chunk_id id, const uint8_t *head)
+{
+	for (unsigned i = 0; i < rs->n_handed; i++)
+		if (rs->handed[i].id.inode == id.inode && rs->handed[i].id.index == id.index &&
+		    memcmp(rs->handed[i].head, head, RDMAFS_UUID_LEN) == 0)
+			return true;
+	return false;
+}
+
 /*
  * Recovered record @r, of a write this daemon headed when it was killed,
- * while another daemon heads the chain and this one serves again: that head
- * took the chunk's later writes, and resynced this daemon with what it missed
- * before it served; a chunk written since holds every copy's bytes the same.
- * One not written since may still differ here in the bytes of that write,
- * never acknowledged: nothing here can tell, so it is said, and left.
+ * while another daemon, @r's member @h, heads the chain: that head ordered
+ * the chunk's writes since and resynced the daemons that missed them, and
+ * this copy may hold bytes of that write, never acknowledged, which the
+ * others lack. Which bytes stand is the head's to say, so the copy is handed
+ * over (CHUNK_RESYNC, rdmafs.proto): the head records every member but itself,
+ * this daemon included, as lacking the chunk, and its resync copies its chunk
+ * to them. The record stays until the head says those copies are done, so
+ * reads here go on to other copies meanwhile (server.c ahead_of_a_copy()).
  */
-static void recovered_elsewhere(struct resync *rs, const struct missed_rec *r)
+static void hand_over(struct resync *rs, const struct missed_rec *r, unsigned h,
+		      ProtobufCBinaryData *members, bool *logged)
 {
-	rdmafs_log(RDMAFS_LOG_WARN,
-		   "resync: chunk %016" PRIx64 "/%016" PRIx64
-		   ": this daemon was killed heading a write of it, and another daemon heads "
-		   "its chain now; this copy may differ from it in that write's bytes "
-		   "(rdmafsctl scrub --repair does not see that: the copies' checksums hold)",
-		   r->id.inode, r->id.index);
-	missed_del(rs->p.missed, r);
+	Rdmafs__ChunkResyncReq q = RDMAFS__CHUNK_RESYNC_REQ__INIT;
+	Rdmafs__ChunkId chunk = RDMAFS__CHUNK_ID__INIT;
+	ProtobufCBinaryData targets[MISSED_MEMBERS_MAX];
+	char uri[DMAP_URI_MAX] = "", text[37];
+	int ret;
+
+	for (unsigned i = 0; i < r->n_members; i++)
+		if (i != h)
+			targets[q.n_targets++] = members[i];
+	chunk.inode = r->id.inode;
+	chunk.index = r->id.index;
+	q.chunk = &chunk;
+	q.members = members;
+	q.n_members = r->n_members;
+	q.targets = targets;
+	q.ask = !was_handed(rs, r->id, r->members[h]);
+	ret = dmap_uri(rs->p.dmap, r->members[h], uri);
+	if (!ret)
+		ret = chain_peer_call(rs->p.chain, uri, RDMAFS__METHOD__METHOD_CHUNK_RESYNC,
+				      &q.base);
+	datadir_uuid_format(r->members[h], text);
+	if (!ret && q.ask) {
+		rdmafs_log(
+			RDMAFS_LOG_INFO,
+			"resync: chunk %016" PRIx64 "/%016" PRIx64
+			": this daemon was killed heading a write of it, and daemon %s heads "
+			"its chain now: handed this copy to it, which copies its own to the chain",
+			r->id.inode, r->id.index, text);
+		if (rs->n_handed < HANDED_MAX) {
+			rs->handed[rs->n_handed].id = r->id;
+			memcpy(rs->handed[rs->n_handed++].head, r->members[h], RDMAFS_UUID_LEN);
+		}
+		return;
+	}
+	if (!ret) {
+		missed_del(rs->p.missed, r); /* the head's copies are done: ours is the chain's */
+		return;
+	}
+	if (ret != -EINPROGRESS && !*logged) {
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "resync: chunk %016" PRIx64 "/%016" PRIx64
+			   ": cannot hand this copy to the chain's head, daemon %s (%s): %s "
+			   "(retrying)",
+			   r->id.inode, r->id.index, text, uri, xprt_strerror(ret));
+		*logged = true;
+	}
 }
 
 /*
@@ -187,10 +253,10 @@ static void settle(struct resync *rs, const struct missed_rec *r, bool *logged)
 		return;
 	if (memcmp(r->members[h], rs->p.uuid, RDMAFS_UUID_LEN) != 0) {
 		/* the head copies; once the daemon is UP, it has */
-		if (dmap_state_serves(state) && !r->recovered)
+		if (r->recovered)
+			hand_over(rs, r, (unsigned)h, members, logged);
+		else if (dmap_state_serves(state))
 			missed_del(rs->p.missed, r);
-		else if (r->recovered && dmap_may_serve(rs->p.dmap))
-			recovered_elsewhere(rs, r);
 		return;
 	}
 	if (later_lacks(rs, r)) {

@@ -829,6 +829,79 @@ static int do_fence(struct worker *w, const void *body, size_t len, size_t *repl
 	return ret;
 }
 
+/*
+ * CHUNK_RESYNC (rdmafs.proto): a daemon killed heading a write of a chunk,
+ * back while this daemon heads the chain, hands its copy over: the daemons
+ * of targets are recorded here as lacking the chunk, and the resync copies it
+ * to them (ask); later, whether those copies are done.
+ */
+static int do_resync(struct worker *w, const void *body, size_t len, size_t *reply_len)
+{
+	struct server *srv = w->srv;
+	Rdmafs__ChunkResyncReq *m;
+	Rdmafs__Empty resp = RDMAFS__EMPTY__INIT;
+	uint8_t targets[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+	uint8_t members[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+	uint8_t lacking[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+	struct store_chunk_id id;
+	unsigned n_targets = 0;
+	size_t n_lacking = 0;
+	int h, ret;
+
+	if (w->keyed)
+		return -EPERM; /* a daemon's call, under the cluster secret */
+	m = rdmafs__chunk_resync_req__unpack(NULL, len, body);
+	if (!m)
+		return -EBADMSG;
+	ret = chunk_id_from(m->chunk, &id);
+	if (!ret && (!m->n_members || !uuid_list_ok(m->members, m->n_members, MISSED_MEMBERS_MAX) ||
+		     !uuid_list_ok(m->targets, m->n_targets, m->n_members)))
+		ret = -EINVAL;
+	if (!ret && (!srv->dmap || !srv->missed))
+		ret = -EOPNOTSUPP;
+	if (!ret) {
+		/* only the head orders the chunk's writes: it alone may say which bytes stand */
+		h = dmap_head(srv->dmap, m->members, m->n_members);
+		if (!dmap_leased(srv->dmap) || h < 0 ||
+		    memcmp(m->members[h].data, srv->uuid, RDMAFS_UUID_LEN) != 0)
+			ret = -EREMCHG;
+	}
+	for (size_t i = 0; !ret && i < m->n_members; i++)
+		memcpy(members[i], m->members[i].data, RDMAFS_UUID_LEN);
+	for (size_t i = 0; !ret && i < m->n_targets; i++) {
+		size_t j = 0;
+
+		while (j < m->n_members && memcmp(members[j], m->targets[i].data, RDMAFS_UUID_LEN))
+			j++;
+		if (j == m->n_members)
+			ret = -EINVAL; /* not of the chain */
+		else if (memcmp(members[j], srv->uuid, RDMAFS_UUID_LEN) != 0)
+			memcpy(targets[n_targets++], members[j], RDMAFS_UUID_LEN);
+	}
+	if (!ret && m->ask) {
+		ret = missed_add(srv->missed, id, (const uint8_t(*)[16])targets, n_targets,
+				 (const uint8_t(*)[16])members, (unsigned)m->n_members);
+		if (!ret) {
+			rdmafs_log(RDMAFS_LOG_INFO,
+				   "chunk %016" PRIx64 "/%016" PRIx64
+				   ": a copy killed heading a write of it was handed to this "
+				   "daemon, the chain's head: copying ours to %u daemons",
+				   id.inode, id.index, n_targets);
+			resync_kick(srv->resync);
+		}
+	} else if (!ret) {
+		ret = missed_of_chunk(srv->missed, id, lacking, MISSED_MEMBERS_MAX, &n_lacking);
+		for (size_t i = 0; !ret && i < n_lacking; i++)
+			for (unsigned j = 0; j < n_targets; j++)
+				if (memcmp(lacking[i], targets[j], RDMAFS_UUID_LEN) == 0)
+					ret = -EINPROGRESS; /* a copy still to go */
+	}
+	if (!ret)
+		ret = pack_reply(w, &resp.base, reply_len);
+	rdmafs__chunk_resync_req__free_unpacked(m, NULL);
+	return ret;
+}
+
 static int do_stat(struct worker *w, const void *body, size_t len, size_t *reply_len)
 {
 	Rdmafs__ChunkStatReq *m = rdmafs__chunk_stat_req__unpack(NULL, len, body);
@@ -935,6 +1008,7 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->inline_reads = STAT_GET(srv->inline_reads);
 	resync_counts(srv->resync, &out->resync_pushed, &out->resync_failed);
 	out->missed_records = srv->missed ? missed_count(srv->missed) : 0;
+	out->map_epoch = srv->dmap ? dmap_epoch(srv->dmap) : 0;
 	out->run_on_receipt = STAT_GET(srv->run_on_receipt);
 	out->handed_on = STAT_GET(srv->handed_on);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
@@ -1318,6 +1392,9 @@ static bool handle(struct worker *w, struct queued *q)
 		break;
 	case RDMAFS__METHOD__METHOD_CHUNK_FENCE:
 		ret = do_fence(w, body, len, &reply_len);
+		break;
+	case RDMAFS__METHOD__METHOD_CHUNK_RESYNC:
+		ret = do_resync(w, body, len, &reply_len);
 		break;
 	case RDMAFS__METHOD__METHOD_DAEMON_STATS:
 		ret = do_stats(w, body, len, &reply_len);

@@ -46,5 +46,7 @@ unset RDMAFS_TEST_FORWARD_GATE
 export RDMAFS_TEST_PULL_GATE=${TMPDIR:-/tmp}/rdmafs-headkill-gate
 run headkill --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \
 	"$here/headkill.sh" %MOUNT% %MOUNT2%
+run headswap --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \
+	"$here/headswap.sh" %MOUNT% %MOUNT2%
 unset RDMAFS_TEST_PULL_GATE
 exit "$status"

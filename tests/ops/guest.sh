@@ -6,7 +6,7 @@
 # undrain, a rebalance lifting an interrupted move's fences, a removed
 # daemon, a daemon down), rdmafs-copy (round trip, resume,
 # errors), the logs, every daemon's /metrics and the mount's (where the guest
-# has FUSE) and client keys, each on
+# has FUSE), client keys and CHUNK_RESYNC's contract, each on
 # a cluster of tests/lib/cluster.sh, as meson runs them on the host.
 #   tests/ops/guest.sh BUILD_DIR [rdma|tcp]
 # Exit: 0 pass, 1 a test failed, 99 a test could not run, 77 all skipped.
@@ -60,6 +60,9 @@ run metrics 3000 "$here/metrics.sh" "$build/fuse-client/rdmafs-copy" \
 run_opts=(--storage 2)
 run client-keys 4000 "$here/client-keys.sh" "$ctl" "$build/fuse-client/rdmafs-copy" \
 	"$build/tests/ops/ops-key-chunks"
+# CHUNK_RESYNC's contract over verbs: only the chain's head takes a copy handed over
+run_opts=()
+run chunk-resync 3000 "$build/tests/ops/ops-chunk-resync"
 # the mount's own /metrics, its RPCs and a storage daemon's death and return
 # counted over verbs, where the guest has FUSE
 if [ -n "$fuse" ]; then

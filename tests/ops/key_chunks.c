@@ -10,7 +10,8 @@
  * forwarded write passes the file's fence) and a read, write, truncate or
  * remove with the administration's layout generation (RFS_GENERATION_ADMIN,
  * which passes fences: the tools' that move chunks); a read-only key gets
- * EROFS first for the changes.
+ * EROFS first for the changes. A CHUNK_RESYNC, by which only daemons hand
+ * copies to a chain's head, is EPERM too.
  * Prints one line a daemon; exit 0 pass, 1 fail, 99 the test's own trouble.
  */
 #include <errno.h>
@@ -49,6 +50,30 @@ static int forwarded_write(struct rfs_daemon *d, const char *data, size_t len)
 	req.hop = 1;
 	ret = rfs_daemon_call(d, RDMAFS__METHOD__METHOD_CHUNK_WRITE, &req.base,
 			      &rdmafs__chunk_write_resp__descriptor, (ProtobufCMessage **)&resp);
+	if (!ret)
+		rfs_meta_free(&resp->base);
+	return ret;
+}
+
+/* A CHUNK_RESYNC ask naming the probe chunk and a chain of two made-up daemons. */
+static int resync_ask(struct rfs_daemon *d)
+{
+	Rdmafs__ChunkResyncReq req = RDMAFS__CHUNK_RESYNC_REQ__INIT;
+	Rdmafs__ChunkId cid = RDMAFS__CHUNK_ID__INIT;
+	uint8_t uuids[2][16] = {{1}, {2}};
+	ProtobufCBinaryData members[2] = {{16, uuids[0]}, {16, uuids[1]}};
+	Rdmafs__Empty *resp = NULL;
+	int ret;
+
+	cid.inode = PROBE_INODE;
+	req.chunk = &cid;
+	req.members = members;
+	req.n_members = 2;
+	req.targets = &members[1];
+	req.n_targets = 1;
+	req.ask = true;
+	ret = rfs_daemon_call(d, RDMAFS__METHOD__METHOD_CHUNK_RESYNC, &req.base,
+			      &rdmafs__empty__descriptor, (ProtobufCMessage **)&resp);
 	if (!ret)
 		rfs_meta_free(&resp->base);
 	return ret;
@@ -139,6 +164,8 @@ int main(int argc, char **argv)
 		expect(name, "a remove with the administration's generation",
 		       rfs_chunk_remove(d, &admin_sel, &removed, NULL),
 		       read_only ? -EROFS : -EPERM);
+		expect(name, "a copy handed to a chain's head (CHUNK_RESYNC)", resync_ask(d),
+		       -EPERM);
 		printf("ok   %s: a %s key's chunk calls as they should be\n", name,
 		       read_only ? "read-only" : "read-write");
 		rfs_daemon_close(d);

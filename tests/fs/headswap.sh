@@ -1,0 +1,284 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# A head killed mid-write that finds another head when it is back
+# (docs/replication.md, "A head killed mid-write"). cluster.sh runs the
+# killpoint daemon (--daemon rdmafs-daemon-killpoint, --metrics, --mounts 2)
+# with RDMAFS_TEST_PULL_GATE: each daemon holds its pulls of a write's
+# payload while the test's gate file for it exists. The metadata daemon is
+# drained while the file is made, so the file's 3 copies are on storage 1, 2
+# and 3: a chain first, next, last, which a write held at the gates shows.
+# The file's first 256 KiB hold A; then:
+# - first is killed, and once the service marks it DOWN, next heads the chain;
+# - a writer on mount 1 overwrites the file with B: next stores B while last's
+#   pull of it waits at its gate; mount 1's rdmafs-fuse and then next are
+#   killed (-9), and last's pull fails: next holds B, the others A;
+# - once next is DOWN, first starts again and, with nothing to copy to it,
+#   turns UP: it heads the chain again;
+# - next starts again: it finds the write it was killed in (its
+#   meta/inflight), but first heads the chain now, which holds what the
+#   chain agreed on. next hands its copy to first (CHUNK_RESYNC), first
+#   copies its own chunk to last and next, and next drops its records once
+#   first says the copies are done;
+# - every copy holds A, both mounts read A, no daemon keeps a record of a
+#   missed write, and every daemon is UP.
+# Before the hand-over, next dropped its records with a warning once it
+# served again, and its copy kept B for good while the others held A.
+# The steps between next's forward and its kill must fit in its forward
+# timeout (4 s) and take milliseconds; the test says so if they did not.
+# Usage: headswap.sh DIR1 DIR2 (the same filesystem, two mounts)
+# Exit: 0 pass, 1 fail, 77 not on such a cluster, 99 the test itself could
+# not check (tests/lib/check.sh).
+set -u
+. "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
+mnt=${1:?usage: headswap.sh DIR1 DIR2}
+mnt2=${2:?usage: headswap.sh DIR1 DIR2}
+check_cluster headswap.sh
+gate=${RDMAFS_TEST_PULL_GATE:-}
+dir=$RDMAFS_CLUSTER_DIR
+ctl=$RDMAFS_CLUSTER_CTL
+if [ -z "$gate" ] || [ ! -e "$dir/fuse2.pid" ] || [ ! -e "$dir/storage1.metrics-port" ]; then
+	echo "SKIP: headswap.sh needs cluster.sh --daemon rdmafs-daemon-killpoint --metrics --mounts 2 and RDMAFS_TEST_PULL_GATE"
+	exit 77
+fi
+check_need dd cmp setfattr stat head grep python3
+rdmafsctl=$(. "$dir/cluster.env" && echo "$rdmafsctl")
+[ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
+local_dir=$(mktemp -d "${TMPDIR:-/tmp}/headswap.XXXXXX") ||
+	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
+daemons=(meta storage1 storage2 storage3)
+names=(meta 1 2 3) # cluster.sh ctl's, in the same order
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
+	rm -rf "$local_dir"
+}
+trap cleanup EXIT
+
+# the daemons' pids, in the order of names (a restarted one's is new; a
+# killed one, whose pid file cluster.sh removed, is "killed")
+read_pids() {
+	local n p
+	pids=()
+	for n in "${daemons[@]}"; do
+		p=killed
+		[ -e "$dir/$n.pid" ] && { p=$(cat "$dir/$n.pid") || check_error "cannot read $n's pid file"; }
+		pids+=("$p")
+	done
+}
+
+# closes every daemon's gate, or opens them all (open_gates)
+close_gates() {
+	local p
+	for p in "${pids[@]}"; do
+		[ "$p" = killed ] || : >"$gate.$p" || check_error "cannot close the gate $gate.$p"
+	done
+}
+open_gates() {
+	local p
+	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
+}
+
+# held: the pids of the daemons holding a pull at their gates, one a line
+held() {
+	check_gate_held "$gate" "${pids[@]}"
+}
+
+# wait_held [PID]: waits up to 30 s for one daemon, not PID, to hold a pull
+wait_held() {
+	check_gate_wait "$gate" "${1:-}" "${pids[@]}"
+}
+
+# records NAME: the records of missed writes daemon NAME (meta, storageN) keeps
+records() {
+	check_metric "$1" rdmafs_missed_records
+}
+
+# no_records WHAT: waits up to 60 s for no daemon to keep a record of a missed write
+no_records() {
+	local _ n total
+	for _ in $(seq 60); do
+		total=0
+		for n in "${daemons[@]}"; do
+			total=$((total + $(records "$n")))
+		done
+		[ "$total" = 0 ] && return 0
+		sleep 1
+	done
+	check_fail "$1: the daemons still keep $total records of missed writes after 60 s"
+}
+
+# name_of PID: the cluster.sh ctl name of the daemon of PID
+name_of() {
+	local i
+	for i in "${!pids[@]}"; do
+		[ "${pids[$i]}" = "$1" ] && echo "${names[$i]}" && return 0
+	done
+	check_error "no daemon has pid $1"
+}
+
+# wait_state N STATE WHAT: waits up to 60 s for the map to show daemon N
+# (storageN) in STATE (the service marks a daemon down a heartbeat timeout
+# after it went quiet, and a returning one up once nothing is left to copy to it)
+wait_state() {
+	local _ got
+	for _ in $(seq 60); do
+		"$rdmafsctl" status >"$local_dir/status" 2>&1
+		got=$(awk -v n="storage$1" '$1 == n { print $3 }' "$local_dir/status")
+		[ "$got" = "$2" ] && return 0
+		sleep 1
+	done
+	check_fail "$3: the map shows daemon $1 ${got:-nowhere}, not $2, after 60 s: $(cat "$local_dir/status")"
+}
+
+# maps_current WHAT: waits up to 60 s for every daemon running to hold the
+# service's map (each checks chains against its own: one still on an older
+# map would refuse a write the scene needs)
+maps_current() {
+	local _ i epoch behind
+	for _ in $(seq 60); do
+		epoch=$(check_metric meta rdmafs_cluster_epoch)
+		behind=
+		for i in "${!daemons[@]}"; do
+			[ "${pids[$i]}" = killed ] && continue
+			[ "$(check_metric "${daemons[$i]}" rdmafs_daemon_map_epoch)" -ge "$epoch" ] ||
+				behind="$behind ${daemons[$i]}"
+		done
+		[ -z "$behind" ] && return 0
+		sleep 1
+	done
+	check_fail "$1: daemons$behind still hold a map older than the service's epoch $epoch after 60 s"
+}
+
+# copy_of NAME: the path of NAME's copy of the file's first chunk
+copy_of() {
+	printf '%s/chunks/%016x/%016x' "$("$ctl" ctl datadir "$1")" "$ino" 0 ||
+		check_error "cluster.sh ctl datadir $1"
+}
+
+# holds NAME FILE: NAME's copy holds FILE's bytes (and only those)
+holds() {
+	check_cmp "$(copy_of "$1")" "$2"
+	case $? in
+	0) return 0 ;;
+	1) return 1 ;;
+	*) check_error "comparing daemon $1's copy: $check_said" ;;
+	esac
+}
+
+# read_is MOUNT FILE WHAT: the file's 256 KiB read with O_DIRECT on MOUNT holds FILE's bytes
+read_is() {
+	dd if="$1/h/f" of="$local_dir/got" bs=256K count=1 iflag=direct status=none ||
+		check_fail "reading the file on $1 ($3): dd exited $?"
+	check_same "$local_dir/got" "$2" "the file read on $1 $3"
+}
+
+read_pids
+check_all_up "$rdmafsctl" 4 60 "at the start" "$local_dir/status"
+meta_uri=$("$ctl" ctl uri meta) || check_error "cluster.sh ctl uri meta"
+"$rdmafsctl" drain --wait "$meta_uri" >"$local_dir/drain" 2>&1 ||
+	check_fail "drain of the metadata daemon's empty store: $(cat "$local_dir/drain")"
+mkdir "$mnt/h" || check_fail "mkdir h"
+setfattr -n rdmafs.replicas -v 3 "$mnt/h" || check_fail "setfattr rdmafs.replicas 3"
+for b in A B; do
+	head -c $((256 * 1024)) /dev/urandom >"$local_dir/$b" || check_error "making $b"
+done
+cmp -s "$local_dir/A" "$local_dir/B" && check_error "A and B came out the same"
+dd if="$local_dir/A" of="$mnt/h/f" bs=256K oflag=direct status=none || check_fail "writing A"
+ino=$(stat -c %i "$mnt/h/f") || check_fail "stat h/f"
+"$rdmafsctl" undrain "$meta_uri" >"$local_dir/undrain" 2>&1 ||
+	check_fail "undrain of the metadata daemon: $(cat "$local_dir/undrain")"
+check_all_up "$rdmafsctl" 4 90 "before the gates" "$local_dir/status"
+no_records "before the gates"
+
+# 1. the chain's order: A written again, one daemon's pull let through at a time
+close_gates
+dd if="$local_dir/A" of="$mnt/h/f" bs=256K oflag=direct conv=notrunc status=none \
+	2>"$local_dir/writer.err" &
+writer=$!
+wait_held || check_fail "the write of A never reached a head's pull (30 s)"
+first_pid=$(held)
+rm -f "$gate.$first_pid"
+wait_held "$first_pid" || check_fail "A never reached the next daemon's pull (30 s)"
+next_pid=$(held)
+first=$(name_of "$first_pid")
+next=$(name_of "$next_pid")
+if [ "$first" = meta ] || [ "$next" = meta ]; then
+	check_error "the drained metadata daemon is in the file's chain"
+fi
+open_gates
+wait "$writer" || check_fail "writing A again: $(cat "$local_dir/writer.err")"
+last=$((6 - first - next))
+for n in 1 2 3; do
+	holds "$n" "$local_dir/A" || check_fail "daemon $n does not hold A after the writes of A"
+done
+echo "ok   the file's chain: daemon $first, then $next, then $last"
+
+# 2. first killed: next heads the chain once the service marks first DOWN
+"$ctl" ctl kill "$first" KILL || check_error "cannot kill daemon $first"
+read_pids
+wait_state "$first" down "daemon $first killed"
+maps_current "daemon $first killed"
+
+# 3. B stored by next, held at last's pull; the writer's client, then next, killed
+declare -A log_lines
+for n in 1 2 3; do
+	log_lines[$n]=$(wc -l <"$dir/storage$n.log") || check_error "cannot read storage$n.log"
+done
+close_gates
+dd if="$local_dir/B" of="$mnt/h/f" bs=256K oflag=direct conv=notrunc status=none \
+	2>"$local_dir/writer.err" &
+writer=$!
+wait_held || check_fail "the write of B never reached a head's pull (30 s)"
+[ "$(held)" = "$next_pid" ] ||
+	check_fail "daemon $(name_of "$(held)") heads the write of B, not daemon $next"
+rm -f "$gate.$next_pid"
+wait_held "$next_pid" || check_fail "B never reached the last daemon's pull (30 s)"
+last_pid=$(held)
+[ "$(name_of "$last_pid")" = "$last" ] ||
+	check_fail "daemon $(name_of "$last_pid") pulls B from daemon $next, not daemon $last"
+for _ in $(seq 3000); do
+	holds "$next" "$local_dir/B" && break
+	sleep 0.01
+done
+holds "$next" "$local_dir/B" || check_fail "daemon $next never stored B (30 s)"
+kill -KILL "$(cat "$dir/fuse1.pid")" || check_error "cannot kill mount 1's rdmafs-fuse"
+"$ctl" ctl kill "$next" KILL || check_error "cannot kill daemon $next"
+wait "$writer" && check_fail "writing B through a killed mount succeeded"
+rm -f "$gate.$last_pid"
+for _ in $(seq 3000); do
+	[ -e "$gate.$last_pid.held" ] || break
+	sleep 0.01
+done
+[ -e "$gate.$last_pid.held" ] && check_fail "daemon $last still pulls B from the dead daemon $next (30 s)"
+open_gates
+holds "$last" "$local_dir/A" || check_error "daemon $last's copy is not A after daemon $next died (the scene is not set)"
+tail -n +$((log_lines[$next] + 1)) "$dir/storage$next.log" | grep -q "not stored by" &&
+	check_error "daemon $next's forward gave up before it was killed (slower than its 4 s timeout): not the case this test is for"
+
+# 4. first back, and UP: it heads the chain again
+wait_state "$next" down "daemon $next killed"
+"$ctl" ctl start "$first" || check_fail "restarting daemon $first"
+read_pids
+wait_state "$first" up "daemon $first back"
+maps_current "daemon $first back"
+holds "$first" "$local_dir/A" || check_fail "daemon $first's copy is not A once back"
+echo "ok   daemon $next holds B, the write it was killed in; daemons $first and $last hold A; daemon $first heads the chain again"
+
+# 5. next back: it hands its copy to first, which copies A over it
+"$ctl" ctl start "$next" || check_fail "restarting daemon $next"
+read_pids
+grep -q "a write was in flight when this daemon stopped" "$dir/storage$next.log" ||
+	check_fail "the restarted daemon $next does not say a write was in flight when it was killed"
+check_all_up "$rdmafsctl" 4 90 "daemon $next back" "$local_dir/status"
+no_records "daemon $next back"
+for n in 1 2 3; do
+	holds "$n" "$local_dir/A" || check_fail "daemon $n's copy is not A once daemon $next is back under daemon $first"
+done
+grep -q "handed this copy to it" "$dir/storage$next.log" ||
+	check_fail "daemon $next does not say it handed its copy to the chain's head"
+read_is "$mnt2" "$local_dir/A" "once the copies are equal"
+"$ctl" ctl remount 1 || check_error "cannot mount the killed mount 1 again"
+read_is "$mnt" "$local_dir/A" "(mounted again) once the copies are equal"
+echo "ok   a head killed mid-write and back under another head leaves no copy different: the head's bytes reached every copy"
