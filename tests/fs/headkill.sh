@@ -47,9 +47,7 @@ rdmafsctl=$(. "$dir/cluster.env" && echo "$rdmafsctl")
 [ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
 local_dir=$(mktemp -d "${TMPDIR:-/tmp}/headkill.XXXXXX") ||
 	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
-daemons=(meta storage1 storage2 storage3)
-names=(meta 1 2 3) # cluster.sh ctl's, in the same order
-pids=()
+. "$(dirname "$(readlink -f "$0")")/scene.sh"
 cleanup() {
 	local p
 	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
@@ -57,98 +55,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# the daemons' pids, in the order of names (a restarted one's is new)
-read_pids() {
-	local n p
-	pids=()
-	for n in "${daemons[@]}"; do
-		p=$(cat "$dir/$n.pid") || check_error "no pid file for $n"
-		pids+=("$p")
-	done
-}
-
-# held: the pids of the daemons holding a pull at their gates, one a line
-held() {
-	check_gate_held "$gate" "${pids[@]}"
-}
-
-# wait_held [PID]: waits up to 30 s for one daemon, not PID, to hold a pull
-wait_held() {
-	check_gate_wait "$gate" "${1:-}" "${pids[@]}"
-}
-
-# records NAME: the records of missed writes daemon NAME (meta, storageN) keeps
-records() {
-	check_metric "$1" rdmafs_missed_records
-}
-
-# no_records WHAT: waits up to 60 s for no daemon to keep a record of a missed write
-no_records() {
-	local _ n total
-	for _ in $(seq 60); do
-		total=0
-		for n in "${daemons[@]}"; do
-			total=$((total + $(records "$n")))
-		done
-		[ "$total" = 0 ] && return 0
-		sleep 1
-	done
-	check_fail "$1: the daemons still keep $total records of missed writes after 60 s"
-}
-
-# name_of PID: the cluster.sh ctl name of the daemon of PID
-name_of() {
-	local i
-	for i in "${!pids[@]}"; do
-		[ "${pids[$i]}" = "$1" ] && echo "${names[$i]}" && return 0
-	done
-	check_error "no daemon has pid $1"
-}
-
-# copy_of NAME: the path of NAME's copy of the file's first chunk
-copy_of() {
-	printf '%s/chunks/%016x/%016x' "$("$ctl" ctl datadir "$1")" "$ino" 0 ||
-		check_error "cluster.sh ctl datadir $1"
-}
-
-# holds NAME FILE: NAME's copy holds FILE's bytes (and only those)
-holds() {
-	check_cmp "$(copy_of "$1")" "$2"
-	case $? in
-	0) return 0 ;;
-	1) return 1 ;;
-	*) check_error "comparing daemon $1's copy: $check_said" ;;
-	esac
-}
-
-# read_is MOUNT FILE WHAT: the file's 256 KiB read with O_DIRECT on MOUNT holds FILE's bytes
-read_is() {
-	dd if="$1/h/f" of="$local_dir/got" bs=256K count=1 iflag=direct status=none ||
-		check_fail "reading the file on $1 ($3): dd exited $?"
-	check_same "$local_dir/got" "$2" "the file read on $1 $3"
-}
-
-read_pids
-check_all_up "$rdmafsctl" 4 60 "at the start" "$local_dir/status"
-meta_uri=$("$ctl" ctl uri meta) || check_error "cluster.sh ctl uri meta"
-"$rdmafsctl" drain --wait "$meta_uri" >"$local_dir/drain" 2>&1 ||
-	check_fail "drain of the metadata daemon's empty store: $(cat "$local_dir/drain")"
-mkdir "$mnt/h" || check_fail "mkdir h"
-setfattr -n rdmafs.replicas -v 3 "$mnt/h" || check_fail "setfattr rdmafs.replicas 3"
-for b in A B; do
-	head -c $((256 * 1024)) /dev/urandom >"$local_dir/$b" || check_error "making $b"
-done
-cmp -s "$local_dir/A" "$local_dir/B" && check_error "A and B came out the same"
-dd if="$local_dir/A" of="$mnt/h/f" bs=256K oflag=direct status=none || check_fail "writing A"
-ino=$(stat -c %i "$mnt/h/f") || check_fail "stat h/f"
-"$rdmafsctl" undrain "$meta_uri" >"$local_dir/undrain" 2>&1 ||
-	check_fail "undrain of the metadata daemon: $(cat "$local_dir/undrain")"
-check_all_up "$rdmafsctl" 4 90 "before the gates" "$local_dir/status"
-# a forward refused while the maps changed (the drain) is copied by now: the scene starts clean
-no_records "before the gates"
-for n in 1 2 3; do
-	holds "$n" "$local_dir/A" || check_fail "daemon $n does not hold A after the write of A"
-done
+scene_file
 read_is "$mnt2" "$local_dir/A" "after writing A"
 
 # 1. B on its way: stored at the head, held at the next daemon's pull

@@ -46,27 +46,13 @@ rdmafsctl=$(. "$dir/cluster.env" && echo "$rdmafsctl")
 [ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
 local_dir=$(mktemp -d "${TMPDIR:-/tmp}/headswap.XXXXXX") ||
 	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
-daemons=(meta storage1 storage2 storage3)
-names=(meta 1 2 3) # cluster.sh ctl's, in the same order
-pids=()
+. "$(dirname "$(readlink -f "$0")")/scene.sh"
 cleanup() {
 	local p
 	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
 	rm -rf "$local_dir"
 }
 trap cleanup EXIT
-
-# the daemons' pids, in the order of names (a restarted one's is new; a
-# killed one, whose pid file cluster.sh removed, is "killed")
-read_pids() {
-	local n p
-	pids=()
-	for n in "${daemons[@]}"; do
-		p=killed
-		[ -e "$dir/$n.pid" ] && { p=$(cat "$dir/$n.pid") || check_error "cannot read $n's pid file"; }
-		pids+=("$p")
-	done
-}
 
 # closes every daemon's gate, or opens them all (open_gates)
 close_gates() {
@@ -78,44 +64,6 @@ close_gates() {
 open_gates() {
 	local p
 	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
-}
-
-# held: the pids of the daemons holding a pull at their gates, one a line
-held() {
-	check_gate_held "$gate" "${pids[@]}"
-}
-
-# wait_held [PID]: waits up to 30 s for one daemon, not PID, to hold a pull
-wait_held() {
-	check_gate_wait "$gate" "${1:-}" "${pids[@]}"
-}
-
-# records NAME: the records of missed writes daemon NAME (meta, storageN) keeps
-records() {
-	check_metric "$1" rdmafs_missed_records
-}
-
-# no_records WHAT: waits up to 60 s for no daemon to keep a record of a missed write
-no_records() {
-	local _ n total
-	for _ in $(seq 60); do
-		total=0
-		for n in "${daemons[@]}"; do
-			total=$((total + $(records "$n")))
-		done
-		[ "$total" = 0 ] && return 0
-		sleep 1
-	done
-	check_fail "$1: the daemons still keep $total records of missed writes after 60 s"
-}
-
-# name_of PID: the cluster.sh ctl name of the daemon of PID
-name_of() {
-	local i
-	for i in "${!pids[@]}"; do
-		[ "${pids[$i]}" = "$1" ] && echo "${names[$i]}" && return 0
-	done
-	check_error "no daemon has pid $1"
 }
 
 # wait_state N STATE WHAT: waits up to 60 s for the map to show daemon N
@@ -151,46 +99,7 @@ maps_current() {
 	check_fail "$1: daemons$behind still hold a map older than the service's epoch $epoch after 60 s"
 }
 
-# copy_of NAME: the path of NAME's copy of the file's first chunk
-copy_of() {
-	printf '%s/chunks/%016x/%016x' "$("$ctl" ctl datadir "$1")" "$ino" 0 ||
-		check_error "cluster.sh ctl datadir $1"
-}
-
-# holds NAME FILE: NAME's copy holds FILE's bytes (and only those)
-holds() {
-	check_cmp "$(copy_of "$1")" "$2"
-	case $? in
-	0) return 0 ;;
-	1) return 1 ;;
-	*) check_error "comparing daemon $1's copy: $check_said" ;;
-	esac
-}
-
-# read_is MOUNT FILE WHAT: the file's 256 KiB read with O_DIRECT on MOUNT holds FILE's bytes
-read_is() {
-	dd if="$1/h/f" of="$local_dir/got" bs=256K count=1 iflag=direct status=none ||
-		check_fail "reading the file on $1 ($3): dd exited $?"
-	check_same "$local_dir/got" "$2" "the file read on $1 $3"
-}
-
-read_pids
-check_all_up "$rdmafsctl" 4 60 "at the start" "$local_dir/status"
-meta_uri=$("$ctl" ctl uri meta) || check_error "cluster.sh ctl uri meta"
-"$rdmafsctl" drain --wait "$meta_uri" >"$local_dir/drain" 2>&1 ||
-	check_fail "drain of the metadata daemon's empty store: $(cat "$local_dir/drain")"
-mkdir "$mnt/h" || check_fail "mkdir h"
-setfattr -n rdmafs.replicas -v 3 "$mnt/h" || check_fail "setfattr rdmafs.replicas 3"
-for b in A B; do
-	head -c $((256 * 1024)) /dev/urandom >"$local_dir/$b" || check_error "making $b"
-done
-cmp -s "$local_dir/A" "$local_dir/B" && check_error "A and B came out the same"
-dd if="$local_dir/A" of="$mnt/h/f" bs=256K oflag=direct status=none || check_fail "writing A"
-ino=$(stat -c %i "$mnt/h/f") || check_fail "stat h/f"
-"$rdmafsctl" undrain "$meta_uri" >"$local_dir/undrain" 2>&1 ||
-	check_fail "undrain of the metadata daemon: $(cat "$local_dir/undrain")"
-check_all_up "$rdmafsctl" 4 90 "before the gates" "$local_dir/status"
-no_records "before the gates"
+scene_file
 
 # 1. the chain's order: A written again, one daemon's pull let through at a time
 close_gates
@@ -236,8 +145,6 @@ wait_held || check_fail "the write of B never reached a head's pull (30 s)"
 rm -f "$gate.$next_pid"
 wait_held "$next_pid" || check_fail "B never reached the last daemon's pull (30 s)"
 last_pid=$(held)
-[ "$(name_of "$last_pid")" = "$last" ] ||
-	check_fail "daemon $(name_of "$last_pid") pulls B from daemon $next, not daemon $last"
 for _ in $(seq 3000); do
 	holds "$next" "$local_dir/B" && break
 	sleep 0.01
@@ -246,6 +153,8 @@ holds "$next" "$local_dir/B" || check_fail "daemon $next never stored B (30 s)"
 kill -KILL "$(cat "$dir/fuse1.pid")" || check_error "cannot kill mount 1's rdmafs-fuse"
 "$ctl" ctl kill "$next" KILL || check_error "cannot kill daemon $next"
 wait "$writer" && check_fail "writing B through a killed mount succeeded"
+[ "$(name_of "$last_pid")" = "$last" ] ||
+	check_fail "daemon $(name_of "$last_pid") pulled B from daemon $next, not daemon $last"
 rm -f "$gate.$last_pid"
 for _ in $(seq 3000); do
 	[ -e "$gate.$last_pid.held" ] || break
