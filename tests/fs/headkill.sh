@@ -47,13 +47,8 @@ rdmafsctl=$(. "$dir/cluster.env" && echo "$rdmafsctl")
 [ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
 local_dir=$(mktemp -d "${TMPDIR:-/tmp}/headkill.XXXXXX") ||
 	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
+# (scene.sh removes the gates and local_dir at exit)
 . "$(dirname "$(readlink -f "$0")")/scene.sh"
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
-	rm -rf "$local_dir"
-}
-trap cleanup EXIT
 
 scene_file
 read_is "$mnt2" "$local_dir/A" "after writing A"

@@ -13,6 +13,14 @@ daemons=(meta storage1 storage2 storage3)
 names=(meta 1 2 3) # cluster.sh ctl's, in the same order
 pids=()
 
+# at exit: every daemon's gate open, the scratch directory gone
+scene_cleanup() {
+	local p
+	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
+	rm -rf "$local_dir"
+}
+trap scene_cleanup EXIT
+
 # the daemons' pids, in the order of names (a restarted one's is new; a
 # killed one, whose pid file cluster.sh removed, is "killed")
 read_pids() {
