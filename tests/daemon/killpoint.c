@@ -23,7 +23,13 @@
  *   (xprt_rdma_read(), --wrap=xprt_rdma_read: from a client, or from the
  *   daemon before this one in a chain, or a resync's copy) the same way, so
  *   a test can stop a chain between its head's store and the next daemon's
- *   (fs-headkill).
+ *   (fs-headkill);
+ * - RDMAFS_TEST_FORWARD_TIMEOUT_MS=N gives each forward of a replicated
+ *   write (a CHUNK_WRITE call, xprt_call_async(), --wrap=xprt_call_async) N ms
+ *   instead of the chain's few seconds, so a test that holds the next
+ *   daemon's pull at its gate has all the time it needs to kill the head
+ *   while the forward is on its way, on a slow machine too (fs-headkill,
+ *   fs-headswap).
  * Unset, the daemon is the ordinary one.
  */
 #include <errno.h>
@@ -40,6 +46,7 @@
 
 #include "lmdb_guard.h"
 #include "xprt.h"
+#include "rdmafs.pb-c.h"
 #include "daemon_i.h"
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
@@ -177,6 +184,18 @@ int __wrap_chain_forward_start(struct chain *c, const struct Rdmafs__ChunkWriteR
 		usleep((useconds_t)strtoul(spec, NULL, 10) * 1000u);
 	gate_pass("RDMAFS_TEST_FORWARD_GATE");
 	return __real_chain_forward_start(c, m, skip, missed, n_missed, buf, payload, call);
+}
+
+__typeof__(xprt_call_async) __real_xprt_call_async, __wrap_xprt_call_async;
+
+int __wrap_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
+			   int timeout_ms, xprt_reply_cb cb, void *arg)
+{
+	const char *spec = getenv("RDMAFS_TEST_FORWARD_TIMEOUT_MS");
+
+	if (spec && method == RDMAFS__METHOD__METHOD_CHUNK_WRITE)
+		timeout_ms = (int)strtol(spec, NULL, 10);
+	return __real_xprt_call_async(conn, method, req, req_len, timeout_ms, cb, arg);
 }
 
 __typeof__(xprt_rdma_read) __real_xprt_rdma_read, __wrap_xprt_rdma_read;

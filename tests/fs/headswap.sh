@@ -25,7 +25,8 @@
 # Before the hand-over, next dropped its records with a warning once it
 # served again, and its copy kept B for good while the others held A.
 # The steps between next's forward and its kill must fit in its forward
-# timeout (4 s) and take milliseconds; the test says so if they did not.
+# timeout: the killpoint daemon's forwards wait RDMAFS_TEST_FORWARD_TIMEOUT_MS
+# (60 s here) rather than the chain's 4 s; the test says so if they did not fit.
 # Usage: headswap.sh DIR1 DIR2 (the same filesystem, two mounts)
 # Exit: 0 pass, 1 fail, 77 not on such a cluster, 99 the test itself could
 # not check (tests/lib/check.sh).
@@ -159,7 +160,7 @@ done
 open_gates
 holds "$last" "$local_dir/A" || check_error "daemon $last's copy is not A after daemon $next died (the scene is not set)"
 tail -n +$((log_lines[$next] + 1)) "$dir/storage$next.log" | grep -q "not stored by" &&
-	check_error "daemon $next's forward gave up before it was killed (slower than its 4 s timeout): not the case this test is for"
+	check_error "daemon $next's forward gave up before it was killed (slower than its forward timeout, RDMAFS_TEST_FORWARD_TIMEOUT_MS): not the case this test is for"
 
 # 4. first back, and UP: it heads the chain again
 wait_state "$next" down "daemon $next killed"
