@@ -48,11 +48,16 @@ struct rfs_file {
 	uint64_t alloc_told;  /* the alloc_seq the service has allocations for */
 	/*
 	 * The allocations the service last stored from this client, by daemon
-	 * index of the layout at told_generation (told.known: which ones): a
-	 * close whose commit finds the same ones tells the service nothing.
+	 * index of the layout at told_generation (told.known: which ones), as
+	 * of our chunk changes up to told_alloc_seq; told_whole: one of those
+	 * reports covered the whole layout (which marks an older file's
+	 * allocations known at the service). A close with no chunk change of
+	 * ours since, whose commit finds the same ones, tells the service
+	 * nothing.
 	 */
 	struct rfs_alloc_report told;
-	uint64_t told_generation;
+	uint64_t told_generation, told_alloc_seq;
+	bool told_whole;
 	/*
 	 * The last UPDATE_SIZE, or the write since which the size has grown
 	 * unannounced if that came later: the batched update is due a second
@@ -291,6 +296,12 @@ int rfs_file_layout(struct rfs_file *f, const struct rfs_cred *c, struct rfs_lay
 	return ret;
 }
 
+/* A mask of every daemon of layout @l. */
+static uint64_t layout_daemons(const struct rfs_layout *l)
+{
+	return l->stripe_width >= 64 ? UINT64_MAX : (1ull << l->stripe_width) - 1;
+}
+
 /*
  * Whether @report answers for every daemon that a commit of @mask asked: all
  * of the layout's when the commit found it newer than @generation (a drain
@@ -300,7 +311,7 @@ int rfs_file_layout(struct rfs_file *f, const struct rfs_cred *c, struct rfs_lay
 static bool report_complete(const struct rfs_alloc_report *report, const struct rfs_layout *l,
 			    uint64_t generation, uint64_t mask)
 {
-	uint64_t all = l->stripe_width >= 64 ? UINT64_MAX : (1ull << l->stripe_width) - 1;
+	uint64_t all = layout_daemons(l);
 
 	if (l->generation != generation)
 		mask = UINT64_MAX;
@@ -316,31 +327,52 @@ static void alloc_told(struct rfs_file *f, uint64_t alloc_seq)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* The service stored @report, over @layout: remember it for the next commit's. */
+/* Whether @report answers for every daemon of @layout. */
+static bool report_whole(const struct rfs_alloc_report *report, const struct rfs_layout *layout)
+{
+	uint64_t all = layout_daemons(layout);
+
+	return layout->stripe_width && (report->known & all) == all;
+}
+
+/*
+ * The service stored @report, over @layout, made after our chunk changes up
+ * to @alloc_seq: remember it for the next commit's.
+ */
 static void report_told(struct rfs_file *f, const struct rfs_alloc_report *report,
-			const struct rfs_layout *layout)
+			const struct rfs_layout *layout, uint64_t alloc_seq)
 {
 	pthread_mutex_lock(&f->lock);
 	if (f->told_generation != layout->generation) {
 		f->told.known = 0;
+		f->told_whole = false;
 		f->told_generation = layout->generation;
 	}
 	for (unsigned d = 0; d < RFS_MAX_STRIPE; d++)
 		if (report->known & (1ull << d))
 			f->told.allocated[d] = report->allocated[d];
 	f->told.known |= report->known;
+	f->told_whole |= report_whole(report, layout);
+	f->told_alloc_seq = alloc_seq;
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* Whether the service already has every allocation @report holds, over @layout. */
+/*
+ * Whether the service already has every allocation @report holds, over
+ * @layout, made after our chunk changes up to @alloc_seq: we changed no
+ * chunk since we told it the same values. (Another client's changes tell
+ * the service themselves, and a change of ours since is told again: what a
+ * second writer stored meanwhile is never left standing over ours.)
+ */
 static bool report_is_told(struct rfs_file *f, const struct rfs_alloc_report *report,
-			   const struct rfs_layout *layout)
+			   const struct rfs_layout *layout, uint64_t alloc_seq)
 {
 	bool same;
 
 	pthread_mutex_lock(&f->lock);
-	same = f->told_generation == layout->generation &&
-	       (report->known & f->told.known) == report->known;
+	same = f->told_generation == layout->generation && f->told_alloc_seq == alloc_seq &&
+	       (report->known & f->told.known) == report->known &&
+	       (f->told_whole || !report_whole(report, layout));
 	for (unsigned d = 0; same && d < RFS_MAX_STRIPE; d++)
 		if (report->known & (1ull << d))
 			same = f->told.allocated[d] == report->allocated[d];
@@ -411,7 +443,7 @@ static int file_report(struct rfs_file *f, const struct rfs_cred *c, struct stat
 	ret = rfs_update_size(f->fs, c, f->ino, size, NULL, &report, &layout, &e);
 	if (ret)
 		goto out_unlock;
-	report_told(f, &report, &layout);
+	report_told(f, &report, &layout, alloc_seq);
 	if (size) /* a size we had not told: told now */
 		seq = size_told(f, size, seq);
 	e.has_layout = false; /* as with GETATTR */
@@ -473,7 +505,8 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	 * Nothing the service lacks: a close after a stat (tar, cp -a) whose
 	 * report already told it what this commit found costs the commit alone.
 	 */
-	if (!size_dirty && !mtime_dirty && (!report.known || report_is_told(f, &report, &layout))) {
+	if (!size_dirty && !mtime_dirty &&
+	    (!report.known || report_is_told(f, &report, &layout, alloc_seq))) {
 		if (mask && report_complete(&report, &layout, generation, mask))
 			alloc_told(f, alloc_seq);
 		goto out_unlock;
@@ -486,7 +519,7 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	if (ret)
 		goto err_redirty;
 	if (report.known)
-		report_told(f, &report, &layout);
+		report_told(f, &report, &layout, alloc_seq);
 	seq = size_told(f, size, seq);
 	e.has_layout = false; /* as with GETATTR */
 	rfs_file_merge(f, &e, &st, NULL, seq);
@@ -534,9 +567,7 @@ static int chunks_changed(struct rfs_file *f, const struct rfs_cred *c, uint64_t
 
 	pthread_mutex_lock(&f->lock);
 	if (f->has_layout) {
-		f->dirty_mask |= f->layout.stripe_width >= 64
-					 ? UINT64_MAX
-					 : (1ull << f->layout.stripe_width) - 1;
+		f->dirty_mask |= layout_daemons(&f->layout);
 		if (first < f->dirty_first)
 			f->dirty_first = first;
 		f->alloc_seq++;

@@ -23,14 +23,8 @@
 /* Dirty chunks (chain_dirty_begin()): buckets by hash, each of so many chunks at once. */
 #define CHAIN_DIRTY_BUCKETS 1024u
 #define CHAIN_DIRTY_WAYS    8u
-/*
- * A forward's answer is awaited at most this long from the head, a second
- * less at each later hop, so that the error of a daemon that stopped
- * answering comes back up the chain before the client's own call times out
- * (5 s by default) and the client retries on a chain that skips it.
- */
-#define CHAIN_FORWARD_TIMEOUT_MS 4000
-#define CHAIN_HOP_STEP_MS	 1000
+/* CHAIN_FORWARD_TIMEOUT_MS (daemon_i.h) less this at each later hop. */
+#define CHAIN_HOP_STEP_MS 1000
 
 struct chain_peer {
 	char *uri;

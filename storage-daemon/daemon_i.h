@@ -445,6 +445,14 @@ struct chain_call {
 };
 
 /*
+ * A forward's answer is awaited at most this long from the head, a second
+ * less at each later hop, so that the error of a daemon that stopped
+ * answering comes back up the chain before the client's own call times out
+ * (5 s by default) and the client retries on a chain that skips it.
+ */
+#define CHAIN_FORWARD_TIMEOUT_MS 4000
+
+/*
  * Sends the CHUNK_WRITE @m on to @m->chain[@skip] (n_chain > @skip: the
  * daemons before it are DOWN and skipped) with the rest of the chain, hop + 1,
  * @missed (the chain's daemons skipped so far), and the @m->length bytes at
@@ -588,6 +596,15 @@ void missed_close(struct missed *ms);
 /* Records that each of @targets missed a write of @id; on disk when it returns 0. */
 int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
 	       unsigned n_targets, const uint8_t (*members)[16], unsigned n_members);
+/*
+ * missed_add() of records marked recovered: a copy handed over to this
+ * daemon, the chain's head (CHUNK_RESYNC). Like a recovered record of its
+ * own, each goes to its target from the chain's head only, and is handed on
+ * to another head if this daemon stops heading the chain before its copy.
+ * An existing record of the same chunk and daemon becomes recovered.
+ */
+int missed_add_handed(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
+		      unsigned n_targets, const uint8_t (*members)[16], unsigned n_members);
 /* Deletes the record of @r's target and chunk (none: 0). */
 int missed_del(struct missed *ms, const struct missed_rec *r);
 /* Up to @max records after @after's key (NULL: from the first), in key order. */

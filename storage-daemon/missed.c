@@ -213,6 +213,12 @@ int missed_add(struct missed *ms, struct store_chunk_id id, const uint8_t (*targ
 	return add(ms, id, targets, n_targets, members, n_members, false);
 }
 
+int missed_add_handed(struct missed *ms, struct store_chunk_id id, const uint8_t (*targets)[16],
+		      unsigned n_targets, const uint8_t (*members)[16], unsigned n_members)
+{
+	return add(ms, id, targets, n_targets, members, n_members, true);
+}
+
 int missed_del(struct missed *ms, const struct missed_rec *r)
 {
 	uint8_t key[KEY_LEN];

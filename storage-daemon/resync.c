@@ -27,10 +27,14 @@
 
 #define RESYNC_TICK_MS 1000u
 #define RESYNC_PAGE    64u
-/* Chunks handed to a head at most, remembered (more are asked again: harmless). */
+/*
+ * Chunks handed over at once, at most: a restart makes recovered records of
+ * one chunk per data worker, far fewer. Past it one is forgotten, and its
+ * head asked again, which is harmless.
+ */
 #define HANDED_MAX 256u
 
-/* A chunk whose copy was handed to its chain's head (hand_over()). */
+/* A chunk whose copy was handed to its chain's head (hand_over()), and that head. */
 struct handed {
 	struct store_chunk_id id;
 	uint8_t head[RDMAFS_UUID_LEN];
@@ -133,26 +137,72 @@ static int push(struct resync *rs, const struct missed_rec *r, const char *uri,
 	}
 }
 
-/* Whether chunk @id was handed to daemon @head since this daemon started. */
-static bool was_handed(const struct resync *rs, struct store_chunk_id id, const uint8_t *head)
+/* The chunk @id handed over, or NULL. */
+static struct handed *handed_find(struct resync *rs, struct store_chunk_id id)
 {
 	for (unsigned i = 0; i < rs->n_handed; i++)
-		if (rs->handed[i].id.inode == id.inode && rs->handed[i].id.index == id.index &&
-		    memcmp(rs->handed[i].head, head, RDMAFS_UUID_LEN) == 0)
+		if (rs->handed[i].id.inode == id.inode && rs->handed[i].id.index == id.index)
+			return &rs->handed[i];
+	return NULL;
+}
+
+/* Chunk @id was handed to daemon @head (the last head asked is the one that counts). */
+static void handed_note(struct resync *rs, struct store_chunk_id id, const uint8_t *head)
+{
+	struct handed *e = handed_find(rs, id);
+
+	if (!e) {
+		if (rs->n_handed == HANDED_MAX)
+			rs->handed[0] = rs->handed[--rs->n_handed]; /* one goes: asked again */
+		e = &rs->handed[rs->n_handed++];
+		e->id = id;
+	}
+	memcpy(e->head, head, RDMAFS_UUID_LEN);
+}
+
+/* Whether record @r is still kept (a pass's page may hold one deleted since). */
+static bool still_kept(struct resync *rs, const struct missed_rec *r)
+{
+	uint8_t targets[MISSED_MEMBERS_MAX][RDMAFS_UUID_LEN];
+	size_t n = 0;
+
+	if (missed_of_chunk(rs->p.missed, r->id, targets, MISSED_MEMBERS_MAX, &n))
+		return true; /* cannot tell: as if kept */
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(targets[i], r->target, RDMAFS_UUID_LEN) == 0)
 			return true;
 	return false;
 }
 
+/* The copy of @r's chunk is the chain's: every record of it goes, and its note. */
+static void handed_done(struct resync *rs, const struct missed_rec *r)
+{
+	struct handed *e = handed_find(rs, r->id);
+	struct missed_rec each = *r;
+
+	/* one record per member named (missed_inflight_open()): none left to ask again */
+	for (unsigned i = 0; i < r->n_members; i++) {
+		memcpy(each.target, r->members[i], RDMAFS_UUID_LEN);
+		missed_del(rs->p.missed, &each);
+	}
+	if (e)
+		*e = rs->handed[--rs->n_handed];
+}
+
 /*
- * Recovered record @r, of a write this daemon headed when it was killed,
- * while another daemon, @r's member @h, heads the chain: that head ordered
+ * Recovered record @r, of a write this daemon headed when it was killed (or
+ * of copies handed to it as head, missed_add_handed(), which it no longer
+ * heads), while another daemon, @r's member @h, heads the chain: that head ordered
  * the chunk's writes since and resynced the daemons that missed them, and
  * this copy may hold bytes of that write, never acknowledged, which the
  * others lack. Which bytes stand is the head's to say, so the copy is handed
  * over (CHUNK_RESYNC, rdmafs.proto): the head records every member but itself,
  * this daemon included, as lacking the chunk, and its resync copies its chunk
- * to them. The record stays until the head says those copies are done, so
- * reads here go on to other copies meanwhile (server.c ahead_of_a_copy()).
+ * to them. The records stay until the head says those copies are done, so
+ * reads here go on to other copies meanwhile (server.c ahead_of_a_copy()); a
+ * head other than the one asked last is asked anew. A head too old to take
+ * the copy (-EOPNOTSUPP) leaves the records to be dropped as before this
+ * existed, with a warning, once this daemon serves.
  */
 static void hand_over(struct resync *rs, const struct missed_rec *r, unsigned h,
 		      ProtobufCBinaryData *members, bool *logged)
@@ -160,9 +210,12 @@ static void hand_over(struct resync *rs, const struct missed_rec *r, unsigned h,
 	Rdmafs__ChunkResyncReq q = RDMAFS__CHUNK_RESYNC_REQ__INIT;
 	Rdmafs__ChunkId chunk = RDMAFS__CHUNK_ID__INIT;
 	ProtobufCBinaryData targets[MISSED_MEMBERS_MAX];
+	const struct handed *e = handed_find(rs, r->id);
 	char uri[DMAP_URI_MAX] = "", text[37];
 	int ret;
 
+	if (!still_kept(rs, r))
+		return; /* handed_done() took it with the chunk's first record */
 	for (unsigned i = 0; i < r->n_members; i++)
 		if (i != h)
 			targets[q.n_targets++] = members[i];
@@ -172,7 +225,7 @@ static void hand_over(struct resync *rs, const struct missed_rec *r, unsigned h,
 	q.members = members;
 	q.n_members = r->n_members;
 	q.targets = targets;
-	q.ask = !was_handed(rs, r->id, r->members[h]);
+	q.ask = !e || memcmp(e->head, r->members[h], RDMAFS_UUID_LEN) != 0;
 	ret = dmap_uri(rs->p.dmap, r->members[h], uri);
 	if (!ret)
 		ret = chain_peer_call(rs->p.chain, uri, RDMAFS__METHOD__METHOD_CHUNK_RESYNC,
@@ -182,17 +235,27 @@ static void hand_over(struct resync *rs, const struct missed_rec *r, unsigned h,
 		rdmafs_log(
 			RDMAFS_LOG_INFO,
 			"resync: chunk %016" PRIx64 "/%016" PRIx64
-			": this daemon was killed heading a write of it, and daemon %s heads "
-			"its chain now: handed this copy to it, which copies its own to the chain",
+			": this copy may differ from the chain's (a write this daemon headed when "
+			"killed, or copies handed to it), and daemon %s heads the chain now: "
+			"handed this copy to it, which copies its own to the chain",
 			r->id.inode, r->id.index, text);
-		if (rs->n_handed < HANDED_MAX) {
-			rs->handed[rs->n_handed].id = r->id;
-			memcpy(rs->handed[rs->n_handed++].head, r->members[h], RDMAFS_UUID_LEN);
-		}
+		handed_note(rs, r->id, r->members[h]);
 		return;
 	}
 	if (!ret) {
-		missed_del(rs->p.missed, r); /* the head's copies are done: ours is the chain's */
+		handed_done(rs, r); /* the head's copies are done: ours is the chain's */
+		return;
+	}
+	if (ret == -EOPNOTSUPP) {
+		if (dmap_may_serve(rs->p.dmap)) {
+			rdmafs_log(RDMAFS_LOG_WARN,
+				   "resync: chunk %016" PRIx64 "/%016" PRIx64
+				   ": this daemon was killed heading a write of it, and daemon %s, "
+				   "which heads its chain now, is too old to take this copy over: "
+				   "it may differ from the others in that write's bytes",
+				   r->id.inode, r->id.index, text);
+			missed_del(rs->p.missed, r);
+		}
 		return;
 	}
 	if (ret != -EINPROGRESS && !*logged) {

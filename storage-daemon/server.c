@@ -879,8 +879,9 @@ static int do_resync(struct worker *w, const void *body, size_t len, size_t *rep
 			memcpy(targets[n_targets++], members[j], RDMAFS_UUID_LEN);
 	}
 	if (!ret && m->ask) {
-		ret = missed_add(srv->missed, id, (const uint8_t(*)[16])targets, n_targets,
-				 (const uint8_t(*)[16])members, (unsigned)m->n_members);
+		/* marked recovered: handed on if another daemon heads the chain before the copy */
+		ret = missed_add_handed(srv->missed, id, (const uint8_t(*)[16])targets, n_targets,
+					(const uint8_t(*)[16])members, (unsigned)m->n_members);
 		if (!ret) {
 			rdmafs_log(RDMAFS_LOG_INFO,
 				   "chunk %016" PRIx64 "/%016" PRIx64

@@ -26,7 +26,8 @@
  *   (fs-headkill);
  * - RDMAFS_TEST_FORWARD_TIMEOUT_MS=N gives each forward of a replicated
  *   write (a CHUNK_WRITE call, xprt_call_async(), --wrap=xprt_call_async) N ms
- *   instead of the chain's few seconds, so a test that holds the next
+ *   from the head instead of CHAIN_FORWARD_TIMEOUT_MS, less the same second
+ *   at each later hop, so a test that holds the next
  *   daemon's pull at its gate has all the time it needs to kill the head
  *   while the forward is on its way, on a slow machine too (fs-headkill,
  *   fs-headswap).
@@ -194,7 +195,7 @@ int __wrap_xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *
 	const char *spec = getenv("RDMAFS_TEST_FORWARD_TIMEOUT_MS");
 
 	if (spec && method == RDMAFS__METHOD__METHOD_CHUNK_WRITE)
-		timeout_ms = (int)strtol(spec, NULL, 10);
+		timeout_ms += (int)strtol(spec, NULL, 10) - CHAIN_FORWARD_TIMEOUT_MS;
 	return __real_xprt_call_async(conn, method, req, req_len, timeout_ms, cb, arg);
 }
 

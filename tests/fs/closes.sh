@@ -4,8 +4,9 @@
 # What a close tells the metadata service (fuse-client/fs_file.c,
 # rfs_file_sync()). A close commits the file's chunks and then sends
 # UPDATE_SIZE only for what the service lacks: a size or an mtime it has not
-# had, or allocations (st_blocks) other than the ones it last stored from
-# this client. tar and cp -a write, set times, owner and mode, and close; the
+# had, or allocations (st_blocks) after a chunk change of this client's since
+# it last told them, or other than the ones it told. tar and cp -a write, set
+# times, owner and mode, and close; the
 # kernel's GETATTR before the chown has the daemons report the allocations
 # and stores them with the size, so the close needs the commit alone.
 # Mount 1 runs each sequence; mount 2, which never saw the file before,
@@ -18,8 +19,11 @@
 # - no explicit mtime: the close sends the mtime the writes earned;
 # - a write after the report into a hole, which changes st_blocks but neither
 #   size nor mtime (set again after it): the close sends the allocations;
-# - an overwrite after the report inside allocated blocks: nothing new, no
-#   UPDATE_SIZE at the close, and the bytes are the new ones.
+# - an overwrite after the report inside allocated blocks: told again (a
+#   chunk change of ours), and the bytes are the new ones;
+# - another mount truncates the file to 0 after the report, and mount 1
+#   writes the same bytes again: the close tells the service again (what
+#   the other mount stored is not left standing over this write).
 # Usage: closes.sh DIR1 DIR2 (the same filesystem, two mounts)
 # Exit: 0 pass, 1 fail, 77 not on such a cluster, 99 the test itself could
 # not check (tests/lib/check.sh).
@@ -169,14 +173,19 @@ if got:
     if st.st_blocks < 24:
         fail(f"hole: mount 2's st_blocks is {st.st_blocks}, under the 24 of the 12 KiB written")
 
-# an overwrite after the report inside allocated blocks: nothing new to tell
+# an overwrite after the report inside allocated blocks: a chunk change, told again
 got = sequence("overwrite", [at(0, b"h" * 4096), stamp, report, at(0, b"i" * 4096), stamp],
-               2, 0)
+               2, 1)
 if got and (got[0].st_size != 4096 or got[1] != b"i" * 4096):
     fail(f"overwrite: mount 2 reads {len(got[1])} bytes, size {got[0].st_size}, not the overwrite")
+
+# another mount truncates after the report; mount 1 writes the same bytes again
+truncated = lambda fd: os.truncate(os.path.join(d2, "retold"), 0)
+got = sequence("retold", [at(0, b"j" * 2048), stamp, report, truncated, at(0, b"j" * 2048),
+                          stamp], 2, 1)
 
 if failed:
     sys.exit(1)
 print("PASS: closes.sh: after a report, a close sends UPDATE_SIZE only for what the "
-      "service lacks (5 sequences)")
+      "service lacks (6 sequences)")
 PYEOF

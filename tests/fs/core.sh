@@ -43,8 +43,8 @@ run dirty --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mou
 	"$here/dirty.sh" %MOUNT% %MOUNT2%
 unset RDMAFS_TEST_FORWARD_GATE
 # ... and pulls (RDMAFS_TEST_PULL_GATE)
-# (and their forwards wait 60 s for an answer: RDMAFS_TEST_FORWARD_TIMEOUT_MS)
-export RDMAFS_TEST_PULL_GATE=${TMPDIR:-/tmp}/rdmafs-headkill-gate RDMAFS_TEST_FORWARD_TIMEOUT_MS=60000
+# (and their forwards wait 30 s for an answer: RDMAFS_TEST_FORWARD_TIMEOUT_MS)
+export RDMAFS_TEST_PULL_GATE=${TMPDIR:-/tmp}/rdmafs-headkill-gate RDMAFS_TEST_FORWARD_TIMEOUT_MS=30000
 run headkill --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \
 	"$here/headkill.sh" %MOUNT% %MOUNT2%
 run headswap --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \

@@ -27,7 +27,7 @@
 # copy serves them.
 # The steps between the head's forward and its kill must fit in the head's
 # forward timeout: the killpoint daemon's forwards wait
-# RDMAFS_TEST_FORWARD_TIMEOUT_MS (60 s here) rather than the chain's 4 s, so a
+# RDMAFS_TEST_FORWARD_TIMEOUT_MS (30 s here) rather than the chain's 4 s, so a
 # slow machine (the rdma-vm guest) has the time; the test says so if they did not fit.
 # Usage: headkill.sh DIR1 DIR2 (the same filesystem, two mounts)
 # Exit: 0 pass, 1 fail, 77 not on such a cluster, 99 the test itself could

@@ -26,7 +26,7 @@
 # served again, and its copy kept B for good while the others held A.
 # The steps between next's forward and its kill must fit in its forward
 # timeout: the killpoint daemon's forwards wait RDMAFS_TEST_FORWARD_TIMEOUT_MS
-# (60 s here) rather than the chain's 4 s; the test says so if they did not fit.
+# (30 s here) rather than the chain's 4 s; the test says so if they did not fit.
 # Usage: headswap.sh DIR1 DIR2 (the same filesystem, two mounts)
 # Exit: 0 pass, 1 fail, 77 not on such a cluster, 99 the test itself could
 # not check (tests/lib/check.sh).

@@ -62,7 +62,7 @@ static const uint32_t methods[16] = {
 	RDMAFS__METHOD__METHOD_CHUNK_LIST,
 	RDMAFS__METHOD__METHOD_DAEMON_STATS,
 	RDMAFS__METHOD__METHOD_SCRUB,
-	RDMAFS__METHOD__METHOD_CHUNK_WRITE,
+	RDMAFS__METHOD__METHOD_CHUNK_RESYNC,
 	RDMAFS__METHOD__METHOD_CHUNK_FENCE,
 	METHOD_DAMAGE,
 	/* a daemon without the metadata service refuses these */
@@ -96,6 +96,8 @@ static const ProtobufCMessageDescriptor *reply_type(uint32_t method)
 		return &rdmafs__scrub_resp__descriptor;
 	case RDMAFS__METHOD__METHOD_CHUNK_FENCE:
 		return &rdmafs__chunk_fence_resp__descriptor;
+	case RDMAFS__METHOD__METHOD_CHUNK_RESYNC:
+		return &rdmafs__empty__descriptor;
 	default:
 		return NULL;
 	}

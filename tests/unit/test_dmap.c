@@ -293,6 +293,18 @@ static void test_missed(void **state)
 		assert_true(n == 1 && targets[0][0] == 3);
 		dmap_destroy(m);
 	}
+	/* a copy handed over (missed_add_handed()): recovered, over an ordinary record too */
+	assert_int_equal(missed_add_handed(ms, x, (const uint8_t(*)[16])uuids + 2, 2, members, 3), 0);
+	assert_int_equal(missed_count(ms), 3);
+	assert_int_equal(missed_list(ms, NULL, page, 8, &n), 0);
+	assert_int_equal(n, 3);
+	assert_true(page[0].id.index == 2 && page[0].target[0] == 2 && page[0].recovered);
+	assert_true(page[1].id.index == 2 && page[1].target[0] == 3 && page[1].recovered);
+	assert_true(page[2].id.index == 3 && !page[2].recovered);
+	/* and an ordinary record of the same chunk and daemon after it leaves it recovered */
+	assert_int_equal(missed_add(ms, x, (const uint8_t(*)[16])uuids + 3, 1, members, 3), 0);
+	assert_int_equal(missed_list(ms, NULL, page, 8, &n), 0);
+	assert_true(n == 3 && page[1].target[0] == 3 && page[1].recovered);
 	missed_close(ms);
 	close(fd);
 	remove_dir(path);
