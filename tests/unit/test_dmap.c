@@ -294,7 +294,8 @@ static void test_missed(void **state)
 		dmap_destroy(m);
 	}
 	/* a copy handed over (missed_add_handed()): recovered, over an ordinary record too */
-	assert_int_equal(missed_add_handed(ms, x, (const uint8_t(*)[16])uuids + 2, 2, members, 3), 0);
+	assert_int_equal(missed_add_handed(ms, x, (const uint8_t(*)[16])uuids + 2, 2, members, 3),
+			 0);
 	assert_int_equal(missed_count(ms), 3);
 	assert_int_equal(missed_list(ms, NULL, page, 8, &n), 0);
 	assert_int_equal(n, 3);
