@@ -48,15 +48,14 @@ struct rfs_file {
 	uint64_t alloc_told;  /* the alloc_seq the service has allocations for */
 	/*
 	 * The allocations the service last stored from this client, by daemon
-	 * index of the layout at told_generation (told.known: which ones), as
-	 * of our chunk changes up to told_alloc_seq; told_whole: one of those
-	 * reports covered the whole layout (which marks an older file's
-	 * allocations known at the service). A close with no chunk change of
-	 * ours since, whose commit finds the same ones, tells the service
-	 * nothing.
+	 * index of the layout at told_generation (told.known: which ones);
+	 * told_whole: one of those reports covered the whole layout (which
+	 * marks an older file's allocations known at the service). A close
+	 * with no chunk change of ours since (alloc_told), whose commit finds
+	 * the same ones, tells the service nothing.
 	 */
 	struct rfs_alloc_report told;
-	uint64_t told_generation, told_alloc_seq;
+	uint64_t told_generation;
 	bool told_whole;
 	/*
 	 * The last UPDATE_SIZE, or the write since which the size has grown
@@ -335,12 +334,9 @@ static bool report_whole(const struct rfs_alloc_report *report, const struct rfs
 	return layout->stripe_width && (report->known & all) == all;
 }
 
-/*
- * The service stored @report, over @layout, made after our chunk changes up
- * to @alloc_seq: remember it for the next commit's.
- */
+/* The service stored @report, over @layout: remember it for the next commit's. */
 static void report_told(struct rfs_file *f, const struct rfs_alloc_report *report,
-			const struct rfs_layout *layout, uint64_t alloc_seq)
+			const struct rfs_layout *layout)
 {
 	pthread_mutex_lock(&f->lock);
 	if (f->told_generation != layout->generation) {
@@ -353,7 +349,6 @@ static void report_told(struct rfs_file *f, const struct rfs_alloc_report *repor
 			f->told.allocated[d] = report->allocated[d];
 	f->told.known |= report->known;
 	f->told_whole |= report_whole(report, layout);
-	f->told_alloc_seq = alloc_seq;
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -370,7 +365,7 @@ static bool report_is_told(struct rfs_file *f, const struct rfs_alloc_report *re
 	bool same;
 
 	pthread_mutex_lock(&f->lock);
-	same = f->told_generation == layout->generation && f->told_alloc_seq == alloc_seq &&
+	same = f->told_generation == layout->generation && f->alloc_told == alloc_seq &&
 	       (report->known & f->told.known) == report->known &&
 	       (f->told_whole || !report_whole(report, layout));
 	for (unsigned d = 0; same && d < RFS_MAX_STRIPE; d++)
@@ -443,7 +438,7 @@ static int file_report(struct rfs_file *f, const struct rfs_cred *c, struct stat
 	ret = rfs_update_size(f->fs, c, f->ino, size, NULL, &report, &layout, &e);
 	if (ret)
 		goto out_unlock;
-	report_told(f, &report, &layout, alloc_seq);
+	report_told(f, &report, &layout);
 	if (size) /* a size we had not told: told now */
 		seq = size_told(f, size, seq);
 	e.has_layout = false; /* as with GETATTR */
@@ -519,7 +514,7 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	if (ret)
 		goto err_redirty;
 	if (report.known)
-		report_told(f, &report, &layout, alloc_seq);
+		report_told(f, &report, &layout);
 	seq = size_told(f, size, seq);
 	e.has_layout = false; /* as with GETATTR */
 	rfs_file_merge(f, &e, &st, NULL, seq);

@@ -62,9 +62,7 @@ for n in 1 2 3; do
 	log_lines[$n]=$(wc -l <"$dir/storage$n.log") || check_error "cannot read storage$n.log"
 done
 for p in "${pids[@]}"; do : >"$gate.$p" || check_error "cannot close the gate $gate.$p"; done
-dd if="$local_dir/B" of="$mnt/h/f" bs=256K oflag=direct conv=notrunc status=none \
-	2>"$local_dir/writer.err" &
-writer=$!
+gated_write "$local_dir/B"
 wait_held || check_fail "the write of B never reached a head's pull (30 s)"
 head_pid=$(held)
 head_name=$(name_of "$head_pid")

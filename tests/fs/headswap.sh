@@ -99,9 +99,7 @@ scene_file
 
 # 1. the chain's order: A written again, one daemon's pull let through at a time
 close_gates
-dd if="$local_dir/A" of="$mnt/h/f" bs=256K oflag=direct conv=notrunc status=none \
-	2>"$local_dir/writer.err" &
-writer=$!
+gated_write "$local_dir/A"
 wait_held || check_fail "the write of A never reached a head's pull (30 s)"
 first_pid=$(held)
 rm -f "$gate.$first_pid"
@@ -132,9 +130,7 @@ for n in 1 2 3; do
 	log_lines[$n]=$(wc -l <"$dir/storage$n.log") || check_error "cannot read storage$n.log"
 done
 close_gates
-dd if="$local_dir/B" of="$mnt/h/f" bs=256K oflag=direct conv=notrunc status=none \
-	2>"$local_dir/writer.err" &
-writer=$!
+gated_write "$local_dir/B"
 wait_held || check_fail "the write of B never reached a head's pull (30 s)"
 [ "$(held)" = "$next_pid" ] ||
 	check_fail "daemon $(name_of "$(held)") heads the write of B, not daemon $next"

@@ -7,7 +7,7 @@
 # sets gate, dir (RDMAFS_CLUSTER_DIR), ctl (cluster.sh), rdmafsctl, local_dir
 # and mnt first; scene_file sets ino.
 # shellcheck shell=bash
-# shellcheck disable=SC2154 # the variables above are the sourcing script's
+# shellcheck disable=SC2154,SC2034 # the variables above, and writer, are the sourcing script's
 
 daemons=(meta storage1 storage2 storage3)
 names=(meta 1 2 3) # cluster.sh ctl's, in the same order
@@ -92,6 +92,14 @@ read_is() {
 	dd if="$1/h/f" of="$local_dir/got" bs=256K count=1 iflag=direct status=none ||
 		check_fail "reading the file on $1 ($3): dd exited $?"
 	check_same "$local_dir/got" "$2" "the file read on $1 $3"
+}
+
+# gated_write FILE: writes FILE's 256 KiB over h/f in the background (pid in
+# writer, its errors in local_dir/writer.err), for the gates to hold
+gated_write() {
+	dd if="$1" of="$mnt/h/f" bs=256K oflag=direct conv=notrunc status=none \
+		2>"$local_dir/writer.err" &
+	writer=$!
 }
 
 # scene_file: h/f, a file of 3 copies whose first 256 KiB hold A (made in
