@@ -49,5 +49,7 @@ run headkill --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --
 	"$here/headkill.sh" %MOUNT% %MOUNT2%
 run headswap --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \
 	"$here/headswap.sh" %MOUNT% %MOUNT2%
+run twodown --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \
+	"$here/twodown.sh" %MOUNT% %MOUNT2%
 unset RDMAFS_TEST_PULL_GATE RDMAFS_TEST_FORWARD_TIMEOUT_MS
 exit "$status"

@@ -50,72 +50,10 @@ local_dir=$(mktemp -d "${TMPDIR:-/tmp}/headswap.XXXXXX") ||
 # (scene.sh removes the gates and local_dir at exit)
 . "$(dirname "$(readlink -f "$0")")/scene.sh"
 
-# closes every daemon's gate, or opens them all (open_gates)
-close_gates() {
-	local p
-	for p in "${pids[@]}"; do
-		[ "$p" = killed ] || : >"$gate.$p" || check_error "cannot close the gate $gate.$p"
-	done
-}
-open_gates() {
-	local p
-	for p in "${pids[@]}"; do rm -f "$gate.$p"; done
-}
-
-# wait_state N STATE WHAT: waits up to 60 s for the map to show daemon N
-# (storageN) in STATE (the service marks a daemon down a heartbeat timeout
-# after it went quiet, and a returning one up once nothing is left to copy to it)
-wait_state() {
-	local _ got
-	for _ in $(seq 60); do
-		"$rdmafsctl" status >"$local_dir/status" 2>&1
-		got=$(awk -v n="storage$1" '$1 == n { print $3 }' "$local_dir/status")
-		[ "$got" = "$2" ] && return 0
-		sleep 1
-	done
-	check_fail "$3: the map shows daemon $1 ${got:-nowhere}, not $2, after 60 s: $(cat "$local_dir/status")"
-}
-
-# maps_current WHAT: waits up to 60 s for every daemon running to hold the
-# service's map (each checks chains against its own: one still on an older
-# map would refuse a write the scene needs)
-maps_current() {
-	local _ i epoch behind
-	for _ in $(seq 60); do
-		epoch=$(check_metric meta rdmafs_cluster_epoch)
-		behind=
-		for i in "${!daemons[@]}"; do
-			[ "${pids[$i]}" = killed ] && continue
-			[ "$(check_metric "${daemons[$i]}" rdmafs_daemon_map_epoch)" -ge "$epoch" ] ||
-				behind="$behind ${daemons[$i]}"
-		done
-		[ -z "$behind" ] && return 0
-		sleep 1
-	done
-	check_fail "$1: daemons$behind still hold a map older than the service's epoch $epoch after 60 s"
-}
-
 scene_file
 
-# 1. the chain's order: A written again, one daemon's pull let through at a time
-close_gates
-gated_write "$local_dir/A"
-wait_held || check_fail "the write of A never reached a head's pull (30 s)"
-first_pid=$(held)
-rm -f "$gate.$first_pid"
-wait_held "$first_pid" || check_fail "A never reached the next daemon's pull (30 s)"
-next_pid=$(held)
-first=$(name_of "$first_pid")
-next=$(name_of "$next_pid")
-if [ "$first" = meta ] || [ "$next" = meta ]; then
-	check_error "the drained metadata daemon is in the file's chain"
-fi
-open_gates
-wait "$writer" || check_fail "writing A again: $(cat "$local_dir/writer.err")"
-last=$((6 - first - next))
-for n in 1 2 3; do
-	holds "$n" "$local_dir/A" || check_fail "daemon $n does not hold A after the writes of A"
-done
+# 1. the chain's order
+chain_order
 echo "ok   the file's chain: daemon $first, then $next, then $last"
 
 # 2. first killed: next heads the chain once the service marks first DOWN
