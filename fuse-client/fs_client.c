@@ -143,6 +143,7 @@ void rfs_options_init(struct rfs_options *opts)
 	opts->map_poll_ms = 5000;
 	opts->fence_wait_ms = FENCE_WAIT_MS;
 	opts->write_behind = 8;
+	opts->busy_poll_us = -1;
 }
 
 /* ---- peers and connections --------------------------------------------------- */
@@ -888,6 +889,8 @@ int rfs_create(const struct rfs_options *opts, struct rfs **out)
 	xo.name = opts->name;
 	xo.call_timeout_ms = (uint32_t)fs->timeout_ms;
 	xo.connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : 2000;
+	if (opts->busy_poll_us >= 0)
+		xo.busy_poll_us = (uint32_t)opts->busy_poll_us;
 	ret = rfs_ctx_create(&xo, opts->key_file, &fs->ctx);
 	if (ret)
 		goto err_free;

@@ -20,6 +20,7 @@
  *   metadata_sync = batch             ; always: each commit on disk before its answer
  *   metadata_sync_ms = 1000           ; batch: a commit is on disk within this (10..60000)
  *   queue_depth = 256
+ *   busy_poll_us = 20                 ; verbs: spin on completions this long before sleeping
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
  *   lmdb_map_size = 1073741824
  *   log_level = info                  ; debug, info, warning, error
@@ -55,6 +56,8 @@
 #include "daemon_i.h"
 
 #define MAX_CHUNK_LIMIT (64u << 20)
+/* busy_poll_us at most: a second of spinning is a misconfiguration. */
+#define BUSY_POLL_MAX_US 100000
 /* Room for the reason a value is refused. */
 #define WHY_MAX 160
 
@@ -329,6 +332,10 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 		ret = parse_range(value, 1, 65536, &v, why, why_size);
 		if (!ret)
 			cfg->queue_depth = (unsigned)v;
+	} else if (strcmp(key, "busy_poll_us") == 0) {
+		ret = parse_range(value, 0, BUSY_POLL_MAX_US, &v, why, why_size);
+		if (!ret)
+			cfg->busy_poll_us = (int)v;
 	} else if (strcmp(key, "max_chunk_size") == 0) {
 		ret = parse_u64(value, STORE_BLOCK_SIZE, MAX_CHUNK_LIMIT, &v);
 		if (ret || v % STORE_BLOCK_SIZE) {
@@ -600,6 +607,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	cfg->reclaim_grace_sec = 30;
 	cfg->metadata_sync_ms = 1000;
 	cfg->queue_depth = 256;
+	cfg->busy_poll_us = -1;
 	cfg->max_chunk_size = 1u << 20;
 	cfg->lmdb_map_size = 1ull << 30;
 	cfg->log_level = RDMAFS_LOG_INFO;

@@ -49,6 +49,7 @@ struct daemon_config {
 	bool metadata_sync_always;  /* metadata_sync = always (else batch) */
 	unsigned metadata_sync_ms;  /* batch: how often what was committed is flushed */
 	unsigned queue_depth;	    /* requests queued for the workers, then -EBUSY */
+	int busy_poll_us;	    /* verbs: spin on completions this long; -1: libxprt's */
 	uint32_t max_chunk_size;    /* largest chunk served; sizes the buffers */
 	uint64_t lmdb_map_size;
 	enum rdmafs_log_level log_level;

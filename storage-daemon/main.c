@@ -308,6 +308,8 @@ int main(int argc, char **argv)
 	 * cut) is given up before a client's call to us times out (5 s).
 	 */
 	opts.connect_timeout_ms = DAEMON_CONNECT_TIMEOUT_MS;
+	if (cfg.busy_poll_us >= 0)
+		opts.busy_poll_us = (uint32_t)cfg.busy_poll_us;
 	ret = xprt_ctx_create(&opts, &ctx);
 	if (ret) {
 		rdmafs_log(RDMAFS_LOG_ERR, "cannot start the transport: %s", xprt_strerror(ret));

@@ -86,6 +86,12 @@ struct rfs_options {
 	 * for its daemons) [8]. See rfs_file_write().
 	 */
 	unsigned write_behind;
+	/*
+	 * Over verbs: how long (us) a thread waiting for its answer, or the
+	 * transport's thread after a completion, polls the completion queue
+	 * before it sleeps; -1: libxprt's default [20]. No effect on tcp.
+	 */
+	int busy_poll_us;
 };
 
 /* Fills @opts with the defaults (meta_uri, secret and key_file stay NULL). */

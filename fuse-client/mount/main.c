@@ -55,6 +55,7 @@ struct mount_opts {
 	char *metrics_port_file; /* metrics_port_file=FILE: write the port bound there */
 	unsigned readahead_kb;
 	int write_behind; /* write_behind=N: writes of a file in flight; 0: none */
+	int busy_poll_us; /* busy_poll_us=N: verbs completions polled this long; -1: default */
 	int server_permissions;
 	double attr_timeout, entry_timeout, negative_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
@@ -66,6 +67,8 @@ enum { KEY_HELP, KEY_DISCARD };
 
 /* write_behind=N's bound; the buffers it may hold are bounded apart (rdmafs_fs.h) */
 #define WRITE_BEHIND_MAX 64
+/* busy_poll_us=N's bound, as rdmafs-daemon's */
+#define BUSY_POLL_MAX_US 100000
 
 #define MOPT(t, p)                                   \
 	{                                            \
@@ -78,10 +81,10 @@ static const struct fuse_opt mount_spec[] = {
 	MOPT("metrics_port_file=%s", metrics_port_file),
 	/* what the other programs take, for people who start it by hand */
 	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
-	MOPT("write_behind=%d", write_behind), MOPT("server_permissions", server_permissions),
-	MOPT("attr_timeout=%lf", attr_timeout), MOPT("entry_timeout=%lf", entry_timeout),
-	MOPT("negative_timeout=%lf", negative_timeout), FUSE_OPT_KEY("-h", KEY_HELP),
-	FUSE_OPT_KEY("--help", KEY_HELP),
+	MOPT("write_behind=%d", write_behind), MOPT("busy_poll_us=%d", busy_poll_us),
+	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
+	MOPT("entry_timeout=%lf", entry_timeout), MOPT("negative_timeout=%lf", negative_timeout),
+	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
 	/* fstab options meant for mount(8) and systemd, not for the kernel */
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("nofail", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
@@ -131,6 +134,8 @@ static void usage(const char *prog)
 	       "    write_behind=N         writes of a file answered before their daemons\n"
 	       "                           (errors come with the next write, fsync or\n"
 	       "                           close); 0: every write waits [8]\n"
+	       "    busy_poll_us=N         over verbs, poll for an answer this long before\n"
+	       "                           sleeping (0..%d); 0: never spin [20]\n"
 	       "    attr_timeout=SEC       kernel attribute cache [1.0]\n"
 	       "    entry_timeout=SEC      kernel name cache [1.0]\n"
 	       "    negative_timeout=SEC   kernel cache of names that do not exist (another\n"
@@ -151,7 +156,7 @@ static void usage(const char *prog)
 	       "Options win over RDMAFS_META and RDMAFS_SECRET_FILE, which win over the\n"
 	       "settings file ([client]; metrics and metrics_port_file in [rdmafs-fuse]).\n"
 	       "\n",
-	       prog, rfs_default_secret_file(), rfs_client_conf_path());
+	       prog, rfs_default_secret_file(), rfs_client_conf_path(), BUSY_POLL_MAX_US);
 }
 
 /*
@@ -348,6 +353,7 @@ int main(int argc, char *argv[])
 				.entry_timeout = 1.0,
 				.negative_timeout = -1.0, /* entry_timeout's */
 				.write_behind = -1,	  /* the library's default */
+				.busy_poll_us = -1,	  /* the library's default */
 				.readahead_kb = 1024};
 	struct fuse_cmdline_opts cmd = {0};
 	struct fuse_loop_config *loop_cfg = NULL;
@@ -453,11 +459,12 @@ int main(int argc, char *argv[])
 	if (parse_transport(mo.transport ? mo.transport : conf.transport, &ro.transport) ||
 	    parse_ms(mo.timeout, &ro.call_timeout_ms) || mo.attr_timeout < 0 ||
 	    mo.entry_timeout < 0 || (mo.negative_timeout < 0 && mo.negative_timeout != -1.0) ||
-	    mo.write_behind < -1 || mo.write_behind > WRITE_BEHIND_MAX) {
+	    mo.write_behind < -1 || mo.write_behind > WRITE_BEHIND_MAX || mo.busy_poll_us < -1 ||
+	    mo.busy_poll_us > BUSY_POLL_MAX_US) {
 		fprintf(stderr,
-			"rdmafs-fuse: bad option value (transport, timeout, *_timeout or"
-			" write_behind, 0 to %d)\n",
-			WRITE_BEHIND_MAX);
+			"rdmafs-fuse: bad option value (transport, timeout, *_timeout,"
+			" write_behind 0 to %d or busy_poll_us 0 to %d)\n",
+			WRITE_BEHIND_MAX, BUSY_POLL_MAX_US);
 		goto out_free_cmd;
 	}
 	if (mo.log_level) {
@@ -504,6 +511,7 @@ int main(int argc, char *argv[])
 	}
 	if (mo.write_behind >= 0)
 		ro.write_behind = (unsigned)mo.write_behind;
+	ro.busy_poll_us = mo.busy_poll_us;
 	ro.meta_uri = meta_uri;
 	ro.secret = secret;
 	ro.secret_len = secret_len;

@@ -1442,6 +1442,9 @@ static int test_config(void)
 	write_file(conf, "[daemon]\nworkers = many\n");
 	expect_refused("bad number", (const char *[]){"--config", conf, NULL},
 		       "daemon.conf:2: workers = many: must be 1..64");
+	write_file(conf, "[daemon]\nbusy_poll_us = 100001\n");
+	expect_refused("spin too long", (const char *[]){"--config", conf, NULL},
+		       "daemon.conf:2: busy_poll_us = 100001: must be 0..100000");
 	write_file(conf, "[daemon]\nmax_chunk_size = 1000\n");
 	expect_refused("unaligned chunk size", (const char *[]){"--config", conf, NULL},
 		       "daemon.conf:2: max_chunk_size = 1000: must be a multiple of 4096");
@@ -1499,7 +1502,8 @@ static int test_config(void)
 	/* A good config file starts, and a second daemon on its directory is refused. */
 	snprintf(text, sizeof(text),
 		 "; test config\n[daemon]\ndata_dir = %s\nlisten = tcp://127.0.0.1:0\n"
-		 "secret_file = %s\nworkers = 2\nqueue_depth = 64\nlog_level = warn\n",
+		 "secret_file = %s\nworkers = 2\nqueue_depth = 64\nbusy_poll_us = 0\n"
+		 "log_level = warn\n",
 		 good, secret);
 	write_file(conf, text);
 	REQUIRE(daemon_start(&d, good, (const char *[]){"--config", conf, NULL}) == 0,
@@ -1511,7 +1515,7 @@ static int test_config(void)
 	status = daemon_stop(&d, SIGTERM);
 	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "clean stop: %d", status);
 	REQUIRE(dir_has(good, "rdmafs-format") && dir_has(good, "chunks"), "initialised");
-	printf("config: 13 bad configurations and data directories refused with clear messages\n");
+	printf("config: 14 bad configurations and data directories refused with clear messages\n");
 	return 0;
 }
 

@@ -5,7 +5,8 @@
 # `mount -t fuse.rdmafs` and fstab run) and a direct rdmafs-fuse mount both
 # show as fstype fuse.rdmafs with nosuid,nodev (`-o suid,dev` given to the
 # helper wins); a second rdmafs mount on a mount point that has one is
-# refused with a message, and the first keeps working.
+# refused with a message, and the first keeps working; an option value out
+# of range (busy_poll_us) is refused with a message.
 # Runs under tests/lib/cluster.sh, which mounted MOUNT with rdmafs-fuse.
 # Usage: mount.sh MOUNT RDMAFS_FUSE HELPER
 # Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test could not check.
@@ -71,9 +72,19 @@ has_opt "$opts" nosuid && has_opt "$opts" nodev ||
 	check_fail "the helper's mount does not show its source: $(mount_lines "$work/m2")"
 echo "ok   the helper mounts fuse.rdmafs, nosuid,nodev, source shown"
 
-# the caller's options win
+# a value out of range is refused with a message, and mounts nothing
+out=$(timeout 120 "$fuse" "$meta" "$work/m3" -o "secret=$secret,busy_poll_us=100001" 2>&1)
+rc=$?
+[ $rc -ne 124 ] || check_fail "a mount with busy_poll_us=100001 hung"
+[ $rc -ne 0 ] || check_fail "a mount with busy_poll_us=100001 succeeded: $(mount_lines "$work/m3")"
+grep -q "bad option value.*busy_poll_us 0 to 100000" <<<"$out" ||
+	check_fail "a mount with busy_poll_us=100001: no message saying why: $out"
+[ -z "$(mount_lines "$work/m3")" ] || check_fail "a refused mount left a mount on $work/m3"
+echo "ok   busy_poll_us=100001 is refused: $(head -n 1 <<<"$out")"
+
+# the caller's options win (busy_poll_us taken in range)
 out=$(RDMAFS_FUSE=$fuse timeout 120 sh "$helper" cluster-a "$work/m3" \
-	-o "meta=$meta,secret=$secret,suid,dev" 2>&1) || check_fail "the helper with suid,dev failed: $out"
+	-o "meta=$meta,secret=$secret,suid,dev,busy_poll_us=500" 2>&1) || check_fail "the helper with suid,dev failed: $out"
 expect_rdmafs "$work/m3" "the helper's mount with suid,dev"
 ! has_opt "$opts" nosuid && ! has_opt "$opts" nodev ||
 	check_fail "-o suid,dev did not win over the defaults: $opts"
