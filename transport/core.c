@@ -990,19 +990,22 @@ static void sync_cb_done(void *arg, int status, const void *body, size_t len)
 static int backends_progress(struct xprt_ctx *ctx);
 
 /*
- * Waits for @w, a call or op on @c, under ctx->lock. First the caller drives
- * progress itself for up to busy_poll_us, polling the completion queues: an
- * answer then completes on this thread, which saves the hand-off from the
- * progress thread (a futex wake and a context switch, the bulk of a small
- * RPC's round trip). Then it sleeps: on @c's socket itself where the backend
- * lets it (tcp), waking every TIMER_PERIOD_MS to see whether the progress
- * thread's timers ended the wait; else on its condition, and the progress
- * thread enforces the deadline.
+ * Waits for @w, a call or op on @c, under ctx->lock. First, where @c's
+ * backend has completion queues to poll (verbs), the caller drives progress
+ * itself for up to busy_poll_us: an answer then completes on this thread,
+ * which saves the hand-off from the progress thread (a futex wake and a
+ * context switch, the bulk of a small RPC's round trip). Then it sleeps: on
+ * @c's socket itself where the backend lets it (tcp, which never spins: its
+ * answer comes on that socket, not on another backend's queues), waking
+ * every TIMER_PERIOD_MS to see whether the progress thread's timers ended
+ * the wait; else on its condition, and the progress thread enforces the
+ * deadline.
  */
 static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 {
 	struct xprt_ctx *ctx = c->ctx;
-	uint64_t until = xprt_now_ns() + (uint64_t)ctx->opts.busy_poll_us * 1000u;
+	uint64_t spin = c->ops->progress ? (uint64_t)ctx->opts.busy_poll_us * 1000u : 0;
+	uint64_t until = xprt_now_ns() + spin;
 
 	while (!w->done && xprt_now_ns() < until) {
 		if (backends_progress(ctx) < 0)

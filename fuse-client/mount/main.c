@@ -55,7 +55,8 @@ struct mount_opts {
 	char *metrics_port_file; /* metrics_port_file=FILE: write the port bound there */
 	unsigned readahead_kb;
 	int write_behind; /* write_behind=N: writes of a file in flight; 0: none */
-	int busy_poll_us; /* busy_poll_us=N: verbs completions polled this long; -1: default */
+	int busy_poll_us; /* busy_poll_us=N: verbs completions polled this long; INT_MIN: not given
+			   */
 	int server_permissions;
 	double attr_timeout, entry_timeout, negative_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
@@ -353,7 +354,7 @@ int main(int argc, char *argv[])
 				.entry_timeout = 1.0,
 				.negative_timeout = -1.0, /* entry_timeout's */
 				.write_behind = -1,	  /* the library's default */
-				.busy_poll_us = -1,	  /* the library's default */
+				.busy_poll_us = INT_MIN,  /* the library's default */
 				.readahead_kb = 1024};
 	struct fuse_cmdline_opts cmd = {0};
 	struct fuse_loop_config *loop_cfg = NULL;
@@ -459,8 +460,9 @@ int main(int argc, char *argv[])
 	if (parse_transport(mo.transport ? mo.transport : conf.transport, &ro.transport) ||
 	    parse_ms(mo.timeout, &ro.call_timeout_ms) || mo.attr_timeout < 0 ||
 	    mo.entry_timeout < 0 || (mo.negative_timeout < 0 && mo.negative_timeout != -1.0) ||
-	    mo.write_behind < -1 || mo.write_behind > WRITE_BEHIND_MAX || mo.busy_poll_us < -1 ||
-	    mo.busy_poll_us > BUSY_POLL_MAX_US) {
+	    mo.write_behind < -1 || mo.write_behind > WRITE_BEHIND_MAX ||
+	    (mo.busy_poll_us != INT_MIN &&
+	     (mo.busy_poll_us < 0 || mo.busy_poll_us > BUSY_POLL_MAX_US))) {
 		fprintf(stderr,
 			"rdmafs-fuse: bad option value (transport, timeout, *_timeout,"
 			" write_behind 0 to %d or busy_poll_us 0 to %d)\n",
@@ -511,7 +513,8 @@ int main(int argc, char *argv[])
 	}
 	if (mo.write_behind >= 0)
 		ro.write_behind = (unsigned)mo.write_behind;
-	ro.busy_poll_us = mo.busy_poll_us;
+	if (mo.busy_poll_us != INT_MIN)
+		ro.busy_poll_us = mo.busy_poll_us;
 	ro.meta_uri = meta_uri;
 	ro.secret = secret;
 	ro.secret_len = secret_len;

@@ -65,12 +65,12 @@ for p in "${pids[@]}"; do : >"$gate.$p" || check_error "cannot close the gate $g
 gated_write "$local_dir/B"
 wait_held || check_fail "the write of B never reached a head's pull (30 s)"
 head_pid=$(held)
-head_name=$(name_of "$head_pid")
+head_name=$(name_of "$head_pid") || exit $?
 [ "$head_name" != meta ] || check_error "the drained metadata daemon heads the file's chain"
 rm -f "$gate.$head_pid"
 wait_held "$head_pid" || check_fail "B never reached the next daemon's pull (30 s)"
 next_pid=$(held)
-next_name=$(name_of "$next_pid")
+next_name=$(name_of "$next_pid") || exit $?
 for _ in $(seq 3000); do
 	holds "$head_name" "$local_dir/B" && break
 	sleep 0.01
@@ -106,7 +106,7 @@ wait_held || check_fail "the restarted head never copied its chunk to the rest o
 [ "$(held)" != "$next_pid" ] ||
 	check_fail "the restarted head copies its chunk to the middle of the chain before the tail"
 read_is "$mnt2" "$local_dir/A" "while the head's copy goes down the chain"
-got=$(records "storage$head_name")
+got=$(records "storage$head_name") || exit $?
 [ "$got" = 2 ] || check_fail "the restarted head keeps $got records of missed writes (want 2: the other two copies)"
 for n in $(seq 30); do
 	"$rdmafsctl" status >"$local_dir/status" 2>&1

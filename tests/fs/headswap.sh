@@ -83,8 +83,8 @@ holds "$next" "$local_dir/B" || check_fail "daemon $next never stored B (30 s)"
 kill -KILL "$(cat "$dir/fuse1.pid")" || check_error "cannot kill mount 1's rdmafs-fuse"
 "$ctl" ctl kill "$next" KILL || check_error "cannot kill daemon $next"
 wait "$writer" && check_fail "writing B through a killed mount succeeded"
-[ "$(name_of "$last_pid")" = "$last" ] ||
-	check_fail "daemon $(name_of "$last_pid") pulled B from daemon $next, not daemon $last"
+puller=$(name_of "$last_pid") || exit $?
+[ "$puller" = "$last" ] || check_fail "daemon $puller pulled B from daemon $next, not daemon $last"
 rm -f "$gate.$last_pid"
 for _ in $(seq 3000); do
 	[ -e "$gate.$last_pid.held" ] || break

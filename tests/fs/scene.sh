@@ -43,18 +43,27 @@ wait_held() {
 	check_gate_wait "$gate" "${1:-}" "${pids[@]}"
 }
 
-# records NAME: the records of missed writes daemon NAME (meta, storageN) keeps
+# records NAME: the records of missed writes daemon NAME (meta, storageN)
+# keeps (in $(...), "|| exit $?" carries a metric that could not be read out)
 records() {
 	check_metric "$1" rdmafs_missed_records
 }
 
+# records_are N COUNT WHAT: daemon N (storageN) keeps COUNT records of missed writes
+records_are() {
+	local got
+	got=$(records "storage$1") || exit $?
+	[ "$got" = "$2" ] || check_fail "$3: daemon $1 keeps $got records of missed writes, not $2"
+}
+
 # no_records WHAT: waits up to 60 s for no daemon to keep a record of a missed write
 no_records() {
-	local _ n total
+	local _ n c total
 	for _ in $(seq 60); do
 		total=0
 		for n in "${daemons[@]}"; do
-			total=$((total + $(records "$n")))
+			c=$(records "$n") || exit $?
+			total=$((total + c))
 		done
 		[ "$total" = 0 ] && return 0
 		sleep 1
@@ -161,14 +170,14 @@ wait_state() {
 # service's map (each checks chains against its own: one still on an older
 # map would refuse a write the scene needs)
 maps_current() {
-	local _ i epoch behind
+	local _ i epoch has behind
 	for _ in $(seq 60); do
-		epoch=$(check_metric meta rdmafs_cluster_epoch)
+		epoch=$(check_metric meta rdmafs_cluster_epoch) || exit $?
 		behind=
 		for i in "${!daemons[@]}"; do
 			[ "${pids[$i]}" = killed ] && continue
-			[ "$(check_metric "${daemons[$i]}" rdmafs_daemon_map_epoch)" -ge "$epoch" ] ||
-				behind="$behind ${daemons[$i]}"
+			has=$(check_metric "${daemons[$i]}" rdmafs_daemon_map_epoch) || exit $?
+			[ "$has" -ge "$epoch" ] || behind="$behind ${daemons[$i]}"
 		done
 		[ -z "$behind" ] && return 0
 		sleep 1
@@ -188,8 +197,8 @@ chain_order() {
 	rm -f "$gate.$first_pid"
 	wait_held "$first_pid" || check_fail "A never reached the next daemon's pull (30 s)"
 	next_pid=$(held)
-	first=$(name_of "$first_pid")
-	next=$(name_of "$next_pid")
+	first=$(name_of "$first_pid") || exit $?
+	next=$(name_of "$next_pid") || exit $?
 	if [ "$first" = meta ] || [ "$next" = meta ]; then
 		check_error "the drained metadata daemon is in the file's chain"
 	fi
