@@ -56,8 +56,6 @@
 #include "daemon_i.h"
 
 #define MAX_CHUNK_LIMIT (64u << 20)
-/* busy_poll_us at most: a second of spinning is a misconfiguration. */
-#define BUSY_POLL_MAX_US 100000
 /* Room for the reason a value is refused. */
 #define WHY_MAX 160
 
@@ -333,7 +331,7 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 		if (!ret)
 			cfg->queue_depth = (unsigned)v;
 	} else if (strcmp(key, "busy_poll_us") == 0) {
-		ret = parse_range(value, 0, BUSY_POLL_MAX_US, &v, why, why_size);
+		ret = parse_range(value, 0, XPRT_BUSY_POLL_MAX_US, &v, why, why_size);
 		if (!ret)
 			cfg->busy_poll_us = (int)v;
 	} else if (strcmp(key, "max_chunk_size") == 0) {

@@ -1593,7 +1593,8 @@ int xprt_ctx_create(const struct xprt_options *opts, struct xprt_ctx **out)
 	struct xprt_ctx *ctx;
 	int ret;
 
-	if (opts->recv_credits < 4 || opts->max_msg_size < 256 || opts->max_msg_size > (16u << 20))
+	if (opts->recv_credits < 4 || opts->max_msg_size < 256 ||
+	    opts->max_msg_size > (16u << 20) || opts->busy_poll_us > XPRT_BUSY_POLL_MAX_US)
 		return -EINVAL;
 	if (sodium_init() < 0)
 		return -EIO;

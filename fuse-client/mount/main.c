@@ -38,6 +38,7 @@
 
 #include "rdmafs_common.h"
 #include "rdmafs_fs.h"
+#include "xprt.h" /* XPRT_BUSY_POLL_MAX_US */
 #include "mount_i.h"
 
 /* ---- command line ------------------------------------------------------------------------ */
@@ -55,8 +56,7 @@ struct mount_opts {
 	char *metrics_port_file; /* metrics_port_file=FILE: write the port bound there */
 	unsigned readahead_kb;
 	int write_behind; /* write_behind=N: writes of a file in flight; 0: none */
-	int busy_poll_us; /* busy_poll_us=N: verbs completions polled this long; INT_MIN: not given
-			   */
+	int busy_poll_us; /* busy_poll_us=N (verbs); INT_MIN: not given */
 	int server_permissions;
 	double attr_timeout, entry_timeout, negative_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
@@ -68,8 +68,6 @@ enum { KEY_HELP, KEY_DISCARD };
 
 /* write_behind=N's bound; the buffers it may hold are bounded apart (rdmafs_fs.h) */
 #define WRITE_BEHIND_MAX 64
-/* busy_poll_us=N's bound, as rdmafs-daemon's */
-#define BUSY_POLL_MAX_US 100000
 
 #define MOPT(t, p)                                   \
 	{                                            \
@@ -136,7 +134,7 @@ static void usage(const char *prog)
 	       "                           (errors come with the next write, fsync or\n"
 	       "                           close); 0: every write waits [8]\n"
 	       "    busy_poll_us=N         over verbs, poll for an answer this long before\n"
-	       "                           sleeping (0..%d); 0: never spin [20]\n"
+	       "                           sleeping (0..%u); 0: never spin [20]\n"
 	       "    attr_timeout=SEC       kernel attribute cache [1.0]\n"
 	       "    entry_timeout=SEC      kernel name cache [1.0]\n"
 	       "    negative_timeout=SEC   kernel cache of names that do not exist (another\n"
@@ -157,7 +155,7 @@ static void usage(const char *prog)
 	       "Options win over RDMAFS_META and RDMAFS_SECRET_FILE, which win over the\n"
 	       "settings file ([client]; metrics and metrics_port_file in [rdmafs-fuse]).\n"
 	       "\n",
-	       prog, rfs_default_secret_file(), rfs_client_conf_path(), BUSY_POLL_MAX_US);
+	       prog, rfs_default_secret_file(), rfs_client_conf_path(), XPRT_BUSY_POLL_MAX_US);
 }
 
 /*
@@ -462,11 +460,11 @@ int main(int argc, char *argv[])
 	    mo.entry_timeout < 0 || (mo.negative_timeout < 0 && mo.negative_timeout != -1.0) ||
 	    mo.write_behind < -1 || mo.write_behind > WRITE_BEHIND_MAX ||
 	    (mo.busy_poll_us != INT_MIN &&
-	     (mo.busy_poll_us < 0 || mo.busy_poll_us > BUSY_POLL_MAX_US))) {
+	     (mo.busy_poll_us < 0 || mo.busy_poll_us > (int)XPRT_BUSY_POLL_MAX_US))) {
 		fprintf(stderr,
 			"rdmafs-fuse: bad option value (transport, timeout, *_timeout,"
-			" write_behind 0 to %d or busy_poll_us 0 to %d)\n",
-			WRITE_BEHIND_MAX, BUSY_POLL_MAX_US);
+			" write_behind 0 to %d or busy_poll_us 0 to %u)\n",
+			WRITE_BEHIND_MAX, XPRT_BUSY_POLL_MAX_US);
 		goto out_free_cmd;
 	}
 	if (mo.log_level) {

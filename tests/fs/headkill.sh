@@ -61,7 +61,7 @@ declare -A log_lines
 for n in 1 2 3; do
 	log_lines[$n]=$(wc -l <"$dir/storage$n.log") || check_error "cannot read storage$n.log"
 done
-for p in "${pids[@]}"; do : >"$gate.$p" || check_error "cannot close the gate $gate.$p"; done
+close_gates
 gated_write "$local_dir/B"
 wait_held || check_fail "the write of B never reached a head's pull (30 s)"
 head_pid=$(held)
@@ -71,22 +71,13 @@ rm -f "$gate.$head_pid"
 wait_held "$head_pid" || check_fail "B never reached the next daemon's pull (30 s)"
 next_pid=$(held)
 next_name=$(name_of "$next_pid") || exit $?
-for _ in $(seq 3000); do
-	holds "$head_name" "$local_dir/B" && break
-	sleep 0.01
-done
-holds "$head_name" "$local_dir/B" || check_fail "the head (daemon $head_name) never stored B (30 s)"
+wait_holds "$head_name" "$local_dir/B" || check_fail "the head (daemon $head_name) never stored B (30 s)"
 
 # 2. the writer's client, then the head, killed
 kill -KILL "$(cat "$dir/fuse1.pid")" || check_error "cannot kill mount 1's rdmafs-fuse"
 "$ctl" ctl kill "$head_name" KILL || check_error "cannot kill daemon $head_name"
 wait "$writer" && check_fail "writing B through a killed mount succeeded"
-rm -f "$gate.$next_pid"
-for _ in $(seq 3000); do
-	[ -e "$gate.$next_pid.held" ] || break
-	sleep 0.01
-done
-[ -e "$gate.$next_pid.held" ] && check_fail "daemon $next_name still pulls B from the dead head (30 s)"
+wait_let_go "$next_pid" || check_fail "daemon $next_name still pulls B from the dead head (30 s)"
 : >"$gate.$next_pid" || check_error "cannot close the gate $gate.$next_pid"
 for n in 1 2 3; do
 	[ "$n" = "$head_name" ] && continue
@@ -117,7 +108,7 @@ done
 echo "ok   the restarted head names the write it was killed in; reads go to the copies it has not reached; status says a chunk is under-replicated"
 
 # 4. the gates open: every copy holds B
-for p in "${pids[@]}"; do rm -f "$gate.$p"; done
+open_gates
 check_all_up "$rdmafsctl" 4 90 "once the head's copies went down" "$local_dir/status"
 no_records "once the head's copies went down"
 for n in 1 2 3; do

@@ -75,22 +75,13 @@ wait_held || check_fail "the write of B never reached a head's pull (30 s)"
 rm -f "$gate.$next_pid"
 wait_held "$next_pid" || check_fail "B never reached the last daemon's pull (30 s)"
 last_pid=$(held)
-for _ in $(seq 3000); do
-	holds "$next" "$local_dir/B" && break
-	sleep 0.01
-done
-holds "$next" "$local_dir/B" || check_fail "daemon $next never stored B (30 s)"
+wait_holds "$next" "$local_dir/B" || check_fail "daemon $next never stored B (30 s)"
 kill -KILL "$(cat "$dir/fuse1.pid")" || check_error "cannot kill mount 1's rdmafs-fuse"
 "$ctl" ctl kill "$next" KILL || check_error "cannot kill daemon $next"
 wait "$writer" && check_fail "writing B through a killed mount succeeded"
 puller=$(name_of "$last_pid") || exit $?
 [ "$puller" = "$last" ] || check_fail "daemon $puller pulled B from daemon $next, not daemon $last"
-rm -f "$gate.$last_pid"
-for _ in $(seq 3000); do
-	[ -e "$gate.$last_pid.held" ] || break
-	sleep 0.01
-done
-[ -e "$gate.$last_pid.held" ] && check_fail "daemon $last still pulls B from the dead daemon $next (30 s)"
+wait_let_go "$last_pid" || check_fail "daemon $last still pulls B from the dead daemon $next (30 s)"
 open_gates
 holds "$last" "$local_dir/A" || check_error "daemon $last's copy is not A after daemon $next died (the scene is not set)"
 tail -n +$((log_lines[$next] + 1)) "$dir/storage$next.log" | grep -q "not stored by" &&

@@ -103,6 +103,27 @@ read_is() {
 	check_same "$local_dir/got" "$2" "the file read on $1 $3"
 }
 
+# wait_holds NAME FILE: waits up to 30 s for NAME's copy to hold FILE's bytes
+wait_holds() {
+	local _
+	for _ in $(seq 3000); do
+		holds "$1" "$2" && return 0
+		sleep 0.01
+	done
+	holds "$1" "$2"
+}
+
+# wait_let_go PID: opens PID's gate and waits up to 30 s for its pull to end
+wait_let_go() {
+	local _
+	rm -f "$gate.$1"
+	for _ in $(seq 3000); do
+		[ -e "$gate.$1.held" ] || return 0
+		sleep 0.01
+	done
+	return 1
+}
+
 # gated_write FILE: writes FILE's 256 KiB over h/f in the background (pid in
 # writer, its errors in local_dir/writer.err), for the gates to hold
 gated_write() {

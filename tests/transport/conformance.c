@@ -501,6 +501,28 @@ static void test_wrong_secret(void **state)
 	xprt_conn_close(c);
 }
 
+/* Options out of range are refused before anything is made; the limits themselves are taken. */
+static void test_bad_options(void **state)
+{
+	struct xprt_options o;
+	struct xprt_ctx *ctx = NULL;
+
+	xprt_options_init(&o);
+	o.secret = "s";
+	o.secret_len = 1;
+	o.busy_poll_us = XPRT_BUSY_POLL_MAX_US + 1;
+	assert_int_equal(xprt_ctx_create(&o, &ctx), -EINVAL);
+	assert_null(ctx);
+	o.busy_poll_us = XPRT_BUSY_POLL_MAX_US;
+	assert_int_equal(xprt_ctx_create(&o, &ctx), 0);
+	xprt_ctx_destroy(ctx);
+	ctx = NULL;
+	o.busy_poll_us = 0;
+	o.recv_credits = 3;
+	assert_int_equal(xprt_ctx_create(&o, &ctx), -EINVAL);
+	assert_null(ctx);
+}
+
 /* What the server says it authenticated on @c. */
 static void identity_of(struct xprt_conn *c, struct xprt_identity *id)
 {
@@ -884,6 +906,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_wrong_secret),
+		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_client_keys),
 		cmocka_unit_test(test_call_timeout),
 		cmocka_unit_test(test_async_contract),

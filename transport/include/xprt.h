@@ -136,6 +136,9 @@ struct xprt_options {
 	uint32_t busy_poll_us;	    /* spin on completions this long before sleeping (verbs) */
 };
 
+/* busy_poll_us at most (xprt_ctx_create() refuses more): a second of spinning is a mistake. */
+#define XPRT_BUSY_POLL_MAX_US 100000u
+
 /*
  * Fills @opts with the defaults: 64 credits of 16 KiB, 10 s calls, 2 s pings,
  * 20 us of busy polling (raise it for latency on a host with cores to spare).
@@ -144,7 +147,9 @@ void xprt_options_init(struct xprt_options *opts);
 
 /*
  * Creates a context: a progress thread, the RDMA devices (if any) and the
- * registered memory. @opts is copied, the secret too. Returns -ENOMEM, or an
+ * registered memory. @opts is copied, the secret too. Returns -EINVAL for
+ * options out of range (fewer than 4 credits, messages outside 256 B..16 MiB,
+ * busy_poll_us past XPRT_BUSY_POLL_MAX_US: nothing is made), -ENOMEM, or an
  * errno from thread or epoll creation.
  */
 int xprt_ctx_create(const struct xprt_options *opts, struct xprt_ctx **out);
