@@ -460,9 +460,11 @@ static void setup_once(void)
 	/* No pings: a slow input must not see its connection probed and dropped. */
 	o.ping_interval_ms = 0;
 	/* One-sided ops complete when polled: a blocked worker polls at once. */
-	o.busy_poll_us = 1000000;
-	if (xprt_ctx_create(&o, &ctx))
+	o.busy_poll_us = XPRT_BUSY_POLL_MAX_US;
+	if (xprt_ctx_create(&o, &ctx)) {
+		fprintf(stderr, "fuzz-daemon: xprt_ctx_create refused the harness's options\n");
 		abort();
+	}
 	/* The fake NIC takes the slot AUTO never uses, so the core polls it. */
 	pthread_mutex_lock(&ctx->lock);
 	ctx->backends[XPRT_KIND_AUTO] = &fake_ops;
