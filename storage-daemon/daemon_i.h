@@ -742,6 +742,7 @@ struct server_stats {
 	/* run on the thread that received them; of those, handed to a worker (RDMA, O_SYNC, disk)
 	 */
 	uint64_t run_on_receipt, handed_on;
+	uint64_t batched; /* metadata changes served at their batch's end (server_batch_end()) */
 	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */
 	uint32_t connections;				      /* served, past HELLO */
@@ -758,6 +759,11 @@ struct server_stats {
 void server_stats_get(struct server *srv, struct server_stats *out);
 /* The xprt_request_cb to pass to xprt_listen(); @arg is the server. */
 void server_request_cb(struct xprt_req *req, void *arg);
+/*
+ * The listener's batch end (xprt_listen_batched()): serves together
+ * the metadata changes server_request_cb() held since the last one.
+ */
+void server_batch_end(void *arg);
 /*
  * Runs every queued request on the calling thread with worker 0's buffers, as
  * a worker thread would, replies included; returns how many ran. Only for a

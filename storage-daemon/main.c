@@ -332,7 +332,8 @@ int main(int argc, char **argv)
 		goto out_destroy_ctx;
 	}
 	for (unsigned i = 0; i < cfg.listen_count; i++) {
-		ret = xprt_listen(ctx, cfg.listen[i], server_request_cb, srv, &listeners[i]);
+		ret = xprt_listen_batched(ctx, cfg.listen[i], server_request_cb, server_batch_end,
+					  srv, &listeners[i]);
 		if (ret) {
 			rdmafs_log(RDMAFS_LOG_ERR, "cannot listen on %s: %s", cfg.listen[i],
 				   xprt_strerror(ret));

@@ -154,6 +154,21 @@ struct scrub_job {
 	char error[128];
 };
 
+/*
+ * The metadata changes that arrived in one batch of a receiving thread
+ * (xprt_listen_batched()), served together at its end
+ * (server_batch_end()): one group, one commit.
+ */
+#define BATCH_MAX 64u
+struct batch {
+	struct xprt_req *req[BATCH_MAX];
+	struct meta_call call[BATCH_MAX];
+	uint64_t start_ns[BATCH_MAX];
+	unsigned n;
+	bool serving;	  /* server_batch_end() is answering them: take no more meanwhile */
+	uint8_t *replies; /* BATCH_MAX buffers of REPLY_MAX; NULL: no service, no batch */
+};
+
 struct server {
 	struct xprt_ctx *ctx;
 	struct meta *meta;
@@ -174,12 +189,14 @@ struct server {
 	/* what runs a quick metadata read on the receiving thread; its lock taken with trylock */
 	pthread_mutex_t quick_lock;
 	struct worker quick;
+	struct batch batch; /* changes held for their receiving thread's batch end */
 
 	uint64_t start_ns;
 	struct op_counters ops[OP_COUNT];
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
 	uint64_t inline_writes, inline_reads;
-	uint64_t run_on_receipt, handed_on; /* quick_run()'s */
+	uint64_t run_on_receipt, handed_on; /* quick_run()'s and server_batch_end()'s */
+	uint64_t batched;		    /* changes server_batch_end() served together */
 	uint64_t rdma_bytes_in_flight;
 	/* time spent in one-sided transfers and in the store, by direction */
 	uint64_t rdma_read_ns, rdma_write_ns, disk_read_ns, disk_write_ns, disk_commit_ns;
@@ -1012,6 +1029,7 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->map_epoch = srv->dmap ? dmap_epoch(srv->dmap) : 0;
 	out->run_on_receipt = STAT_GET(srv->run_on_receipt);
 	out->handed_on = STAT_GET(srv->handed_on);
+	out->batched = STAT_GET(srv->batched);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
 	out->rdma_write_ns = STAT_GET(srv->rdma_write_ns);
 	out->disk_read_ns = STAT_GET(srv->disk_read_ns);
@@ -1344,6 +1362,16 @@ static int chunk_access(struct server *srv, const struct xprt_identity *id, uint
 	}
 }
 
+/* Every refusal, expected ones too (ENOENT, EEXIST, ...): this is debug. */
+static void log_refusal(struct xprt_req *req, int ret)
+{
+	char name[40];
+
+	rdmafs_log(RDMAFS_LOG_DEBUG, "%s from %s: %s",
+		   rdmafs_method_name(xprt_req_method(req), name, sizeof(name)),
+		   xprt_conn_peer_name(xprt_req_conn(req)), strerror(-ret));
+}
+
 /*
  * Runs @q's request on @w and answers it. On a worker whose reads must not
  * wait (the quick one, store_io_nowait()), a chunk request that would wait
@@ -1415,14 +1443,8 @@ static bool handle(struct worker *w, struct queued *q)
 	}
 	if (ret == -EAGAIN && on_receipt(w) && !meta_handles_method(method))
 		return false; /* changed nothing: a worker runs it again, and may wait */
-	if (ret) {
-		char name[40];
-
-		/* every refusal, expected ones too (ENOENT, EEXIST, ...): this is debug */
-		rdmafs_log(RDMAFS_LOG_DEBUG, "%s from %s: %s",
-			   rdmafs_method_name(method, name, sizeof(name)),
-			   xprt_conn_peer_name(xprt_req_conn(req)), strerror(-ret));
-	}
+	if (ret)
+		log_refusal(req, ret);
 	account(w->srv, method, ret, moved, q->start_ns);
 	xprt_reply(req, ret, ret ? NULL : w->reply, ret ? 0 : reply_len);
 	return true;
@@ -1546,15 +1568,12 @@ static struct lane *lane_of(struct server *srv, struct xprt_req *req)
 	return &srv->lanes[LANE_DATA];
 }
 
-void server_request_cb(struct xprt_req *req, void *arg)
+/* Queues @req in its lane for a worker; answers it at once when it cannot. */
+static void enqueue(struct server *srv, struct xprt_req *req)
 {
-	struct server *srv = arg;
-	struct lane *lane;
+	struct lane *lane = lane_of(srv, req);
 	int status = 0;
 
-	if (quick_run(srv, req))
-		return;
-	lane = lane_of(srv, req);
 	pthread_mutex_lock(&srv->lock);
 	if (srv->stopping) {
 		status = -ESHUTDOWN;
@@ -1570,6 +1589,94 @@ void server_request_cb(struct xprt_req *req, void *arg)
 	pthread_mutex_unlock(&srv->lock);
 	if (status)
 		xprt_reply(req, status, NULL, 0);
+}
+
+/*
+ * Holds @req for server_batch_end() when it is a metadata change that could
+ * run on this thread (meta_may_batch()) from a caller the chunk store does not
+ * refuse; false when it takes the usual way.
+ */
+static bool batch_take(struct server *srv, struct xprt_req *req)
+{
+	struct batch *b = &srv->batch;
+	uint32_t method = xprt_req_method(req);
+	struct xprt_identity id;
+	struct meta_call *c;
+	size_t len;
+
+	if (!b->replies || b->serving || !meta_may_batch(srv->meta, method) ||
+	    __atomic_load_n(&srv->stopping, __ATOMIC_RELAXED))
+		return false;
+	if (xprt_conn_identity(xprt_req_conn(req), &id))
+		memset(&id, 0, sizeof(id));
+	if (chunk_access(srv, &id, method))
+		return false;
+	if (b->n == BATCH_MAX)
+		server_batch_end(srv);
+	if (b->n == BATCH_MAX || b->serving)
+		return false;
+	c = &b->call[b->n];
+	*c = (struct meta_call){
+		.caller = {.keyed = id.keyed, .serial = id.serial, .flags = id.flags},
+		.method = method,
+		.req = xprt_req_body(req, &len),
+		.resp_buf = b->replies + (size_t)b->n * REPLY_MAX,
+		.resp_cap = reply_cap(req),
+	};
+	c->req_len = len;
+	b->req[b->n] = req;
+	b->start_ns[b->n] = rdmafs_now_ns();
+	b->n++;
+	return true;
+}
+
+void server_batch_end(void *arg)
+{
+	struct server *srv = arg;
+	struct batch *b = &srv->batch;
+	unsigned n = b->n;
+
+	if (!n || b->serving)
+		return;
+	b->serving = true;
+	/*
+	 * As quick_run(): not while a group runs or waits (it would wait for it),
+	 * one receiving thread at a time, none past server_stop().
+	 */
+	if (!meta_may_run_inline(srv->meta, b->call[0].method) ||
+	    pthread_mutex_trylock(&srv->quick_lock)) {
+		for (unsigned i = 0; i < n; i++)
+			enqueue(srv, b->req[i]);
+	} else if (__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED)) {
+		pthread_mutex_unlock(&srv->quick_lock);
+		for (unsigned i = 0; i < n; i++)
+			enqueue(srv, b->req[i]);
+	} else {
+		meta_handle_many(srv->meta, b->call, n);
+		pthread_mutex_unlock(&srv->quick_lock);
+		STAT_ADD(srv->run_on_receipt, n);
+		STAT_ADD(srv->batched, n);
+		for (unsigned i = 0; i < n; i++) {
+			struct meta_call *c = &b->call[i];
+
+			if (c->ret)
+				log_refusal(b->req[i], c->ret);
+			account(srv, c->method, c->ret, 0, b->start_ns[i]);
+			xprt_reply(b->req[i], c->ret, c->ret ? NULL : c->resp_buf,
+				   c->ret ? 0 : c->resp_len);
+		}
+	}
+	b->n = 0;
+	b->serving = false;
+}
+
+void server_request_cb(struct xprt_req *req, void *arg)
+{
+	struct server *srv = arg;
+
+	if (batch_take(srv, req) || quick_run(srv, req))
+		return;
+	enqueue(srv, req);
 }
 
 /* The queue and workers of @lane (@data: each with a pool buffer and an io_uring); threads too. */
@@ -1639,7 +1746,10 @@ int server_create(const struct server_params *p, struct server **out)
 	pthread_mutex_init(&srv->scrub.lock, NULL);
 	srv->quick.srv = srv;
 	srv->quick.reply = malloc(REPLY_MAX);
-	if (!srv->quick.reply) {
+	/* the batch's replies: address space, touched as far as replies reach */
+	if (p->meta)
+		srv->batch.replies = malloc((size_t)BATCH_MAX * REPLY_MAX);
+	if (!srv->quick.reply || (p->meta && !srv->batch.replies)) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
@@ -1767,6 +1877,7 @@ void server_destroy(struct server *srv)
 		pthread_cond_destroy(&lane->cond);
 	}
 	free(srv->quick.reply);
+	free(srv->batch.replies);
 	chain_destroy(srv->chain); /* server_stop() did, unless server_create() failed first */
 	pthread_mutex_destroy(&srv->quick_lock);
 	pthread_mutex_destroy(&srv->scrub.lock);

@@ -749,7 +749,27 @@ static void handle_request(struct xprt_conn *c, const struct xprt_hdr *h, const 
 	if (len)
 		memcpy(req->body, body, len);
 	c->refs++;
+	l->delivered = true;
+	c->ctx->delivered = true;
 	l->cb(req, l->cb_arg);
+}
+
+void xprt_core_batch_end(struct xprt_ctx *ctx)
+{
+	struct list_head *pos;
+
+	if (!ctx->delivered)
+		return;
+	ctx->delivered = false;
+	list_for_each (pos, &ctx->listeners) {
+		struct xprt_listener *l = list_entry(pos, struct xprt_listener, link);
+
+		if (!l->delivered)
+			continue;
+		l->delivered = false;
+		if (l->batch_end)
+			l->batch_end(l->cb_arg);
+	}
 }
 
 static void handle_response(struct xprt_conn *c, const struct xprt_hdr *h, const uint8_t *body,
@@ -1396,6 +1416,12 @@ int xprt_conn_send_raw(struct xprt_conn *conn, const void *bytes, size_t len)
 int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void *arg,
 		struct xprt_listener **out)
 {
+	return xprt_listen_batched(ctx, uri, cb, NULL, arg, out);
+}
+
+int xprt_listen_batched(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb,
+			xprt_batch_end_cb batch_end, void *arg, struct xprt_listener **out)
+{
 	struct xprt_listener *l;
 	enum xprt_kind kind;
 	char host[256];
@@ -1411,6 +1437,7 @@ int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void 
 	l->ctx = ctx;
 	l->ops = backend_for(ctx, kind);
 	l->cb = cb;
+	l->batch_end = batch_end;
 	l->cb_arg = arg;
 	if (!l->ops) {
 		free(l);
@@ -1539,6 +1566,7 @@ static int backends_progress(struct xprt_ctx *ctx)
 	for (int k = 0; k < 3; k++)
 		if (ctx->backends[k] && ctx->backends[k]->progress)
 			n += ctx->backends[k]->progress(ctx);
+	xprt_core_batch_end(ctx);
 	return n;
 }
 
@@ -1579,6 +1607,7 @@ static void *progress_thread(void *arg)
 			}
 			p->fn(p, events[i].events);
 		}
+		xprt_core_batch_end(ctx);
 		pthread_mutex_unlock(&ctx->lock);
 	}
 	return NULL;

@@ -751,6 +751,7 @@ static int tcp_wait(struct xprt_conn *c, int timeout_ms)
 		events |= (pfd.revents & POLLERR) ? EPOLLERR : 0;
 		events |= (pfd.revents & POLLHUP) ? EPOLLHUP : 0;
 		conn_event(&tc->poller, events);
+		xprt_core_batch_end(c->ctx);
 	}
 	if (c->state != XPRT_CONN_DEAD && tc->rx_state != RX_STOPPED)
 		set_events(tc, EPOLLIN | (list_empty(&tc->txq) ? 0 : EPOLLOUT));

@@ -295,6 +295,8 @@ struct xprt_listener {
 	void *backend;
 	xprt_request_cb cb;
 	void *cb_arg;
+	xprt_batch_end_cb batch_end; /* xprt_listen_batched() */
+	bool delivered;		     /* a request since its last batch end */
 	uint16_t port;
 	bool closed;
 };
@@ -308,6 +310,7 @@ struct xprt_ctx {
 	int wake_fd; /* eventfd: wakes the progress thread */
 	pthread_t thread;
 	bool stopping;
+	bool delivered; /* a listener got a request since the last batch end */
 	struct list_head conns;
 	struct list_head listeners;
 	struct list_head mrs;
@@ -417,6 +420,13 @@ void xprt_core_set_peer_addr(struct xprt_conn *c, const char *addr);
 
 /* Setup failed or the connection died: @err is a negative errno. */
 void xprt_core_conn_failed(struct xprt_conn *c, int err);
+
+/*
+ * Where a thread has delivered all it found at once (the end of a socket's
+ * input, of a poll of the completion queues): runs the batch end of each
+ * listener that got a request meanwhile (xprt_listen_batched()).
+ */
+void xprt_core_batch_end(struct xprt_ctx *ctx);
 
 /*
  * A credit-using or control message arrived: @frame holds the header and the

@@ -186,18 +186,20 @@ bool meta_method_quick(uint32_t method)
 	}
 }
 
-bool meta_may_run_inline(struct meta *m, uint32_t method)
+bool meta_may_batch(struct meta *m, uint32_t method)
 {
-	const struct meta_method *mm;
+	const struct meta_method *mm = find_method(method);
 
-	if (meta_method_quick(method))
-		return true;
-	mm = find_method(method);
 	if (!mm || !mm->write || m->opts.sync_always)
 		return false;
-	if (mm->access == ACCESS_ADMIN || mm->access == ACCESS_RECLAIM)
-		return false;
-	return meta_group_idle(m);
+	return mm->access != ACCESS_ADMIN && mm->access != ACCESS_RECLAIM;
+}
+
+bool meta_may_run_inline(struct meta *m, uint32_t method)
+{
+	if (meta_method_quick(method))
+		return true;
+	return meta_may_batch(m, method) && meta_group_idle(m);
 }
 
 /* The request's Cred field, if its message has one; absent means uid 0. */
@@ -361,58 +363,87 @@ static int run_body(struct meta_txn *t, void *arg)
 	return 0;
 }
 
-/* meta_handle_as() but for the counting. */
-static int handle(struct meta *m, const struct meta_caller *caller, const struct meta_method *mm,
-		  const void *req, size_t req_len, void *resp_buf, size_t resp_cap,
-		  size_t *resp_len)
-{
-	struct meta_txn t = {.m = m, .resp_cap = resp_cap};
-	struct body b = {.caller = caller, .mm = mm, .resp_buf = resp_buf, .resp_len = resp_len};
+/* A request between its unpacking and its end (handle(), meta_handle_many()). */
+struct prepared {
+	struct meta_txn t;
+	struct body b;
 	ProtobufCMessage *msg;
-	int ret;
+};
 
+/*
+ * Unpacks @req and runs the checks that come before its transaction into @p;
+ * 0, or the request's error (then call_end() alone remains).
+ */
+static int call_begin(struct meta *m, const struct meta_caller *caller,
+		      const struct meta_method *mm, const void *req, size_t req_len, void *resp_buf,
+		      size_t resp_cap, size_t *resp_len, struct prepared *p)
+{
+	int ret = 0;
+
+	*p = (struct prepared){
+		.t = {.m = m, .resp_cap = resp_cap},
+		.b = {.caller = caller, .mm = mm, .resp_buf = resp_buf, .resp_len = resp_len},
+	};
 	*resp_len = 0;
 	if (!req && req_len)
 		return -EINVAL;
 	/* administration is refused before a byte of the request is looked at */
 	if (caller && caller->keyed && mm->access == ACCESS_ADMIN)
 		return -EPERM;
-	msg = protobuf_c_message_unpack(mm->request, NULL, req_len, req);
-	if (!msg)
+	p->msg = protobuf_c_message_unpack(mm->request, NULL, req_len, req);
+	if (!p->msg)
 		return -EBADMSG;
-	b.msg = msg;
-	read_cred(mm->request, msg, &t.cred);
-	clock_gettime(CLOCK_REALTIME, &t.now);
+	p->b.msg = p->msg;
+	read_cred(mm->request, p->msg, &p->t.cred);
+	clock_gettime(CLOCK_REALTIME, &p->t.now);
 	if (caller && caller->keyed) {
-		ret = check_access(caller, mm, msg);
+		ret = check_access(caller, mm, p->msg);
 		if (!ret && (caller->flags & RDMAFS_KEY_ROOT_SQUASH)) {
-			ret = squash_root(&t);
-			squash_owner(&t, mm, msg);
+			ret = squash_root(&p->t);
+			squash_owner(&p->t, mm, p->msg);
 		}
-		if (ret)
-			goto out_free;
 	}
 	/* an operator's or a drain's next step relies on it: on disk before the answer */
-	t.durable = mm->write && mm->access == ACCESS_ADMIN &&
-		    mm->id != RDMAFS__METHOD__METHOD_HEARTBEAT;
+	p->t.durable = mm->write && mm->access == ACCESS_ADMIN &&
+		       mm->id != RDMAFS__METHOD__METHOD_HEARTBEAT;
+	return ret;
+}
+
+/* Ends @p, whose request came to @ret: no reply on an error; frees what it holds. */
+static int call_end(struct prepared *p, int ret)
+{
+	if (ret)
+		*p->b.resp_len = 0;
+	meta_arena_free(p->t.arena);
+	if (p->msg)
+		protobuf_c_message_free_unpacked(p->msg, NULL);
+	return ret;
+}
+
+/* meta_handle_as() but for the counting. */
+static int handle(struct meta *m, const struct meta_caller *caller, const struct meta_method *mm,
+		  const void *req, size_t req_len, void *resp_buf, size_t resp_cap,
+		  size_t *resp_len)
+{
+	struct prepared p;
+	int ret;
+
+	ret = call_begin(m, caller, mm, req, req_len, resp_buf, resp_cap, resp_len, &p);
+	if (ret)
+		return call_end(&p, ret);
 	if (mm->write) {
 		/* committed with the writes that arrive meanwhile, one flush for all */
-		ret = meta_group_run(m, &t, run_body, &b);
+		ret = meta_group_run(m, &p.t, run_body, &p.b);
 	} else {
-		ret = meta_store_txn_begin(&t, false);
+		ret = meta_store_txn_begin(&p.t, false);
 		if (!ret) {
-			ret = run_body(&t, &b);
-			meta_store_txn_abort(&t);
+			ret = run_body(&p.t, &p.b);
+			meta_store_txn_abort(&p.t);
 		}
 	}
-	if (!ret && t.durable)
+	if (!ret && p.t.durable)
 		ret = meta_store_sync(m);
-out_free:
-	if (ret)
-		*resp_len = 0;
-	meta_arena_free(t.arena);
-	protobuf_c_message_free_unpacked(msg, NULL);
-	return ret;
+	return call_end(&p, ret);
 }
 
 int meta_handle_as(struct meta *m, const struct meta_caller *caller, uint32_t method,
@@ -435,6 +466,90 @@ int meta_handle(struct meta *m, uint32_t method, const void *req, size_t req_len
 		size_t resp_cap, size_t *resp_len)
 {
 	return meta_handle_as(m, NULL, method, req, req_len, resp_buf, resp_cap, resp_len);
+}
+
+/* Where meta_handle_many() keeps its requests between their steps; @n of each. */
+struct many {
+	struct prepared *p;
+	struct meta_txn **t;
+	void **args;
+	int *rets;
+	size_t *which; /* the call of each request in the group */
+};
+
+static void handle_many(struct meta *m, struct meta_call *calls, size_t n, const struct many *w)
+{
+	uint64_t start_ns = rdmafs_now_ns();
+	size_t grouped = 0;
+	bool durable = false;
+
+	for (size_t i = 0; i < n; i++) {
+		struct meta_call *c = &calls[i];
+		const struct meta_method *mm = find_method(c->method);
+
+		c->resp_len = 0;
+		/* changes only: a read needs no group */
+		if (!mm || !mm->write) {
+			c->ret = -EOPNOTSUPP;
+			continue;
+		}
+		c->ret = call_begin(m, &c->caller, mm, c->req, c->req_len, c->resp_buf, c->resp_cap,
+				    &c->resp_len, &w->p[i]);
+		if (!c->ret) {
+			w->t[grouped] = &w->p[i].t;
+			w->args[grouped] = &w->p[i].b;
+			w->which[grouped++] = i;
+		}
+	}
+	if (meta_group_run_many(m, w->t, run_body, w->args, w->rets, grouped))
+		for (size_t g = 0; g < grouped; g++)
+			w->rets[g] = -ENOMEM;
+	for (size_t g = 0; g < grouped; g++) {
+		calls[w->which[g]].ret = w->rets[g];
+		durable |= !w->rets[g] && w->p[w->which[g]].t.durable;
+	}
+	/* one flush for every request that needs one */
+	if (durable) {
+		int ret = meta_store_sync(m);
+
+		for (size_t g = 0; ret && g < grouped; g++)
+			if (!calls[w->which[g]].ret && w->p[w->which[g]].t.durable)
+				calls[w->which[g]].ret = ret;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct meta_method *mm = find_method(calls[i].method);
+
+		if (!mm)
+			continue;
+		if (mm->write)
+			calls[i].ret = call_end(&w->p[i], calls[i].ret);
+		count_call(m, mm, calls[i].req_len, calls[i].resp_len, calls[i].ret, start_ns);
+	}
+}
+
+void meta_handle_many(struct meta *m, struct meta_call *calls, size_t n)
+{
+	struct many w = {
+		.p = calloc(n, sizeof(*w.p)),
+		.t = calloc(n, sizeof(*w.t)),
+		.args = calloc(n, sizeof(*w.args)),
+		.rets = calloc(n, sizeof(*w.rets)),
+		.which = calloc(n, sizeof(*w.which)),
+	};
+
+	if (w.p && w.t && w.args && w.rets && w.which) {
+		handle_many(m, calls, n, &w);
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			calls[i].resp_len = 0;
+			calls[i].ret = -ENOMEM;
+		}
+	}
+	free(w.p);
+	free(w.t);
+	free(w.args);
+	free(w.rets);
+	free(w.which);
 }
 
 int meta_key_revoked(struct meta *m, uint64_t serial)

@@ -124,23 +124,30 @@ static void commit_group(struct meta *m, struct group_req *list)
 		undo_all(list, ret);
 }
 
-int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *arg)
+/*
+ * Queues the @n requests of @reqs together, so that one group takes them
+ * all, and returns once that group ran (led by this thread if no other was
+ * leading when they were queued).
+ */
+static void group_run(struct meta *m, struct group_req *reqs, size_t n)
 {
 	struct meta_group *g = m->group;
-	struct group_req self = {.t = t, .fn = fn, .arg = arg}, *list, *r;
+	struct group_req *list, *r;
 	uint64_t count = 0;
 
 	pthread_mutex_lock(&g->lock);
-	*g->tail = &self;
-	g->tail = &self.next;
-	g->queued++;
-	while (!self.done && g->running)
-		pthread_cond_wait(&g->done, &g->lock);
-	if (self.done) {
-		pthread_mutex_unlock(&g->lock);
-		return self.ret;
+	for (size_t i = 0; i < n; i++) {
+		*g->tail = &reqs[i];
+		g->tail = &reqs[i].next;
 	}
-	/* no group runs and ours is still queued: lead the next, with every request queued */
+	g->queued += (unsigned)n;
+	while (!reqs[0].done && g->running)
+		pthread_cond_wait(&g->done, &g->lock);
+	if (reqs[0].done) {
+		pthread_mutex_unlock(&g->lock);
+		return;
+	}
+	/* no group runs and ours are still queued: lead the next, with every request queued */
 	g->running = true;
 	list = g->head;
 	g->head = NULL;
@@ -161,7 +168,33 @@ int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *a
 	g->running = false;
 	pthread_cond_broadcast(&g->done);
 	pthread_mutex_unlock(&g->lock);
+}
+
+int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *arg)
+{
+	struct group_req self = {.t = t, .fn = fn, .arg = arg};
+
+	group_run(m, &self, 1);
 	return self.ret;
+}
+
+int meta_group_run_many(struct meta *m, struct meta_txn *const *t, meta_group_fn fn,
+			void *const *args, int *rets, size_t n)
+{
+	struct group_req *reqs;
+
+	if (!n)
+		return 0;
+	reqs = calloc(n, sizeof(*reqs));
+	if (!reqs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		reqs[i] = (struct group_req){.t = t[i], .fn = fn, .arg = args[i]};
+	group_run(m, reqs, n);
+	for (size_t i = 0; i < n; i++)
+		rets[i] = reqs[i].ret;
+	free(reqs);
+	return 0;
 }
 
 void meta_group_stats(struct meta *m, uint64_t *groups, uint64_t *requests)

@@ -108,6 +108,15 @@ bool meta_method_quick(uint32_t method);
 bool meta_may_run_inline(struct meta *m, uint32_t method);
 
 /*
+ * True when @method is a client's change that meta_may_run_inline() lets run
+ * on the receiving thread while no group runs: one a daemon may hold until
+ * the end of its batch of requests and then serve with the others held
+ * (meta_handle_many()). False for reads, SYNC, RECLAIM, the administration's
+ * changes and every change with metadata_sync = always.
+ */
+bool meta_may_batch(struct meta *m, uint32_t method);
+
+/*
  * Serves one RPC: unpacks @req (@req_len bytes, the protobuf body of method
  * @method), runs it in one LMDB transaction and packs the reply into
  * @resp_buf (@resp_cap bytes), setting *@resp_len. The caller keeps owning
@@ -143,6 +152,28 @@ struct meta_caller {
 int meta_handle_as(struct meta *m, const struct meta_caller *caller, uint32_t method,
 		   const void *req, size_t req_len, void *resp_buf, size_t resp_cap,
 		   size_t *resp_len);
+
+/* One request of meta_handle_many(): what meta_handle_as() takes, and its result. */
+struct meta_call {
+	struct meta_caller caller;
+	uint32_t method;
+	const void *req;
+	size_t req_len;
+	void *resp_buf;
+	size_t resp_cap;
+	size_t resp_len; /* out: the reply's length, 0 on an error */
+	int ret;	 /* out: meta_handle_as()'s result */
+};
+
+/*
+ * meta_handle_as() for the @n changes of @calls at once, from one thread: they
+ * join one group (meta/group.c), in their order, so changes that came
+ * together share one transaction's commit, and those that must be durable
+ * one flush. Each gets the result and reply it would have had alone; a
+ * method that is not a change (a read) gets -EOPNOTSUPP. Returns once every
+ * one is done.
+ */
+void meta_handle_many(struct meta *m, struct meta_call *calls, size_t n);
 
 /*
  * 1 if client key @serial was revoked, 0 if not (or never recorded: a key

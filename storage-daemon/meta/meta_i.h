@@ -64,6 +64,14 @@ void meta_group_destroy(struct meta *m);
  */
 int meta_group_run(struct meta *m, struct meta_txn *t, meta_group_fn fn, void *arg);
 
+/*
+ * meta_group_run() for @n requests at once from one thread (@fn(@t[i],
+ * @args[i]) each, its result in @rets[i]): all in the same group, in their
+ * order. Returns 0 once they ran, or -ENOMEM and none ran.
+ */
+int meta_group_run_many(struct meta *m, struct meta_txn *const *t, meta_group_fn fn,
+			void *const *args, int *rets, size_t n);
+
 /* Groups committed and requests run in them since meta_group_create(). */
 void meta_group_stats(struct meta *m, uint64_t *groups, uint64_t *requests);
 

@@ -342,6 +342,7 @@ static void send_request(struct peer *p, uint32_t method, const void *body, size
 	xprt_core_recv(c, frame, XPRT_HDR_SIZE + len);
 	if (c->state != XPRT_CONN_DEAD && !c->closing)
 		xprt_core_recv_reposted(c, 1);
+	xprt_core_batch_end(ctx);
 }
 
 /* Runs what the daemon queued, as its worker would, without ctx->lock. */
@@ -488,6 +489,7 @@ static void setup_once(void)
 	listener.ctx = ctx;
 	listener.ops = &fake_ops;
 	listener.cb = server_request_cb;
+	listener.batch_end = server_batch_end;
 	listener.cb_arg = srv;
 	pthread_mutex_lock(&ctx->lock);
 	open_conn(&ctl_peer);

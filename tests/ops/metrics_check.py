@@ -51,6 +51,7 @@ COMMON = {
     "rdmafs_inline_reads": "counter",
     "rdmafs_requests_run_on_receipt": "counter",
     "rdmafs_requests_handed_on": "counter",
+    "rdmafs_requests_batched": "counter",
     "rdmafs_rdma_seconds": "counter",
     "rdmafs_disk_seconds": "counter",
     "rdmafs_connections": "gauge",
@@ -191,6 +192,12 @@ def main():
         replies = by_op(families, "rdmafs_meta_reply_bytes", "_total")
         check(replies.get("GET_CLUSTER_MAP", 0) > 0, f"{name}: reply bytes counted")
         check_histograms(families, "rdmafs_meta_request_duration_seconds", name)
+        # the mount's creates and removals came to the service's receiving thread
+        batched = value(families, "rdmafs_requests_batched") or 0
+        on_receipt = value(families, "rdmafs_requests_run_on_receipt") or 0
+        check(0 < batched <= on_receipt,
+              f"{name}: 0 < metadata changes batched <= requests run on receipt",
+              f"{batched} {on_receipt}")
         commits = value(families, "rdmafs_meta_commits") or 0
         committed = value(families, "rdmafs_meta_committed_requests") or 0
         check(0 < commits <= committed, f"{name}: 0 < meta commits <= requests committed",

@@ -8,6 +8,7 @@
  * that kill or restart a peer spawn this program again as `--serve`.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -380,6 +381,94 @@ static void test_many_rpcs(void **state)
 	assert_int_equal(ss.send_credits, cs.recv_credits);
 	assert_int_equal(cs.calls_pending, 0);
 	xprt_conn_close(c);
+	pthread_cond_destroy(&s.cond);
+	pthread_mutex_destroy(&s.lock);
+}
+
+/* What a batched listener's callbacks saw (test_batch_end()). */
+#define BATCH_HELD_MAX 512
+static struct {
+	struct xprt_req *held[BATCH_HELD_MAX];
+	unsigned n, ends, empty_ends, other_thread, most;
+	pthread_t thread; /* the thread that delivered the requests held */
+} batch;
+
+/* Holds every request for the batch end; answers at once only past what it can hold. */
+static void batch_hold(struct xprt_req *req, void *arg)
+{
+	if (batch.n == BATCH_HELD_MAX) {
+		xprt_reply(req, -ENOSPC, NULL, 0);
+		return;
+	}
+	if (!batch.n)
+		batch.thread = pthread_self();
+	batch.held[batch.n++] = req;
+}
+
+/* Echoes every request held since the last batch end. */
+static void batch_answer(void *arg)
+{
+	if (!batch.n)
+		batch.empty_ends++;
+	else if (!pthread_equal(batch.thread, pthread_self()))
+		batch.other_thread++;
+	if (batch.n > batch.most)
+		batch.most = batch.n;
+	for (unsigned i = 0; i < batch.n; i++) {
+		size_t len;
+		const void *body = xprt_req_body(batch.held[i], &len);
+
+		xprt_reply(batch.held[i], 0, body, len);
+	}
+	batch.n = 0;
+	batch.ends++;
+}
+
+/*
+ * xprt.h: a listener's batch end runs on the thread that delivered the
+ * requests, after them, and never for a batch without a request; a server
+ * that answers only there answers every call (each would fail with
+ * -ETIMEDOUT after 10 s were one left past its batch's end).
+ */
+static void test_batch_end(void **state)
+{
+	const uint32_t total = 4000, window = 64;
+	struct storm s = {.outstanding = 0};
+	struct xprt_listener *l;
+	struct xprt_conn *c;
+	uint64_t sent;
+	char uri[128];
+
+	snprintf(uri, sizeof(uri), "%s://%s:0", kind_name, test_addr);
+	assert_int_equal(xprt_listen_batched(srv_ctx, uri, batch_hold, batch_answer, NULL, &l), 0);
+	snprintf(uri, sizeof(uri), "%s://%s:%u", kind_name, test_addr, xprt_listener_port(l));
+	c = connect_ok(cli_ctx, uri);
+	pthread_mutex_init(&s.lock, NULL);
+	pthread_cond_init(&s.cond, NULL);
+	/* stops at the first call that fails: one left past its batch's end fails them all */
+	for (sent = 0; sent < total && !s.bad; sent++) {
+		pthread_mutex_lock(&s.lock);
+		while (s.outstanding >= window)
+			pthread_cond_wait(&s.cond, &s.lock);
+		s.outstanding++;
+		pthread_mutex_unlock(&s.lock);
+		assert_int_equal(
+			xprt_call_async(c, M_ECHO, &sent, sizeof(sent), 10000, storm_reply, &s), 0);
+	}
+	pthread_mutex_lock(&s.lock);
+	while (s.done < sent)
+		pthread_cond_wait(&s.cond, &s.lock);
+	pthread_mutex_unlock(&s.lock);
+	xprt_conn_close(c);
+	xprt_listener_close(l);
+	printf("batch end: %" PRIu64 " requests in %u batches, at most %u in one\n", sent,
+	       batch.ends, batch.most);
+	assert_int_equal(s.bad, 0);
+	assert_int_equal(sent, total);
+	assert_int_equal(batch.empty_ends, 0);
+	assert_int_equal(batch.other_thread, 0);
+	assert_true(batch.ends >= 1 && batch.ends <= total);
+	assert_int_equal(batch.n, 0);
 	pthread_cond_destroy(&s.cond);
 	pthread_mutex_destroy(&s.lock);
 }
@@ -903,6 +992,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bulk_read_write),
 		cmocka_unit_test(test_many_rpcs),
 		cmocka_unit_test(test_sync_callers),
+		cmocka_unit_test(test_batch_end),
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_wrong_secret),

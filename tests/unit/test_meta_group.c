@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "meta_i.h"
+#include "rdmafs_common.h"
 #include "test_meta_util.h"
 
 #define ROOT 1
@@ -341,6 +342,219 @@ static void test_inline_only_when_no_group_runs(void **state)
 	tm_teardown(&always);
 }
 
+/* ---- meta_handle_many(): a daemon's batch of changes ---- */
+
+/* A packed CreateReq for @name in the root (exclusive), in @buf; its length. */
+static size_t pack_create(const char *name, uint8_t *buf, size_t cap)
+{
+	Rdmafs__CreateReq req = RDMAFS__CREATE_REQ__INIT;
+
+	req.parent = ROOT;
+	req.name = (ProtobufCBinaryData){strlen(name), (uint8_t *)name};
+	req.mode = S_IFREG | 0644;
+	req.exclusive = true;
+	req.open_flags = O_RDWR;
+	assert_true(rdmafs__create_req__get_packed_size(&req) <= cap);
+	return rdmafs__create_req__pack(&req, buf);
+}
+
+/* The handle of a CreateResp in @c's reply (the call succeeded). */
+static uint64_t created_handle(const struct meta_call *c)
+{
+	Rdmafs__CreateResp *r;
+	uint64_t h;
+
+	assert_int_equal(c->ret, 0);
+	r = rdmafs__create_resp__unpack(NULL, c->resp_len, c->resp_buf);
+	assert_non_null(r);
+	assert_true(r->created);
+	h = r->handle;
+	rdmafs__create_resp__free_unpacked(r, NULL);
+	return h;
+}
+
+/*
+ * meta.h: the changes of a batch run in one group, in their order, each with
+ * the answer it would have had alone: "b1" twice (the second -EEXIST and
+ * undone alone, its handle with it), a keyed read-only caller's create
+ * -EROFS, a malformed request -EBADMSG, a read and an unknown method
+ * -EOPNOTSUPP. One group holds the requests that reached their transaction.
+ */
+static void test_many_in_one_group(void **state)
+{
+	enum { N = 7 };
+	struct tm_env *e = *state;
+	static uint8_t reqs[N][256], resps[N][4096];
+	struct meta_call calls[N];
+	uint64_t groups0, reqs0, groups, nreqs;
+	struct meta_handle_info info;
+	const char *names[N] = {"b1", "b2", "b1", "b3", NULL, NULL, NULL};
+	uint64_t h1, h2;
+	struct tm_attr a;
+
+	meta_group_stats(e->m, &groups0, &reqs0);
+	for (int i = 0; i < N; i++) {
+		calls[i] = (struct meta_call){
+			.method = RDMAFS__METHOD__METHOD_CREATE,
+			.req = reqs[i],
+			.resp_buf = resps[i],
+			.resp_cap = sizeof(resps[i]),
+			.ret = 1,
+		};
+		if (names[i])
+			calls[i].req_len = pack_create(names[i], reqs[i], sizeof(reqs[i]));
+	}
+	calls[3].caller =
+		(struct meta_caller){.keyed = true, .serial = 7, .flags = RDMAFS_KEY_READ_ONLY};
+	/* a field 1 (parent, a varint) cut short */
+	reqs[4][0] = 0x08;
+	reqs[4][1] = 0x80;
+	calls[4].req_len = 2;
+	calls[5].method = RDMAFS__METHOD__METHOD_LOOKUP;
+	calls[6].method = 0x7fff;
+
+	meta_handle_many(e->m, calls, N);
+
+	h1 = created_handle(&calls[0]);
+	h2 = created_handle(&calls[1]);
+	assert_int_equal(calls[2].ret, -EEXIST);
+	assert_int_equal(calls[3].ret, -EROFS);
+	assert_int_equal(calls[4].ret, -EBADMSG);
+	assert_int_equal(calls[5].ret, -EOPNOTSUPP);
+	assert_int_equal(calls[6].ret, -EOPNOTSUPP);
+	for (int i = 2; i < N; i++)
+		assert_int_equal(calls[i].resp_len, 0);
+	meta_group_stats(e->m, &groups, &nreqs);
+	assert_int_equal(groups - groups0, 1);
+	assert_int_equal(nreqs - reqs0, 3);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "b1", &a), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "b2", &a), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "b3", &a), -ENOENT);
+	assert_int_equal(meta_handles_total(e->m), 2);
+	assert_int_equal(meta_handle_find(e->m, h1, &info), 0);
+	assert_int_equal(meta_handle_find(e->m, h2, &info), 0);
+	/* what the batch committed is in the store after a reopen */
+	tm_reopen(e);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "b1", &a), 0);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "b2", &a), 0);
+}
+
+struct many_run {
+	struct meta *m;
+	struct meta_call *calls;
+	size_t n;
+	bool done;
+};
+
+static void *many_main(void *arg)
+{
+	struct many_run *r = arg;
+
+	meta_handle_many(r->m, r->calls, r->n);
+	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * A batch that arrives while another group runs queues behind it, all its
+ * requests together, and they share the next group (a daemon sends such a
+ * batch to its workers instead, meta_may_run_inline(); this is the contract
+ * if one ever joins).
+ */
+static void test_many_waits_for_a_running_group(void **state)
+{
+	enum { N = 3 };
+	struct tm_env *e = *state;
+	struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+	struct req a = {e->m, "test_a", 0, true, -1, &g};
+	static uint8_t reqs[N][256], resps[N][4096];
+	struct meta_call calls[N];
+	struct many_run r = {e->m, calls, N, false};
+	uint64_t groups0, reqs0, groups, nreqs;
+	unsigned queued;
+	pthread_t ta, tb;
+	bool early;
+	char name[8];
+
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "w%d", i);
+		calls[i] = (struct meta_call){
+			.method = RDMAFS__METHOD__METHOD_CREATE,
+			.req = reqs[i],
+			.req_len = pack_create(name, reqs[i], sizeof(reqs[i])),
+			.resp_buf = resps[i],
+			.resp_cap = sizeof(resps[i]),
+		};
+	}
+	meta_group_stats(e->m, &groups0, &reqs0);
+	assert_int_equal(pthread_create(&ta, NULL, run, &a), 0);
+	gate_wait_inside(&g);
+	assert_int_equal(pthread_create(&tb, NULL, many_main, &r), 0);
+	/* all N queued at once (10 s at most); the gate opens before any verdict */
+	for (int i = 0; i < 10000 && meta_group_queued(e->m) < N; i++)
+		usleep(1000);
+	queued = meta_group_queued(e->m);
+	early = __atomic_load_n(&r.done, __ATOMIC_ACQUIRE);
+	gate_open(&g);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	assert_int_equal(queued, N);
+	assert_false(early);
+	assert_int_equal(a.result, 0);
+	for (int i = 0; i < N; i++)
+		created_handle(&calls[i]);
+	meta_group_stats(e->m, &groups, &nreqs);
+	assert_int_equal(groups - groups0, 2);
+	assert_int_equal(nreqs - reqs0, 1 + N);
+}
+
+/*
+ * meta.h: meta_may_batch() names a client's changes whether or not a group
+ * runs (a batch is served as a group of its own), never a read, SYNC,
+ * RECLAIM, the administration's methods, nor any change with
+ * metadata_sync = always.
+ */
+static void test_may_batch(void **state)
+{
+	static const uint32_t changes[] = {
+		RDMAFS__METHOD__METHOD_CREATE,	    RDMAFS__METHOD__METHOD_MKDIR,
+		RDMAFS__METHOD__METHOD_UNLINK,	    RDMAFS__METHOD__METHOD_RENAME,
+		RDMAFS__METHOD__METHOD_SETATTR,	    RDMAFS__METHOD__METHOD_RELEASE,
+		RDMAFS__METHOD__METHOD_UPDATE_SIZE, RDMAFS__METHOD__METHOD_SETXATTR,
+	};
+	static const uint32_t never[] = {
+		RDMAFS__METHOD__METHOD_LOOKUP,
+		RDMAFS__METHOD__METHOD_GETATTR,
+		RDMAFS__METHOD__METHOD_SYNC,
+		RDMAFS__METHOD__METHOD_RECLAIM,
+		RDMAFS__METHOD__METHOD_REGISTER_DAEMON,
+		RDMAFS__METHOD__METHOD_HEARTBEAT,
+		RDMAFS__METHOD__METHOD_CHUNK_WRITE,
+		0x7fff,
+	};
+	struct tm_env *e = *state, always = {0};
+	struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+	struct req a = {e->m, "test_a", 0, true, -1, &g};
+	struct meta_options o;
+	pthread_t ta;
+
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		assert_false(meta_may_batch(e->m, never[i]));
+	assert_int_equal(pthread_create(&ta, NULL, run, &a), 0);
+	gate_wait_inside(&g);
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++)
+		assert_true(meta_may_batch(e->m, changes[i]));
+	gate_open(&g);
+	pthread_join(ta, NULL);
+
+	o = e->opts;
+	o.sync_always = true;
+	tm_setup_with(&always, 1, &o);
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++)
+		assert_false(meta_may_batch(always.m, changes[i]));
+	tm_teardown(&always);
+}
+
 /* ---- many writers on one directory ---- */
 
 enum { WRITERS = 8, NAMES = 120 };
@@ -430,6 +644,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_inline_only_when_no_group_runs, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_many_in_one_group, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_waits_for_a_running_group, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_may_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writers_on_one_directory, setup, teardown),
 	};
 

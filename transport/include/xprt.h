@@ -333,6 +333,21 @@ typedef void (*xprt_request_cb)(struct xprt_req *req, void *arg);
 int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void *arg,
 		struct xprt_listener **out);
 
+/*
+ * The end of a batch of requests: runs with the transport's lock held, on the
+ * thread that delivered them to the listener's callback, once it has
+ * delivered every request it found at once (what one read of a socket
+ * brought over tcp, the receives of one poll of the completion queues over
+ * verbs), before it waits for more; never for a batch without a request. A
+ * server may keep the requests its callback got meanwhile and serve them
+ * together here, as long as it keeps none past it. @arg is the callback's.
+ */
+typedef void (*xprt_batch_end_cb)(void *arg);
+
+/* xprt_listen() with a batch end (NULL: none, as xprt_listen()). */
+int xprt_listen_batched(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb,
+			xprt_batch_end_cb batch_end, void *arg, struct xprt_listener **out);
+
 /* Stops accepting; established connections stay. NULL is a no-op. */
 void xprt_listener_close(struct xprt_listener *listener);
 uint16_t xprt_listener_port(const struct xprt_listener *listener);
