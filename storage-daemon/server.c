@@ -20,7 +20,11 @@
  * queues as usual). Handing such a request to a worker cost more than running
  * it, and a client waiting for each answer paid that every time. They are:
  * - the quick metadata reads, and with metadata_sync = batch a client's
- *   change when no group commits or waits (meta_may_run_inline());
+ *   changes: held until the end of the batch of requests they came in
+ *   (batch_take(), server_batch_end(): libxprt's batch end, once this thread
+ *   has delivered all it read at once), then run together, one group and one
+ *   commit, when no group commits or waits (meta_may_run_inline()), else
+ *   queued for the workers;
  * - a CHUNK_WRITE whose data came inside it and a CHUNK_READ whose answer
  *   fits inside the reply: no one-sided RDMA, which this thread would have
  *   to complete itself. Their reads never wait for the disk

@@ -96,7 +96,8 @@ bool meta_method_quick(uint32_t method);
  * True when a daemon may run @method on the thread that received it, now: a
  * quick read (meta_method_quick()), or a client's change (any method but
  * SYNC, RECLAIM and the administration's) while metadata_sync = batch and no
- * group commits or waits. Such a change is then a group of one: its own
+ * group commits or waits. Such a change is then a group of its own (alone,
+ * or with the changes that came with it: meta_handle_many()): its own
  * transaction, whose commit writes to the page cache and flushes nothing
  * (unless the change must be on disk before its answer, as a removal whose
  * chunks go next: then it flushes on that thread), so handing it to another
