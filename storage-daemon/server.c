@@ -161,7 +161,9 @@ struct scrub_job {
 /*
  * The metadata changes that arrived in one batch of a receiving thread
  * (xprt_listen_batched()), served together at its end
- * (server_batch_end()): one group, one commit.
+ * (server_batch_end()): one group, one commit. The transport's lock guards
+ * it: the daemon's one context calls server_request_cb() and
+ * server_batch_end() with it held.
  */
 #define BATCH_MAX 64u
 struct batch {
