@@ -757,7 +757,11 @@ struct server_stats {
  * snapshot taken while workers count, not one instant). Any thread.
  */
 void server_stats_get(struct server *srv, struct server_stats *out);
-/* The xprt_request_cb to pass to xprt_listen(); @arg is the server. */
+/*
+ * The xprt_request_cb to pass to xprt_listen_batched() with
+ * server_batch_end() (or to xprt_listen(): then it holds nothing); @arg is
+ * the server.
+ */
 void server_request_cb(struct xprt_req *req, void *arg);
 /*
  * The listener's batch end (xprt_listen_batched()): serves together

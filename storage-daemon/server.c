@@ -1574,8 +1574,11 @@ static struct lane *lane_of(struct server *srv, struct xprt_req *req)
 	return &srv->lanes[LANE_DATA];
 }
 
-/* Queues @req in its lane for a worker; answers it at once when it cannot. */
-static void enqueue(struct server *srv, struct xprt_req *req)
+/*
+ * Queues @req, received at @start_ns, in its lane for a worker; answers it at
+ * once when it cannot.
+ */
+static void enqueue(struct server *srv, struct xprt_req *req, uint64_t start_ns)
 {
 	struct lane *lane = lane_of(srv, req);
 	int status = 0;
@@ -1588,7 +1591,7 @@ static void enqueue(struct server *srv, struct xprt_req *req)
 		srv->busy++;
 	} else {
 		lane->queue[(lane->head + lane->len) % lane->cap] =
-			(struct queued){.req = req, .start_ns = rdmafs_now_ns()};
+			(struct queued){.req = req, .start_ns = start_ns};
 		lane->len++;
 		pthread_cond_signal(&lane->cond);
 	}
@@ -1615,7 +1618,7 @@ static bool batch_take(struct server *srv, struct xprt_req *req)
 		return false;
 	if (xprt_conn_identity(xprt_req_conn(req), &id))
 		memset(&id, 0, sizeof(id));
-	if (chunk_access(srv, &id, method))
+	if (chunk_access(srv, &id, method) || !xprt_req_batched(req))
 		return false;
 	if (b->n == BATCH_MAX)
 		server_batch_end(srv);
@@ -1652,11 +1655,11 @@ void server_batch_end(void *arg)
 	if (!meta_may_run_inline(srv->meta, b->call[0].method) ||
 	    pthread_mutex_trylock(&srv->quick_lock)) {
 		for (unsigned i = 0; i < n; i++)
-			enqueue(srv, b->req[i]);
+			enqueue(srv, b->req[i], b->start_ns[i]);
 	} else if (__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED)) {
 		pthread_mutex_unlock(&srv->quick_lock);
 		for (unsigned i = 0; i < n; i++)
-			enqueue(srv, b->req[i]);
+			enqueue(srv, b->req[i], b->start_ns[i]);
 	} else {
 		meta_handle_many(srv->meta, b->call, n);
 		pthread_mutex_unlock(&srv->quick_lock);
@@ -1682,7 +1685,7 @@ void server_request_cb(struct xprt_req *req, void *arg)
 
 	if (batch_take(srv, req) || quick_run(srv, req))
 		return;
-	enqueue(srv, req);
+	enqueue(srv, req, rdmafs_now_ns());
 }
 
 /* The queue and workers of @lane (@data: each with a pool buffer and an io_uring); threads too. */

@@ -1191,6 +1191,13 @@ const void *xprt_req_body(const struct xprt_req *req, size_t *len)
 	return req->body;
 }
 
+bool xprt_req_batched(const struct xprt_req *req)
+{
+	const struct xprt_listener *l = req->conn->listener;
+
+	return l && !l->closed && l->batch_end;
+}
+
 struct xprt_conn *xprt_req_conn(const struct xprt_req *req)
 {
 	return req->conn;
@@ -1460,6 +1467,11 @@ static void listener_free_locked(struct xprt_listener *l)
 {
 	struct list_head *pos;
 
+	/* what it delivered gets its batch end while the listener is still there */
+	if (l->delivered && l->batch_end) {
+		l->delivered = false;
+		l->batch_end(l->cb_arg);
+	}
 	l->ops->listener_close(l);
 	list_del(&l->link);
 	/* Connections it accepted stay, but no longer point at it. */

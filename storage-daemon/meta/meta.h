@@ -170,9 +170,10 @@ struct meta_call {
  * meta_handle_as() for the @n changes of @calls at once, from one thread: they
  * join one group (meta/group.c), in their order, so changes that came
  * together share one transaction's commit, and those that must be durable
- * one flush. Each gets the result and reply it would have had alone; a
- * method that is not a change (a read) gets -EOPNOTSUPP. Returns once every
- * one is done.
+ * one flush. Each gets the result and reply it would have had alone, but
+ * for a commit that fails: then every change of the group gets its error,
+ * as in any group. A method that is not a change (a read) gets -EOPNOTSUPP
+ * and counts as that method's error. Returns once every one is done.
  */
 void meta_handle_many(struct meta *m, struct meta_call *calls, size_t n);
 

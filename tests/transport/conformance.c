@@ -136,6 +136,8 @@ static void serve(struct xprt_req *req, void *arg)
 	int ret;
 
 	last_server_conn = xprt_req_conn(req);
+	if (xprt_req_batched(req))
+		batch.plain_batched++;
 	switch (xprt_req_method(req)) {
 	case M_ECHO:
 		xprt_reply(req, 0, body, len);
@@ -390,6 +392,8 @@ static void test_many_rpcs(void **state)
 static struct {
 	struct xprt_req *held[BATCH_HELD_MAX];
 	unsigned n, ends, empty_ends, other_thread, most;
+	unsigned unbatched;	/* held requests xprt_req_batched() said no batch end would follow */
+	unsigned plain_batched; /* requests to a plain listener it said one would */
 	pthread_t thread; /* the thread that delivered the requests held */
 } batch;
 
@@ -402,6 +406,8 @@ static void batch_hold(struct xprt_req *req, void *arg)
 	}
 	if (!batch.n)
 		batch.thread = pthread_self();
+	if (!xprt_req_batched(req))
+		batch.unbatched++;
 	batch.held[batch.n++] = req;
 }
 
@@ -426,7 +432,9 @@ static void batch_answer(void *arg)
 
 /*
  * xprt.h: a listener's batch end runs on the thread that delivered the
- * requests, after them, and never for a batch without a request; a server
+ * requests, after them, and never for a batch without a request;
+ * xprt_req_batched() says so of its requests, and not of a plain listener's
+ * (the earlier tests' echoes); a server
  * that answers only there answers every call (each would fail with
  * -ETIMEDOUT after 10 s were one left past its batch's end).
  */
@@ -466,6 +474,8 @@ static void test_batch_end(void **state)
 	assert_int_equal(s.bad, 0);
 	assert_int_equal(sent, total);
 	assert_int_equal(batch.empty_ends, 0);
+	assert_int_equal(batch.unbatched, 0);
+	assert_int_equal(batch.plain_batched, 0);
 	assert_int_equal(batch.other_thread, 0);
 	assert_true(batch.ends >= 1 && batch.ends <= total);
 	assert_int_equal(batch.n, 0);

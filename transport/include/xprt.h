@@ -321,8 +321,11 @@ int xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, siz
 /* ---- serving ----------------------------------------------------------- */
 
 /*
- * Runs on the progress thread for every request after HELLO succeeded. The
- * handler owns @req until it passes it to xprt_reply(), from any thread.
+ * Runs for every request after HELLO succeeded, with the transport's lock
+ * held, on the thread that read it: the progress thread, or a caller that
+ * reads or polls while it waits for its own answer (xprt_call_wait(), a
+ * synchronous one-sided op). The handler owns @req until it passes it to
+ * xprt_reply(), from any thread.
  */
 typedef void (*xprt_request_cb)(struct xprt_req *req, void *arg);
 
@@ -340,7 +343,10 @@ int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void 
  * brought over tcp, the receives of one poll of the completion queues over
  * verbs), before it waits for more; never for a batch without a request. A
  * server may keep the requests its callback got meanwhile and serve them
- * together here, as long as it keeps none past it. @arg is the callback's.
+ * together here, as long as it keeps none past it (xprt_req_batched() says
+ * whether a request's batch end will come). A listener closed with requests
+ * delivered runs its batch end first. A batch end must not close a listener.
+ * @arg is the callback's.
  */
 typedef void (*xprt_batch_end_cb)(void *arg);
 
@@ -356,6 +362,12 @@ enum xprt_kind xprt_listener_kind(const struct xprt_listener *listener);
 uint32_t xprt_req_method(const struct xprt_req *req);
 uint64_t xprt_req_id(const struct xprt_req *req);
 const void *xprt_req_body(const struct xprt_req *req, size_t *len);
+/*
+ * Whether @req's batch end will run (its listener was made by
+ * xprt_listen_batched() with one, and is open); called from the request
+ * callback, under the transport's lock.
+ */
+bool xprt_req_batched(const struct xprt_req *req);
 /* The connection the request came on; the request holds a reference. */
 struct xprt_conn *xprt_req_conn(const struct xprt_req *req);
 
