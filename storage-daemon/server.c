@@ -1644,6 +1644,7 @@ void server_batch_end(void *arg)
 	struct server *srv = arg;
 	struct batch *b = &srv->batch;
 	unsigned n = b->n;
+	bool run;
 
 	if (!n || b->serving)
 		return;
@@ -1652,12 +1653,14 @@ void server_batch_end(void *arg)
 	 * As quick_run(): not while a group runs or waits (it would wait for it),
 	 * one receiving thread at a time, none past server_stop().
 	 */
-	if (!meta_may_run_inline(srv->meta, b->call[0].method) ||
-	    pthread_mutex_trylock(&srv->quick_lock)) {
-		for (unsigned i = 0; i < n; i++)
-			enqueue(srv, b->req[i], b->start_ns[i]);
-	} else if (__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED)) {
+	run = meta_may_run_inline(srv->meta, b->call[0].method) &&
+	      !pthread_mutex_trylock(&srv->quick_lock);
+
+	if (run && __atomic_load_n(&srv->stopping, __ATOMIC_RELAXED)) {
 		pthread_mutex_unlock(&srv->quick_lock);
+		run = false;
+	}
+	if (!run) {
 		for (unsigned i = 0; i < n; i++)
 			enqueue(srv, b->req[i], b->start_ns[i]);
 	} else {

@@ -490,6 +490,7 @@ static void handle_many(struct meta *m, struct meta_call *calls, size_t n, const
 		c->resp_len = 0;
 		/* changes only: a read needs no group */
 		if (!mm || !mm->write) {
+			w->p[i].b.mm = mm; /* counted below, if known */
 			c->ret = -EOPNOTSUPP;
 			continue;
 		}
@@ -517,7 +518,7 @@ static void handle_many(struct meta *m, struct meta_call *calls, size_t n, const
 				calls[w->which[g]].ret = ret;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct meta_method *mm = find_method(calls[i].method);
+		const struct meta_method *mm = w->p[i].b.mm;
 
 		if (!mm)
 			continue;
