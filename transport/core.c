@@ -761,6 +761,8 @@ void xprt_core_batch_end(struct xprt_ctx *ctx)
 	if (!ctx->delivered)
 		return;
 	ctx->delivered = false;
+	/* its replies go out together when it returns, one write per connection over tcp */
+	ctx->sends_held = true;
 	list_for_each (pos, &ctx->listeners) {
 		struct xprt_listener *l = list_entry(pos, struct xprt_listener, link);
 
@@ -770,6 +772,10 @@ void xprt_core_batch_end(struct xprt_ctx *ctx)
 		if (l->batch_end)
 			l->batch_end(l->cb_arg);
 	}
+	ctx->sends_held = false;
+	for (int k = 0; k < 3; k++)
+		if (ctx->backends[k] && ctx->backends[k]->flush_held)
+			ctx->backends[k]->flush_held(ctx);
 }
 
 static void handle_response(struct xprt_conn *c, const struct xprt_hdr *h, const uint8_t *body,

@@ -30,6 +30,12 @@
 /* A target queueing more READ responses than this is being flooded: cut the peer. */
 #define TCP_MAX_TXQ	   4096u
 #define TCP_LISTEN_BACKLOG 128
+/*
+ * Frames a connection keeps queued, while it is being read or while a batch
+ * end answers, before one write sends them together; also the most frames
+ * one write takes.
+ */
+#define TCP_TX_GATHER 64u
 
 enum tcp_rx_state {
 	RX_PREAMBLE, /* waiting for the peer's connection parameters */
@@ -64,6 +70,15 @@ struct tcp_conn {
 	uint64_t direct_write_id;	/* a WRITE landing in our memory: its id, for the ack */
 	struct list_head txq;
 	uint32_t txq_len;
+	bool reading;		    /* in rx_read(): what it queues goes out when the read ends */
+	bool held;		    /* on tcp_ctx.held */
+	struct list_head held_link; /* tcp_ctx.held */
+};
+
+/* The backend's state per context (ctx->tcp). */
+struct tcp_ctx {
+	/* connections with frames queued during a batch end, written when it returns */
+	struct list_head held;
 };
 
 struct tcp_listener {
@@ -73,11 +88,19 @@ struct tcp_listener {
 
 static int tcp_ctx_init(struct xprt_ctx *ctx)
 {
+	struct tcp_ctx *tx = calloc(1, sizeof(*tx));
+
+	if (!tx)
+		return -ENOMEM;
+	list_init(&tx->held);
+	ctx->tcp = tx;
 	return 0;
 }
 
 static void tcp_ctx_fini(struct xprt_ctx *ctx)
 {
+	free(ctx->tcp);
+	ctx->tcp = NULL;
 }
 
 static void set_events(struct tcp_conn *tc, uint32_t events)
@@ -93,45 +116,91 @@ static void set_events(struct tcp_conn *tc, uint32_t events)
 
 /* ---- sending ---- */
 
-/* Writes as much of the queue as the socket takes; -errno on a dead socket. */
+/* Adds what is left of @tx to @iov at @n; returns the new count and adds its bytes to @len. */
+static int tx_iov(const struct tcp_tx *tx, struct iovec *iov, int n, size_t *len)
+{
+	if (tx->sent < tx->head_len) {
+		iov[n].iov_base = (void *)(tx->head + tx->sent);
+		iov[n++].iov_len = tx->head_len - tx->sent;
+	}
+	if (tx->data_len) {
+		size_t done = tx->sent > tx->head_len ? tx->sent - tx->head_len : 0;
+
+		iov[n].iov_base = (void *)(tx->data + done);
+		iov[n++].iov_len = tx->data_len - done;
+	}
+	*len += tx->head_len + tx->data_len - tx->sent;
+	return n;
+}
+
+/*
+ * Writes as much of the queue as the socket takes, up to TCP_TX_GATHER
+ * frames a write; -errno on a dead socket.
+ */
 static int tx_flush(struct tcp_conn *tc)
 {
 	while (!list_empty(&tc->txq)) {
-		struct tcp_tx *tx = list_first_entry(&tc->txq, struct tcp_tx, link);
-		struct iovec iov[2];
+		struct iovec iov[2 * TCP_TX_GATHER];
+		struct list_head *pos, *tmp;
+		size_t want = 0, w;
+		ssize_t r;
 		int n = 0;
-		ssize_t w;
 
-		if (tx->sent < tx->head_len) {
-			iov[n].iov_base = tx->head + tx->sent;
-			iov[n++].iov_len = tx->head_len - tx->sent;
-		}
-		if (tx->data_len) {
-			size_t done = tx->sent > tx->head_len ? tx->sent - tx->head_len : 0;
-
-			iov[n].iov_base = (void *)(tx->data + done);
-			iov[n++].iov_len = tx->data_len - done;
+		list_for_each (pos, &tc->txq) {
+			if (n == 2 * TCP_TX_GATHER)
+				break;
+			n = tx_iov(list_entry(pos, struct tcp_tx, link), iov, n, &want);
 		}
 		/* MSG_NOSIGNAL: a peer that went away is an error here, never a SIGPIPE. */
-		w = sendmsg(tc->poller.fd,
+		r = sendmsg(tc->poller.fd,
 			    &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n},
 			    MSG_NOSIGNAL);
-		if (w < 0) {
+		if (r < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				break;
 			return -errno;
 		}
-		tx->sent += (size_t)w;
-		if (tx->sent < tx->head_len + tx->data_len)
-			break;
-		list_del(&tx->link);
-		tc->txq_len--;
-		free(tx);
+		tc->conn->stats.writes++;
+		w = (size_t)r;
+		list_for_each_safe (pos, tmp, &tc->txq) {
+			struct tcp_tx *tx = list_entry(pos, struct tcp_tx, link);
+			size_t left = tx->head_len + tx->data_len - tx->sent;
+
+			if (w < left) {
+				tx->sent += w;
+				break;
+			}
+			w -= left;
+			list_del(&tx->link);
+			tc->txq_len--;
+			free(tx);
+		}
+		if ((size_t)r < want)
+			break; /* the socket is full: EPOLLOUT says when it has room */
 	}
 	if (tc->rx_state != RX_STOPPED || !list_empty(&tc->txq))
 		set_events(tc, (tc->rx_state == RX_STOPPED ? 0 : EPOLLIN) |
 				       (list_empty(&tc->txq) ? 0 : EPOLLOUT));
 	return 0;
+}
+
+/* Leaves @tc's queue for the batch end's return (tcp_flush_held()). */
+static void hold(struct tcp_conn *tc)
+{
+	struct tcp_ctx *tx = tc->conn->ctx->tcp;
+
+	if (tc->held)
+		return;
+	tc->held = true;
+	list_add_tail(&tc->held_link, &tx->held);
+}
+
+static void unhold(struct tcp_conn *tc)
+{
+	if (!tc->held)
+		return;
+	tc->held = false;
+	list_del(&tc->held_link);
 }
 
 /*
@@ -163,7 +232,35 @@ static int tx_queue(struct tcp_conn *tc, const uint8_t *head, size_t head_len, c
 	tc->txq_len++;
 	if (tc->connecting)
 		return 0;
+	/* Frames queued while the connection is read, or while a batch end answers, go together. */
+	if (tc->txq_len < TCP_TX_GATHER) {
+		if (tc->reading)
+			return 0;
+		if (tc->conn->ctx->sends_held) {
+			hold(tc);
+			return 0;
+		}
+	}
 	return tx_flush(tc);
+}
+
+/* Writes what connections queued during a batch end (xprt_i.h, flush_held). */
+static void tcp_flush_held(struct xprt_ctx *ctx)
+{
+	struct tcp_ctx *tx = ctx->tcp;
+
+	while (!list_empty(&tx->held)) {
+		struct tcp_conn *tc = list_first_entry(&tx->held, struct tcp_conn, held_link);
+		struct xprt_conn *c = tc->conn;
+		int ret;
+
+		unhold(tc);
+		if (c->state == XPRT_CONN_DEAD)
+			continue;
+		ret = tx_flush(tc);
+		if (ret)
+			xprt_core_conn_failed(c, c->closing && c->error ? c->error : ret);
+	}
 }
 
 static int tcp_send(struct xprt_conn *c, const uint8_t *hdr, const void *body, size_t len)
@@ -501,8 +598,11 @@ static void conn_event(struct xprt_poller *p, uint32_t events)
 	if (events & EPOLLOUT)
 		ret = tx_flush(tc);
 	/* An event the progress thread took before a caller began waiting is the caller's now. */
-	if (ret == 0 && !tc->waiter && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+	if (ret == 0 && !tc->waiter && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+		tc->reading = true;
 		ret = rx_read(tc);
+		tc->reading = false;
+	}
 	if (ret == 0 && c->state != XPRT_CONN_DEAD)
 		ret = tx_flush(tc);
 	if (ret && c->state != XPRT_CONN_DEAD)
@@ -707,6 +807,7 @@ static void tcp_shutdown(struct xprt_conn *c)
 	struct list_head *pos, *tmp;
 
 	/* Best effort: what the socket takes now still goes (a final ERROR or CLOSE). */
+	unhold(tc);
 	tx_flush(tc);
 	shutdown(tc->poller.fd, SHUT_RDWR);
 	xprt_core_poll_del(c->ctx, &tc->poller);
@@ -772,6 +873,7 @@ static void tcp_conn_destroy(struct xprt_conn *c)
 
 	if (!tc)
 		return;
+	unhold(tc);
 	list_for_each_safe (pos, tmp, &tc->txq)
 		free(list_entry(pos, struct tcp_tx, link));
 	close(tc->poller.fd);
@@ -803,6 +905,7 @@ const struct xprt_backend_ops xprt_tcp_ops = {
 	.listener_close = tcp_listener_close,
 	.connect = tcp_connect,
 	.send = tcp_send,
+	.flush_held = tcp_flush_held,
 	.wait = tcp_wait,
 	.rdma = tcp_rdma,
 	.shutdown = tcp_shutdown,

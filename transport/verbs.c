@@ -1210,6 +1210,7 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 		return -ret;
 	}
 	vc->sq_posted++;
+	vc->c->stats.writes++;
 	return 0;
 }
 
@@ -1277,6 +1278,7 @@ static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 	if (!op->is_write)
 		vc->reads_inflight++;
 	vc->sq_posted++;
+	vc->c->stats.writes++;
 	return 0;
 }
 

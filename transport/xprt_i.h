@@ -310,7 +310,8 @@ struct xprt_ctx {
 	int wake_fd; /* eventfd: wakes the progress thread */
 	pthread_t thread;
 	bool stopping;
-	bool delivered; /* a listener got a request since the last batch end */
+	bool delivered;	 /* a listener got a request since the last batch end */
+	bool sends_held; /* a batch end runs: backends may hold its sends (flush_held) */
 	struct list_head conns;
 	struct list_head listeners;
 	struct list_head mrs;
@@ -357,6 +358,15 @@ struct xprt_backend_ops {
 	 * negative errno that is fatal to the connection.
 	 */
 	int (*send)(struct xprt_conn *c, const uint8_t *hdr, const void *body, size_t len);
+
+	/*
+	 * While ctx->sends_held is set (a listener's batch end runs), send() may
+	 * queue a message without sending it; the core calls this when the batch
+	 * end returns, and it sends every message so held, each connection's
+	 * together. A connection that fails then is failed here. May be NULL
+	 * (the backend holds nothing).
+	 */
+	void (*flush_held)(struct xprt_ctx *ctx);
 
 	/*
 	 * Lets a thread blocked on one of @c's calls or ops take @c's events

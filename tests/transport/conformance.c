@@ -55,6 +55,8 @@ static int reset_read_ret, reset_write_ret;
 static int reset_cb_runs;
 /* requests to the plain listener that xprt_req_batched() said a batch end would follow */
 static unsigned plain_batched;
+/* echoes answered, and those whose reply was written before serve() returned */
+static unsigned echo_replies, echo_wrote;
 
 /* The request body of M_PUSH / M_PULL. */
 struct bulk_req {
@@ -141,9 +143,18 @@ static void serve(struct xprt_req *req, void *arg)
 	if (xprt_req_batched(req))
 		plain_batched++;
 	switch (xprt_req_method(req)) {
-	case M_ECHO:
+	case M_ECHO: {
+		struct xprt_conn *c = xprt_req_conn(req); /* the reply frees req */
+		struct xprt_conn_stats before, after;
+
+		xprt_conn_stats(c, &before);
 		xprt_reply(req, 0, body, len);
+		xprt_conn_stats(c, &after);
+		echo_replies++;
+		if (after.writes != before.writes)
+			echo_wrote++;
 		return;
+	}
 	case M_RESET_RDMA:
 		/* The connection dies between taking the request and the one-sided op. */
 		xprt_conn_reset(xprt_req_conn(req));
@@ -271,12 +282,21 @@ static void test_echo_sizes(void **state)
 
 	assert_int_equal(xprt_conn_kind(c),
 			 strcmp(kind_name, "tcp") ? XPRT_KIND_VERBS : XPRT_KIND_TCP);
+	echo_replies = echo_wrote = 0;
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		echo_ok(c, sizes[i]);
 	/* One byte over the maximum is refused locally and the connection survives. */
 	assert_int_equal(xprt_call(c, M_ECHO, big, max + 1, NULL, 0, NULL, 0), -EMSGSIZE);
 	echo_ok(c, 10);
 	xprt_conn_close(c);
+	/*
+	 * Over tcp a reply made while its connection is being read is written
+	 * when the read ends (each echo above came back, so it was), one at a
+	 * time here: not during serve().
+	 */
+	assert_int_equal(echo_replies, sizeof(sizes) / sizeof(sizes[0]) + 1);
+	if (!strcmp(kind_name, "tcp"))
+		assert_int_equal(echo_wrote, 0);
 }
 
 static void bulk(struct xprt_conn *c, uint32_t method, size_t off, size_t len, uint64_t seed,
@@ -396,6 +416,8 @@ static struct {
 	unsigned n, ends, empty_ends, other_thread, most;
 	unsigned unbatched; /* held requests xprt_req_batched() said no batch end would follow */
 	pthread_t thread;   /* the thread that delivered the requests held */
+	/* the serving connection's writes: made during a batch end, and between two */
+	uint64_t wrote_inside, wrote_between, writes_after;
 } batch;
 
 /* Holds every request for the batch end; answers at once only past what it can hold. */
@@ -421,11 +443,22 @@ static void batch_answer(void *arg)
 		batch.other_thread++;
 	if (batch.n > batch.most)
 		batch.most = batch.n;
-	for (unsigned i = 0; i < batch.n; i++) {
-		size_t len;
-		const void *body = xprt_req_body(batch.held[i], &len);
+	if (batch.n) {
+		struct xprt_conn *c = xprt_req_conn(batch.held[0]);
+		struct xprt_conn_stats before, after;
 
-		xprt_reply(batch.held[i], 0, body, len);
+		xprt_conn_stats(c, &before);
+		if (batch.writes_after)
+			batch.wrote_between += before.writes - batch.writes_after;
+		for (unsigned i = 0; i < batch.n; i++) {
+			size_t len;
+			const void *body = xprt_req_body(batch.held[i], &len);
+
+			xprt_reply(batch.held[i], 0, body, len);
+		}
+		xprt_conn_stats(c, &after);
+		batch.wrote_inside += after.writes - before.writes;
+		batch.writes_after = after.writes;
 	}
 	batch.n = 0;
 	batch.ends++;
@@ -470,8 +503,9 @@ static void test_batch_end(void **state)
 	pthread_mutex_unlock(&s.lock);
 	xprt_conn_close(c);
 	xprt_listener_close(l);
-	printf("batch end: %" PRIu64 " requests in %u batches, at most %u in one\n", sent,
-	       batch.ends, batch.most);
+	printf("batch end: %" PRIu64 " requests in %u batches, at most %u in one; "
+	       "%" PRIu64 " writes during them, %" PRIu64 " between them\n",
+	       sent, batch.ends, batch.most, batch.wrote_inside, batch.wrote_between);
 	assert_int_equal(s.bad, 0);
 	assert_int_equal(sent, total);
 	assert_int_equal(batch.empty_ends, 0);
@@ -480,6 +514,9 @@ static void test_batch_end(void **state)
 	assert_int_equal(batch.other_thread, 0);
 	assert_true(batch.ends >= 1 && batch.ends <= total);
 	assert_int_equal(batch.n, 0);
+	/* tcp holds a batch end's replies and writes them when it returns */
+	if (!strcmp(kind_name, "tcp"))
+		assert_int_equal(batch.wrote_inside, 0);
 	pthread_cond_destroy(&s.cond);
 	pthread_mutex_destroy(&s.lock);
 }

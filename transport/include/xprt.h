@@ -346,7 +346,10 @@ int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void 
  * together here, as long as it keeps none past it (xprt_req_batched() says
  * whether a request's batch end will come). A listener closed with requests
  * delivered runs its batch end first. A batch end must not close a listener.
- * @arg is the callback's.
+ * @arg is the callback's. Over tcp the replies a batch end makes are written
+ * when it returns, each connection's in one write (a reply made while its
+ * own connection is read, in one write when that read ends); see
+ * xprt_conn_stats()'s writes.
  */
 typedef void (*xprt_batch_end_cb)(void *arg);
 
@@ -415,6 +418,12 @@ struct xprt_conn_stats {
 	uint64_t msgs_sent, msgs_received;
 	uint64_t bytes_sent, bytes_received; /* message bytes, header included */
 	uint64_t rdma_reads, rdma_writes, rdma_bytes;
+	/*
+	 * Socket writes (tcp) or send postings (verbs) that carried them, one-sided
+	 * operations included: a batch end's replies to one connection go out in
+	 * one write over tcp.
+	 */
+	uint64_t writes;
 	uint64_t credit_waits; /* times a send waited for credits */
 	uint32_t send_credits; /* peer receive buffers we may still use */
 	uint32_t recv_credits; /* our receive buffers the peer may still use */
