@@ -96,6 +96,12 @@ static inline uint64_t verbs_wr_id(enum verbs_wr_kind kind, uint32_t idx)
 	return ((uint64_t)idx << VERBS_WR_KIND_BITS) | kind;
 }
 
+/* The slot index verbs_wr_id() put in @wr_id. */
+static inline uint32_t verbs_wr_slot(uint64_t wr_id)
+{
+	return (uint32_t)(wr_id >> VERBS_WR_KIND_BITS);
+}
+
 struct verbs_dev {
 	struct ibv_context *verbs; /* owned by librdmacm */
 	struct ibv_pd *pd;
@@ -112,6 +118,7 @@ struct verbs_ctx {
 	struct rdma_event_channel *channel;
 	struct xprt_poller cm_poller;
 	struct list_head conns; /* struct verbs_conn */
+	struct list_head held;	/* connections with SENDs held for a batch end's return */
 };
 
 /* What an rdma_cm_id's context points at. */
@@ -172,6 +179,14 @@ struct verbs_conn {
 	uint32_t *send_free; /* stack of free slot indexes */
 	uint32_t send_free_count;
 	bool send_blocked; /* send() said -EAGAIN: call xprt_core_send_space() */
+	/*
+	 * SENDs made during a batch end (ctx->sends_held), chained in order and
+	 * posted together when it returns (verbs_post_held()); send_slots each.
+	 */
+	struct ibv_send_wr *held_wr;
+	struct ibv_sge *held_sge;
+	uint32_t held_count;
+	struct list_head held_link; /* verbs_ctx.held, while held_count */
 
 	uint32_t rdma_slots;
 	struct verbs_rdma_slot *rdma;
@@ -338,6 +353,7 @@ static int verbs_ctx_init(struct xprt_ctx *ctx)
 		return -ENOMEM;
 	vctx->ctx = ctx;
 	list_init(&vctx->conns);
+	list_init(&vctx->held);
 
 	vctx->contexts = rdma_get_devices(&n);
 	if (!vctx->contexts || n <= 0) {
@@ -705,9 +721,12 @@ static int verbs_conn_setup(struct verbs_conn *vc)
 	vc->recv_len = calloc(vc->recv_count, sizeof(*vc->recv_len));
 	vc->early = calloc(vc->recv_count, sizeof(*vc->early));
 	vc->send_free = calloc(vc->send_slots, sizeof(*vc->send_free));
+	vc->held_wr = calloc(vc->send_slots, sizeof(*vc->held_wr));
+	vc->held_sge = calloc(vc->send_slots, sizeof(*vc->held_sge));
 	vc->rdma = calloc(vc->rdma_slots, sizeof(*vc->rdma));
 	vc->rdma_free = calloc(vc->rdma_slots, sizeof(*vc->rdma_free));
-	if (!vc->recv_len || !vc->early || !vc->send_free || !vc->rdma || !vc->rdma_free)
+	if (!vc->recv_len || !vc->early || !vc->send_free || !vc->held_wr || !vc->held_sge ||
+	    !vc->rdma || !vc->rdma_free)
 		return -ENOMEM;
 
 	err = verbs_buffers_alloc(vc, vc->recv_count, IBV_ACCESS_LOCAL_WRITE, &vc->recv_bufs,
@@ -758,6 +777,8 @@ static void verbs_conn_release(struct verbs_conn *vc)
 	free(vc->rdma_free);
 	free(vc->rdma);
 	free(vc->send_free);
+	free(vc->held_sge);
+	free(vc->held_wr);
 	free(vc->early);
 	free(vc->recv_len);
 	vc->send_mr = vc->recv_mr = NULL;
@@ -808,6 +829,10 @@ static struct verbs_conn *verbs_conn_alloc(struct verbs_ctx *vctx, struct xprt_c
 
 static void verbs_conn_free(struct verbs_conn *vc)
 {
+	if (vc->held_count) {
+		vc->held_count = 0;
+		list_del(&vc->held_link);
+	}
 	verbs_conn_release(vc);
 	list_del(&vc->link);
 	free(vc);
@@ -997,7 +1022,7 @@ static void verbs_rdma_done(struct verbs_conn *vc, uint32_t idx, int err)
 static void verbs_handle_wc(struct verbs_conn *vc, const struct ibv_wc *wc)
 {
 	unsigned int kind = (unsigned int)(wc->wr_id & VERBS_WR_KIND_MASK);
-	uint32_t idx = (uint32_t)(wc->wr_id >> VERBS_WR_KIND_BITS);
+	uint32_t idx = verbs_wr_slot(wc->wr_id);
 	int err = 0;
 
 	if (wc->status != IBV_WC_SUCCESS)
@@ -1162,13 +1187,48 @@ static int verbs_conn_check_post(const struct verbs_conn *vc)
 	return 0;
 }
 
+/*
+ * Posts the SENDs @vc holds, in one chain: 0, or the reason the post failed
+ * (the SENDs not posted give their slots back; the connection is to fail).
+ * On a connection that may not post (dying, verbs_conn_check_post()) they
+ * are dropped with it.
+ */
+static int verbs_post_held(struct verbs_conn *vc)
+{
+	struct ibv_send_wr *bad = NULL;
+	uint32_t n, posted = 0;
+	int ret = 0;
+
+	if (!vc || !vc->held_count)
+		return 0;
+	n = vc->held_count;
+	vc->held_count = 0;
+	list_del(&vc->held_link);
+	vc->held_wr[n - 1].next = NULL;
+	if (verbs_conn_check_post(vc) == 0) {
+		ret = ibv_post_send(vc->qp, vc->held_wr, &bad);
+		posted = ret == 0 ? n : bad ? (uint32_t)(bad - vc->held_wr) : 0;
+	}
+	if (posted) {
+		vc->sq_posted += posted;
+		vc->c->stats.writes++;
+	}
+	for (uint32_t i = posted; i < n; i++)
+		vc->send_free[vc->send_free_count++] = verbs_wr_slot(vc->held_wr[i].wr_id);
+	if (ret)
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(%u SENDs held): %s", vc->peer,
+			 n - posted, strerror(ret));
+	return -ret;
+}
+
 static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body, size_t len)
 {
 	struct verbs_conn *vc = c->backend;
 	size_t hdr_len = hdr ? XPRT_HDR_SIZE : 0;
 	size_t total = hdr_len + len;
-	struct ibv_send_wr wr = {0}, *bad;
-	struct ibv_sge sge;
+	struct ibv_send_wr one = {0}, *wr = &one, *bad;
+	struct ibv_sge one_sge, *sge = &one_sge;
+	bool hold = c->ctx->sends_held;
 	uint32_t slot;
 	uint8_t *buf;
 	int ret;
@@ -1190,19 +1250,33 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	if (len)
 		memcpy(buf + hdr_len, body, len);
 
-	sge.addr = (uintptr_t)buf;
-	sge.length = (uint32_t)total;
-	sge.lkey = vc->send_mr->lkey;
-	wr.wr_id = verbs_wr_id(VERBS_WR_SEND, slot);
-	wr.sg_list = &sge;
-	wr.num_sge = total ? 1 : 0;
-	wr.opcode = IBV_WR_SEND;
+	if (hold) {
+		/* a batch end runs: this SEND joins the connection's chain (verbs_flush_held()) */
+		wr = &vc->held_wr[vc->held_count];
+		sge = &vc->held_sge[vc->held_count];
+		*wr = (struct ibv_send_wr){0};
+	}
+	sge->addr = (uintptr_t)buf;
+	sge->length = (uint32_t)total;
+	sge->lkey = vc->send_mr->lkey;
+	wr->wr_id = verbs_wr_id(VERBS_WR_SEND, slot);
+	wr->sg_list = sge;
+	wr->num_sge = total ? 1 : 0;
+	wr->opcode = IBV_WR_SEND;
 	/* Signalled always: the completion gives the slot back (see the top). */
-	wr.send_flags = IBV_SEND_SIGNALED;
+	wr->send_flags = IBV_SEND_SIGNALED;
 	if (total && total <= vc->max_inline)
-		wr.send_flags |= IBV_SEND_INLINE;
+		wr->send_flags |= IBV_SEND_INLINE;
 
-	ret = ibv_post_send(vc->qp, &wr, &bad);
+	if (hold) {
+		if (vc->held_count)
+			vc->held_wr[vc->held_count - 1].next = wr;
+		else
+			list_add_tail(&vc->held_link, &vc->vctx->held);
+		vc->held_count++;
+		return 0;
+	}
+	ret = ibv_post_send(vc->qp, wr, &bad);
 	if (ret) {
 		vc->send_free[vc->send_free_count++] = slot;
 		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(SEND, %zu bytes): %s", vc->peer,
@@ -1214,6 +1288,20 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	return 0;
 }
 
+/* Posts what connections held during a batch end (xprt_i.h, flush_held). */
+static void verbs_flush_held(struct xprt_ctx *ctx)
+{
+	struct verbs_ctx *vctx = ctx->verbs;
+
+	while (!list_empty(&vctx->held)) {
+		struct verbs_conn *vc = list_first_entry(&vctx->held, struct verbs_conn, held_link);
+		int ret = verbs_post_held(vc);
+
+		if (ret && !vc->failed && vc->c->state != XPRT_CONN_DEAD)
+			xprt_core_conn_failed(vc->c, ret);
+	}
+}
+
 static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 {
 	struct verbs_conn *vc = c->backend;
@@ -1223,6 +1311,10 @@ static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 	uint32_t idx;
 	int ret;
 
+	/* SENDs held before it go first, in the order they were made */
+	ret = verbs_post_held(vc);
+	if (ret)
+		return ret;
 	ret = verbs_conn_check_post(vc);
 	if (ret)
 		return ret;
@@ -1684,6 +1776,8 @@ static void verbs_shutdown(struct xprt_conn *c)
 
 	if (!vc || vc->shut)
 		return;
+	/* Best effort, as tcp's: SENDs held for a batch end's return still go (a final CLOSE). */
+	verbs_post_held(vc);
 	vc->shut = true;
 	vc->qp_error = true;
 	if (vc->qp) {
@@ -1704,7 +1798,7 @@ static bool verbs_sends_pending(const struct xprt_conn *c)
 {
 	const struct verbs_conn *vc = c->backend;
 
-	return vc && vc->qp && !vc->qp_error && vc->sq_posted > 0;
+	return vc && vc->qp && !vc->qp_error && (vc->sq_posted > 0 || vc->held_count > 0);
 }
 
 /*
@@ -1822,6 +1916,7 @@ const struct xprt_backend_ops xprt_verbs_ops = {
 	.listener_close = verbs_listener_close,
 	.connect = verbs_connect,
 	.send = verbs_send,
+	.flush_held = verbs_flush_held,
 	.rdma = verbs_rdma,
 	.shutdown = verbs_shutdown,
 	.sends_pending = verbs_sends_pending,

@@ -346,10 +346,11 @@ int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void 
  * together here, as long as it keeps none past it (xprt_req_batched() says
  * whether a request's batch end will come). A listener closed with requests
  * delivered runs its batch end first. A batch end must not close a listener.
- * @arg is the callback's. Over tcp the replies a batch end makes are written
- * when it returns, each connection's in one write (a reply made while its
- * own connection is read, in one write when that read ends); see
- * xprt_conn_stats()'s writes.
+ * @arg is the callback's. The replies a batch end makes are sent when it
+ * returns, each connection's together: one write over tcp, one chain of
+ * SENDs posted at once over verbs (see xprt_conn_stats()'s writes). Over tcp
+ * a reply made while its own connection is read goes out when that read ends,
+ * with the others it made.
  */
 typedef void (*xprt_batch_end_cb)(void *arg);
 
@@ -419,9 +420,8 @@ struct xprt_conn_stats {
 	uint64_t bytes_sent, bytes_received; /* message bytes, header included */
 	uint64_t rdma_reads, rdma_writes, rdma_bytes;
 	/*
-	 * Socket writes (tcp) or send postings (verbs) that carried them, one-sided
-	 * operations included: a batch end's replies to one connection go out in
-	 * one write over tcp.
+	 * Socket writes (tcp) or ibv_post_send() calls (verbs) that carried
+	 * them, one-sided operations included (xprt_batch_end_cb).
 	 */
 	uint64_t writes;
 	uint64_t credit_waits; /* times a send waited for credits */
