@@ -1276,12 +1276,15 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 		vc->held_count++;
 		return 0;
 	}
-	ret = ibv_post_send(vc->qp, wr, &bad);
+	/* none is held outside a batch end; were one, it would go first */
+	ret = verbs_post_held(vc);
+	if (ret == 0)
+		ret = -ibv_post_send(vc->qp, wr, &bad);
 	if (ret) {
 		vc->send_free[vc->send_free_count++] = slot;
 		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(SEND, %zu bytes): %s", vc->peer,
-			 total, strerror(ret));
-		return -ret;
+			 total, strerror(-ret));
+		return ret;
 	}
 	vc->sq_posted++;
 	vc->c->stats.writes++;
