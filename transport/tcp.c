@@ -147,7 +147,7 @@ static int tx_flush(struct tcp_conn *tc)
 		int n = 0;
 
 		list_for_each (pos, &tc->txq) {
-			if (n == 2 * TCP_TX_GATHER)
+			if ((size_t)n + 2 > sizeof(iov) / sizeof(iov[0])) /* a frame takes 1 or 2 */
 				break;
 			n = tx_iov(list_entry(pos, struct tcp_tx, link), iov, n, &want);
 		}
@@ -232,8 +232,11 @@ static int tx_queue(struct tcp_conn *tc, const uint8_t *head, size_t head_len, c
 	tc->txq_len++;
 	if (tc->connecting)
 		return 0;
-	/* Frames queued while the connection is read, or while a batch end answers, go together. */
-	if (tc->txq_len < TCP_TX_GATHER) {
+	/*
+	 * Frames queued while the connection is read, or while a batch end
+	 * answers, go together; a closing connection's CLOSE takes them at once.
+	 */
+	if (tc->txq_len < TCP_TX_GATHER && !tc->conn->local_close) {
 		if (tc->reading)
 			return 0;
 		if (tc->conn->ctx->sends_held) {

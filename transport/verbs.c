@@ -1228,7 +1228,8 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	size_t total = hdr_len + len;
 	struct ibv_send_wr one = {0}, *wr = &one, *bad;
 	struct ibv_sge one_sge, *sge = &one_sge;
-	bool hold = c->ctx->sends_held;
+	/* a closing connection's CLOSE posts at once, after what was held */
+	bool hold = c->ctx->sends_held && !c->local_close;
 	uint32_t slot;
 	uint8_t *buf;
 	int ret;
@@ -1779,7 +1780,11 @@ static void verbs_shutdown(struct xprt_conn *c)
 
 	if (!vc || vc->shut)
 		return;
-	/* Best effort, as tcp's: SENDs held for a batch end's return still go (a final CLOSE). */
+	/*
+	 * SENDs held for a batch end's return are posted before the QP goes to
+	 * ERR, which flushes them (most unsent): their slots come back as any
+	 * SEND's do.
+	 */
 	verbs_post_held(vc);
 	vc->shut = true;
 	vc->qp_error = true;

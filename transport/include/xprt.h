@@ -348,9 +348,11 @@ int xprt_listen(struct xprt_ctx *ctx, const char *uri, xprt_request_cb cb, void 
  * delivered runs its batch end first. A batch end must not close a listener.
  * @arg is the callback's. The replies a batch end makes are sent when it
  * returns, each connection's together: one write over tcp, one chain of
- * SENDs posted at once over verbs (see xprt_conn_stats()'s writes). Over tcp
- * a reply made while its own connection is read goes out when that read ends,
- * with the others it made.
+ * SENDs posted at once over verbs (see xprt_conn_stats()'s writes), as far
+ * as the socket's room, 64 frames a write and the free send slots allow (the
+ * rest follow as they always do). Over tcp a reply made while its own
+ * connection is read goes out when that read ends, with the others it made.
+ * A connection being closed sends at once.
  */
 typedef void (*xprt_batch_end_cb)(void *arg);
 
