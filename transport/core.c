@@ -761,7 +761,7 @@ void xprt_core_batch_end(struct xprt_ctx *ctx)
 	if (!ctx->delivered)
 		return;
 	ctx->delivered = false;
-	/* its replies go out together when it returns, one write per connection over tcp */
+	/* its replies go out together when it returns (flush_held), each connection's at once */
 	ctx->sends_held = true;
 	list_for_each (pos, &ctx->listeners) {
 		struct xprt_listener *l = list_entry(pos, struct xprt_listener, link);

@@ -71,8 +71,7 @@ struct tcp_conn {
 	struct list_head txq;
 	uint32_t txq_len;
 	bool reading;		    /* in rx_read(): what it queues goes out when the read ends */
-	bool held;		    /* on tcp_ctx.held */
-	struct list_head held_link; /* tcp_ctx.held */
+	struct list_head held_link; /* on tcp_ctx.held, or empty */
 };
 
 /* The backend's state per context (ctx->tcp). */
@@ -189,17 +188,13 @@ static void hold(struct tcp_conn *tc)
 {
 	struct tcp_ctx *tx = tc->conn->ctx->tcp;
 
-	if (tc->held)
-		return;
-	tc->held = true;
-	list_add_tail(&tc->held_link, &tx->held);
+	if (list_empty(&tc->held_link))
+		list_add_tail(&tc->held_link, &tx->held);
 }
 
+/* list_del() leaves the link empty, and does nothing to an empty one */
 static void unhold(struct tcp_conn *tc)
 {
-	if (!tc->held)
-		return;
-	tc->held = false;
 	list_del(&tc->held_link);
 }
 
@@ -247,6 +242,14 @@ static int tx_queue(struct tcp_conn *tc, const uint8_t *head, size_t head_len, c
 	return tx_flush(tc);
 }
 
+/* Fails @tc's connection after @ret: a closing one dies of its own error, if it had one. */
+static void conn_fail(struct tcp_conn *tc, int ret)
+{
+	struct xprt_conn *c = tc->conn;
+
+	xprt_core_conn_failed(c, c->closing && c->error ? c->error : ret);
+}
+
 /* Writes what connections queued during a batch end (xprt_i.h, flush_held). */
 static void tcp_flush_held(struct xprt_ctx *ctx)
 {
@@ -262,7 +265,7 @@ static void tcp_flush_held(struct xprt_ctx *ctx)
 			continue;
 		ret = tx_flush(tc);
 		if (ret)
-			xprt_core_conn_failed(c, c->closing && c->error ? c->error : ret);
+			conn_fail(tc, ret);
 	}
 }
 
@@ -609,7 +612,7 @@ static void conn_event(struct xprt_poller *p, uint32_t events)
 	if (ret == 0 && c->state != XPRT_CONN_DEAD)
 		ret = tx_flush(tc);
 	if (ret && c->state != XPRT_CONN_DEAD)
-		xprt_core_conn_failed(c, c->closing && c->error ? c->error : ret);
+		conn_fail(tc, ret);
 }
 
 /* Sets up the per-connection state on a connected (or connecting) socket. */
@@ -638,6 +641,7 @@ static int conn_setup(struct xprt_conn *c, int fd, bool connecting)
 	tc->connecting = connecting;
 	tc->rx_state = RX_PREAMBLE;
 	list_init(&tc->txq);
+	list_init(&tc->held_link);
 	tc->events = connecting ? EPOLLOUT : EPOLLIN;
 	ret = xprt_core_poll_add(ctx, &tc->poller, tc->events);
 	if (ret)

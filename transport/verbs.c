@@ -1277,7 +1277,7 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 		vc->held_count++;
 		return 0;
 	}
-	/* none is held outside a batch end; were one, it would go first */
+	/* a CLOSE made during a batch end comes here: what was held goes first */
 	ret = verbs_post_held(vc);
 	if (ret == 0)
 		ret = -ibv_post_send(vc->qp, wr, &bad);
