@@ -1020,12 +1020,13 @@ static int backends_progress(struct xprt_ctx *ctx);
  * backend has completion queues to poll (verbs), the caller drives progress
  * itself for up to busy_poll_us: an answer then completes on this thread,
  * which saves the hand-off from the progress thread (a futex wake and a
- * context switch, the bulk of a small RPC's round trip). Then it sleeps: on
- * @c's socket itself where the backend lets it (tcp, which never spins: its
- * answer comes on that socket, not on another backend's queues), waking
- * every TIMER_PERIOD_MS to see whether the progress thread's timers ended
- * the wait; else on its condition, and the progress thread enforces the
- * deadline.
+ * context switch, the bulk of a small RPC's round trip). Then it sleeps on
+ * @c's own events where the backend lets it (tcp: its socket, and tcp never
+ * spins, its answer coming on that socket, not on another backend's queues;
+ * verbs: its completion channel), so what wakes it is handled on this thread
+ * too, waking every TIMER_PERIOD_MS to see whether the progress thread's
+ * timers ended the wait; else (another thread already waits so) on its
+ * condition, and the progress thread enforces the deadline.
  */
 static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 {

@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +157,7 @@ struct verbs_conn {
 	struct ibv_comp_channel *comp_channel;
 	struct xprt_poller cq_poller;
 	bool cq_polled; /* cq_poller is in the epoll set */
+	bool waiter;	/* a blocked caller sleeps on comp_channel itself (verbs_wait) */
 	unsigned int cq_events_unacked;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp; /* id->qp, kept to know whether we created it */
@@ -1089,6 +1091,9 @@ static void verbs_cq_poll(struct xprt_poller *p, uint32_t events)
 	void *cq_context;
 	int ret;
 
+	/* An event the progress thread saw before a caller took the channel: the caller's. */
+	if (vc->waiter)
+		return;
 	while (ibv_get_cq_event(vc->comp_channel, &cq, &cq_context) == 0)
 		vc->cq_events_unacked++;
 	if (vc->cq_events_unacked >= VERBS_CQ_ACK_BATCH) {
@@ -1163,7 +1168,9 @@ static int verbs_progress(struct xprt_ctx *ctx)
 	list_for_each_safe (pos, tmp, &vctx->conns) {
 		struct verbs_conn *vc = list_entry(pos, struct verbs_conn, link);
 
-		total += verbs_conn_poll(vc, VERBS_PROGRESS_BUDGET);
+		/* A caller waiting on this connection handles its completions (verbs_wait). */
+		if (!vc->waiter)
+			total += verbs_conn_poll(vc, VERBS_PROGRESS_BUDGET);
 		if (vc->flush_deadline_ns && !vc->failed && xprt_now_ns() > vc->flush_deadline_ns)
 			verbs_conn_fail(vc, vc->peer_error ? vc->peer_error : -ECONNRESET);
 	}
@@ -1801,6 +1808,47 @@ static void verbs_shutdown(struct xprt_conn *c)
 		verbs_conn_poll(vc, INT_MAX);
 }
 
+/*
+ * The caller's own wait (xprt_i.h): the progress thread stops watching @c's
+ * completion channel and polling its CQ; the caller sleeps on the channel,
+ * handles what completed as the progress thread would, and gives the channel
+ * back. The CQ is armed whenever the channel is watched (verbs_cq_poll() ends
+ * so), so a completion that comes while the caller sleeps wakes it. A
+ * reference keeps @c from being reaped while the lock is down.
+ */
+static int verbs_wait(struct xprt_conn *c, int timeout_ms)
+{
+	struct verbs_conn *vc = c->backend;
+	struct xprt_ctx *ctx = c->ctx;
+	struct pollfd pfd;
+	int n;
+
+	if (!vc || vc->waiter || !vc->cq_polled || !vc->established || vc->shut || vc->failed ||
+	    c->state == XPRT_CONN_DEAD)
+		return -EBUSY;
+	if (xprt_core_poll_mod(ctx, &vc->cq_poller, 0))
+		return -EBUSY;
+	vc->waiter = true;
+	pfd.fd = vc->comp_channel->fd;
+	pfd.events = POLLIN;
+	c->refs++;
+	pthread_mutex_unlock(&ctx->lock);
+	n = poll(&pfd, 1, timeout_ms);
+	pthread_mutex_lock(&ctx->lock);
+	c->refs--;
+	vc->waiter = false;
+	if (n > 0 && vc->cq) {
+		verbs_cq_poll(&vc->cq_poller, EPOLLIN);
+		xprt_core_batch_end(ctx);
+	}
+	if (vc->cq_polled && xprt_core_poll_mod(ctx, &vc->cq_poller, EPOLLIN)) {
+		xprt_log(XPRT_LOG_ERR, "verbs: %s: cannot watch the completion channel again",
+			 vc->peer);
+		verbs_conn_fail(vc, -EIO);
+	}
+	return 0;
+}
+
 /* SENDs still on the send queue: a QP moved to ERR now would flush them unsent. */
 static bool verbs_sends_pending(const struct xprt_conn *c)
 {
@@ -1925,6 +1973,7 @@ const struct xprt_backend_ops xprt_verbs_ops = {
 	.connect = verbs_connect,
 	.send = verbs_send,
 	.flush_held = verbs_flush_held,
+	.wait = verbs_wait,
 	.rdma = verbs_rdma,
 	.shutdown = verbs_shutdown,
 	.sends_pending = verbs_sends_pending,

@@ -224,13 +224,16 @@ static int check_identity(const struct xprt_identity *id, void *arg)
 	return id->serial == REVOKED_SERIAL ? -EKEYREVOKED : 0;
 }
 
-static struct xprt_ctx *make_ctx_key(const char *secret, uint32_t max_msg,
-				     const struct xprt_key *key)
+/* A context; @busy_poll_us UINT32_MAX leaves the library's default. */
+static struct xprt_ctx *make_ctx_poll(const char *secret, uint32_t max_msg,
+				      const struct xprt_key *key, uint32_t busy_poll_us)
 {
 	struct xprt_options o;
 	struct xprt_ctx *ctx;
 
 	xprt_options_init(&o);
+	if (busy_poll_us != UINT32_MAX)
+		o.busy_poll_us = busy_poll_us;
 	o.secret = secret;
 	o.secret_len = secret ? strlen(secret) : 0;
 	o.key = key;
@@ -242,6 +245,12 @@ static struct xprt_ctx *make_ctx_key(const char *secret, uint32_t max_msg,
 	if (xprt_ctx_create(&o, &ctx))
 		return NULL;
 	return ctx;
+}
+
+static struct xprt_ctx *make_ctx_key(const char *secret, uint32_t max_msg,
+				     const struct xprt_key *key)
+{
+	return make_ctx_poll(secret, max_msg, key, UINT32_MAX);
 }
 
 static struct xprt_ctx *make_ctx(const char *secret, uint32_t max_msg)
@@ -578,6 +587,50 @@ static void test_sync_callers(void **state)
 	bulk(c, M_PULL, 0, 65536, 9, 0);
 	echo_ok(c, 1000);
 	xprt_conn_close(c);
+}
+
+/* What xprt_call_wait()'s callback saw, and on which thread (test_call_wait_caller()). */
+struct wait_seen {
+	int status;
+	size_t len;
+	pthread_t thread;
+};
+
+static void wait_seen_cb(void *arg, int status, const void *body, size_t len)
+{
+	struct wait_seen *ws = arg;
+
+	ws->status = status;
+	ws->len = len;
+	ws->thread = pthread_self();
+}
+
+/*
+ * xprt.h, xprt_call_wait(): the caller reads its connection itself while it
+ * waits (tcp: the socket; verbs: the completion channel), so with one caller
+ * and no busy polling each answer is handled on the calling thread, never
+ * handed over by the progress thread.
+ */
+static void test_call_wait_caller(void **state)
+{
+	struct xprt_ctx *ctx = make_ctx_poll(SECRET, 0, NULL, 0);
+	struct xprt_conn *c;
+	unsigned elsewhere = 0;
+
+	assert_non_null(ctx);
+	c = connect_ok(ctx, srv_uri);
+	for (uint32_t i = 0; i < 500; i++) {
+		struct wait_seen ws = {.status = 1};
+
+		assert_int_equal(xprt_call_wait(c, M_ECHO, &i, sizeof(i), 0, wait_seen_cb, &ws), 0);
+		assert_int_equal(ws.status, 0);
+		assert_int_equal(ws.len, sizeof(i));
+		if (!pthread_equal(ws.thread, pthread_self()))
+			elsewhere++;
+	}
+	assert_int_equal(elsewhere, 0);
+	xprt_conn_close(c);
+	xprt_ctx_destroy(ctx);
 }
 
 /* A bad one-sided access kills that connection (same error on both backends) and no other. */
@@ -1039,6 +1092,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bulk_read_write),
 		cmocka_unit_test(test_many_rpcs),
 		cmocka_unit_test(test_sync_callers),
+		cmocka_unit_test(test_call_wait_caller),
 		cmocka_unit_test(test_batch_end),
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_out_of_bounds),

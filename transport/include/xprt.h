@@ -311,9 +311,14 @@ int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, si
 /*
  * xprt_call_async() whose caller waits for @cb: returns 0 once @cb has run
  * (on this thread, or on another that read the answer), or a negative errno
- * as xprt_call_async() does, and then @cb never runs. Where the backend lets
- * it (tcp), the caller reads the connection itself while it waits, so the
- * answer needs no hand-off from the progress thread.
+ * as xprt_call_async() does, and then @cb never runs. The caller reads the
+ * connection itself while it waits (tcp: its socket; verbs: its completion
+ * queue, polled for up to busy_poll_us, then slept on), so the answer needs
+ * no hand-off from the progress thread. With one caller on the connection,
+ * @cb runs on the calling thread, over tcp always and over verbs when
+ * busy_poll_us is 0 (while the caller busy-polls, the progress thread may be
+ * polling too and find the answer first). With several callers, one reads
+ * and hands the others their answers.
  */
 int xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
 		   int timeout_ms, xprt_reply_cb cb, void *arg);
