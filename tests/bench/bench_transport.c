@@ -393,7 +393,7 @@ int main(int argc, char **argv)
 	/* rdma_cm needs a routable address on the RDMA device (the guest sets RDMAFS_TEST_ADDR). */
 	const char *addr = "127.0.0.1";
 	bool verbs = false;
-	uint32_t busy_poll_us = 0;
+	long busy_poll_us = -1; /* -1: the library's default */
 	int iters = 20000;
 	struct xprt_options o;
 	struct xprt_ctx *sctx, *cctx;
@@ -412,7 +412,7 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
 			json = argv[++i];
 		else if (strcmp(argv[i], "--busy-poll-us") == 0 && i + 1 < argc)
-			busy_poll_us = (uint32_t)strtoul(argv[++i], NULL, 10);
+			busy_poll_us = strtol(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
 			iters = (int)strtol(argv[++i], NULL, 10);
 		else {
@@ -424,8 +424,8 @@ int main(int argc, char **argv)
 	xprt_options_init(&o);
 	o.secret = "bench";
 	o.secret_len = 5;
-	if (busy_poll_us)
-		o.busy_poll_us = busy_poll_us;
+	if (busy_poll_us >= 0)
+		o.busy_poll_us = (uint32_t)busy_poll_us;
 	if (xprt_ctx_create(&o, &sctx) || xprt_ctx_create(&o, &cctx))
 		return 1;
 	if (getenv("RDMAFS_TEST_ADDR"))
