@@ -1028,10 +1028,37 @@ static int backends_progress(struct xprt_ctx *ctx);
  * timers ended the wait; else (another thread already waits so) on its
  * condition, and the progress thread enforces the deadline.
  */
+/*
+ * How long a wait on @c spins first: busy_poll_us where the backend has
+ * queues to poll, unless @c's recent spins missed their answers
+ * (xprt.h, XPRT_SPIN_MISSES); then only every XPRT_SPIN_RETRY-th wait.
+ */
+static uint64_t spin_budget_ns(struct xprt_conn *c)
+{
+	if (!c->ops->progress || !c->ctx->opts.busy_poll_us)
+		return 0;
+	if (c->spin_misses >= XPRT_SPIN_MISSES && ++c->spins_skipped < XPRT_SPIN_RETRY)
+		return 0;
+	c->spins_skipped = 0;
+	return (uint64_t)c->ctx->opts.busy_poll_us * 1000u;
+}
+
+/* A spin on @c ended, with its answer (@hit) or without. */
+static void spin_account(struct xprt_conn *c, bool hit)
+{
+	c->stats.spins++;
+	if (hit) {
+		c->stats.spin_hits++;
+		c->spin_misses = 0;
+	} else if (c->spin_misses < XPRT_SPIN_MISSES) {
+		c->spin_misses++;
+	}
+}
+
 static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 {
 	struct xprt_ctx *ctx = c->ctx;
-	uint64_t spin = c->ops->progress ? (uint64_t)ctx->opts.busy_poll_us * 1000u : 0;
+	uint64_t spin = spin_budget_ns(c);
 	uint64_t until = xprt_now_ns() + spin;
 
 	while (!w->done && xprt_now_ns() < until) {
@@ -1043,6 +1070,8 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 		__builtin_ia32_pause();
 		pthread_mutex_lock(&ctx->lock);
 	}
+	if (spin)
+		spin_account(c, w->done);
 	while (!w->done)
 		if (!c->ops->wait || c->ops->wait(c, TIMER_PERIOD_MS) == -EBUSY)
 			pthread_cond_wait(&w->cond, &ctx->lock);

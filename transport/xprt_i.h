@@ -276,6 +276,9 @@ struct xprt_conn {
 	uint64_t last_rx_ns;
 	uint64_t ping_sent_ns; /* 0 when no ping is outstanding */
 
+	/* busy_poll_us: waits in a row whose spin missed (to XPRT_SPIN_MISSES), skipped since */
+	uint32_t spin_misses, spins_skipped;
+
 	/* HELLO */
 	uint8_t server_nonce[XPRT_NONCE_SIZE];
 	uint8_t client_nonce[XPRT_NONCE_SIZE];

@@ -633,6 +633,64 @@ static void test_call_wait_caller(void **state)
 	xprt_ctx_destroy(ctx);
 }
 
+/* A call to M_LATE, answered @delay_us after the server took it. */
+static void late_ok(struct xprt_conn *c, uint32_t delay_us)
+{
+	uint32_t resp = 0;
+	size_t got = 0;
+
+	assert_int_equal(
+		xprt_call(c, M_LATE, &delay_us, sizeof(delay_us), &resp, sizeof(resp), &got, 0), 0);
+	assert_int_equal(got, sizeof(resp));
+	assert_int_equal(resp, delay_us);
+}
+
+/*
+ * xprt.h, busy_poll_us: waits whose spins keep missing their answers stop
+ * spinning, all but every XPRT_SPIN_RETRY-th, and the first spin that gets
+ * its answer makes every wait spin again. Over tcp no wait spins. The misses
+ * are certain: the server answers 30 ms after it took the call, the client
+ * spins 10 ms. The hit is looked for over 20 retries of an echo.
+ */
+static void test_spin_adapts(void **state)
+{
+	struct xprt_ctx *ctx = make_ctx_poll(SECRET, 0, NULL, 10000);
+	struct xprt_conn_stats cs;
+	struct xprt_conn *c;
+	unsigned echoes;
+	uint64_t spins;
+
+	assert_non_null(ctx);
+	c = connect_ok(ctx, srv_uri);
+	for (unsigned i = 0; i < XPRT_SPIN_MISSES + XPRT_SPIN_RETRY; i++)
+		late_ok(c, 30000);
+	assert_int_equal(xprt_conn_stats(c, &cs), 0);
+	if (!strcmp(kind_name, "tcp")) {
+		assert_int_equal(cs.spins, 0);
+		goto out;
+	}
+	/* XPRT_SPIN_MISSES spun and missed; then XPRT_SPIN_RETRY - 1 slept at once; the last spun
+	 */
+	assert_int_equal(cs.spins, XPRT_SPIN_MISSES + 1);
+	assert_int_equal(cs.spin_hits, 0);
+	for (echoes = 0; echoes < 20 * XPRT_SPIN_RETRY && !cs.spin_hits; echoes++) {
+		echo_ok(c, 8);
+		assert_int_equal(xprt_conn_stats(c, &cs), 0);
+	}
+	printf("spins: %u of %u late calls spun, all missed; an echo's spin got its answer "
+	       "after %u echoes\n",
+	       XPRT_SPIN_MISSES + 1, XPRT_SPIN_MISSES + XPRT_SPIN_RETRY, echoes);
+	assert_int_equal(cs.spin_hits, 1);
+	spins = cs.spins;
+	for (unsigned i = 0; i < 4; i++)
+		echo_ok(c, 8);
+	assert_int_equal(xprt_conn_stats(c, &cs), 0);
+	assert_int_equal(cs.spins, spins + 4);
+out:
+	xprt_conn_close(c);
+	xprt_ctx_destroy(ctx);
+}
+
 /* A bad one-sided access kills that connection (same error on both backends) and no other. */
 static void bad_access(uint64_t addr_delta, int rkey_delta, uint32_t len, bool overflow_addr)
 {
@@ -1093,6 +1151,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_many_rpcs),
 		cmocka_unit_test(test_sync_callers),
 		cmocka_unit_test(test_call_wait_caller),
+		cmocka_unit_test(test_spin_adapts),
 		cmocka_unit_test(test_batch_end),
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_out_of_bounds),

@@ -133,8 +133,20 @@ struct xprt_options {
 	uint32_t ping_interval_ms;  /* idle connections are probed this often */
 	uint32_t max_rdma_inflight; /* one-sided operations in flight per connection */
 	const char *name;	    /* our name, sent in HELLO (for the peer's logs) */
-	uint32_t busy_poll_us;	    /* spin on completions this long before sleeping (verbs) */
+	/*
+	 * Spin on completions this long before sleeping (verbs): the progress
+	 * thread after it handled some, and a caller waiting for its answer. A
+	 * connection whose last XPRT_SPIN_MISSES waits' spins each ended
+	 * without their answer stops spinning: its waits sleep at once, all but
+	 * every XPRT_SPIN_RETRY-th, which spins again, and the first spin that
+	 * gets its answer starts spinning on every wait again
+	 * (xprt_conn_stats.spins, .spin_hits).
+	 */
+	uint32_t busy_poll_us;
 };
+
+#define XPRT_SPIN_MISSES 8
+#define XPRT_SPIN_RETRY	 16
 
 /* busy_poll_us at most (xprt_ctx_create() refuses more): a second of spinning is a mistake. */
 #define XPRT_BUSY_POLL_MAX_US 100000u
@@ -431,6 +443,9 @@ struct xprt_conn_stats {
 	 * them, one-sided operations included (xprt_batch_end_cb).
 	 */
 	uint64_t writes;
+	/* waits for an answer that spun first (busy_poll_us), and those whose answer came meanwhile
+	 */
+	uint64_t spins, spin_hits;
 	uint64_t credit_waits; /* times a send waited for credits */
 	uint32_t send_credits; /* peer receive buffers we may still use */
 	uint32_t recv_credits; /* our receive buffers the peer may still use */
