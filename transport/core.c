@@ -1035,7 +1035,8 @@ static int backends_progress(struct xprt_ctx *ctx);
  */
 static uint64_t spin_budget_ns(struct xprt_conn *c)
 {
-	if (!c->ops->progress || !c->ctx->opts.busy_poll_us)
+	/* a thread waiting in ops->wait() handles @c's completions: a spin would not see them */
+	if (!c->ops->progress || !c->ctx->opts.busy_poll_us || c->waiting)
 		return 0;
 	if (c->spin_misses >= XPRT_SPIN_MISSES && ++c->spins_skipped < XPRT_SPIN_RETRY)
 		return 0;
@@ -1072,9 +1073,17 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 	}
 	if (spin)
 		spin_account(c, w->done);
-	while (!w->done)
-		if (!c->ops->wait || c->ops->wait(c, TIMER_PERIOD_MS) == -EBUSY)
+	while (!w->done) {
+		int ret = -EBUSY;
+
+		if (c->ops->wait && !c->waiting) {
+			c->waiting = true;
+			ret = c->ops->wait(c, TIMER_PERIOD_MS);
+			c->waiting = false;
+		}
+		if (ret == -EBUSY)
 			pthread_cond_wait(&w->cond, &ctx->lock);
+	}
 }
 
 static int rdma_sync(struct xprt_conn *c, bool is_write, void *local, struct xprt_mr *mr,

@@ -19,7 +19,9 @@
  * verbs_conn_destroy()) is harmless.
  *
  * Everything here runs with ctx->lock held: ops are called with it and the
- * pollers run on the progress thread with it.
+ * pollers run with it, on the progress thread or, for a connection's CQ, on
+ * a caller waiting for its answer (verbs_wait(), which drops the lock only
+ * while it sleeps).
  */
 #include <errno.h>
 #include <fcntl.h>

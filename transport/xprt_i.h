@@ -278,6 +278,7 @@ struct xprt_conn {
 
 	/* busy_poll_us: waits in a row whose spin missed (to XPRT_SPIN_MISSES), skipped since */
 	uint32_t spin_misses, spins_skipped;
+	bool waiting; /* a thread is in ops->wait() on it: no other one spins */
 
 	/* HELLO */
 	uint8_t server_nonce[XPRT_NONCE_SIZE];

@@ -411,9 +411,19 @@ int main(int argc, char **argv)
 			verbs = true;
 		else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
 			json = argv[++i];
-		else if (strcmp(argv[i], "--busy-poll-us") == 0 && i + 1 < argc)
-			busy_poll_us = strtol(argv[++i], NULL, 10);
-		else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+		else if (strcmp(argv[i], "--busy-poll-us") == 0 && i + 1 < argc) {
+			char *end;
+
+			errno = 0;
+			busy_poll_us = strtol(argv[++i], &end, 10);
+			if (errno || *end || end == argv[i] || busy_poll_us < 0 ||
+			    busy_poll_us > (long)XPRT_BUSY_POLL_MAX_US) {
+				fprintf(stderr,
+					"bench-transport: --busy-poll-us %s: want 0 to %u\n",
+					argv[i], XPRT_BUSY_POLL_MAX_US);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
 			iters = (int)strtol(argv[++i], NULL, 10);
 		else {
 			fprintf(stderr, "usage: bench-transport [--verbs] [--json FILE|-] [--iters "

@@ -326,11 +326,15 @@ int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, si
  * as xprt_call_async() does, and then @cb never runs. The caller reads the
  * connection itself while it waits (tcp: its socket; verbs: its completion
  * queue, polled for up to busy_poll_us, then slept on), so the answer needs
- * no hand-off from the progress thread. With one caller on the connection,
- * @cb runs on the calling thread, over tcp always and over verbs when
- * busy_poll_us is 0 (while the caller busy-polls, the progress thread may be
- * polling too and find the answer first). With several callers, one reads
- * and hands the others their answers.
+ * no hand-off from the progress thread: with one caller on the connection,
+ * an answer that comes while it waits runs @cb on the calling thread, over
+ * tcp always and over verbs when busy_poll_us is 0 (while the caller
+ * busy-polls, the progress thread may be polling too and find the answer
+ * first). A timeout, or a failure another thread finds (a close, a reset,
+ * the peer gone; over verbs that thread also handles the answers that came
+ * before the peer went), runs @cb on that thread. With several callers, the one
+ * that reads hands the others their answers while its own call is pending,
+ * and the progress thread does once it returned.
  */
 int xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
 		   int timeout_ms, xprt_reply_cb cb, void *arg);
