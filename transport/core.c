@@ -217,6 +217,7 @@ static struct xprt_conn *conn_alloc(struct xprt_ctx *ctx, const struct xprt_back
 	list_init(&c->calls);
 	list_init(&c->rdma_wait);
 	list_init(&c->rdma_posted);
+	list_init(&c->sync_waits);
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->state_cond, &attr);
@@ -978,6 +979,7 @@ int xprt_rdma_write_async(struct xprt_conn *conn, const void *local, struct xprt
 /* A blocking caller's wait for one call or op; the callback runs with ctx->lock held. */
 struct sync_wait {
 	pthread_cond_t cond;
+	struct list_head link; /* conn->sync_waits, while in sync_wait_done() */
 	bool done;
 	int status;
 	xprt_reply_cb cb; /* xprt_call_wait()'s callback */
@@ -1016,19 +1018,6 @@ static void sync_cb_done(void *arg, int status, const void *body, size_t len)
 static int backends_progress(struct xprt_ctx *ctx);
 
 /*
- * Waits for @w, a call or op on @c, under ctx->lock. First, where @c's
- * backend has completion queues to poll (verbs), the caller drives progress
- * itself for up to busy_poll_us: an answer then completes on this thread,
- * which saves the hand-off from the progress thread (a futex wake and a
- * context switch, the bulk of a small RPC's round trip). Then it sleeps on
- * @c's own events where the backend lets it (tcp: its socket, and tcp never
- * spins, its answer coming on that socket, not on another backend's queues;
- * verbs: its completion channel), so what wakes it is handled on this thread
- * too, waking every TIMER_PERIOD_MS to see whether the progress thread's
- * timers ended the wait; else (another thread already waits so) on its
- * condition, and the progress thread enforces the deadline.
- */
-/*
  * How long a wait on @c spins first: busy_poll_us where the backend has
  * queues to poll, unless @c's recent spins missed their answers
  * (xprt.h, XPRT_SPIN_MISSES); then only every XPRT_SPIN_RETRY-th wait.
@@ -1056,6 +1045,20 @@ static void spin_account(struct xprt_conn *c, bool hit)
 	}
 }
 
+/*
+ * Waits for @w, a call or op on @c, under ctx->lock. First, where @c's
+ * backend has completion queues to poll (verbs), the caller drives progress
+ * itself for up to busy_poll_us: an answer then completes on this thread,
+ * which saves the hand-off from the progress thread (a futex wake and a
+ * context switch, the bulk of a small RPC's round trip). Then it sleeps on
+ * @c's own events where the backend lets it (tcp: its socket, and tcp never
+ * spins, its answer coming on that socket, not on another backend's queues;
+ * verbs: its completion channel), so what wakes it is handled on this thread
+ * too, waking every TIMER_PERIOD_MS to see whether the progress thread's
+ * timers ended the wait; else (another thread already waits so) on its
+ * condition, and the progress thread enforces the deadline. Leaving, it
+ * wakes the first thread still blocked on @c to wait on @c in its place.
+ */
 static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 {
 	struct xprt_ctx *ctx = c->ctx;
@@ -1073,6 +1076,7 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 	}
 	if (spin)
 		spin_account(c, w->done);
+	list_add_tail(&w->link, &c->sync_waits);
 	while (!w->done) {
 		int ret = -EBUSY;
 
@@ -1084,6 +1088,11 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 		if (ret == -EBUSY)
 			pthread_cond_wait(&w->cond, &ctx->lock);
 	}
+	list_del(&w->link);
+	/* the next thread blocked on @c waits on it itself now, rather than for a hand-off */
+	if (c->ops->wait && !c->waiting && !list_empty(&c->sync_waits))
+		pthread_cond_signal(
+			&list_first_entry(&c->sync_waits, struct sync_wait, link)->cond);
 }
 
 static int rdma_sync(struct xprt_conn *c, bool is_write, void *local, struct xprt_mr *mr,

@@ -278,7 +278,8 @@ struct xprt_conn {
 
 	/* busy_poll_us: waits in a row whose spin missed (to XPRT_SPIN_MISSES), skipped since */
 	uint32_t spin_misses, spins_skipped;
-	bool waiting; /* a thread is in ops->wait() on it: no other one spins */
+	bool waiting;		     /* a thread is in ops->wait() on it: no other one spins */
+	struct list_head sync_waits; /* threads blocked on its calls and ops (core.c) */
 
 	/* HELLO */
 	uint8_t server_nonce[XPRT_NONCE_SIZE];

@@ -332,9 +332,10 @@ int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, si
  * busy-polls, the progress thread may be polling too and find the answer
  * first). A timeout, or a failure another thread finds (a close, a reset,
  * the peer gone; over verbs that thread also handles the answers that came
- * before the peer went), runs @cb on that thread. With several callers, the one
- * that reads hands the others their answers while its own call is pending,
- * and the progress thread does once it returned.
+ * before the peer went), runs @cb on that thread. With several callers, one
+ * at a time reads and hands the others their answers; when its own call is
+ * over, the next caller still waiting takes its place (until it has, the
+ * progress thread reads).
  */
 int xprt_call_wait(struct xprt_conn *conn, uint32_t method, const void *req, size_t req_len,
 		   int timeout_ms, xprt_reply_cb cb, void *arg);
