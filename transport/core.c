@@ -1080,11 +1080,8 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 	while (!w->done) {
 		int ret = -EBUSY;
 
-		if (c->ops->wait && !c->waiting) {
-			c->waiting = true;
+		if (c->ops->wait && !c->waiting)
 			ret = c->ops->wait(c, TIMER_PERIOD_MS);
-			c->waiting = false;
-		}
 		if (ret == -EBUSY)
 			pthread_cond_wait(&w->cond, &ctx->lock);
 	}

@@ -59,7 +59,6 @@ struct tcp_conn {
 	struct xprt_conn *conn;
 	uint32_t events;
 	bool connecting;
-	bool waiter; /* a blocked caller polls the socket itself (tcp_wait) */
 	enum tcp_rx_state rx_state;
 	uint8_t *stage;
 	size_t stage_size, stage_len;
@@ -105,7 +104,7 @@ static void tcp_ctx_fini(struct xprt_ctx *ctx)
 static void set_events(struct tcp_conn *tc, uint32_t events)
 {
 	/* While a caller waits on the socket itself, the progress thread leaves reading to it. */
-	if (tc->waiter)
+	if (tc->conn->waiting)
 		events &= ~(uint32_t)EPOLLIN;
 	if (tc->events == events)
 		return;
@@ -604,7 +603,7 @@ static void conn_event(struct xprt_poller *p, uint32_t events)
 	if (events & EPOLLOUT)
 		ret = tx_flush(tc);
 	/* An event the progress thread took before a caller began waiting is the caller's now. */
-	if (ret == 0 && !tc->waiter && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+	if (ret == 0 && !tc->conn->waiting && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
 		tc->reading = true;
 		ret = rx_read(tc);
 		tc->reading = false;
@@ -838,10 +837,10 @@ static int tcp_wait(struct xprt_conn *c, int timeout_ms)
 	uint32_t events = 0;
 	int n;
 
-	if (!tc || tc->waiter || tc->connecting || tc->rx_state == RX_STOPPED ||
+	if (!tc || c->waiting || tc->connecting || tc->rx_state == RX_STOPPED ||
 	    c->state == XPRT_CONN_DEAD)
 		return -EBUSY;
-	tc->waiter = true;
+	c->waiting = true;
 	set_events(tc, EPOLLIN | (list_empty(&tc->txq) ? 0 : EPOLLOUT));
 	pfd.fd = tc->poller.fd;
 	pfd.events = POLLIN | (list_empty(&tc->txq) ? 0 : POLLOUT);
@@ -850,7 +849,7 @@ static int tcp_wait(struct xprt_conn *c, int timeout_ms)
 	n = poll(&pfd, 1, timeout_ms);
 	pthread_mutex_lock(&c->ctx->lock);
 	c->refs--;
-	tc->waiter = false;
+	c->waiting = false;
 	if (c->state == XPRT_CONN_DEAD || tc->rx_state == RX_STOPPED)
 		return 0;
 	if (n > 0) {

@@ -159,7 +159,6 @@ struct verbs_conn {
 	struct ibv_comp_channel *comp_channel;
 	struct xprt_poller cq_poller;
 	bool cq_polled; /* cq_poller is in the epoll set */
-	bool waiter;	/* a blocked caller sleeps on comp_channel itself (verbs_wait) */
 	unsigned int cq_events_unacked;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp; /* id->qp, kept to know whether we created it */
@@ -1094,7 +1093,7 @@ static void verbs_cq_poll(struct xprt_poller *p, uint32_t events)
 	int ret;
 
 	/* An event the progress thread saw before a caller took the channel: the caller's. */
-	if (vc->waiter)
+	if (vc->c->waiting)
 		return;
 	while (ibv_get_cq_event(vc->comp_channel, &cq, &cq_context) == 0)
 		vc->cq_events_unacked++;
@@ -1171,7 +1170,7 @@ static int verbs_progress(struct xprt_ctx *ctx)
 		struct verbs_conn *vc = list_entry(pos, struct verbs_conn, link);
 
 		/* A caller waiting on this connection handles its completions (verbs_wait). */
-		if (!vc->waiter)
+		if (!vc->c->waiting)
 			total += verbs_conn_poll(vc, VERBS_PROGRESS_BUDGET);
 		if (vc->flush_deadline_ns && !vc->failed && xprt_now_ns() > vc->flush_deadline_ns)
 			verbs_conn_fail(vc, vc->peer_error ? vc->peer_error : -ECONNRESET);
@@ -1825,12 +1824,12 @@ static int verbs_wait(struct xprt_conn *c, int timeout_ms)
 	struct pollfd pfd;
 	int n;
 
-	if (!vc || vc->waiter || !vc->cq_polled || !vc->established || vc->shut || vc->failed ||
+	if (!vc || c->waiting || !vc->cq_polled || !vc->established || vc->shut || vc->failed ||
 	    c->state == XPRT_CONN_DEAD)
 		return -EBUSY;
 	if (xprt_core_poll_mod(ctx, &vc->cq_poller, 0))
 		return -EBUSY;
-	vc->waiter = true;
+	c->waiting = true;
 	pfd.fd = vc->comp_channel->fd;
 	pfd.events = POLLIN;
 	c->refs++;
@@ -1838,7 +1837,7 @@ static int verbs_wait(struct xprt_conn *c, int timeout_ms)
 	n = poll(&pfd, 1, timeout_ms);
 	pthread_mutex_lock(&ctx->lock);
 	c->refs--;
-	vc->waiter = false;
+	c->waiting = false;
 	if (n > 0 && vc->cq) {
 		verbs_cq_poll(&vc->cq_poller, EPOLLIN);
 		xprt_core_batch_end(ctx);

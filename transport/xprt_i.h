@@ -278,7 +278,11 @@ struct xprt_conn {
 
 	/* busy_poll_us: waits in a row whose spin missed (to XPRT_SPIN_MISSES), skipped since */
 	uint32_t spin_misses, spins_skipped;
-	bool waiting;		     /* a thread is in ops->wait() on it: no other one spins */
+	/*
+	 * A caller sleeps on its events in ops->wait(), which sets and clears
+	 * it: the progress thread leaves them to it, no other thread spins.
+	 */
+	bool waiting;
 	struct list_head sync_waits; /* threads blocked on its calls and ops (core.c) */
 
 	/* HELLO */
@@ -381,7 +385,8 @@ struct xprt_backend_ops {
 	 * which saves the progress thread's wake-up and the hand-off to the
 	 * caller. Returns -EBUSY at once when another thread already waits on
 	 * @c so, or when @c cannot be waited on (dead, stopped); 0 after it
-	 * waited, whatever arrived. May be NULL.
+	 * waited, whatever arrived. c->waiting is set while it sleeps. May be
+	 * NULL.
 	 */
 	int (*wait)(struct xprt_conn *c, int timeout_ms);
 

@@ -669,8 +669,7 @@ static void test_spin_adapts(void **state)
 		assert_int_equal(cs.spins, 0);
 		goto out;
 	}
-	/* XPRT_SPIN_MISSES spun and missed; then XPRT_SPIN_RETRY - 1 slept at once; the last spun
-	 */
+	/* XPRT_SPIN_MISSES spun and missed, XPRT_SPIN_RETRY - 1 slept at once, the last spun */
 	assert_int_equal(cs.spins, XPRT_SPIN_MISSES + 1);
 	assert_int_equal(cs.spin_hits, 0);
 	for (echoes = 0; echoes < 20 * XPRT_SPIN_RETRY && !cs.spin_hits; echoes++) {
