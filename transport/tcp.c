@@ -853,6 +853,7 @@ static int tcp_wait(struct xprt_conn *c, int timeout_ms)
 	if (c->state == XPRT_CONN_DEAD || tc->rx_state == RX_STOPPED)
 		return 0;
 	if (n > 0) {
+		c->stats.wait_wakeups++;
 		events |= (pfd.revents & POLLIN) ? EPOLLIN : 0;
 		events |= (pfd.revents & POLLOUT) ? EPOLLOUT : 0;
 		events |= (pfd.revents & POLLERR) ? EPOLLERR : 0;

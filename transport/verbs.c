@@ -7,10 +7,19 @@
  * and connection; an id's context pointer says which (struct verbs_endpoint).
  * Each connection owns one CQ with its own completion channel, one registered
  * region of receive buffers (all posted before the connection is accepted or
- * connected) and one registered ring of send slots. Every send WR and every
- * one-sided WR is signalled, so a completion frees exactly the slot its WR
- * held and the send queue can never overflow: the send queue is sized for all
- * send slots plus all one-sided slots, the CQ for that plus every receive.
+ * connected) and one registered ring of send slots. The send queue is sized
+ * for all send slots plus all one-sided slots, the CQ for that plus every
+ * receive, so neither can overflow.
+ *
+ * One-sided WRs are always signalled. A SEND is signalled only every
+ * VERBS_SIGNAL_EVERY(vc)-th (and a closing connection's): an RC send queue
+ * completes in order, so any send-queue completion means every WR posted
+ * before it is done too, and gives back the slots of the unsignalled SENDs
+ * before it (verbs_send_reclaim()). A request then costs its sender no
+ * completion, and a caller sleeping on the CQ wakes once, for the answer.
+ * At most VERBS_SIGNAL_EVERY - 1 unsignalled SENDs follow the last signalled
+ * WR, fewer than the slots: when every slot is taken, a signalled WR with
+ * taken slots before it is still in flight, and its completion frees them.
  *
  * wc.opcode is undefined on error completions, so a WR's wr_id names what it
  * was: the kind in the low bits, a buffer or slot index above. One-sided ops
@@ -54,6 +63,8 @@
 #define VERBS_CONTROL_SLOTS 4
 /* One-sided slots when the options leave max_rdma_inflight at 0. */
 #define VERBS_DEFAULT_RDMA_SLOTS 16
+/* Every this many SENDs one is signalled (see the top); at least 1. */
+#define VERBS_SIGNAL_EVERY(vc) ((vc)->send_slots / 2 ? (vc)->send_slots / 2 : 1)
 /* Inline data we ask for; the provider may grant less (queried after creation). */
 #define VERBS_INLINE_WANTED 256
 /* Work completions taken per ibv_poll_cq() call. */
@@ -144,6 +155,7 @@ struct verbs_listener {
 struct verbs_rdma_slot {
 	struct xprt_rdma_op *op;
 	bool is_read;
+	uint64_t send_mark; /* SENDs posted before it (verbs_conn.send_post_seq) */
 };
 
 struct verbs_conn {
@@ -163,8 +175,8 @@ struct verbs_conn {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp; /* id->qp, kept to know whether we created it */
 	uint32_t max_inline;
-	uint32_t max_reads; /* the QP's max_rd_atomic */
-	uint32_t sq_posted; /* WRs on the send queue (all signalled) */
+	uint32_t max_reads;    /* the QP's max_rd_atomic */
+	uint32_t sq_signalled; /* signalled WRs on the send queue: each will complete */
 
 	uint32_t buf_size;
 
@@ -181,7 +193,17 @@ struct verbs_conn {
 	struct ibv_mr *send_mr;
 	uint32_t *send_free; /* stack of free slot indexes */
 	uint32_t send_free_count;
-	bool send_blocked; /* send() said -EAGAIN: call xprt_core_send_space() */
+	/*
+	 * Posted SENDs in post order, until given back: the one numbered n (from
+	 * 0, send_post_seq counts them) is send_ring[n % send_slots]; those below
+	 * send_done_seq are back. send_seq[slot] is the number of a slot's SEND.
+	 */
+	uint32_t *send_ring;
+	uint64_t *send_seq;
+	bool *send_signalled;
+	uint64_t send_post_seq, send_done_seq;
+	uint32_t send_unsignalled_run; /* SENDs posted unsignalled since the last signalled WR */
+	bool send_blocked;	       /* send() said -EAGAIN: call xprt_core_send_space() */
 	/*
 	 * SENDs made during a batch end (ctx->sends_held), chained in order and
 	 * posted together when it returns (verbs_post_held()); send_slots each.
@@ -724,12 +746,15 @@ static int verbs_conn_setup(struct verbs_conn *vc)
 	vc->recv_len = calloc(vc->recv_count, sizeof(*vc->recv_len));
 	vc->early = calloc(vc->recv_count, sizeof(*vc->early));
 	vc->send_free = calloc(vc->send_slots, sizeof(*vc->send_free));
+	vc->send_ring = calloc(vc->send_slots, sizeof(*vc->send_ring));
+	vc->send_seq = calloc(vc->send_slots, sizeof(*vc->send_seq));
+	vc->send_signalled = calloc(vc->send_slots, sizeof(*vc->send_signalled));
 	vc->held_wr = calloc(vc->send_slots, sizeof(*vc->held_wr));
 	vc->held_sge = calloc(vc->send_slots, sizeof(*vc->held_sge));
 	vc->rdma = calloc(vc->rdma_slots, sizeof(*vc->rdma));
 	vc->rdma_free = calloc(vc->rdma_slots, sizeof(*vc->rdma_free));
-	if (!vc->recv_len || !vc->early || !vc->send_free || !vc->held_wr || !vc->held_sge ||
-	    !vc->rdma || !vc->rdma_free)
+	if (!vc->recv_len || !vc->early || !vc->send_free || !vc->send_ring || !vc->send_seq ||
+	    !vc->send_signalled || !vc->held_wr || !vc->held_sge || !vc->rdma || !vc->rdma_free)
 		return -ENOMEM;
 
 	err = verbs_buffers_alloc(vc, vc->recv_count, IBV_ACCESS_LOCAL_WRITE, &vc->recv_bufs,
@@ -779,6 +804,9 @@ static void verbs_conn_release(struct verbs_conn *vc)
 	free(vc->recv_bufs);
 	free(vc->rdma_free);
 	free(vc->rdma);
+	free(vc->send_signalled);
+	free(vc->send_seq);
+	free(vc->send_ring);
 	free(vc->send_free);
 	free(vc->held_sge);
 	free(vc->held_wr);
@@ -978,18 +1006,77 @@ static void verbs_recv_done(struct verbs_conn *vc, uint32_t idx, uint32_t len)
 	verbs_recv_deliver(vc, idx, len);
 }
 
+/*
+ * A send-queue completion says every SEND numbered below @end is done: their
+ * slots come back (see the top), and a sender that found none is told.
+ */
+static void verbs_send_reclaim(struct verbs_conn *vc, uint64_t end)
+{
+	bool freed = false;
+
+	while (vc->send_done_seq < end && vc->send_done_seq < vc->send_post_seq) {
+		uint32_t slot = vc->send_ring[vc->send_done_seq++ % vc->send_slots];
+
+		if (vc->send_signalled[slot]) {
+			vc->send_signalled[slot] = false;
+			vc->sq_signalled--;
+		}
+		vc->send_free[vc->send_free_count++] = slot;
+		freed = true;
+	}
+	if (freed && vc->send_blocked && !vc->shut && !vc->failed &&
+	    vc->c->state != XPRT_CONN_DEAD) {
+		vc->send_blocked = false;
+		xprt_core_send_space(vc->c);
+	}
+}
+
+/* A SEND's completion (signalled, or an error): it and every SEND before it are done. */
 static void verbs_send_done(struct verbs_conn *vc, uint32_t idx, int err)
 {
 	if (idx >= vc->send_slots)
 		return;
-	vc->send_free[vc->send_free_count++] = idx;
-	if (err) {
+	/* already given back by a later WR's completion: cannot happen in order; harmless */
+	if (vc->send_seq[idx] >= vc->send_done_seq)
+		verbs_send_reclaim(vc, vc->send_seq[idx] + 1);
+	if (err)
 		verbs_conn_wc_fail(vc, err);
-		return;
+}
+
+/*
+ * Numbers a SEND about to be posted (send_ring, see the top) and signals it
+ * when its turn has come or its connection closes (its completion then says
+ * the CLOSE and all before it went: sends_pending()).
+ */
+static void verbs_send_posting(struct verbs_conn *vc, struct ibv_send_wr *wr)
+{
+	uint32_t slot = verbs_wr_slot(wr->wr_id);
+	bool signal = vc->c->local_close || vc->send_unsignalled_run + 1 >= VERBS_SIGNAL_EVERY(vc);
+
+	vc->send_seq[slot] = vc->send_post_seq;
+	vc->send_ring[vc->send_post_seq++ % vc->send_slots] = slot;
+	vc->send_signalled[slot] = signal;
+	if (signal) {
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		vc->sq_signalled++;
+		vc->send_unsignalled_run = 0;
+	} else {
+		wr->send_flags &= ~(unsigned int)IBV_SEND_SIGNALED;
+		vc->send_unsignalled_run++;
 	}
-	if (vc->send_blocked && !vc->shut && vc->c->state != XPRT_CONN_DEAD) {
-		vc->send_blocked = false;
-		xprt_core_send_space(vc->c);
+}
+
+/* Takes back verbs_send_posting() of the SENDs from @first on: they were not posted. */
+static void verbs_send_unposting(struct verbs_conn *vc, uint64_t first)
+{
+	while (vc->send_post_seq > first) {
+		uint32_t slot = vc->send_ring[--vc->send_post_seq % vc->send_slots];
+
+		if (vc->send_signalled[slot]) {
+			vc->send_signalled[slot] = false;
+			vc->sq_signalled--;
+		}
+		vc->send_free[vc->send_free_count++] = slot;
 	}
 }
 
@@ -1004,6 +1091,7 @@ static void verbs_rdma_done(struct verbs_conn *vc, uint32_t idx, int err)
 	op = slot->op;
 	if (slot->is_read)
 		vc->reads_inflight--;
+	verbs_send_reclaim(vc, slot->send_mark);
 	slot->op = NULL;
 	slot->is_read = false;
 	vc->rdma_free[vc->rdma_free_count++] = idx;
@@ -1040,11 +1128,10 @@ static void verbs_handle_wc(struct verbs_conn *vc, const struct ibv_wc *wc)
 			verbs_recv_done(vc, idx, wc->byte_len);
 		break;
 	case VERBS_WR_SEND:
-		vc->sq_posted--;
 		verbs_send_done(vc, idx, err);
 		break;
 	case VERBS_WR_RDMA:
-		vc->sq_posted--;
+		vc->sq_signalled--;
 		verbs_rdma_done(vc, idx, err);
 		break;
 	default:
@@ -1205,6 +1292,7 @@ static int verbs_post_held(struct verbs_conn *vc)
 {
 	struct ibv_send_wr *bad = NULL;
 	uint32_t n, posted = 0;
+	uint64_t first;
 	int ret = 0;
 
 	if (!vc || !vc->held_count)
@@ -1213,16 +1301,19 @@ static int verbs_post_held(struct verbs_conn *vc)
 	vc->held_count = 0;
 	list_del(&vc->held_link);
 	vc->held_wr[n - 1].next = NULL;
+	first = vc->send_post_seq;
 	if (verbs_conn_check_post(vc) == 0) {
+		for (uint32_t i = 0; i < n; i++)
+			verbs_send_posting(vc, &vc->held_wr[i]);
 		ret = ibv_post_send(vc->qp, vc->held_wr, &bad);
 		posted = ret == 0 ? n : bad ? (uint32_t)(bad - vc->held_wr) : 0;
+		verbs_send_unposting(vc, first + posted);
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			vc->send_free[vc->send_free_count++] = verbs_wr_slot(vc->held_wr[i].wr_id);
 	}
-	if (posted) {
-		vc->sq_posted += posted;
+	if (posted)
 		vc->c->stats.writes++;
-	}
-	for (uint32_t i = posted; i < n; i++)
-		vc->send_free[vc->send_free_count++] = verbs_wr_slot(vc->held_wr[i].wr_id);
 	if (ret)
 		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(%u SENDs held): %s", vc->peer,
 			 n - posted, strerror(ret));
@@ -1238,6 +1329,7 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	struct ibv_sge one_sge, *sge = &one_sge;
 	/* a closing connection's CLOSE posts at once, after what was held */
 	bool hold = c->ctx->sends_held && !c->local_close;
+	uint64_t first;
 	uint32_t slot;
 	uint8_t *buf;
 	int ret;
@@ -1272,8 +1364,8 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	wr->sg_list = sge;
 	wr->num_sge = total ? 1 : 0;
 	wr->opcode = IBV_WR_SEND;
-	/* Signalled always: the completion gives the slot back (see the top). */
-	wr->send_flags = IBV_SEND_SIGNALED;
+	/* signalled or not: decided when posted (verbs_send_posting()) */
+	wr->send_flags = 0;
 	if (total && total <= vc->max_inline)
 		wr->send_flags |= IBV_SEND_INLINE;
 
@@ -1287,15 +1379,19 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	}
 	/* a CLOSE made during a batch end comes here: what was held goes first */
 	ret = verbs_post_held(vc);
-	if (ret == 0)
-		ret = -ibv_post_send(vc->qp, wr, &bad);
 	if (ret) {
 		vc->send_free[vc->send_free_count++] = slot;
+		return ret;
+	}
+	first = vc->send_post_seq;
+	verbs_send_posting(vc, wr);
+	ret = -ibv_post_send(vc->qp, wr, &bad);
+	if (ret) {
+		verbs_send_unposting(vc, first);
 		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(SEND, %zu bytes): %s", vc->peer,
 			 total, strerror(-ret));
 		return ret;
 	}
-	vc->sq_posted++;
 	vc->c->stats.writes++;
 	return 0;
 }
@@ -1378,10 +1474,12 @@ static int verbs_rdma(struct xprt_conn *c, struct xprt_rdma_op *op)
 	vc->rdma_free_count--;
 	vc->rdma[idx].op = op;
 	vc->rdma[idx].is_read = !op->is_write;
+	vc->rdma[idx].send_mark = vc->send_post_seq;
+	vc->send_unsignalled_run = 0;
+	vc->sq_signalled++;
 	op->backend_data = &vc->rdma[idx];
 	if (!op->is_write)
 		vc->reads_inflight++;
-	vc->sq_posted++;
 	vc->c->stats.writes++;
 	return 0;
 }
@@ -1839,6 +1937,7 @@ static int verbs_wait(struct xprt_conn *c, int timeout_ms)
 	c->refs--;
 	c->waiting = false;
 	if (n > 0 && vc->cq) {
+		c->stats.wait_wakeups++;
 		verbs_cq_poll(&vc->cq_poller, EPOLLIN);
 		xprt_core_batch_end(ctx);
 	}
@@ -1850,12 +1949,17 @@ static int verbs_wait(struct xprt_conn *c, int timeout_ms)
 	return 0;
 }
 
-/* SENDs still on the send queue: a QP moved to ERR now would flush them unsent. */
+/*
+ * SENDs still on the send queue: a QP moved to ERR now would flush them
+ * unsent. Only a signalled WR is known to be there: the last SEND of a
+ * closing connection always is (verbs_send_posting()), and all before it
+ * are done when it is.
+ */
 static bool verbs_sends_pending(const struct xprt_conn *c)
 {
 	const struct verbs_conn *vc = c->backend;
 
-	return vc && vc->qp && !vc->qp_error && (vc->sq_posted > 0 || vc->held_count > 0);
+	return vc && vc->qp && !vc->qp_error && (vc->sq_signalled > 0 || vc->held_count > 0);
 }
 
 /*
@@ -1874,16 +1978,20 @@ static void verbs_conn_destroy(struct xprt_conn *c)
 	verbs_shutdown(c);
 
 	deadline = xprt_now_ns() + xprt_ms_to_ns(VERBS_DRAIN_TIMEOUT_MS);
-	while (vc->cq && vc->sq_posted && xprt_now_ns() < deadline) {
+	/*
+	 * Every signalled WR completes (flushed); an unsignalled SEND that was
+	 * done before the QP went to ERR never will, and needs no waiting for.
+	 */
+	while (vc->cq && vc->sq_signalled && xprt_now_ns() < deadline) {
 		if (!verbs_conn_poll(vc, INT_MAX)) {
 			struct timespec ts = {.tv_nsec = VERBS_DRAIN_SLEEP_NS};
 
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (vc->sq_posted)
+	if (vc->sq_signalled)
 		xprt_log(XPRT_LOG_WARN, "verbs: %s: %u WRs not flushed after %d ms", vc->peer,
-			 vc->sq_posted, VERBS_DRAIN_TIMEOUT_MS);
+			 vc->sq_signalled, VERBS_DRAIN_TIMEOUT_MS);
 
 	if (vc->qp) {
 		rdma_destroy_qp(vc->id);

@@ -609,11 +609,13 @@ static void wait_seen_cb(void *arg, int status, const void *body, size_t len)
  * xprt.h, xprt_call_wait(): the caller reads its connection itself while it
  * waits (tcp: the socket; verbs: the completion channel), so with one caller
  * and no busy polling each answer is handled on the calling thread, never
- * handed over by the progress thread.
+ * handed over by the progress thread; and it wakes about once per call
+ * (xprt_conn_stats.wait_wakeups).
  */
 static void test_call_wait_caller(void **state)
 {
 	struct xprt_ctx *ctx = make_ctx_poll(SECRET, 0, NULL, 0);
+	struct xprt_conn_stats cs;
 	struct xprt_conn *c;
 	unsigned elsewhere = 0;
 
@@ -629,6 +631,16 @@ static void test_call_wait_caller(void **state)
 			elsewhere++;
 	}
 	assert_int_equal(elsewhere, 0);
+	/*
+	 * One wakeup per call, the answer's, and a few more (tcp: the socket
+	 * writable again; verbs: every VERBS_SIGNAL_EVERY-th SEND's completion):
+	 * never one for each request's SEND as well, which would make 1000.
+	 */
+	assert_int_equal(xprt_conn_stats(c, &cs), 0);
+	print_message("%llu wakeups of the caller for 500 calls\n",
+		      (unsigned long long)cs.wait_wakeups);
+	assert_true(cs.wait_wakeups >= 1);
+	assert_true(cs.wait_wakeups <= 500 + 500 / 4);
 	xprt_conn_close(c);
 	xprt_ctx_destroy(ctx);
 }

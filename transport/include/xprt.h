@@ -451,6 +451,14 @@ struct xprt_conn_stats {
 	/* waits for an answer that spun first (busy_poll_us), and those whose answer came meanwhile
 	 */
 	uint64_t spins, spin_hits;
+	/*
+	 * Times a caller sleeping on this connection for an answer (the
+	 * backend's wait: tcp its socket, verbs its completion channel) was
+	 * woken by the connection, not by its timer. Over verbs a request's
+	 * SEND wakes nobody, so with one caller and no spinning a call costs
+	 * about one wakeup, the answer's.
+	 */
+	uint64_t wait_wakeups;
 	uint64_t credit_waits; /* times a send waited for credits */
 	uint32_t send_credits; /* peer receive buffers we may still use */
 	uint32_t recv_credits; /* our receive buffers the peer may still use */
