@@ -12,14 +12,20 @@
  * receive, so neither can overflow.
  *
  * One-sided WRs are always signalled. A SEND is signalled only every
- * VERBS_SIGNAL_EVERY(vc)-th (and a closing connection's): an RC send queue
- * completes in order, so any send-queue completion means every WR posted
- * before it is done too, and gives back the slots of the unsignalled SENDs
- * before it (verbs_send_reclaim()). A request then costs its sender no
- * completion, and a caller sleeping on the CQ wakes once, for the answer.
- * At most VERBS_SIGNAL_EVERY - 1 unsignalled SENDs follow the last signalled
- * WR, fewer than the slots: when every slot is taken, a signalled WR with
- * taken slots before it is still in flight, and its completion frees them.
+ * signal_every-th (and a closing connection's): an RC send queue completes
+ * in order, so any send-queue completion means every WR posted before it is
+ * done too, and gives back the slots of the unsignalled SENDs before it
+ * (verbs_send_reclaim()). A request then costs its sender no completion, and
+ * a caller sleeping on the CQ mostly wakes once, for the answer.
+ *
+ * At most signal_every - 1 posted SENDs follow the last signalled WR. Those
+ * may be done yet keep their slots, so a connection has that many slots more
+ * than the peer's credits plus VERBS_CONTROL_SLOTS: the credits alone, never
+ * the slots, bound the messages in flight. When every slot is taken, a
+ * signalled WR with taken slots before it is still in flight, and its
+ * completion frees them; SENDs held for a batch end (verbs_post_held()) may
+ * take them all, but are posted when it returns, and at least one of them is
+ * then signalled.
  *
  * wc.opcode is undefined on error completions, so a WR's wr_id names what it
  * was: the kind in the low bits, a buffer or slot index above. One-sided ops
@@ -63,8 +69,8 @@
 #define VERBS_CONTROL_SLOTS 4
 /* One-sided slots when the options leave max_rdma_inflight at 0. */
 #define VERBS_DEFAULT_RDMA_SLOTS 16
-/* Every this many SENDs one is signalled (see the top); at least 1. */
-#define VERBS_SIGNAL_EVERY(vc) ((vc)->send_slots / 2 ? (vc)->send_slots / 2 : 1)
+/* Of the credits plus control slots, every this many-th SEND is signalled (see the top). */
+#define VERBS_SIGNAL_DIVISOR 4
 /* Inline data we ask for; the provider may grant less (queried after creation). */
 #define VERBS_INLINE_WANTED 256
 /* Work completions taken per ibv_poll_cq() call. */
@@ -203,6 +209,7 @@ struct verbs_conn {
 	bool *send_signalled;
 	uint64_t send_post_seq, send_done_seq;
 	uint32_t send_unsignalled_run; /* SENDs posted unsignalled since the last signalled WR */
+	uint32_t signal_every;	       /* see the top */
 	bool send_blocked;	       /* send() said -EAGAIN: call xprt_core_send_space() */
 	/*
 	 * SENDs made during a batch end (ctx->sends_held), chained in order and
@@ -693,6 +700,9 @@ static int verbs_conn_setup(struct verbs_conn *vc)
 	vc->buf_size = ctx->opts.max_msg_size;
 	vc->recv_count = ctx->opts.recv_credits;
 	vc->send_slots = ctx->opts.recv_credits + VERBS_CONTROL_SLOTS;
+	vc->signal_every =
+		vc->send_slots / VERBS_SIGNAL_DIVISOR ? vc->send_slots / VERBS_SIGNAL_DIVISOR : 1;
+	vc->send_slots += vc->signal_every - 1; /* those a signalled WR's completion frees late */
 	vc->rdma_slots = ctx->opts.max_rdma_inflight ? ctx->opts.max_rdma_inflight
 						     : VERBS_DEFAULT_RDMA_SLOTS;
 	sq_depth = vc->send_slots + vc->rdma_slots;
@@ -1024,7 +1034,7 @@ static void verbs_send_reclaim(struct verbs_conn *vc, uint64_t end)
 		vc->send_free[vc->send_free_count++] = slot;
 		freed = true;
 	}
-	if (freed && vc->send_blocked && !vc->shut && !vc->failed &&
+	if (freed && vc->send_blocked && !vc->shut && !vc->failed && !vc->qp_error &&
 	    vc->c->state != XPRT_CONN_DEAD) {
 		vc->send_blocked = false;
 		xprt_core_send_space(vc->c);
@@ -1036,7 +1046,10 @@ static void verbs_send_done(struct verbs_conn *vc, uint32_t idx, int err)
 {
 	if (idx >= vc->send_slots)
 		return;
-	/* already given back by a later WR's completion: cannot happen in order; harmless */
+	/*
+	 * Not yet given back: in order, no later WR's completion came first (had
+	 * one, the slot could be reused and this completion name another SEND).
+	 */
 	if (vc->send_seq[idx] >= vc->send_done_seq)
 		verbs_send_reclaim(vc, vc->send_seq[idx] + 1);
 	if (err)
@@ -1051,7 +1064,7 @@ static void verbs_send_done(struct verbs_conn *vc, uint32_t idx, int err)
 static void verbs_send_posting(struct verbs_conn *vc, struct ibv_send_wr *wr)
 {
 	uint32_t slot = verbs_wr_slot(wr->wr_id);
-	bool signal = vc->c->local_close || vc->send_unsignalled_run + 1 >= VERBS_SIGNAL_EVERY(vc);
+	bool signal = vc->c->local_close || vc->send_unsignalled_run + 1 >= vc->signal_every;
 
 	vc->send_seq[slot] = vc->send_post_seq;
 	vc->send_ring[vc->send_post_seq++ % vc->send_slots] = slot;
@@ -1066,10 +1079,18 @@ static void verbs_send_posting(struct verbs_conn *vc, struct ibv_send_wr *wr)
 	}
 }
 
-/* Takes back verbs_send_posting() of the SENDs from @first on: they were not posted. */
-static void verbs_send_unposting(struct verbs_conn *vc, uint64_t first)
+/*
+ * Of the SENDs numbered from @first on, which verbs_send_posting() numbered
+ * when send_unsignalled_run was @run, only @posted were posted: takes the
+ * others back, and the run to what the posted ones made it.
+ */
+static void verbs_send_unposting(struct verbs_conn *vc, uint64_t first, uint32_t posted,
+				 uint32_t run)
 {
-	while (vc->send_post_seq > first) {
+	for (uint64_t seq = first; seq < first + posted; seq++)
+		run = vc->send_signalled[vc->send_ring[seq % vc->send_slots]] ? 0 : run + 1;
+	vc->send_unsignalled_run = run;
+	while (vc->send_post_seq > first + posted) {
 		uint32_t slot = vc->send_ring[--vc->send_post_seq % vc->send_slots];
 
 		if (vc->send_signalled[slot]) {
@@ -1091,10 +1112,11 @@ static void verbs_rdma_done(struct verbs_conn *vc, uint32_t idx, int err)
 	op = slot->op;
 	if (slot->is_read)
 		vc->reads_inflight--;
-	verbs_send_reclaim(vc, slot->send_mark);
 	slot->op = NULL;
 	slot->is_read = false;
 	vc->rdma_free[vc->rdma_free_count++] = idx;
+	/* the SENDs posted before it are done too; the slot is free first (send_space may post) */
+	verbs_send_reclaim(vc, slot->send_mark);
 
 	/*
 	 * The op completes before the connection dies, so its owner learns why
@@ -1291,7 +1313,7 @@ static int verbs_conn_check_post(const struct verbs_conn *vc)
 static int verbs_post_held(struct verbs_conn *vc)
 {
 	struct ibv_send_wr *bad = NULL;
-	uint32_t n, posted = 0;
+	uint32_t n, posted = 0, run;
 	uint64_t first;
 	int ret = 0;
 
@@ -1302,12 +1324,14 @@ static int verbs_post_held(struct verbs_conn *vc)
 	list_del(&vc->held_link);
 	vc->held_wr[n - 1].next = NULL;
 	first = vc->send_post_seq;
+	run = vc->send_unsignalled_run;
 	if (verbs_conn_check_post(vc) == 0) {
 		for (uint32_t i = 0; i < n; i++)
 			verbs_send_posting(vc, &vc->held_wr[i]);
 		ret = ibv_post_send(vc->qp, vc->held_wr, &bad);
 		posted = ret == 0 ? n : bad ? (uint32_t)(bad - vc->held_wr) : 0;
-		verbs_send_unposting(vc, first + posted);
+		if (posted < n)
+			verbs_send_unposting(vc, first, posted, run);
 	} else {
 		for (uint32_t i = 0; i < n; i++)
 			vc->send_free[vc->send_free_count++] = verbs_wr_slot(vc->held_wr[i].wr_id);
@@ -1330,7 +1354,7 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	/* a closing connection's CLOSE posts at once, after what was held */
 	bool hold = c->ctx->sends_held && !c->local_close;
 	uint64_t first;
-	uint32_t slot;
+	uint32_t slot, run;
 	uint8_t *buf;
 	int ret;
 
@@ -1384,10 +1408,11 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 		return ret;
 	}
 	first = vc->send_post_seq;
+	run = vc->send_unsignalled_run;
 	verbs_send_posting(vc, wr);
 	ret = -ibv_post_send(vc->qp, wr, &bad);
 	if (ret) {
-		verbs_send_unposting(vc, first);
+		verbs_send_unposting(vc, first, 0, run);
 		xprt_log(XPRT_LOG_ERR, "verbs: %s: ibv_post_send(SEND, %zu bytes): %s", vc->peer,
 			 total, strerror(-ret));
 		return ret;

@@ -402,8 +402,10 @@ struct xprt_backend_ops {
 
 	/*
 	 * Whether messages given to send() have not left for the peer yet (tcp:
-	 * bytes the socket has not taken; verbs: SENDs not completed, which a
-	 * QP moved to ERR would flush). xprt_conn_close() waits, bounded, for
+	 * bytes the socket has not taken; verbs: signalled WRs not completed,
+	 * which a QP moved to ERR would flush: a closing connection's SENDs are
+	 * all signalled, and all before one are done when it is, but an
+	 * unsignalled SEND is not seen). xprt_conn_close() waits, bounded, for
 	 * its CLOSE to leave before shutdown(). May be NULL: nothing is waited for.
 	 */
 	bool (*sends_pending)(const struct xprt_conn *c);

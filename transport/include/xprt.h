@@ -454,9 +454,9 @@ struct xprt_conn_stats {
 	/*
 	 * Times a caller sleeping on this connection for an answer (the
 	 * backend's wait: tcp its socket, verbs its completion channel) was
-	 * woken by the connection, not by its timer. Over verbs a request's
-	 * SEND wakes nobody, so with one caller and no spinning a call costs
-	 * about one wakeup, the answer's.
+	 * woken by the connection, not by its timer. Over verbs only every few
+	 * SENDs ask for a completion, so with one caller and no spinning a call
+	 * costs about one wakeup, the answer's.
 	 */
 	uint64_t wait_wakeups;
 	uint64_t credit_waits; /* times a send waited for credits */
