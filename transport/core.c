@@ -1082,6 +1082,8 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 
 		if (c->ops->wait && !c->waiting)
 			ret = c->ops->wait(c, TIMER_PERIOD_MS);
+		if (ret > 0)
+			c->stats.wait_wakeups++;
 		if (ret == -EBUSY)
 			pthread_cond_wait(&w->cond, &ctx->lock);
 	}

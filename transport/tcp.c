@@ -851,9 +851,8 @@ static int tcp_wait(struct xprt_conn *c, int timeout_ms)
 	c->refs--;
 	c->waiting = false;
 	if (c->state == XPRT_CONN_DEAD || tc->rx_state == RX_STOPPED)
-		return 0;
+		return n > 0;
 	if (n > 0) {
-		c->stats.wait_wakeups++;
 		events |= (pfd.revents & POLLIN) ? EPOLLIN : 0;
 		events |= (pfd.revents & POLLOUT) ? EPOLLOUT : 0;
 		events |= (pfd.revents & POLLERR) ? EPOLLERR : 0;
@@ -863,7 +862,7 @@ static int tcp_wait(struct xprt_conn *c, int timeout_ms)
 	}
 	if (c->state != XPRT_CONN_DEAD && tc->rx_state != RX_STOPPED)
 		set_events(tc, EPOLLIN | (list_empty(&tc->txq) ? 0 : EPOLLOUT));
-	return 0;
+	return n > 0;
 }
 
 static bool tcp_sends_pending(const struct xprt_conn *c)

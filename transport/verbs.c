@@ -197,17 +197,16 @@ struct verbs_conn {
 	uint32_t send_slots;
 	uint8_t *send_bufs;
 	struct ibv_mr *send_mr;
-	uint32_t *send_free; /* stack of free slot indexes */
-	uint32_t send_free_count;
 	/*
-	 * Posted SENDs in post order, until given back: the one numbered n (from
-	 * 0, send_post_seq counts them) is send_ring[n % send_slots]; those below
-	 * send_done_seq are back. send_seq[slot] is the number of a slot's SEND.
+	 * SENDs are numbered from 0 as they take their slots, the one numbered n
+	 * taking slot n % send_slots: they are taken, posted (held ones in the
+	 * order they were made) and given back in that order. Those below
+	 * send_taken_seq took a slot, below send_post_seq were posted, below
+	 * send_done_seq are back; send_signalled[slot] says what
+	 * verbs_send_posting() made of a posted one.
 	 */
-	uint32_t *send_ring;
-	uint64_t *send_seq;
+	uint64_t send_taken_seq, send_post_seq, send_done_seq;
 	bool *send_signalled;
-	uint64_t send_post_seq, send_done_seq;
 	uint32_t send_unsignalled_run; /* SENDs posted unsignalled since the last signalled WR */
 	uint32_t signal_every;	       /* see the top */
 	bool send_blocked;	       /* send() said -EAGAIN: call xprt_core_send_space() */
@@ -755,16 +754,13 @@ static int verbs_conn_setup(struct verbs_conn *vc)
 
 	vc->recv_len = calloc(vc->recv_count, sizeof(*vc->recv_len));
 	vc->early = calloc(vc->recv_count, sizeof(*vc->early));
-	vc->send_free = calloc(vc->send_slots, sizeof(*vc->send_free));
-	vc->send_ring = calloc(vc->send_slots, sizeof(*vc->send_ring));
-	vc->send_seq = calloc(vc->send_slots, sizeof(*vc->send_seq));
 	vc->send_signalled = calloc(vc->send_slots, sizeof(*vc->send_signalled));
 	vc->held_wr = calloc(vc->send_slots, sizeof(*vc->held_wr));
 	vc->held_sge = calloc(vc->send_slots, sizeof(*vc->held_sge));
 	vc->rdma = calloc(vc->rdma_slots, sizeof(*vc->rdma));
 	vc->rdma_free = calloc(vc->rdma_slots, sizeof(*vc->rdma_free));
-	if (!vc->recv_len || !vc->early || !vc->send_free || !vc->send_ring || !vc->send_seq ||
-	    !vc->send_signalled || !vc->held_wr || !vc->held_sge || !vc->rdma || !vc->rdma_free)
+	if (!vc->recv_len || !vc->early || !vc->send_signalled || !vc->held_wr || !vc->held_sge ||
+	    !vc->rdma || !vc->rdma_free)
 		return -ENOMEM;
 
 	err = verbs_buffers_alloc(vc, vc->recv_count, IBV_ACCESS_LOCAL_WRITE, &vc->recv_bufs,
@@ -777,9 +773,6 @@ static int verbs_conn_setup(struct verbs_conn *vc)
 		return err;
 
 	/* Popped from the top: slot 0 first, for readable traces. */
-	for (i = 0; i < vc->send_slots; i++)
-		vc->send_free[i] = vc->send_slots - 1 - i;
-	vc->send_free_count = vc->send_slots;
 	for (i = 0; i < vc->rdma_slots; i++)
 		vc->rdma_free[i] = vc->rdma_slots - 1 - i;
 	vc->rdma_free_count = vc->rdma_slots;
@@ -815,9 +808,6 @@ static void verbs_conn_release(struct verbs_conn *vc)
 	free(vc->rdma_free);
 	free(vc->rdma);
 	free(vc->send_signalled);
-	free(vc->send_seq);
-	free(vc->send_ring);
-	free(vc->send_free);
 	free(vc->held_sge);
 	free(vc->held_wr);
 	free(vc->early);
@@ -1025,13 +1015,12 @@ static void verbs_send_reclaim(struct verbs_conn *vc, uint64_t end)
 	bool freed = false;
 
 	while (vc->send_done_seq < end && vc->send_done_seq < vc->send_post_seq) {
-		uint32_t slot = vc->send_ring[vc->send_done_seq++ % vc->send_slots];
+		uint32_t slot = (uint32_t)(vc->send_done_seq++ % vc->send_slots);
 
 		if (vc->send_signalled[slot]) {
 			vc->send_signalled[slot] = false;
 			vc->sq_signalled--;
 		}
-		vc->send_free[vc->send_free_count++] = slot;
 		freed = true;
 	}
 	if (freed && vc->send_blocked && !vc->shut && !vc->failed && !vc->qp_error &&
@@ -1044,61 +1033,60 @@ static void verbs_send_reclaim(struct verbs_conn *vc, uint64_t end)
 /* A SEND's completion (signalled, or an error): it and every SEND before it are done. */
 static void verbs_send_done(struct verbs_conn *vc, uint32_t idx, int err)
 {
+	uint64_t seq;
+
 	if (idx >= vc->send_slots)
 		return;
-	/*
-	 * Not yet given back: in order, no later WR's completion came first (had
-	 * one, the slot could be reused and this completion name another SEND).
-	 */
-	if (vc->send_seq[idx] >= vc->send_done_seq)
-		verbs_send_reclaim(vc, vc->send_seq[idx] + 1);
+	/* the SEND in slot @idx not yet given back: at most send_slots are out */
+	seq = vc->send_done_seq +
+	      (idx + vc->send_slots - vc->send_done_seq % vc->send_slots) % vc->send_slots;
+	if (seq < vc->send_post_seq)
+		verbs_send_reclaim(vc, seq + 1);
 	if (err)
 		verbs_conn_wc_fail(vc, err);
 }
 
 /*
- * Numbers a SEND about to be posted (send_ring, see the top) and signals it
- * when its turn has come or its connection closes (its completion then says
- * the CLOSE and all before it went: sends_pending()).
+ * Counts the next SEND taken (see the top; its slot: @wr's) as posted, and
+ * signals it when its turn has come or its connection closes (its completion
+ * then says the CLOSE and all before it went: sends_pending()).
  */
 static void verbs_send_posting(struct verbs_conn *vc, struct ibv_send_wr *wr)
 {
-	uint32_t slot = verbs_wr_slot(wr->wr_id);
+	uint32_t slot = (uint32_t)(vc->send_post_seq++ % vc->send_slots);
 	bool signal = vc->c->local_close || vc->send_unsignalled_run + 1 >= vc->signal_every;
 
-	vc->send_seq[slot] = vc->send_post_seq;
-	vc->send_ring[vc->send_post_seq++ % vc->send_slots] = slot;
 	vc->send_signalled[slot] = signal;
 	if (signal) {
 		wr->send_flags |= IBV_SEND_SIGNALED;
 		vc->sq_signalled++;
 		vc->send_unsignalled_run = 0;
 	} else {
-		wr->send_flags &= ~(unsigned int)IBV_SEND_SIGNALED;
 		vc->send_unsignalled_run++;
 	}
 }
 
 /*
- * Of the SENDs numbered from @first on, which verbs_send_posting() numbered
- * when send_unsignalled_run was @run, only @posted were posted: takes the
- * others back, and the run to what the posted ones made it.
+ * Of the SENDs counted as posted from number @first on, when
+ * send_unsignalled_run was @run, only @posted were: takes the others back,
+ * and the run to what the posted ones made it; then gives back the slot of
+ * every SEND taken but not posted (its connection is to fail).
  */
 static void verbs_send_unposting(struct verbs_conn *vc, uint64_t first, uint32_t posted,
 				 uint32_t run)
 {
 	for (uint64_t seq = first; seq < first + posted; seq++)
-		run = vc->send_signalled[vc->send_ring[seq % vc->send_slots]] ? 0 : run + 1;
+		run = vc->send_signalled[seq % vc->send_slots] ? 0 : run + 1;
 	vc->send_unsignalled_run = run;
 	while (vc->send_post_seq > first + posted) {
-		uint32_t slot = vc->send_ring[--vc->send_post_seq % vc->send_slots];
+		uint32_t slot = (uint32_t)(--vc->send_post_seq % vc->send_slots);
 
 		if (vc->send_signalled[slot]) {
 			vc->send_signalled[slot] = false;
 			vc->sq_signalled--;
 		}
-		vc->send_free[vc->send_free_count++] = slot;
 	}
+	vc->send_taken_seq = vc->send_post_seq;
 }
 
 static void verbs_rdma_done(struct verbs_conn *vc, uint32_t idx, int err)
@@ -1333,8 +1321,7 @@ static int verbs_post_held(struct verbs_conn *vc)
 		if (posted < n)
 			verbs_send_unposting(vc, first, posted, run);
 	} else {
-		for (uint32_t i = 0; i < n; i++)
-			vc->send_free[vc->send_free_count++] = verbs_wr_slot(vc->held_wr[i].wr_id);
+		verbs_send_unposting(vc, first, 0, run);
 	}
 	if (posted)
 		vc->c->stats.writes++;
@@ -1363,12 +1350,12 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 		return ret;
 	if (total > vc->buf_size)
 		return -EMSGSIZE;
-	if (!vc->send_free_count) {
+	if (vc->send_taken_seq - vc->send_done_seq == vc->send_slots) {
 		vc->send_blocked = true;
 		return -EAGAIN;
 	}
 
-	slot = vc->send_free[--vc->send_free_count];
+	slot = (uint32_t)(vc->send_taken_seq++ % vc->send_slots);
 	buf = verbs_send_buf(vc, slot);
 	if (hdr_len)
 		memcpy(buf, hdr, hdr_len);
@@ -1404,7 +1391,7 @@ static int verbs_send(struct xprt_conn *c, const uint8_t *hdr, const void *body,
 	/* a CLOSE made during a batch end comes here: what was held goes first */
 	ret = verbs_post_held(vc);
 	if (ret) {
-		vc->send_free[vc->send_free_count++] = slot;
+		vc->send_taken_seq = vc->send_post_seq; /* this one's slot too */
 		return ret;
 	}
 	first = vc->send_post_seq;
@@ -1962,7 +1949,6 @@ static int verbs_wait(struct xprt_conn *c, int timeout_ms)
 	c->refs--;
 	c->waiting = false;
 	if (n > 0 && vc->cq) {
-		c->stats.wait_wakeups++;
 		verbs_cq_poll(&vc->cq_poller, EPOLLIN);
 		xprt_core_batch_end(ctx);
 	}
@@ -1971,7 +1957,7 @@ static int verbs_wait(struct xprt_conn *c, int timeout_ms)
 			 vc->peer);
 		verbs_conn_fail(vc, -EIO);
 	}
-	return 0;
+	return n > 0;
 }
 
 /*

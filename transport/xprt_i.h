@@ -384,9 +384,10 @@ struct xprt_backend_ops {
 	 * once by the caller): what arrives is then handled on that thread,
 	 * which saves the progress thread's wake-up and the hand-off to the
 	 * caller. Returns -EBUSY at once when another thread already waits on
-	 * @c so, or when @c cannot be waited on (dead, stopped); 0 after it
-	 * waited, whatever arrived. c->waiting is set while it sleeps. May be
-	 * NULL.
+	 * @c so, or when @c cannot be waited on (dead, stopped); after it
+	 * waited, 1 when @c's events woke it, 0 when @timeout_ms did
+	 * (xprt_conn_stats.wait_wakeups). c->waiting is set while it sleeps.
+	 * May be NULL.
 	 */
 	int (*wait)(struct xprt_conn *c, int timeout_ms);
 
