@@ -633,7 +633,7 @@ static void test_call_wait_caller(void **state)
 	assert_int_equal(elsewhere, 0);
 	/*
 	 * One wakeup per call, the answer's, and a few more (tcp: the socket
-	 * writable again; verbs: every VERBS_SIGNAL_EVERY-th SEND's completion):
+	 * writable again; verbs: the completion of every (credits + 4) / 4-th SEND):
 	 * never one for each request's SEND as well, which would make 1000.
 	 */
 	assert_int_equal(xprt_conn_stats(c, &cs), 0);
