@@ -187,6 +187,47 @@ void store_io_destroy(struct store_io *io);
 void store_io_nowait(struct store_io *io);
 
 /*
+ * A fetcher: its own io_uring that brings blocks of chunk files into the page
+ * cache for a thread that must not wait for the disk (the transport's). A
+ * read that store_io_nowait() refused is fetched, and run again when the
+ * fetch completes, finding its blocks in memory. The fetch reads into a
+ * scratch buffer nobody looks at and takes no chunk lock across the wait:
+ * what the read run again does decides everything, so a fetch that read a
+ * block being rewritten, or one whose chunk was removed meanwhile, only
+ * costs a wasted read. At most @depth fetches are in flight. Thread-safe.
+ */
+struct store_fetch;
+
+/* The largest range one fetch reads (a read answered inside its reply is shorter). */
+#define STORE_FETCH_MAX (256u << 10)
+
+int store_fetch_create(struct store *st, unsigned depth, struct store_fetch **out);
+/* Frees @f; no fetch may be in flight (store_fetch_reap() with wait until -ENOENT). */
+void store_fetch_destroy(struct store_fetch *f);
+/* Readable while a completed fetch waits to be reaped: for xprt_watch_add(). */
+int store_fetch_fd(const struct store_fetch *f);
+
+/*
+ * Starts fetching the blocks that hold [@offset, @offset + @len) of chunk
+ * @id; @tag comes back from store_fetch_reap() once they are read (or the
+ * read failed: the read run again meets the error itself). 0, -EBUSY
+ * (@depth in flight), -E2BIG (past STORE_FETCH_MAX), -ENOENT (no file), or
+ * the error of opening the file or of the ring.
+ */
+int store_fetch_start(struct store_fetch *f, struct store_chunk_id id, uint32_t offset,
+		      uint32_t len, uint64_t tag);
+
+/*
+ * The tag of a completed fetch: 0 and *@tag; -EAGAIN when none has
+ * completed; -ENOENT when none is in flight. With @wait it waits for one
+ * in flight rather than answer -EAGAIN (-EIO: the ring cannot be waited on).
+ */
+int store_fetch_reap(struct store_fetch *f, bool wait, uint64_t *tag);
+
+/* Whether reads through @io can tell the page cache from the disk (RWF_NOWAIT works). */
+bool store_io_can_fetch(const struct store_io *io);
+
+/*
  * Writes @len bytes at @offset of a chunk. The payload is already in @buf at
  * @buf + (@offset % STORE_BLOCK_SIZE); @buf (a pool buffer) holds the whole
  * block range, which this completes from disk. With @hole, whole blocks of
@@ -742,6 +783,8 @@ struct server_stats {
 	/* run on the thread that received them; of those, handed to a worker (RDMA, O_SYNC, disk)
 	 */
 	uint64_t run_on_receipt, handed_on;
+	uint64_t fetched; /* of those, cold reads fetched by that thread's ring
+			     (store_fetch_start()) */
 	uint64_t batched; /* metadata changes served at their batch's end (server_batch_end()) */
 	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */

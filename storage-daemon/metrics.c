@@ -179,6 +179,10 @@ static void render_server(const struct server_stats *st, FILE *f)
 		f, "rdmafs_requests_handed_on_total",
 		"Of those, chunk requests handed to a worker: RDMA, O_SYNC, a cold read.",
 		st->handed_on);
+	rdmafs_prom_counter(f, "rdmafs_requests_fetched_total",
+			    "Of those, cold reads the receiving thread fetched into the page "
+			    "cache with its own io_uring and answered, not handed on.",
+			    st->fetched);
 	rdmafs_prom_counter(f, "rdmafs_requests_batched_total",
 			    "Of those, metadata changes held to the end of their batch of "
 			    "requests and committed together there.",

@@ -33,6 +33,15 @@
  *   anything (-EAGAIN, on_receipt()) and goes to a worker (handed_on), so a
  *   cold block never stalls the transport's thread. A write goes to the page
  *   cache as on a worker (creating a new chunk's file there).
+ * - A read refused only for a cold block is not handed on: this thread
+ *   starts fetching its blocks into the page cache with the fetcher's
+ *   io_uring (store_fetch_start(), whose descriptor the transport's progress
+ *   thread watches: xprt_watch_add()) and answers nothing yet; when the fetch
+ *   completes, fetch_done() runs the read again on receipt as above, and it
+ *   finds its blocks in memory. So a cold read costs the disk and one wakeup
+ *   of the progress thread, not a worker's two. At most FETCH_DEPTH wait so;
+ *   a read that finds the fetcher full, or its blocks gone again from the
+ *   page cache when it runs again, goes to a worker as before.
  *
  * Limits: one pool buffer per data worker bounds the RDMA in flight on the
  * whole daemon to `workers` operations of at most max_chunk_size bytes (the
@@ -68,6 +77,11 @@
 #define SCRUB_BAD_MAX 1024u
 /* Chunks a scrub lists at once. */
 #define SCRUB_PAGE 256u
+
+/* Cold reads waiting for their fetch at once (fetch_later()). */
+#define FETCH_DEPTH 64u
+/* A handler's status for a request it keeps, to answer later (fetch_later()). */
+#define ANSWER_LATER 1
 
 #define BOUNDS	RDMAFS_LATENCY_BOUNDS
 #define BUCKETS (BOUNDS + 1)
@@ -105,6 +119,7 @@ struct op_counters {
 struct queued {
 	struct xprt_req *req;
 	uint64_t start_ns;
+	bool fetched; /* run again after its fetch: never fetched twice */
 };
 
 /*
@@ -132,7 +147,8 @@ struct worker {
 	struct store_io *io;
 	struct xprt_buf *buf;
 	uint8_t *reply;
-	bool keyed;    /* the request being handled came with a client key */
+	bool keyed;		      /* the request being handled came with a client key */
+	const struct queued *running; /* the request being handled */
 	unsigned slot; /* a data worker's slot of the writes in flight (missed_inflight_begin()) */
 };
 
@@ -196,12 +212,19 @@ struct server {
 	pthread_mutex_t quick_lock;
 	struct worker quick;
 	struct batch batch; /* changes held for their receiving thread's batch end */
+	/* cold reads fetched on receipt: the reads waiting, by tag, in use ones marked */
+	struct store_fetch *fetch; /* NULL: handed on as any other */
+	struct xprt_watch *fetch_watch;
+	pthread_mutex_t fetch_lock;
+	struct queued fetch_waits[FETCH_DEPTH];
+	bool fetch_used[FETCH_DEPTH];
 
 	uint64_t start_ns;
 	struct op_counters ops[OP_COUNT];
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
 	uint64_t inline_writes, inline_reads;
 	uint64_t run_on_receipt, handed_on; /* quick_run()'s and server_batch_end()'s */
+	uint64_t fetched;		    /* of those, cold reads fetch_later() kept */
 	uint64_t batched;		    /* changes server_batch_end() served together */
 	uint64_t rdma_bytes_in_flight;
 	/* time spent in one-sided transfers and in the store, by direction */
@@ -632,6 +655,42 @@ out_free:
 	return ret;
 }
 
+/*
+ * Keeps the request @w runs, a read on receipt that found a block of
+ * [@offset, @offset + @len) of chunk @id out of the page cache, until a fetch
+ * of those blocks completes (see the top of this file): 0, and its handler
+ * answers ANSWER_LATER; or the reason it is handed on as before.
+ */
+static int fetch_later(struct worker *w, struct store_chunk_id id, uint32_t offset, uint32_t len)
+{
+	struct server *srv = w->srv;
+	unsigned tag = 0;
+	int ret;
+
+	if (!srv->fetch || w->running->fetched || !store_io_can_fetch(w->io))
+		return -EAGAIN;
+	pthread_mutex_lock(&srv->fetch_lock);
+	while (tag < FETCH_DEPTH && srv->fetch_used[tag])
+		tag++;
+	if (tag < FETCH_DEPTH) {
+		srv->fetch_used[tag] = true;
+		srv->fetch_waits[tag] = *w->running;
+		srv->fetch_waits[tag].fetched = true;
+	}
+	pthread_mutex_unlock(&srv->fetch_lock);
+	if (tag == FETCH_DEPTH)
+		return -EBUSY;
+	ret = store_fetch_start(srv->fetch, id, offset, len, tag);
+	if (ret) {
+		pthread_mutex_lock(&srv->fetch_lock);
+		srv->fetch_used[tag] = false;
+		pthread_mutex_unlock(&srv->fetch_lock);
+		return ret;
+	}
+	STAT_ADD(srv->fetched, 1);
+	return 0;
+}
+
 static int do_read(struct worker *w, struct xprt_req *req, const void *body, size_t len,
 		   size_t *reply_len, uint64_t *moved)
 {
@@ -682,6 +741,11 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	ret = store_read(w->io, id, m->offset, m->length, base, &bytes, &chunk_length);
 	STAT_ADD(srv->disk_read_ns, rdmafs_now_ns() - t);
 	store_fence_leave(srv->store);
+	/* a cold block on receipt: answered once it is fetched, else handed on */
+	if (ret == -EAGAIN && on_receipt(w) && fetch_later(w, id, m->offset, m->length) == 0) {
+		ret = ANSWER_LATER;
+		goto out_free;
+	}
 	/*
 	 * ... also one that began while we read and is still on its way, or that
 	 * failed on its way and was recorded meanwhile: we may hold its bytes
@@ -1035,6 +1099,7 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->map_epoch = srv->dmap ? dmap_epoch(srv->dmap) : 0;
 	out->run_on_receipt = STAT_GET(srv->run_on_receipt);
 	out->handed_on = STAT_GET(srv->handed_on);
+	out->fetched = STAT_GET(srv->fetched);
 	out->batched = STAT_GET(srv->batched);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
 	out->rdma_write_ns = STAT_GET(srv->rdma_write_ns);
@@ -1115,6 +1180,7 @@ static int do_stats(struct worker *w, const void *body, size_t len, size_t *repl
 	resp.inline_reads = st->inline_reads;
 	resp.run_on_receipt = st->run_on_receipt;
 	resp.handed_on = st->handed_on;
+	resp.fetched = st->fetched;
 	ret = pack_reply(w, &resp.base, reply_len);
 	free(st);
 	return ret;
@@ -1382,6 +1448,8 @@ static void log_refusal(struct xprt_req *req, int ret)
  * Runs @q's request on @w and answers it. On a worker whose reads must not
  * wait (the quick one, store_io_nowait()), a chunk request that would wait
  * for the disk is not answered: false, and the caller hands it to a worker.
+ * A cold read that it keeps to answer after its fetch (fetch_later()) is
+ * done for the caller: true.
  */
 static bool handle(struct worker *w, struct queued *q)
 {
@@ -1399,6 +1467,7 @@ static bool handle(struct worker *w, struct queued *q)
 		memset(&id, 0, sizeof(id));
 	caller.keyed = id.keyed;
 	w->keyed = id.keyed;
+	w->running = q;
 	caller.serial = id.serial;
 	caller.flags = id.flags;
 	ret = chunk_access(w->srv, &id, method);
@@ -1447,6 +1516,8 @@ static bool handle(struct worker *w, struct queued *q)
 			ret = -EOPNOTSUPP; /* metadata on a daemon without the service */
 		break;
 	}
+	if (ret == ANSWER_LATER)
+		return true; /* kept: fetch_done() runs it again */
 	if (ret == -EAGAIN && on_receipt(w) && !meta_handles_method(method))
 		return false; /* changed nothing: a worker runs it again, and may wait */
 	if (ret)
@@ -1529,22 +1600,22 @@ static bool may_run_inline(struct server *srv, struct xprt_req *req)
  * Runs @req at once on this thread when it may (may_run_inline()) and no
  * other thread is running one; false when it must queue.
  */
-static bool quick_run(struct server *srv, struct xprt_req *req)
+static bool quick_run(struct server *srv, struct queued *q)
 {
-	struct queued q = {.req = req};
 	bool done;
 
-	if (!may_run_inline(srv, req) || pthread_mutex_trylock(&srv->quick_lock))
+	if (!may_run_inline(srv, q->req) || pthread_mutex_trylock(&srv->quick_lock))
 		return false;
 	/* server_stop() takes the lock after setting stopping: none runs past it */
 	if (__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED)) {
 		pthread_mutex_unlock(&srv->quick_lock);
 		return false;
 	}
-	q.start_ns = rdmafs_now_ns();
-	done = handle(&srv->quick, &q);
+	done = handle(&srv->quick, q);
 	pthread_mutex_unlock(&srv->quick_lock);
-	STAT_ADD(srv->run_on_receipt, 1);
+	/* a read run again after its fetch was counted when it came */
+	if (!q->fetched)
+		STAT_ADD(srv->run_on_receipt, 1);
 	if (!done)
 		STAT_ADD(srv->handed_on, 1);
 	return done;
@@ -1686,9 +1757,33 @@ void server_request_cb(struct xprt_req *req, void *arg)
 {
 	struct server *srv = arg;
 
-	if (batch_take(srv, req) || quick_run(srv, req))
+	struct queued q = {.req = req, .start_ns = rdmafs_now_ns()};
+
+	if (batch_take(srv, req) || quick_run(srv, &q))
 		return;
-	enqueue(srv, req, rdmafs_now_ns());
+	enqueue(srv, req, q.start_ns);
+}
+
+/*
+ * The fetcher's ring has completions (the transport's progress thread, its
+ * lock held): each read whose blocks were fetched runs again on receipt, or
+ * goes to a worker when this thread cannot run it now.
+ */
+static void fetch_done(void *arg)
+{
+	struct server *srv = arg;
+	uint64_t tag;
+
+	while (store_fetch_reap(srv->fetch, false, &tag) == 0) {
+		struct queued q;
+
+		pthread_mutex_lock(&srv->fetch_lock);
+		q = srv->fetch_waits[tag];
+		srv->fetch_used[tag] = false;
+		pthread_mutex_unlock(&srv->fetch_lock);
+		if (!quick_run(srv, &q))
+			enqueue(srv, q.req, q.start_ns);
+	}
 }
 
 /* The queue and workers of @lane (@data: each with a pool buffer and an io_uring); threads too. */
@@ -1753,6 +1848,7 @@ int server_create(const struct server_params *p, struct server **out)
 	srv->start_ns = rdmafs_now_ns();
 	pthread_mutex_init(&srv->lock, NULL);
 	pthread_mutex_init(&srv->quick_lock, NULL);
+	pthread_mutex_init(&srv->fetch_lock, NULL);
 	for (unsigned l = 0; l < LANES; l++)
 		pthread_cond_init(&srv->lanes[l].cond, NULL);
 	pthread_mutex_init(&srv->scrub.lock, NULL);
@@ -1800,6 +1896,15 @@ int server_create(const struct server_params *p, struct server **out)
 	if (ret)
 		goto err_stop;
 	store_io_nowait(srv->quick.io);
+	/* cold reads fetched on receipt: only where a progress thread watches the ring */
+	if (!p->no_threads) {
+		ret = store_fetch_create(srv->store, FETCH_DEPTH, &srv->fetch);
+		if (!ret)
+			ret = xprt_watch_add(p->ctx, store_fetch_fd(srv->fetch), fetch_done, srv,
+					     &srv->fetch_watch);
+		if (ret)
+			goto err_stop;
+	}
 	ret = lane_start(srv, &srv->lanes[LANE_DATA], p->workers, p->queue_depth, true,
 			 !p->no_threads);
 	if (!ret && meta_workers)
@@ -1832,6 +1937,30 @@ err_free:
 	return ret;
 }
 
+/*
+ * No fetch starts past server_stop()'s quick_lock: the watch stops, each read
+ * still waiting for its fetch gets -ESHUTDOWN once the fetch is done (the
+ * kernel may write its scratch until then), and the fetcher goes.
+ */
+static void fetch_stop(struct server *srv)
+{
+	uint64_t tag;
+	int ret;
+
+	xprt_watch_close(srv->fetch_watch);
+	srv->fetch_watch = NULL;
+	if (!srv->fetch)
+		return;
+	while ((ret = store_fetch_reap(srv->fetch, true, &tag)) == 0) {
+		xprt_reply(srv->fetch_waits[tag].req, -ESHUTDOWN, NULL, 0);
+		srv->fetch_used[tag] = false;
+	}
+	if (ret != -ENOENT)
+		return; /* the ring cannot be waited on: its scratch stays allocated */
+	store_fetch_destroy(srv->fetch);
+	srv->fetch = NULL;
+}
+
 void server_stop(struct server *srv)
 {
 	if (!srv)
@@ -1844,6 +1973,7 @@ void server_stop(struct server *srv)
 	/* waits for a request running on a receiving thread now (quick_run()) */
 	pthread_mutex_lock(&srv->quick_lock);
 	pthread_mutex_unlock(&srv->quick_lock);
+	fetch_stop(srv);
 	scrub_stop(srv);
 	resync_stop(srv->resync);
 	srv->resync = NULL;
@@ -1892,6 +2022,7 @@ void server_destroy(struct server *srv)
 	free(srv->batch.replies);
 	chain_destroy(srv->chain); /* server_stop() did, unless server_create() failed first */
 	pthread_mutex_destroy(&srv->quick_lock);
+	pthread_mutex_destroy(&srv->fetch_lock);
 	pthread_mutex_destroy(&srv->scrub.lock);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);

@@ -774,6 +774,139 @@ out:
 	return ret;
 }
 
+/* ---- fetches into the page cache (daemon_i.h) ---- */
+
+struct store_fetch {
+	struct store *st;
+	pthread_mutex_t lock; /* the ring's submissions and its reaping */
+	struct io_uring ring;
+	unsigned depth, in_flight;
+	bool broken;	  /* the ring refused a submission: no fetch starts again */
+	uint8_t *scratch; /* STORE_FETCH_MAX bytes every fetch reads into; never read */
+};
+
+int store_fetch_create(struct store *st, unsigned depth, struct store_fetch **out)
+{
+	struct store_fetch *f = calloc(1, sizeof(*f));
+	int ret;
+
+	if (!f)
+		return -ENOMEM;
+	f->st = st;
+	f->depth = depth;
+	f->scratch = aligned_alloc(BS, STORE_FETCH_MAX);
+	if (!f->scratch) {
+		free(f);
+		return -ENOMEM;
+	}
+	ret = io_uring_queue_init(depth, &f->ring, 0);
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_ERR, "io_uring_queue_init: %s", strerror(-ret));
+		free(f->scratch);
+		free(f);
+		return ret;
+	}
+	pthread_mutex_init(&f->lock, NULL);
+	*out = f;
+	return 0;
+}
+
+void store_fetch_destroy(struct store_fetch *f)
+{
+	if (!f)
+		return;
+	io_uring_queue_exit(&f->ring);
+	pthread_mutex_destroy(&f->lock);
+	free(f->scratch);
+	free(f);
+}
+
+int store_fetch_fd(const struct store_fetch *f)
+{
+	return f->ring.ring_fd;
+}
+
+int store_fetch_start(struct store_fetch *f, struct store_chunk_id id, uint32_t offset,
+		      uint32_t len, uint64_t tag)
+{
+	struct store *st = f->st;
+	pthread_rwlock_t *lock = chunk_lock(st, id);
+	uint32_t b0 = offset / BS, b1 = div_up(offset + len, BS);
+	struct io_uring_sqe *sqe;
+	struct fd_slot *slot;
+	bool fresh;
+	int fd, ret;
+
+	if ((b1 - b0) * BS > STORE_FETCH_MAX)
+		return -E2BIG;
+	pthread_mutex_lock(&f->lock);
+	if (f->in_flight == f->depth || f->broken) {
+		pthread_mutex_unlock(&f->lock);
+		return -EBUSY;
+	}
+	/* the descriptor is the cache's only while the chunk's lock is held: through the submit */
+	pthread_rwlock_rdlock(lock);
+	ret = chunk_get(st, id, false, &fd, &slot, &fresh);
+	if (!ret) {
+		sqe = io_uring_get_sqe(&f->ring); /* never NULL: fewer than depth are in flight */
+		io_uring_prep_read(sqe, fd, f->scratch, (b1 - b0) * BS, (uint64_t)b0 * BS);
+		io_uring_sqe_set_data64(sqe, tag);
+		/* the kernel takes its own reference to the file as it takes the read */
+		do
+			ret = io_uring_submit(&f->ring);
+		while (ret == -EINTR);
+		chunk_put(st, fd, slot, false);
+		if (ret == 1)
+			f->in_flight++;
+		else if (ret >= 0)
+			ret = -EIO;
+	}
+	pthread_rwlock_unlock(lock);
+	if (ret < 0 && ret != -ENOENT) {
+		/*
+		 * A refused submission leaves its SQE queued, where the next one would
+		 * run it; the ring's descriptor is watched, so it is not made anew:
+		 * reads wait for the disk on a worker again, as without a fetcher.
+		 */
+		rdmafs_log(RDMAFS_LOG_ERR,
+			   "chunk %016" PRIx64 "/%016" PRIx64 ": io_uring refused a fetch: %s;"
+			   " cold reads go to the workers from now on",
+			   id.inode, id.index, strerror(-ret));
+		f->broken = true;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return ret < 0 ? ret : 0;
+}
+
+int store_fetch_reap(struct store_fetch *f, bool wait, uint64_t *tag)
+{
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	pthread_mutex_lock(&f->lock);
+	if (!f->in_flight) {
+		pthread_mutex_unlock(&f->lock);
+		return -ENOENT;
+	}
+	do
+		ret = wait ? io_uring_wait_cqe(&f->ring, &cqe) : io_uring_peek_cqe(&f->ring, &cqe);
+	while (ret == -EINTR);
+	if (!ret) {
+		*tag = io_uring_cqe_get_data64(cqe);
+		io_uring_cqe_seen(&f->ring, cqe);
+		f->in_flight--;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (ret && wait)
+		rdmafs_log(RDMAFS_LOG_ERR, "io_uring_wait_cqe: %s", strerror(-ret));
+	return !ret ? 0 : wait ? -EIO : -EAGAIN;
+}
+
+bool store_io_can_fetch(const struct store_io *io)
+{
+	return io->nowait && !io->nowait_refused;
+}
+
 /*
  * Writes [addr, addr + len) at @off of @fd, opened without O_DIRECT, with
  * pwrite(2): a write to the page cache does not block on the disk, and the

@@ -200,6 +200,84 @@ void xprt_core_poll_del(struct xprt_ctx *ctx, struct xprt_poller *p)
 	epoll_ctl(ctx->epoll_fd, EPOLL_CTL_DEL, p->fd, NULL);
 }
 
+/* ---- watched descriptors ---- */
+
+struct xprt_watch {
+	struct xprt_poller poller; /* first: the epoll event's pointer */
+	struct xprt_ctx *ctx;
+	struct list_head link; /* ctx->watches */
+	xprt_watch_cb cb;
+	void *arg;
+	bool closed;
+};
+
+static void watch_ready(struct xprt_poller *p, uint32_t events)
+{
+	struct xprt_watch *w = (struct xprt_watch *)p;
+
+	(void)events;
+	/* an event of this epoll batch may name a watch closed since */
+	if (!w->closed)
+		w->cb(w->arg);
+}
+
+int xprt_watch_add(struct xprt_ctx *ctx, int fd, xprt_watch_cb cb, void *arg,
+		   struct xprt_watch **out)
+{
+	struct xprt_watch *w = calloc(1, sizeof(*w));
+	int ret;
+
+	if (!w)
+		return -ENOMEM;
+	*w = (struct xprt_watch){
+		.poller = {.fd = fd, .fn = watch_ready}, .ctx = ctx, .cb = cb, .arg = arg};
+	pthread_mutex_lock(&ctx->lock);
+	ret = xprt_core_poll_add(ctx, &w->poller, EPOLLIN);
+	if (!ret)
+		list_add_tail(&w->link, &ctx->watches);
+	pthread_mutex_unlock(&ctx->lock);
+	if (ret) {
+		free(w);
+		return ret;
+	}
+	*out = w;
+	return 0;
+}
+
+void xprt_watch_close(struct xprt_watch *watch)
+{
+	struct xprt_ctx *ctx;
+
+	if (!watch)
+		return;
+	ctx = watch->ctx;
+	/* callbacks run under the lock: none runs while this holds it, none after */
+	pthread_mutex_lock(&ctx->lock);
+	if (!watch->closed)
+		xprt_core_poll_del(ctx, &watch->poller);
+	watch->closed = true;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/*
+ * Frees the closed watches; on the progress thread between two epoll
+ * batches (as reap_conns()), so no event still names one, or with it gone
+ * (@all: the open ones too).
+ */
+static void reap_watches(struct xprt_ctx *ctx, bool all)
+{
+	struct list_head *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &ctx->watches) {
+		struct xprt_watch *w = list_entry(pos, struct xprt_watch, link);
+
+		if (w->closed || all) {
+			list_del(&w->link);
+			free(w);
+		}
+	}
+}
+
 /* ---- connections: lifetime ---- */
 
 static struct xprt_conn *conn_alloc(struct xprt_ctx *ctx, const struct xprt_backend_ops *ops)
@@ -1652,6 +1730,7 @@ static void *progress_thread(void *arg)
 		done = backends_progress(ctx);
 		run_timers(ctx);
 		reap_conns(ctx);
+		reap_watches(ctx, false);
 		pthread_mutex_unlock(&ctx->lock);
 		if (done > 0)
 			busy_until = xprt_now_ns() + (uint64_t)ctx->opts.busy_poll_us * 1000u;
@@ -1723,6 +1802,7 @@ int xprt_ctx_create(const struct xprt_options *opts, struct xprt_ctx **out)
 	list_init(&ctx->conns);
 	list_init(&ctx->listeners);
 	list_init(&ctx->mrs);
+	list_init(&ctx->watches);
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&ctx->lock, &attr);
@@ -1811,6 +1891,7 @@ void xprt_ctx_destroy(struct xprt_ctx *ctx)
 	/* Whatever is left (owners that never closed) goes now; the thread is gone. */
 	list_for_each_safe (pos, tmp, &ctx->conns)
 		conn_free(list_entry(pos, struct xprt_conn, link));
+	reap_watches(ctx, true);
 	for (int k = 0; k < 3; k++)
 		if (ctx->backends[k])
 			ctx->backends[k]->ctx_fini(ctx);

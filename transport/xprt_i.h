@@ -324,6 +324,7 @@ struct xprt_ctx {
 	struct list_head conns;
 	struct list_head listeners;
 	struct list_head mrs;
+	struct list_head watches; /* xprt_watch_add()'s, closed ones too until reap_watches() */
 	const struct xprt_backend_ops *backends[3]; /* by enum xprt_kind; NULL when absent */
 	void *verbs;				    /* the verbs backend's context state */
 	void *tcp;				    /* the tcp backend's context state */

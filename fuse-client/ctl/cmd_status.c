@@ -509,8 +509,9 @@ static void print_stats(const struct ctl_daemon *d, const Rdmafs__DaemonStatsRes
 	printf("  errors %" PRIu64 "  checksum errors %" PRIu64 "  inline writes %" PRIu64
 	       "  inline reads %" PRIu64 "\n",
 	       s->errors, s->checksum_errors, s->inline_writes, s->inline_reads);
-	printf("  run on receipt %" PRIu64 " (handed on to a worker %" PRIu64 ")\n",
-	       s->run_on_receipt, s->handed_on);
+	printf("  run on receipt %" PRIu64 " (handed on to a worker %" PRIu64
+	       ", cold reads fetched there %" PRIu64 ")\n",
+	       s->run_on_receipt, s->handed_on, s->fetched);
 	printf("  %-16s %10s %8s %10s %9s %9s %9s\n", "OP", "COUNT", "ERRORS", "BYTES", "p50",
 	       "p90", "p99");
 	for (size_t i = 0; i < s->n_ops; i++) {
@@ -552,6 +553,7 @@ static void json_stats(const struct ctl_daemon *d, const Rdmafs__DaemonStatsResp
 	ctl_json_u64("inline_reads", s->inline_reads);
 	ctl_json_u64("run_on_receipt", s->run_on_receipt);
 	ctl_json_u64("handed_on", s->handed_on);
+	ctl_json_u64("fetched", s->fetched);
 	ctl_json_begin_array("latency_bounds_us");
 	for (size_t i = 0; i < s->n_latency_bounds_us; i++)
 		ctl_json_u64(NULL, s->latency_bounds_us[i]);

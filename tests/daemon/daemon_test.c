@@ -1792,13 +1792,15 @@ static int test_handles(void)
 
 /* ---- receipt: small requests run by the thread that received them ---- */
 
-static void receipt_counts(struct rfs_daemon *c, uint64_t *ran, uint64_t *handed)
+static void receipt_counts(struct rfs_daemon *c, uint64_t *ran, uint64_t *handed, uint64_t *fetched)
 {
 	struct rfs_daemon_stats ds;
 
 	REQUIRE(rfs_daemon_stats(c, &ds) == 0, "stats");
 	*ran = ds.run_on_receipt;
 	*handed = ds.handed_on;
+	if (fetched)
+		*fetched = ds.fetched;
 }
 
 /* Drops chunk @id's file of @d from the page cache (its pages made clean first). */
@@ -1840,10 +1842,11 @@ static bool nowait_supported(const char *dir)
 
 /*
  * server.c: a small write or read (its bytes inside the messages) runs on the
- * thread that received it; one that would wait for the disk (a block out of
- * the page cache: a read, or a write that completes a partly covered block)
- * is handed to a worker instead, and answers the same. On a file system
- * without RWF_NOWAIT every such read is handed on. The only client here
+ * thread that received it. A read of a block out of the page cache is
+ * fetched there by the fetcher's io_uring and answered when the fetch is
+ * done; a write that must complete a cold, partly covered block is handed to
+ * a worker. Both answer the same. On a file system without RWF_NOWAIT every
+ * such read is handed on. The only client here
  * and its calls one at a time: nothing else can hold the receiving thread's
  * turn, so every count is exact.
  */
@@ -1851,7 +1854,7 @@ static int test_receipt(void)
 {
 	struct rfs_chunk_id id = {0x2e, 0, 0};
 	uint8_t pat[4096], buf[4096];
-	uint64_t ran0, handed0, ran1, handed1;
+	uint64_t ran0, handed0, fetched0, ran1, handed1, fetched1;
 	struct daemon_proc d;
 	struct rfs_daemon *c;
 	uint32_t bytes, clen;
@@ -1866,40 +1869,47 @@ static int test_receipt(void)
 	if (!nowait)
 		printf("receipt: %s has no RWF_NOWAIT: every read is handed on\n", d.data_dir);
 
-	receipt_counts(c, &ran0, &handed0);
+	receipt_counts(c, &ran0, &handed0, &fetched0);
 	REQUIRE(rfs_chunk_write(c, id, MiB, 0, pat, 4096, false, NULL) == 0, "write");
-	receipt_counts(c, &ran1, &handed1);
+	receipt_counts(c, &ran1, &handed1, &fetched1);
 	CHECK(ran1 - ran0 == 1 && handed1 == handed0,
 	      "a 4 KiB write ran on receipt: %llu ran, %llu handed on",
 	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0));
 
-	/* the block out of the page cache: the read goes to a worker, and answers */
+	/*
+	 * The block out of the page cache: the receiving thread fetches it with
+	 * its own ring and answers when the fetch is done, handing nothing on;
+	 * without RWF_NOWAIT it cannot tell a cold block, and a worker reads.
+	 */
 	evict_chunk(&d, id);
-	ran0 = ran1, handed0 = handed1;
+	ran0 = ran1, handed0 = handed1, fetched0 = fetched1;
 	memset(buf, 0, sizeof(buf));
 	ret = rfs_chunk_read(c, id, 0, buf, 4096, &bytes, &clen);
 	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096),
 	      "a cold read answers the data: %d, %u bytes", ret, bytes);
-	receipt_counts(c, &ran1, &handed1);
-	CHECK(ran1 - ran0 == 1 && handed1 - handed0 == 1,
-	      "a cold read was handed on: %llu ran, %llu handed on",
-	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0));
+	receipt_counts(c, &ran1, &handed1, &fetched1);
+	CHECK(ran1 - ran0 == 1 && fetched1 - fetched0 == nowait && handed1 - handed0 == !nowait,
+	      "a cold read was fetched on receipt (want %d) or handed on (want %d): %llu ran, "
+	      "%llu fetched, %llu handed on",
+	      nowait, !nowait, (unsigned long long)(ran1 - ran0),
+	      (unsigned long long)(fetched1 - fetched0), (unsigned long long)(handed1 - handed0));
 
 	/* now in the page cache: the thread that received it answers */
-	ran0 = ran1, handed0 = handed1;
+	ran0 = ran1, handed0 = handed1, fetched0 = fetched1;
 	ret = rfs_chunk_read(c, id, 0, buf, 4096, &bytes, &clen);
 	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096), "a warm read: %d", ret);
-	receipt_counts(c, &ran1, &handed1);
-	CHECK(ran1 - ran0 == 1 && handed1 - handed0 == !nowait,
-	      "a warm read ran on receipt: %llu ran, %llu handed on (want %d)",
-	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0), !nowait);
+	receipt_counts(c, &ran1, &handed1, &fetched1);
+	CHECK(ran1 - ran0 == 1 && handed1 - handed0 == !nowait && fetched1 == fetched0,
+	      "a warm read ran on receipt: %llu ran, %llu handed on (want %d), %llu fetched",
+	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0), !nowait,
+	      (unsigned long long)(fetched1 - fetched0));
 
 	/* a write inside a block out of the page cache must read the rest of it first */
 	evict_chunk(&d, id);
 	ran0 = ran1, handed0 = handed1;
 	memset(pat + 100, 0xa5, 50);
 	REQUIRE(rfs_chunk_write(c, id, MiB, 100, pat + 100, 50, false, NULL) == 0, "write 50 B");
-	receipt_counts(c, &ran1, &handed1);
+	receipt_counts(c, &ran1, &handed1, NULL);
 	CHECK(ran1 - ran0 == 1 && handed1 - handed0 == 1,
 	      "a write completing a cold block was handed on: %llu ran, %llu handed on",
 	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0));
@@ -1909,7 +1919,8 @@ static int test_receipt(void)
 
 	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
-	printf("receipt: small requests run on receipt, cold ones handed to a worker\n");
+	printf("receipt: small requests run on receipt, cold reads fetched there, cold writes "
+	       "handed to a worker\n");
 	return 0;
 }
 

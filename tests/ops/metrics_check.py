@@ -51,6 +51,7 @@ COMMON = {
     "rdmafs_inline_reads": "counter",
     "rdmafs_requests_run_on_receipt": "counter",
     "rdmafs_requests_handed_on": "counter",
+    "rdmafs_requests_fetched": "counter",
     "rdmafs_requests_batched": "counter",
     "rdmafs_rdma_seconds": "counter",
     "rdmafs_disk_seconds": "counter",

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 
@@ -525,6 +526,112 @@ static void test_batch_end(void **state)
 	assert_int_equal(batch.n, 0);
 	/* a batch end's replies are held and sent when it returns (a chain of SENDs over verbs) */
 	assert_int_equal(batch.wrote_inside, 0);
+	pthread_cond_destroy(&s.cond);
+	pthread_mutex_destroy(&s.lock);
+}
+
+/*
+ * xprt_watch_add(): a watched descriptor's callback runs on the progress
+ * thread with the lock held and may answer requests held meanwhile (as the
+ * daemon answers a read once its disk fetch completes); it runs again while
+ * the descriptor stays readable, and never once the watch is closed.
+ */
+#define WATCH_HELD 8
+static struct {
+	struct xprt_req *req[WATCH_HELD];
+	unsigned n, runs, answered;
+	int fd;
+	pthread_t served_on, watched_on;
+	bool other_thread;
+} watch;
+
+static void watch_hold(struct xprt_req *req, void *arg)
+{
+	(void)arg;
+	watch.served_on = pthread_self();
+	assert_true(watch.n < WATCH_HELD);
+	watch.req[watch.n++] = req;
+}
+
+static void watch_ready(void *arg)
+{
+	uint64_t v;
+
+	(void)arg;
+	watch.watched_on = pthread_self();
+	watch.other_thread |= !pthread_equal(watch.served_on, watch.watched_on);
+	/* the first run leaves the descriptor readable: level-triggered, it runs again */
+	if (watch.runs++ == 0)
+		return;
+	if (read(watch.fd, &v, sizeof(v)) != sizeof(v))
+		return;
+	for (unsigned i = 0; i < watch.n; i++) {
+		size_t len;
+		const void *body = xprt_req_body(watch.req[i], &len);
+
+		assert_int_equal(xprt_reply(watch.req[i], 0, body, len), 0);
+		watch.answered++;
+	}
+	watch.n = 0;
+}
+
+static void test_watch(void **state)
+{
+	struct storm s = {.outstanding = 0};
+	struct xprt_listener *l;
+	struct xprt_watch *w;
+	struct xprt_conn *c, *d;
+	uint64_t one = 1;
+	unsigned held, runs;
+	char uri[128];
+
+	watch.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	assert_true(watch.fd >= 0);
+	snprintf(uri, sizeof(uri), "%s://%s:0", kind_name, test_addr);
+	assert_int_equal(xprt_listen(srv_ctx, uri, watch_hold, NULL, &l), 0);
+	snprintf(uri, sizeof(uri), "%s://%s:%u", kind_name, test_addr, xprt_listener_port(l));
+	c = connect_ok(cli_ctx, uri);
+	assert_int_equal(xprt_watch_add(srv_ctx, watch.fd, watch_ready, NULL, &w), 0);
+	pthread_mutex_init(&s.lock, NULL);
+	pthread_cond_init(&s.cond, NULL);
+	for (uint64_t i = 0; i < WATCH_HELD; i++) {
+		s.outstanding++;
+		assert_int_equal(xprt_call_async(c, M_ECHO, &i, sizeof(i), 10000, storm_reply, &s),
+				 0);
+	}
+	/* every request held, none answered: the watch has not run */
+	do {
+		pthread_mutex_lock(&srv_ctx->lock);
+		held = watch.n;
+		runs = watch.runs;
+		pthread_mutex_unlock(&srv_ctx->lock);
+	} while (held < WATCH_HELD && runs == 0);
+	assert_int_equal(runs, 0);
+	assert_int_equal(write(watch.fd, &one, sizeof(one)), sizeof(one));
+	pthread_mutex_lock(&s.lock);
+	while (s.done < WATCH_HELD)
+		pthread_cond_wait(&s.cond, &s.lock);
+	pthread_mutex_unlock(&s.lock);
+	assert_int_equal(s.bad, 0);
+	pthread_mutex_lock(&srv_ctx->lock);
+	assert_int_equal(watch.runs, 2);
+	assert_int_equal(watch.answered, WATCH_HELD);
+	assert_false(watch.other_thread);
+	pthread_mutex_unlock(&srv_ctx->lock);
+
+	/* closed: readable again, and a round trip later (an epoll batch that saw it) no run */
+	xprt_watch_close(w);
+	assert_int_equal(write(watch.fd, &one, sizeof(one)), sizeof(one));
+	d = connect_ok(cli_ctx, srv_uri);
+	echo_ok(d, 8);
+	xprt_conn_close(d);
+	pthread_mutex_lock(&srv_ctx->lock);
+	assert_int_equal(watch.runs, 2);
+	pthread_mutex_unlock(&srv_ctx->lock);
+	xprt_watch_close(NULL);
+	xprt_conn_close(c);
+	xprt_listener_close(l);
+	close(watch.fd);
 	pthread_cond_destroy(&s.cond);
 	pthread_mutex_destroy(&s.lock);
 }
@@ -1164,6 +1271,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_call_wait_caller),
 		cmocka_unit_test(test_spin_adapts),
 		cmocka_unit_test(test_batch_end),
+		cmocka_unit_test(test_watch),
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_out_of_bounds),
 		cmocka_unit_test(test_wrong_secret),

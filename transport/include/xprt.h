@@ -38,6 +38,7 @@ struct xprt_ctx;
 struct xprt_conn;
 struct xprt_listener;
 struct xprt_req;
+struct xprt_watch;
 struct xprt_mr;
 struct xprt_pool;
 struct xprt_buf;
@@ -408,6 +409,32 @@ struct xprt_conn *xprt_req_conn(const struct xprt_req *req);
  * could not be queued.
  */
 int xprt_reply(struct xprt_req *req, int status, const void *body, size_t len);
+
+/* ---- watched descriptors ------------------------------------------------- */
+
+/*
+ * Runs with the transport's lock held, on the progress thread, whenever the
+ * watched descriptor is readable (level-triggered: again at the next wait
+ * until the callback has taken what made it so). It may reply to requests
+ * (xprt_reply()) and must not wait: what waits for the disk goes there as a
+ * descriptor (an io_uring's) and comes back here done. Replies it makes are
+ * sent as a batch end's are.
+ */
+typedef void (*xprt_watch_cb)(void *arg);
+
+/*
+ * Watches @fd (the caller's; it stays open, and must stay so until
+ * xprt_watch_close()) for readability: @cb(@arg) as above. 0 or -errno.
+ */
+int xprt_watch_add(struct xprt_ctx *ctx, int fd, xprt_watch_cb cb, void *arg,
+		   struct xprt_watch **out);
+
+/*
+ * Stops the watch: once it returns, its callback is not running and never
+ * runs again (on the progress thread it may be called from the callback
+ * itself). NULL is a no-op.
+ */
+void xprt_watch_close(struct xprt_watch *watch);
 
 /* ---- one-sided operations (the server initiates them) -------------------- */
 
