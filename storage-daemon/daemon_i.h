@@ -783,8 +783,7 @@ struct server_stats {
 	/* run on the thread that received them; of those, handed to a worker (RDMA, O_SYNC, disk)
 	 */
 	uint64_t run_on_receipt, handed_on;
-	uint64_t fetched; /* of those, cold reads fetched by that thread's ring
-			     (store_fetch_start()) */
+	uint64_t fetched; /* of those, cold blocks fetched, not handed on (store_fetch_start()) */
 	uint64_t batched; /* metadata changes served at their batch's end (server_batch_end()) */
 	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */

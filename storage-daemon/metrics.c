@@ -180,8 +180,8 @@ static void render_server(const struct server_stats *st, FILE *f)
 		"Of those, chunk requests handed to a worker: RDMA, O_SYNC, a cold read.",
 		st->handed_on);
 	rdmafs_prom_counter(f, "rdmafs_requests_fetched_total",
-			    "Of those, cold reads the receiving thread fetched into the page "
-			    "cache with its own io_uring and answered, not handed on.",
+			    "Of those, requests that found a block out of the page cache, "
+			    "fetched by the receiving thread's own io_uring, not handed on.",
 			    st->fetched);
 	rdmafs_prom_counter(f, "rdmafs_requests_batched_total",
 			    "Of those, metadata changes held to the end of their batch of "

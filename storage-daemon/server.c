@@ -33,15 +33,16 @@
  *   anything (-EAGAIN, on_receipt()) and goes to a worker (handed_on), so a
  *   cold block never stalls the transport's thread. A write goes to the page
  *   cache as on a worker (creating a new chunk's file there).
- * - A read refused only for a cold block is not handed on: this thread
- *   starts fetching its blocks into the page cache with the fetcher's
- *   io_uring (store_fetch_start(), whose descriptor the transport's progress
- *   thread watches: xprt_watch_add()) and answers nothing yet; when the fetch
- *   completes, fetch_done() runs the read again on receipt as above, and it
- *   finds its blocks in memory. So a cold read costs the disk and one wakeup
- *   of the progress thread, not a worker's two. At most FETCH_DEPTH wait so;
- *   a read that finds the fetcher full, or its blocks gone again from the
- *   page cache when it runs again, goes to a worker as before.
+ * - A read, or a write that must complete a partly covered block, refused
+ *   only for a cold block is not handed on: this thread starts fetching its
+ *   blocks into the page cache with the fetcher's io_uring
+ *   (store_fetch_start(), whose descriptor the transport's progress thread
+ *   watches: xprt_watch_add()) and answers nothing yet; when the fetch
+ *   completes, fetch_done() runs the request again on receipt as above, and
+ *   it finds its blocks in memory. So a cold block costs the disk and one
+ *   wakeup of the progress thread, not a worker's two. At most FETCH_DEPTH
+ *   wait so; one that finds the fetcher full, or its blocks gone again from
+ *   the page cache when it runs again, goes to a worker as before.
  *
  * Limits: one pool buffer per data worker bounds the RDMA in flight on the
  * whole daemon to `workers` operations of at most max_chunk_size bytes (the
@@ -224,7 +225,7 @@ struct server {
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
 	uint64_t inline_writes, inline_reads;
 	uint64_t run_on_receipt, handed_on; /* quick_run()'s and server_batch_end()'s */
-	uint64_t fetched;		    /* of those, cold reads fetch_later() kept */
+	uint64_t fetched;		    /* of those, the requests fetch_later() kept */
 	uint64_t batched;		    /* changes server_batch_end() served together */
 	uint64_t rdma_bytes_in_flight;
 	/* time spent in one-sided transfers and in the store, by direction */
@@ -455,6 +456,43 @@ static bool ahead_of_a_copy(struct server *srv, struct store_chunk_id id)
 	       (missed_of_chunk_serving(srv->missed, srv->dmap, id, targets, &n) || n);
 }
 
+/*
+ * Keeps the request @w runs, a read or write on receipt that found a block of
+ * [@offset, @offset + @len) of chunk @id out of the page cache (and changed
+ * nothing), until a fetch of those blocks completes (see the top of this
+ * file): 0, and its handler answers ANSWER_LATER; or the reason it is handed
+ * on as before.
+ */
+static int fetch_later(struct worker *w, struct store_chunk_id id, uint32_t offset, uint32_t len)
+{
+	struct server *srv = w->srv;
+	unsigned tag = 0;
+	int ret;
+
+	if (!srv->fetch || w->running->fetched || !store_io_can_fetch(w->io))
+		return -EAGAIN;
+	pthread_mutex_lock(&srv->fetch_lock);
+	while (tag < FETCH_DEPTH && srv->fetch_used[tag])
+		tag++;
+	if (tag < FETCH_DEPTH) {
+		srv->fetch_used[tag] = true;
+		srv->fetch_waits[tag] = *w->running;
+		srv->fetch_waits[tag].fetched = true;
+	}
+	pthread_mutex_unlock(&srv->fetch_lock);
+	if (tag == FETCH_DEPTH)
+		return -EBUSY;
+	ret = store_fetch_start(srv->fetch, id, offset, len, tag);
+	if (ret) {
+		pthread_mutex_lock(&srv->fetch_lock);
+		srv->fetch_used[tag] = false;
+		pthread_mutex_unlock(&srv->fetch_lock);
+		return ret;
+	}
+	STAT_ADD(srv->fetched, 1);
+	return 0;
+}
+
 static int do_write(struct worker *w, struct xprt_req *req, const void *body, size_t len,
 		    size_t *reply_len, uint64_t *moved)
 {
@@ -592,6 +630,11 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	if (fwd.started)
 		chain_ret = chain_forward_end(&fwd);
 	store_fence_leave(srv->store);
+	/* a block to complete out of the page cache, on receipt: after its fetch, else handed on */
+	if (ret == -EAGAIN && on_receipt(w) && fetch_later(w, id, m->offset, m->length) == 0) {
+		ret = ANSWER_LATER;
+		goto out_free;
+	}
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
@@ -653,42 +696,6 @@ out_free:
 		chain_order_unlock(srv->chain, id.inode, id.index);
 	rdmafs__chunk_write_req__free_unpacked(m, NULL);
 	return ret;
-}
-
-/*
- * Keeps the request @w runs, a read on receipt that found a block of
- * [@offset, @offset + @len) of chunk @id out of the page cache, until a fetch
- * of those blocks completes (see the top of this file): 0, and its handler
- * answers ANSWER_LATER; or the reason it is handed on as before.
- */
-static int fetch_later(struct worker *w, struct store_chunk_id id, uint32_t offset, uint32_t len)
-{
-	struct server *srv = w->srv;
-	unsigned tag = 0;
-	int ret;
-
-	if (!srv->fetch || w->running->fetched || !store_io_can_fetch(w->io))
-		return -EAGAIN;
-	pthread_mutex_lock(&srv->fetch_lock);
-	while (tag < FETCH_DEPTH && srv->fetch_used[tag])
-		tag++;
-	if (tag < FETCH_DEPTH) {
-		srv->fetch_used[tag] = true;
-		srv->fetch_waits[tag] = *w->running;
-		srv->fetch_waits[tag].fetched = true;
-	}
-	pthread_mutex_unlock(&srv->fetch_lock);
-	if (tag == FETCH_DEPTH)
-		return -EBUSY;
-	ret = store_fetch_start(srv->fetch, id, offset, len, tag);
-	if (ret) {
-		pthread_mutex_lock(&srv->fetch_lock);
-		srv->fetch_used[tag] = false;
-		pthread_mutex_unlock(&srv->fetch_lock);
-		return ret;
-	}
-	STAT_ADD(srv->fetched, 1);
-	return 0;
 }
 
 static int do_read(struct worker *w, struct xprt_req *req, const void *body, size_t len,

@@ -510,7 +510,7 @@ static void print_stats(const struct ctl_daemon *d, const Rdmafs__DaemonStatsRes
 	       "  inline reads %" PRIu64 "\n",
 	       s->errors, s->checksum_errors, s->inline_writes, s->inline_reads);
 	printf("  run on receipt %" PRIu64 " (handed on to a worker %" PRIu64
-	       ", cold reads fetched there %" PRIu64 ")\n",
+	       ", cold blocks fetched there %" PRIu64 ")\n",
 	       s->run_on_receipt, s->handed_on, s->fetched);
 	printf("  %-16s %10s %8s %10s %9s %9s %9s\n", "OP", "COUNT", "ERRORS", "BYTES", "p50",
 	       "p90", "p99");

@@ -923,7 +923,7 @@ struct rfs_daemon_stats {
 	uint64_t inline_writes, inline_reads;
 	/* requests the receiving thread ran; of those, handed to a worker (RDMA, O_SYNC, disk) */
 	uint64_t run_on_receipt, handed_on;
-	uint64_t fetched; /* of those, cold reads the receiving thread fetched and answered */
+	uint64_t fetched; /* of those, cold blocks the receiving thread fetched, not handed on */
 };
 
 int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out);
