@@ -94,12 +94,16 @@ readonly RDMA_PREFIX_LEN=24
 #                                           user space
 #   fuse                                    so the filesystem can be mounted
 #   dummy                                   the netdev rxe sits on
+#   loop, ext4                              a file system with RWF_NOWAIT for
+#                                           a daemon's data (tmpfs has none
+#                                           in this kernel): daemon-rdma
 readonly GUEST_MODULES=(
 	virtio_pci virtio_console virtio_rng
 	9pnet_virtio 9p
 	crc32_generic
 	rdma_rxe ib_uverbs rdma_ucm
 	fuse dummy
+	loop ext4
 )
 
 # Environment passed into the guest (see the header).
