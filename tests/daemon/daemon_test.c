@@ -1006,9 +1006,12 @@ static void raw_close(struct raw *r)
 
 static int raw_call(struct raw *r, uint32_t method, const ProtobufCMessage *msg)
 {
-	uint8_t req[4096], resp[4096];
-	size_t len = protobuf_c_message_pack(msg, req), got;
+	/* room for an inline payload of a few KiB and its fields */
+	uint8_t req[16384], resp[4096];
+	size_t len, got;
 
+	REQUIRE(protobuf_c_message_get_packed_size(msg) <= sizeof(req), "raw request too long");
+	len = protobuf_c_message_pack(msg, req);
 	return xprt_call(r->conn, method, req, len, resp, sizeof(resp), &got, 10000);
 }
 
