@@ -213,12 +213,11 @@ struct server {
 	pthread_mutex_t quick_lock;
 	struct worker quick;
 	struct batch batch; /* changes held for their receiving thread's batch end */
-	/* cold reads fetched on receipt: the reads waiting, by tag, in use ones marked */
+	/* cold blocks fetched on receipt: the requests waiting, by tag (a free one's req NULL) */
 	struct store_fetch *fetch; /* NULL: handed on as any other */
 	struct xprt_watch *fetch_watch;
 	pthread_mutex_t fetch_lock;
 	struct queued fetch_waits[FETCH_DEPTH];
-	bool fetch_used[FETCH_DEPTH];
 
 	uint64_t start_ns;
 	struct op_counters ops[OP_COUNT];
@@ -472,10 +471,9 @@ static int fetch_later(struct worker *w, struct store_chunk_id id, uint32_t offs
 	if (!srv->fetch || w->running->fetched || !store_io_can_fetch(w->io))
 		return -EAGAIN;
 	pthread_mutex_lock(&srv->fetch_lock);
-	while (tag < FETCH_DEPTH && srv->fetch_used[tag])
+	while (tag < FETCH_DEPTH && srv->fetch_waits[tag].req)
 		tag++;
 	if (tag < FETCH_DEPTH) {
-		srv->fetch_used[tag] = true;
 		srv->fetch_waits[tag] = *w->running;
 		srv->fetch_waits[tag].fetched = true;
 	}
@@ -485,7 +483,7 @@ static int fetch_later(struct worker *w, struct store_chunk_id id, uint32_t offs
 	ret = store_fetch_start(srv->fetch, id, offset, len, tag);
 	if (ret) {
 		pthread_mutex_lock(&srv->fetch_lock);
-		srv->fetch_used[tag] = false;
+		srv->fetch_waits[tag].req = NULL;
 		pthread_mutex_unlock(&srv->fetch_lock);
 		return ret;
 	}
@@ -1786,7 +1784,7 @@ static void fetch_done(void *arg)
 
 		pthread_mutex_lock(&srv->fetch_lock);
 		q = srv->fetch_waits[tag];
-		srv->fetch_used[tag] = false;
+		srv->fetch_waits[tag].req = NULL;
 		pthread_mutex_unlock(&srv->fetch_lock);
 		if (!quick_run(srv, &q))
 			enqueue(srv, q.req, q.start_ns);
@@ -1960,7 +1958,7 @@ static void fetch_stop(struct server *srv)
 		return;
 	while ((ret = store_fetch_reap(srv->fetch, true, &tag)) == 0) {
 		xprt_reply(srv->fetch_waits[tag].req, -ESHUTDOWN, NULL, 0);
-		srv->fetch_used[tag] = false;
+		srv->fetch_waits[tag].req = NULL;
 	}
 	if (ret != -ENOENT)
 		return; /* the ring cannot be waited on: its scratch stays allocated */

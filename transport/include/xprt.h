@@ -417,8 +417,7 @@ int xprt_reply(struct xprt_req *req, int status, const void *body, size_t len);
  * watched descriptor is readable (level-triggered: again at the next wait
  * until the callback has taken what made it so). It may reply to requests
  * (xprt_reply()) and must not wait: what waits for the disk goes there as a
- * descriptor (an io_uring's) and comes back here done. Replies it makes are
- * sent as a batch end's are.
+ * descriptor (an io_uring's) and comes back here done.
  */
 typedef void (*xprt_watch_cb)(void *arg);
 
