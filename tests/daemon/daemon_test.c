@@ -1795,14 +1795,28 @@ static int test_handles(void)
 
 /* ---- receipt: small requests run by the thread that received them ---- */
 
-static void receipt_counts(struct rfs_daemon *c, uint64_t *ran, uint64_t *handed, uint64_t *fetched)
+struct receipt_counts {
+	uint64_t ran, handed, fetched;
+};
+
+/*
+ * Checks what the daemon of @c counted since @r, and moves @r on: one request
+ * run on receipt, @fetched of them fetched there, @handed handed on.
+ */
+static void expect_receipt(struct rfs_daemon *c, struct receipt_counts *r, const char *what,
+			   uint64_t fetched, uint64_t handed)
 {
 	struct rfs_daemon_stats ds;
 
 	REQUIRE(rfs_daemon_stats(c, &ds) == 0, "stats");
-	*ran = ds.run_on_receipt;
-	*handed = ds.handed_on;
-	*fetched = ds.fetched;
+	CHECK(ds.run_on_receipt - r->ran == 1 && ds.fetched - r->fetched == fetched &&
+		      ds.handed_on - r->handed == handed,
+	      "%s: %llu run on receipt (want 1), %llu fetched (want %llu), %llu handed on "
+	      "(want %llu)",
+	      what, (unsigned long long)(ds.run_on_receipt - r->ran),
+	      (unsigned long long)(ds.fetched - r->fetched), (unsigned long long)fetched,
+	      (unsigned long long)(ds.handed_on - r->handed), (unsigned long long)handed);
+	*r = (struct receipt_counts){ds.run_on_receipt, ds.handed_on, ds.fetched};
 }
 
 /* Drops chunk @id's file of @d from the page cache (its pages made clean first). */
@@ -1856,7 +1870,8 @@ static int test_receipt(void)
 {
 	struct rfs_chunk_id id = {0x2e, 0, 0};
 	uint8_t pat[4096], buf[4096];
-	uint64_t ran0, handed0, fetched0, ran1, handed1, fetched1;
+	struct receipt_counts r;
+	struct rfs_daemon_stats ds;
 	struct daemon_proc d;
 	struct rfs_daemon *c;
 	uint32_t bytes, clen;
@@ -1869,14 +1884,13 @@ static int test_receipt(void)
 	fill_pattern(pat, sizeof(pat), 7);
 	nowait = nowait_supported(d.data_dir);
 	if (!nowait)
-		printf("receipt: %s has no RWF_NOWAIT: every read is handed on\n", d.data_dir);
+		printf("receipt: %s has no RWF_NOWAIT: every cold block is handed on\n",
+		       d.data_dir);
 
-	receipt_counts(c, &ran0, &handed0, &fetched0);
+	REQUIRE(rfs_daemon_stats(c, &ds) == 0, "stats");
+	r = (struct receipt_counts){ds.run_on_receipt, ds.handed_on, ds.fetched};
 	REQUIRE(rfs_chunk_write(c, id, MiB, 0, pat, 4096, false, NULL) == 0, "write");
-	receipt_counts(c, &ran1, &handed1, &fetched1);
-	CHECK(ran1 - ran0 == 1 && handed1 == handed0,
-	      "a 4 KiB write ran on receipt: %llu ran, %llu handed on",
-	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0));
+	expect_receipt(c, &r, "a 4 KiB write", 0, 0);
 
 	/*
 	 * The block out of the page cache: the receiving thread fetches it with
@@ -1884,39 +1898,22 @@ static int test_receipt(void)
 	 * without RWF_NOWAIT it cannot tell a cold block, and a worker reads.
 	 */
 	evict_chunk(&d, id);
-	ran0 = ran1, handed0 = handed1, fetched0 = fetched1;
 	memset(buf, 0, sizeof(buf));
 	ret = rfs_chunk_read(c, id, 0, buf, 4096, &bytes, &clen);
 	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096),
 	      "a cold read answers the data: %d, %u bytes", ret, bytes);
-	receipt_counts(c, &ran1, &handed1, &fetched1);
-	CHECK(ran1 - ran0 == 1 && fetched1 - fetched0 == nowait && handed1 - handed0 == !nowait,
-	      "a cold read was fetched on receipt (want %d) or handed on (want %d): %llu ran, "
-	      "%llu fetched, %llu handed on",
-	      nowait, !nowait, (unsigned long long)(ran1 - ran0),
-	      (unsigned long long)(fetched1 - fetched0), (unsigned long long)(handed1 - handed0));
+	expect_receipt(c, &r, "a cold read", nowait, !nowait);
 
 	/* now in the page cache: the thread that received it answers */
-	ran0 = ran1, handed0 = handed1, fetched0 = fetched1;
 	ret = rfs_chunk_read(c, id, 0, buf, 4096, &bytes, &clen);
 	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096), "a warm read: %d", ret);
-	receipt_counts(c, &ran1, &handed1, &fetched1);
-	CHECK(ran1 - ran0 == 1 && handed1 - handed0 == !nowait && fetched1 == fetched0,
-	      "a warm read ran on receipt: %llu ran, %llu handed on (want %d), %llu fetched",
-	      (unsigned long long)(ran1 - ran0), (unsigned long long)(handed1 - handed0), !nowait,
-	      (unsigned long long)(fetched1 - fetched0));
+	expect_receipt(c, &r, "a warm read", 0, !nowait);
 
 	/* a write inside a block out of the page cache must read the rest of it first */
 	evict_chunk(&d, id);
-	ran0 = ran1, handed0 = handed1, fetched0 = fetched1;
 	memset(pat + 100, 0xa5, 50);
 	REQUIRE(rfs_chunk_write(c, id, MiB, 100, pat + 100, 50, false, NULL) == 0, "write 50 B");
-	receipt_counts(c, &ran1, &handed1, &fetched1);
-	CHECK(ran1 - ran0 == 1 && fetched1 - fetched0 == nowait && handed1 - handed0 == !nowait,
-	      "a write completing a cold block was fetched on receipt (want %d) or handed on "
-	      "(want %d): %llu ran, %llu fetched, %llu handed on",
-	      nowait, !nowait, (unsigned long long)(ran1 - ran0),
-	      (unsigned long long)(fetched1 - fetched0), (unsigned long long)(handed1 - handed0));
+	expect_receipt(c, &r, "a write completing a cold block", nowait, !nowait);
 	ret = rfs_chunk_read(c, id, 0, buf, 4096, &bytes, &clen);
 	CHECK(ret == 0 && bytes == 4096 && !memcmp(buf, pat, 4096),
 	      "the block reads back whole after that write: %d, %u bytes", ret, bytes);
