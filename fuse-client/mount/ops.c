@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -562,6 +563,59 @@ out_reply:
 	reply_error(req, ret);
 }
 
+/*
+ * A FUSE thread's buffer for the bytes of its reads, kept from one read to
+ * the next and grown to the largest (at most the kernel's max_read): no
+ * allocation per read. Freed when the thread ends (libfuse starts and stops
+ * its threads as the load asks).
+ */
+struct read_buf {
+	char *data;
+	size_t cap;
+};
+
+static pthread_key_t read_buf_key;
+static pthread_once_t read_buf_once = PTHREAD_ONCE_INIT;
+
+static void read_buf_free(void *arg)
+{
+	struct read_buf *b = arg;
+
+	free(b->data);
+	free(b);
+}
+
+static void read_buf_key_make(void)
+{
+	if (pthread_key_create(&read_buf_key, read_buf_free))
+		abort(); /* only when the process is out of keys: nothing to read with */
+}
+
+/* This thread's buffer of at least @size bytes, or NULL (-ENOMEM). */
+static char *read_buf_get(size_t size)
+{
+	struct read_buf *b;
+
+	pthread_once(&read_buf_once, read_buf_key_make);
+	b = pthread_getspecific(read_buf_key);
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b || pthread_setspecific(read_buf_key, b)) {
+			free(b);
+			return NULL;
+		}
+	}
+	if (b->cap < size || !b->data) {
+		char *grown = realloc(b->data, size ? size : 1);
+
+		if (!grown)
+			return NULL;
+		b->data = grown;
+		b->cap = size ? size : 1;
+	}
+	return b->data;
+}
+
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -574,7 +628,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_error(req, -EINVAL);
 		return;
 	}
-	buf = malloc(size ? size : 1);
+	buf = read_buf_get(size);
 	if (!buf) {
 		reply_error(req, -ENOMEM);
 		return;
@@ -586,7 +640,6 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		mount_count(&req_fs(req)->stats.read_bytes, got);
 		fuse_reply_buf(req, buf, got);
 	}
-	free(buf);
 }
 
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
