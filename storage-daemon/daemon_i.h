@@ -189,8 +189,9 @@ void store_io_nowait(struct store_io *io);
 /*
  * A fetcher: its own io_uring that brings blocks of chunk files into the page
  * cache for a thread that must not wait for the disk (the transport's). A
- * read that store_io_nowait() refused is fetched, and run again when the
- * fetch completes, finding its blocks in memory. The fetch reads into a
+ * request whose read store_io_nowait() refused (a read, a write completing
+ * a block) is fetched, and run again when the fetch completes, finding its
+ * blocks in memory. The fetch reads into a
  * scratch buffer nobody looks at and takes no chunk lock across the wait:
  * what the read run again does decides everything, so a fetch that read a
  * block being rewritten, or one whose chunk was removed meanwhile, only
@@ -210,9 +211,10 @@ int store_fetch_fd(const struct store_fetch *f);
 /*
  * Starts fetching the blocks that hold [@offset, @offset + @len) of chunk
  * @id; @tag comes back from store_fetch_reap() once they are read (or the
- * read failed: the read run again meets the error itself). 0, -EBUSY
- * (@depth in flight), -E2BIG (past STORE_FETCH_MAX), -ENOENT (no file), or
- * the error of opening the file or of the ring.
+ * read failed: the request run again meets the error itself). 0, -EBUSY
+ * (@depth in flight, the chunk being written, or the ring failed before),
+ * -E2BIG (past STORE_FETCH_MAX), -ENOENT (no file), or the error of opening
+ * the file or of the ring.
  */
 int store_fetch_start(struct store_fetch *f, struct store_chunk_id id, uint32_t offset,
 		      uint32_t len, uint64_t tag);

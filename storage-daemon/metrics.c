@@ -177,7 +177,8 @@ static void render_server(const struct server_stats *st, FILE *f)
 			    st->run_on_receipt);
 	rdmafs_prom_counter(
 		f, "rdmafs_requests_handed_on_total",
-		"Of those, chunk requests handed to a worker: RDMA, O_SYNC, a cold read.",
+		"Of those, chunk requests handed to a worker: RDMA, O_SYNC, a cold block "
+		"the fetcher could not take.",
 		st->handed_on);
 	rdmafs_prom_counter(f, "rdmafs_requests_fetched_total",
 			    "Of those, requests that found a block out of the page cache, "

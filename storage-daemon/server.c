@@ -41,8 +41,11 @@
  *   completes, fetch_done() runs the request again on receipt as above, and
  *   it finds its blocks in memory. So a cold block costs the disk and one
  *   wakeup of the progress thread, not a worker's two. At most FETCH_DEPTH
- *   wait so; one that finds the fetcher full, or its blocks gone again from
- *   the page cache when it runs again, goes to a worker as before.
+ *   wait so. One goes to a worker as before when the fetcher cannot take it
+ *   (full, its chunk being written, a range past STORE_FETCH_MAX, a ring
+ *   that failed), when its blocks are gone again from the page cache when
+ *   it runs again (or it needs others: a write's pending blocks), or when
+ *   another thread runs a request on receipt at that moment.
  *
  * Limits: one pool buffer per data worker bounds the RDMA in flight on the
  * whole daemon to `workers` operations of at most max_chunk_size bytes (the
@@ -224,8 +227,8 @@ struct server {
 	uint64_t bytes_read, bytes_written, errors, checksum_errors, busy;
 	uint64_t inline_writes, inline_reads;
 	uint64_t run_on_receipt, handed_on; /* quick_run()'s and server_batch_end()'s */
-	uint64_t fetched;		    /* of those, the requests fetch_later() kept */
-	uint64_t batched;		    /* changes server_batch_end() served together */
+	uint64_t fetched; /* of those, answered on receipt after their fetch (fetch_later()) */
+	uint64_t batched; /* changes server_batch_end() served together */
 	uint64_t rdma_bytes_in_flight;
 	/* time spent in one-sided transfers and in the store, by direction */
 	uint64_t rdma_read_ns, rdma_write_ns, disk_read_ns, disk_write_ns, disk_commit_ns;
@@ -485,10 +488,8 @@ static int fetch_later(struct worker *w, struct store_chunk_id id, uint32_t offs
 		pthread_mutex_lock(&srv->fetch_lock);
 		srv->fetch_waits[tag].req = NULL;
 		pthread_mutex_unlock(&srv->fetch_lock);
-		return ret;
 	}
-	STAT_ADD(srv->fetched, 1);
-	return 0;
+	return ret;
 }
 
 static int do_write(struct worker *w, struct xprt_req *req, const void *body, size_t len,
@@ -565,7 +566,8 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 	payload = base + m->offset % STORE_BLOCK_SIZE;
 	if (m->data.len) {
 		memcpy(payload, m->data.data, m->length);
-		STAT_ADD(srv->inline_writes, 1);
+		if (!w->running->fetched) /* counted when it first ran */
+			STAT_ADD(srv->inline_writes, 1);
 	} else {
 		rdma_account(srv, m->length);
 		t = rdmafs_now_ns();
@@ -1521,7 +1523,7 @@ static bool handle(struct worker *w, struct queued *q)
 			ret = -EOPNOTSUPP; /* metadata on a daemon without the service */
 		break;
 	}
-	if (ret == ANSWER_LATER)
+	if (ret == ANSWER_LATER && on_receipt(w))
 		return true; /* kept: fetch_done() runs it again */
 	if (ret == -EAGAIN && on_receipt(w) && !meta_handles_method(method))
 		return false; /* changed nothing: a worker runs it again, and may wait */
@@ -1602,27 +1604,28 @@ static bool may_run_inline(struct server *srv, struct xprt_req *req)
 }
 
 /*
- * Runs @req at once on this thread when it may (may_run_inline()) and no
- * other thread is running one; false when it must queue.
+ * Runs @q's request at once on this thread when it may (may_run_inline())
+ * and no other thread is running one; false when it must queue. A request
+ * run again after its fetch was counted as run on receipt when it came: it
+ * counts as fetched if answered now, else as handed on, whatever stops it.
  */
 static bool quick_run(struct server *srv, struct queued *q)
 {
-	bool done;
+	bool ran = false, done = false;
 
-	if (!may_run_inline(srv, q->req) || pthread_mutex_trylock(&srv->quick_lock))
-		return false;
-	/* server_stop() takes the lock after setting stopping: none runs past it */
-	if (__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED)) {
+	if (may_run_inline(srv, q->req) && !pthread_mutex_trylock(&srv->quick_lock)) {
+		/* server_stop() takes the lock after setting stopping: none runs past it */
+		ran = !__atomic_load_n(&srv->stopping, __ATOMIC_RELAXED);
+		if (ran)
+			done = handle(&srv->quick, q);
 		pthread_mutex_unlock(&srv->quick_lock);
-		return false;
 	}
-	done = handle(&srv->quick, q);
-	pthread_mutex_unlock(&srv->quick_lock);
-	/* a read run again after its fetch was counted when it came */
-	if (!q->fetched)
+	if (ran && !q->fetched)
 		STAT_ADD(srv->run_on_receipt, 1);
-	if (!done)
+	if (!done && (ran || q->fetched))
 		STAT_ADD(srv->handed_on, 1);
+	if (done && q->fetched)
+		STAT_ADD(srv->fetched, 1);
 	return done;
 }
 
@@ -1901,14 +1904,20 @@ int server_create(const struct server_params *p, struct server **out)
 	if (ret)
 		goto err_stop;
 	store_io_nowait(srv->quick.io);
-	/* cold reads fetched on receipt: only where a progress thread watches the ring */
+	/* cold blocks fetched on receipt: only where a progress thread watches the ring */
 	if (!p->no_threads) {
 		ret = store_fetch_create(srv->store, FETCH_DEPTH, &srv->fetch);
 		if (!ret)
 			ret = xprt_watch_add(p->ctx, store_fetch_fd(srv->fetch), fetch_done, srv,
 					     &srv->fetch_watch);
-		if (ret)
-			goto err_stop;
+		if (ret) {
+			rdmafs_log(RDMAFS_LOG_WARN,
+				   "no fetcher (%s): requests that find a block out of the page"
+				   " cache go to the workers",
+				   strerror(-ret));
+			store_fetch_destroy(srv->fetch);
+			srv->fetch = NULL;
+		}
 	}
 	ret = lane_start(srv, &srv->lanes[LANE_DATA], p->workers, p->queue_depth, true,
 			 !p->no_threads);
@@ -1960,10 +1969,17 @@ static void fetch_stop(struct server *srv)
 		xprt_reply(srv->fetch_waits[tag].req, -ESHUTDOWN, NULL, 0);
 		srv->fetch_waits[tag].req = NULL;
 	}
-	if (ret != -ENOENT)
-		return; /* the ring cannot be waited on: its scratch stays allocated */
-	store_fetch_destroy(srv->fetch);
-	srv->fetch = NULL;
+	if (ret == -ENOENT) {
+		store_fetch_destroy(srv->fetch);
+		srv->fetch = NULL;
+		return;
+	}
+	/* the ring cannot be waited on: the kernel may still write the scratch, kept allocated */
+	for (unsigned i = 0; i < FETCH_DEPTH; i++)
+		if (srv->fetch_waits[i].req) {
+			xprt_reply(srv->fetch_waits[i].req, -ESHUTDOWN, NULL, 0);
+			srv->fetch_waits[i].req = NULL;
+		}
 }
 
 void server_stop(struct server *srv)

@@ -844,8 +844,15 @@ int store_fetch_start(struct store_fetch *f, struct store_chunk_id id, uint32_t 
 		pthread_mutex_unlock(&f->lock);
 		return -EBUSY;
 	}
-	/* the descriptor is the cache's only while the chunk's lock is held: through the submit */
-	pthread_rwlock_rdlock(lock);
+	/*
+	 * The descriptor is the cache's only while the chunk's lock is held:
+	 * through the submit. A chunk being written is not waited for (the
+	 * caller must not wait): its request goes the usual way.
+	 */
+	if (pthread_rwlock_tryrdlock(lock)) {
+		pthread_mutex_unlock(&f->lock);
+		return -EBUSY;
+	}
 	ret = chunk_get(st, id, false, &fd, &slot, &fresh);
 	if (!ret) {
 		sqe = io_uring_get_sqe(&f->ring); /* never NULL: fewer than depth are in flight */

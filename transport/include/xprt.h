@@ -431,7 +431,8 @@ int xprt_watch_add(struct xprt_ctx *ctx, int fd, xprt_watch_cb cb, void *arg,
 /*
  * Stops the watch: once it returns, its callback is not running and never
  * runs again (on the progress thread it may be called from the callback
- * itself). NULL is a no-op.
+ * itself). NULL is a no-op. xprt_ctx_destroy() frees the watches of its
+ * context, closed or not: close each before.
  */
 void xprt_watch_close(struct xprt_watch *watch);
 
