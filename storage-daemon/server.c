@@ -459,20 +459,22 @@ static bool ahead_of_a_copy(struct server *srv, struct store_chunk_id id)
 }
 
 /*
- * Keeps the request @w runs, a read or write on receipt that found a block of
- * [@offset, @offset + @len) of chunk @id out of the page cache (and changed
- * nothing), until a fetch of those blocks completes (see the top of this
- * file): 0, and its handler answers ANSWER_LATER; or the reason it is handed
- * on as before.
+ * The status of a read or write @w runs whose store call answered @status:
+ * ANSWER_LATER when it ran on receipt and found a block of [@offset,
+ * @offset + @len) of chunk @id out of the page cache (-EAGAIN, having
+ * changed nothing), and is kept until a fetch of those blocks completes (see
+ * the top of this file); else @status, and such a request is handed on as
+ * before.
  */
-static int fetch_later(struct worker *w, struct store_chunk_id id, uint32_t offset, uint32_t len)
+static int fetch_later(struct worker *w, int status, struct store_chunk_id id, uint32_t offset,
+		       uint32_t len)
 {
 	struct server *srv = w->srv;
 	unsigned tag = 0;
-	int ret;
 
-	if (!srv->fetch || w->running->fetched || !store_io_can_fetch(w->io))
-		return -EAGAIN;
+	if (status != -EAGAIN || !on_receipt(w) || !srv->fetch || w->running->fetched ||
+	    !store_io_can_fetch(w->io))
+		return status;
 	pthread_mutex_lock(&srv->fetch_lock);
 	while (tag < FETCH_DEPTH && srv->fetch_waits[tag].req)
 		tag++;
@@ -482,14 +484,14 @@ static int fetch_later(struct worker *w, struct store_chunk_id id, uint32_t offs
 	}
 	pthread_mutex_unlock(&srv->fetch_lock);
 	if (tag == FETCH_DEPTH)
-		return -EBUSY;
-	ret = store_fetch_start(srv->fetch, id, offset, len, tag);
-	if (ret) {
+		return status;
+	if (store_fetch_start(srv->fetch, id, offset, len, tag)) {
 		pthread_mutex_lock(&srv->fetch_lock);
 		srv->fetch_waits[tag].req = NULL;
 		pthread_mutex_unlock(&srv->fetch_lock);
+		return status;
 	}
-	return ret;
+	return ANSWER_LATER;
 }
 
 static int do_write(struct worker *w, struct xprt_req *req, const void *body, size_t len,
@@ -631,10 +633,7 @@ static int do_write(struct worker *w, struct xprt_req *req, const void *body, si
 		chain_ret = chain_forward_end(&fwd);
 	store_fence_leave(srv->store);
 	/* a block to complete out of the page cache, on receipt: after its fetch, else handed on */
-	if (ret == -EAGAIN && on_receipt(w) && fetch_later(w, id, m->offset, m->length) == 0) {
-		ret = ANSWER_LATER;
-		goto out_free;
-	}
+	ret = fetch_later(w, ret, id, m->offset, m->length);
 	if (ret == -EBADMSG) {
 		STAT_ADD(srv->checksum_errors, 1);
 		ret = -EIO;
@@ -749,10 +748,7 @@ static int do_read(struct worker *w, struct xprt_req *req, const void *body, siz
 	STAT_ADD(srv->disk_read_ns, rdmafs_now_ns() - t);
 	store_fence_leave(srv->store);
 	/* a cold block on receipt: answered once it is fetched, else handed on */
-	if (ret == -EAGAIN && on_receipt(w) && fetch_later(w, id, m->offset, m->length) == 0) {
-		ret = ANSWER_LATER;
-		goto out_free;
-	}
+	ret = fetch_later(w, ret, id, m->offset, m->length);
 	/*
 	 * ... also one that began while we read and is still on its way, or that
 	 * failed on its way and was recorded meanwhile: we may hold its bytes
