@@ -627,6 +627,9 @@ int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out)
 	out->run_on_receipt = resp->run_on_receipt;
 	out->handed_on = resp->handed_on;
 	out->fetched = resp->fetched;
+	out->commits_deferred = resp->commits_deferred;
+	out->data_flushes = resp->data_flushes;
+	out->data_flush_errors = resp->data_flush_errors;
 	for (size_t i = 0; i < resp->n_ops; i++)
 		out->ops_total += resp->ops[i]->count;
 	rdmafs__daemon_stats_resp__free_unpacked(resp, NULL);

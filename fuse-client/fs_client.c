@@ -2067,7 +2067,8 @@ static int broadcast(struct rfs *fs, const struct rfs_layout *layout, uint64_t m
 int rfs_commit(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t daemon_mask,
 	       uint64_t first_index)
 {
-	return rfs_commit_alloc(fs, ino, layout, daemon_mask, first_index, true, NULL);
+	return rfs_commit_alloc(fs, ino, layout, daemon_mask, first_index, RFS_COMMIT_DURABLE,
+				NULL);
 }
 
 /*
@@ -2084,8 +2085,10 @@ static int commit_once(struct rfs *fs, const struct rfs_layout *layout, uint64_t
 	size_t n = 0;
 	int ret;
 
-	if (report)
+	if (report) {
 		report->known = 0;
+		report->durable_within_ms = 0;
+	}
 	for (uint32_t d = 0; d < layout->stripe_width; d++) {
 		if (!(mask & (1ull << d)))
 			continue;
@@ -2114,6 +2117,8 @@ static int commit_once(struct rfs *fs, const struct rfs_layout *layout, uint64_t
 			report->allocated[daemon_of[i]] = resp->allocated_bytes;
 			report->known |= 1ull << daemon_of[i];
 		}
+		if (resp->durable_within_ms > report->durable_within_ms)
+			report->durable_within_ms = resp->durable_within_ms;
 		rdmafs__chunk_commit_resp__free_unpacked(resp, NULL);
 	}
 	free(slots);
@@ -2121,7 +2126,8 @@ static int commit_once(struct rfs *fs, const struct rfs_layout *layout, uint64_t
 }
 
 int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t daemon_mask,
-		     uint64_t first_index, bool durable, struct rfs_alloc_report *report)
+		     uint64_t first_index, enum rfs_commit_kind kind,
+		     struct rfs_alloc_report *report)
 {
 	Rdmafs__ChunkCommitReq req = RDMAFS__CHUNK_COMMIT_REQ__INIT;
 	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
@@ -2133,7 +2139,8 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, ui
 	sel.range = true;
 	sel.first_index = first_index;
 	req.chunks = &sel;
-	req.report_only = !durable;
+	req.report_only = kind == RFS_COMMIT_REPORT;
+	req.on_close = kind == RFS_COMMIT_CLOSE;
 	for (;;) {
 		/* a report is of the layout the call ended with: daemon_of indexes it */
 		req.layout_generation = layout->generation;

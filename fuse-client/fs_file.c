@@ -44,8 +44,15 @@ struct rfs_file {
 	uint64_t size_seq;    /* bumped whenever we change the size the service will have */
 	uint64_t dirty_mask;  /* layout daemons holding uncommitted writes */
 	uint64_t dirty_first; /* lowest chunk index written since the last commit */
-	uint64_t alloc_seq;   /* bumped whenever our calls change chunks */
-	uint64_t alloc_told;  /* the alloc_seq the service has allocations for */
+	/*
+	 * Committed at a close but maybe not on disk yet, until lazy_until_ms
+	 * (the daemons' data_sync = batch): an fsync commits them again. A new
+	 * file starts with every daemon so, for RFS_CLOSE_SYNC_MAX_MS
+	 * (rfs_file_sync() in rdmafs_fs.h).
+	 */
+	uint64_t lazy_mask, lazy_first, lazy_until_ms;
+	uint64_t alloc_seq;  /* bumped whenever our calls change chunks */
+	uint64_t alloc_told; /* the alloc_seq the service has allocations for */
 	/*
 	 * The allocations the service last stored from this client, by daemon
 	 * index of the layout at told_generation (told.known: which ones);
@@ -100,6 +107,9 @@ int rfs_file_create(struct rfs *fs, uint64_t ino, struct rfs_file **out)
 	f->fs = fs;
 	f->ino = ino;
 	f->dirty_first = UINT64_MAX;
+	f->lazy_mask = ~0ull;
+	f->lazy_first = 0;
+	f->lazy_until_ms = rdmafs_now_ms() + RFS_CLOSE_SYNC_MAX_MS;
 	f->wb_tail = &f->wb_head;
 	f->wb_max = rfs_write_behind(fs);
 	pthread_mutex_init(&f->size_lock, NULL);
@@ -197,6 +207,14 @@ void rfs_file_destroy(struct rfs_file *f)
 	free(f);
 }
 
+void rfs_file_made(struct rfs_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->lazy_mask = 0;
+	f->lazy_first = UINT64_MAX;
+	pthread_mutex_unlock(&f->lock);
+}
+
 /*
  * Takes a layout from the service or from a data call that refetched it (a
  * drain moved the file: rdmafs_fs.h). f->lock is held. dirty_mask bits are
@@ -207,8 +225,12 @@ static void keep_layout_locked(struct rfs_file *f, const struct rfs_layout *l)
 {
 	if (f->has_layout && l->generation < f->layout.generation)
 		return; /* an older reply than what a data call found */
-	if (f->has_layout && l->generation != f->layout.generation && f->dirty_mask)
-		f->dirty_mask = ~0ull;
+	if (f->has_layout && l->generation != f->layout.generation) {
+		if (f->dirty_mask)
+			f->dirty_mask = ~0ull;
+		if (f->lazy_mask)
+			f->lazy_mask = ~0ull;
+	}
 	f->layout = *l;
 	f->has_layout = true;
 }
@@ -429,7 +451,7 @@ static int file_report(struct rfs_file *f, const struct rfs_cred *c, struct stat
 		goto out_unlock;
 	}
 	generation = layout.generation;
-	ret = rfs_commit_alloc(f->fs, f->ino, &layout, mask, 0, false, &report);
+	ret = rfs_commit_alloc(f->fs, f->ino, &layout, mask, 0, RFS_COMMIT_REPORT, &report);
 	pthread_mutex_lock(&f->lock);
 	keep_layout_locked(f, &layout);
 	pthread_mutex_unlock(&f->lock);
@@ -450,12 +472,56 @@ out_unlock:
 	return ret;
 }
 
-int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
+/*
+ * The commit rfs_file_sync() of @kind owes, taken from @f (lock held): the
+ * daemons with writes since the last commit, and for an fsync those whose
+ * close's commit may not be on disk yet. 0: none.
+ */
+static uint64_t take_commit_locked(struct rfs_file *f, enum rfs_sync_kind kind, uint64_t *first)
+{
+	uint64_t mask = 0;
+
+	*first = UINT64_MAX;
+	if (kind == RFS_SYNC_SIZE || !f->has_layout)
+		return 0;
+	if (kind == RFS_SYNC_FSYNC) {
+		if (rdmafs_now_ms() < f->lazy_until_ms) {
+			mask = f->lazy_mask;
+			*first = f->lazy_first;
+		}
+		f->lazy_mask = 0;
+		f->lazy_first = UINT64_MAX;
+	}
+	mask |= f->dirty_mask;
+	if (f->dirty_first < *first)
+		*first = f->dirty_first;
+	f->dirty_mask = 0;
+	f->dirty_first = UINT64_MAX;
+	return mask;
+}
+
+/* A close's commit of @mask from @first answered as deferred for @ms: due again for fsync. */
+static void note_lazy_locked(struct rfs_file *f, uint64_t mask, uint64_t first, uint32_t ms)
+{
+	uint64_t now = rdmafs_now_ms();
+
+	if (now >= f->lazy_until_ms) { /* what was deferred before is on disk */
+		f->lazy_mask = 0;
+		f->lazy_first = UINT64_MAX;
+	}
+	f->lazy_mask |= mask;
+	if (first < f->lazy_first)
+		f->lazy_first = first;
+	if (now + ms > f->lazy_until_ms)
+		f->lazy_until_ms = now + ms;
+}
+
+int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, enum rfs_sync_kind kind)
 {
 	struct rfs_alloc_report report = {.known = 0};
 	struct rfs_layout layout;
-	uint64_t mask = 0, first = UINT64_MAX, size, alloc_seq, generation = 0, seq;
-	bool size_dirty, mtime_dirty;
+	uint64_t mask, first, size, alloc_seq, generation = 0, seq;
+	bool size_dirty, mtime_dirty, commit = kind != RFS_SYNC_SIZE;
 	struct timespec now;
 	struct rfs_entry e;
 	struct stat st;
@@ -467,13 +533,10 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	pthread_mutex_lock(&f->size_lock);
 	pthread_mutex_lock(&f->lock);
 	alloc_seq = f->alloc_seq;
-	if (commit && f->dirty_mask && f->has_layout) {
-		mask = f->dirty_mask;
-		first = f->dirty_first;
+	mask = take_commit_locked(f, kind, &first);
+	if (mask) {
 		layout = f->layout;
 		generation = layout.generation;
-		f->dirty_mask = 0;
-		f->dirty_first = UINT64_MAX;
 	}
 	size = f->size;
 	size_dirty = f->size_dirty;
@@ -489,9 +552,14 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, bool commit)
 	pthread_mutex_unlock(&f->lock);
 
 	if (mask) {
-		ret = rfs_commit_alloc(f->fs, f->ino, &layout, mask, first, true, &report);
+		ret = rfs_commit_alloc(
+			f->fs, f->ino, &layout, mask, first,
+			kind == RFS_SYNC_CLOSE ? RFS_COMMIT_CLOSE : RFS_COMMIT_DURABLE, &report);
 		pthread_mutex_lock(&f->lock);
 		keep_layout_locked(f, &layout);
+		if (!ret && report.durable_within_ms)
+			note_lazy_locked(f, layout.generation == generation ? mask : ~0ull, first,
+					 report.durable_within_ms);
 		pthread_mutex_unlock(&f->lock);
 		if (ret)
 			goto err_redirty;
@@ -543,7 +611,7 @@ out_unlock:
 
 int rfs_file_fsync(struct rfs_file *f, const struct rfs_cred *c)
 {
-	int ret = rfs_file_sync(f, c, true);
+	int ret = rfs_file_sync(f, c, RFS_SYNC_FSYNC);
 
 	return ret ? ret : rfs_meta_sync(f->fs);
 }
@@ -598,7 +666,7 @@ static int extend(struct rfs_file *f, const struct rfs_cred *c, uint64_t end)
 		f->size_seq++;
 	}
 	pthread_mutex_unlock(&f->lock);
-	return rfs_file_sync(f, c, false);
+	return rfs_file_sync(f, c, RFS_SYNC_SIZE);
 }
 
 /* Sets @f's size to @size at the service (a shrink), through the open handle @h. */

@@ -19,6 +19,8 @@
  *                                     ; rdmafs.replicas xattr says otherwise for its files)
  *   metadata_sync = batch             ; always: each commit on disk before its answer
  *   metadata_sync_ms = 1000           ; batch: a commit is on disk within this (10..60000)
+ *   data_sync = batch                 ; always: a close's commit on disk before its answer
+ *   data_sync_ms = 1000               ; batch: a close's commit is on disk within this
  *   queue_depth = 256
  *   busy_poll_us = 20                 ; verbs: spin on completions this long before sleeping
  *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
@@ -227,6 +229,17 @@ static int parse_range(const char *value, uint64_t min, uint64_t max, uint64_t *
 	return ret;
 }
 
+/* "always" or "batch", for metadata_sync and data_sync. */
+static int parse_sync(const char *value, bool *always, char *why, size_t why_size)
+{
+	if (strcmp(value, "always") != 0 && strcmp(value, "batch") != 0) {
+		snprintf(why, why_size, "must be always or batch");
+		return -EINVAL;
+	}
+	*always = strcmp(value, "always") == 0;
+	return 0;
+}
+
 static bool name_ok(const char *name)
 {
 	size_t len = strlen(name);
@@ -316,16 +329,17 @@ static int config_set(struct daemon_config *cfg, const char *key, const char *va
 		if (!ret)
 			cfg->replicas = (unsigned)v;
 	} else if (strcmp(key, "metadata_sync") == 0) {
-		if (strcmp(value, "always") == 0 || strcmp(value, "batch") == 0) {
-			cfg->metadata_sync_always = strcmp(value, "always") == 0;
-		} else {
-			ret = -EINVAL;
-			snprintf(why, why_size, "must be always or batch");
-		}
+		ret = parse_sync(value, &cfg->metadata_sync_always, why, why_size);
 	} else if (strcmp(key, "metadata_sync_ms") == 0) {
 		ret = parse_range(value, 10, 60000, &v, why, why_size);
 		if (!ret)
 			cfg->metadata_sync_ms = (unsigned)v;
+	} else if (strcmp(key, "data_sync") == 0) {
+		ret = parse_sync(value, &cfg->data_sync_always, why, why_size);
+	} else if (strcmp(key, "data_sync_ms") == 0) {
+		ret = parse_range(value, 10, 60000, &v, why, why_size);
+		if (!ret)
+			cfg->data_sync_ms = (unsigned)v;
 	} else if (strcmp(key, "queue_depth") == 0) {
 		ret = parse_range(value, 1, 65536, &v, why, why_size);
 		if (!ret)
@@ -604,6 +618,7 @@ int config_load(struct daemon_config *cfg, int argc, char **argv)
 	cfg->meta_workers = 64;
 	cfg->reclaim_grace_sec = 30;
 	cfg->metadata_sync_ms = 1000;
+	cfg->data_sync_ms = 1000;
 	cfg->queue_depth = 256;
 	cfg->busy_poll_us = -1;
 	cfg->max_chunk_size = 1u << 20;

@@ -48,6 +48,8 @@ struct daemon_config {
 	unsigned replicas;	    /* metadata service: copies of each chunk of a new file [1] */
 	bool metadata_sync_always;  /* metadata_sync = always (else batch) */
 	unsigned metadata_sync_ms;  /* batch: how often what was committed is flushed */
+	bool data_sync_always;	    /* data_sync = always (else batch) */
+	unsigned data_sync_ms;	    /* batch: a close's commit is on disk within this */
 	unsigned queue_depth;	    /* requests queued for the workers, then -EBUSY */
 	int busy_poll_us;	    /* verbs: spin on completions this long; -1: libxprt's */
 	uint32_t max_chunk_size;    /* largest chunk served; sizes the buffers */
@@ -277,6 +279,14 @@ struct store_selection {
 
 /* Makes the selected chunks durable (fdatasync via io_uring) and the metadata. */
 int store_commit(struct store_io *io, const struct store_selection *sel);
+/*
+ * Makes everything the store holds durable at once: a syncfs() of the file
+ * system its chunks are on (every chunk file and directory), then the
+ * index's journal, wherever it is. What store_commit() does for some chunks,
+ * for every chunk written before the call: the flush of commits deferred
+ * with data_sync = batch (server.c). @st is a void * for rdmafs_flusher.
+ */
+int store_flush(void *st);
 int store_remove(struct store_io *io, const struct store_selection *sel, uint64_t *removed,
 		 uint64_t *bytes_freed);
 int store_stat(struct store *st, struct store_chunk_id id, struct store_chunk_info *info);
@@ -732,6 +742,13 @@ struct server_params {
 	unsigned queue_depth;  /* per lane */
 	uint32_t max_chunk_size;
 	/*
+	 * data_sync = batch: a close's CHUNK_COMMIT (on_close) is answered
+	 * without a flush, and a thread flushes the store (store_flush())
+	 * within this many milliseconds. 0 (data_sync = always, or with
+	 * no_threads): every commit flushes before its answer.
+	 */
+	unsigned data_sync_ms;
+	/*
 	 * Set up the workers' buffers and io_uring but start no thread: queued
 	 * requests then run only in server_run_queued(). For the fuzz target,
 	 * which needs each request to run to its end, on its own thread, before
@@ -786,6 +803,9 @@ struct server_stats {
 	 */
 	uint64_t run_on_receipt, handed_on;
 	uint64_t fetched; /* of those, cold blocks fetched, not handed on (store_fetch_start()) */
+	/* data_sync = batch: commits at close answered before their flush, the flushes, failed ones
+	 */
+	uint64_t commits_deferred, data_flushes, data_flush_errors;
 	uint64_t batched; /* metadata changes served at their batch's end (server_batch_end()) */
 	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */

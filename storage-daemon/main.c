@@ -324,6 +324,7 @@ int main(int argc, char **argv)
 	sp.meta_workers = cfg.meta_workers;
 	sp.queue_depth = cfg.queue_depth;
 	sp.max_chunk_size = cfg.max_chunk_size;
+	sp.data_sync_ms = cfg.data_sync_always ? 0 : cfg.data_sync_ms;
 	sp.dmap = dmap;
 	sp.missed = missed;
 	ret = server_create(&sp, &srv);

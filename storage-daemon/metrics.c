@@ -188,6 +188,17 @@ static void render_server(const struct server_stats *st, FILE *f)
 			    "Of those, metadata changes held to the end of their batch of "
 			    "requests and committed together there.",
 			    st->batched);
+	rdmafs_prom_counter(f, "rdmafs_commits_deferred_total",
+			    "Commits at a file's close answered before their flush "
+			    "(data_sync = batch).",
+			    st->commits_deferred);
+	rdmafs_prom_counter(f, "rdmafs_data_flushes_total",
+			    "Flushes of the data's file system that made deferred commits durable.",
+			    st->data_flushes);
+	rdmafs_prom_counter(f, "rdmafs_data_flush_errors_total",
+			    "Of those, flushes that failed (logged): closed files' data may not be "
+			    "on disk.",
+			    st->data_flush_errors);
 
 	rdmafs_prom_family(
 		f, "rdmafs_rdma_seconds_total", "counter",

@@ -207,6 +207,9 @@ struct server {
 	struct dmap *dmap;     /* NULL: no degraded writes (server_params) */
 	struct missed *missed; /* with dmap */
 	struct resync *resync; /* with dmap */
+	/* data_sync = batch: flushes the store within data_sync_ms of a close's commit */
+	struct rdmafs_flusher *flusher;
+	unsigned data_sync_ms;
 
 	pthread_mutex_t lock; /* guards the lanes' queues and stopping */
 	struct lane lanes[LANES];
@@ -787,35 +790,55 @@ out_free:
 	return ret;
 }
 
+/*
+ * A close's commit with data_sync = batch (on_close, a flusher running) is
+ * answered at once, on receipt too: the writes it covers were answered, so
+ * they are in the page cache, and the flusher's next store_flush(), which
+ * starts after the note, takes them to the disk within data_sync_ms (the
+ * answer says so). Any other commit flushes its chunks before its answer,
+ * on a worker.
+ */
 static int do_commit(struct worker *w, const void *body, size_t len, size_t *reply_len)
 {
 	Rdmafs__ChunkCommitReq *m = rdmafs__chunk_commit_req__unpack(NULL, len, body);
 	Rdmafs__ChunkCommitResp resp = RDMAFS__CHUNK_COMMIT_RESP__INIT;
+	struct server *srv = w->srv;
 	struct store_selection sel;
+	bool later;
 	int ret;
 
 	if (!m)
 		return -EBADMSG;
+	later = m->on_close && !m->report_only && srv->flusher;
+	if (on_receipt(w) && !later && !m->report_only) {
+		ret = -EAGAIN; /* a flush waits for the disk */
+		goto out_free;
+	}
 	ret = selection_from(m->chunks, &sel);
 	if (!ret)
 		ret = fence_enter(w, sel.inode, m->layout_generation);
 	if (!ret) {
 		uint64_t t = rdmafs_now_ns();
 
-		if (!m->report_only)
+		if (later) {
+			rdmafs_flusher_note(srv->flusher);
+			resp.durable_within_ms = srv->data_sync_ms;
+		} else if (!m->report_only) {
 			ret = store_commit(w->io, &sel);
-		STAT_ADD(w->srv->disk_commit_ns, rdmafs_now_ns() - t);
+		}
+		STAT_ADD(srv->disk_commit_ns, rdmafs_now_ns() - t);
 		/*
 		 * The client reports it to the metadata service: st_blocks without a
 		 * stat here. Inside the fence, so that a drained daemon answers -ESTALE
 		 * rather than the bytes of chunks it is about to give up.
 		 */
-		if (!ret && store_allocated(w->srv->store, sel.inode, &resp.allocated_bytes) == 0)
+		if (!ret && store_allocated(srv->store, sel.inode, &resp.allocated_bytes) == 0)
 			resp.allocated_known = true;
-		store_fence_leave(w->srv->store);
+		store_fence_leave(srv->store);
 	}
 	if (!ret)
 		ret = pack_reply(w, &resp.base, reply_len);
+out_free:
 	rdmafs__chunk_commit_req__free_unpacked(m, NULL);
 	return ret;
 }
@@ -1103,6 +1126,14 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->run_on_receipt = STAT_GET(srv->run_on_receipt);
 	out->handed_on = STAT_GET(srv->handed_on);
 	out->fetched = STAT_GET(srv->fetched);
+	if (srv->flusher) {
+		struct rdmafs_flusher_counts fc;
+
+		rdmafs_flusher_counts(srv->flusher, &fc);
+		out->commits_deferred = fc.notes;
+		out->data_flushes = fc.flushes;
+		out->data_flush_errors = fc.errors;
+	}
 	out->batched = STAT_GET(srv->batched);
 	out->rdma_read_ns = STAT_GET(srv->rdma_read_ns);
 	out->rdma_write_ns = STAT_GET(srv->rdma_write_ns);
@@ -1184,6 +1215,9 @@ static int do_stats(struct worker *w, const void *body, size_t len, size_t *repl
 	resp.run_on_receipt = st->run_on_receipt;
 	resp.handed_on = st->handed_on;
 	resp.fetched = st->fetched;
+	resp.commits_deferred = st->commits_deferred;
+	resp.data_flushes = st->data_flushes;
+	resp.data_flush_errors = st->data_flush_errors;
 	ret = pack_reply(w, &resp.base, reply_len);
 	free(st);
 	return ret;
@@ -1596,7 +1630,8 @@ static bool may_run_inline(struct server *srv, struct xprt_req *req)
 	if (srv->meta && meta_handles_method(method))
 		return meta_may_run_inline(srv->meta, method);
 	return srv->quick.io && (method == RDMAFS__METHOD__METHOD_CHUNK_WRITE ||
-				 method == RDMAFS__METHOD__METHOD_CHUNK_READ);
+				 method == RDMAFS__METHOD__METHOD_CHUNK_READ ||
+				 method == RDMAFS__METHOD__METHOD_CHUNK_COMMIT);
 }
 
 /*
@@ -1829,6 +1864,25 @@ static int lane_start(struct server *srv, struct lane *lane, unsigned workers, u
 	return 0;
 }
 
+/*
+ * data_sync = batch. What a daemon stopped by a kill (or a crash) had
+ * deferred is flushed first: in the page cache still, but not yet on disk.
+ * A flusher that cannot start leaves every commit to flush at once.
+ */
+static void flusher_start(struct server *srv, unsigned interval_ms)
+{
+	int ret;
+
+	store_flush(srv->store);
+	ret = rdmafs_flusher_start(interval_ms, false, store_flush, srv->store, &srv->flusher);
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "no data flusher (%s): a close's commit flushes before its answer",
+			   strerror(-ret));
+	else
+		srv->data_sync_ms = interval_ms;
+}
+
 int server_create(const struct server_params *p, struct server **out)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
@@ -1915,6 +1969,8 @@ int server_create(const struct server_params *p, struct server **out)
 			srv->fetch = NULL;
 		}
 	}
+	if (!p->no_threads && p->data_sync_ms)
+		flusher_start(srv, p->data_sync_ms);
 	ret = lane_start(srv, &srv->lanes[LANE_DATA], p->workers, p->queue_depth, true,
 			 !p->no_threads);
 	if (!ret && meta_workers)
@@ -2015,6 +2071,9 @@ void server_stop(struct server *srv)
 			w->buf = NULL;
 		}
 	}
+	/* no commit comes any more: the last flush of those deferred */
+	rdmafs_flusher_stop(srv->flusher);
+	srv->flusher = NULL;
 	/* no worker forwards any more */
 	chain_destroy(srv->chain);
 	srv->chain = NULL;

@@ -2022,6 +2022,21 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	return ret;
 }
 
+int store_flush(void *arg)
+{
+	struct store *st = arg;
+	int ret = syncfs(st->chunks_fd) ? -errno : 0;
+
+	if (!ret)
+		ret = index_sync(st);
+	if (ret)
+		rdmafs_log(RDMAFS_LOG_ERR,
+			   "data flush: %s: what was committed at a close since the last flush may "
+			   "not be on disk",
+			   strerror(-ret));
+	return ret;
+}
+
 /*
  * Bytes the local file system allocated to the chunk files of @inode (their
  * st_blocks), so holes inside a chunk count for nothing, as they do on the

@@ -399,6 +399,33 @@ const char *rdmafs_auth_strerror(int err, const char *key_name, char *buf, size_
 /* rdmafs_secret_strerror() for key files: one sentence on why @err. Returns @buf. */
 const char *rdmafs_key_strerror(const char *path, int err, char *buf, size_t size);
 
+/* ---- flushing in the background ------------------------------------------------------ */
+
+/*
+ * A thread that calls @flush(@arg) for a store whose durability is batched.
+ * Noted (@periodic false): within @interval_ms of the first
+ * rdmafs_flusher_note() since its last call began, so that whatever was done
+ * before a note is flushed by a call that starts after it; at
+ * rdmafs_flusher_stop(), once more when a note is due. Periodic: every
+ * @interval_ms, notes or not, and never at stop (the store's close makes
+ * its own last flush). @flush returns 0 or -errno; a failure is counted,
+ * and the next note calls it again. -errno if the thread cannot start.
+ */
+struct rdmafs_flusher;
+
+struct rdmafs_flusher_counts {
+	uint64_t notes;	  /* rdmafs_flusher_note() calls */
+	uint64_t flushes; /* calls of @flush */
+	uint64_t errors;  /* of those, failed */
+};
+
+int rdmafs_flusher_start(unsigned interval_ms, bool periodic, int (*flush)(void *arg), void *arg,
+			 struct rdmafs_flusher **out);
+void rdmafs_flusher_note(struct rdmafs_flusher *f);
+void rdmafs_flusher_counts(struct rdmafs_flusher *f, struct rdmafs_flusher_counts *out);
+/* Stops and frees @f (NULL: nothing), after its last flush if one is due. */
+void rdmafs_flusher_stop(struct rdmafs_flusher *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -239,6 +239,8 @@ static int rdmafs_create(struct cp_side *s, const struct cp_loc *dir, const char
 		return ret;
 	f->ino = e.attr.st_ino;
 	ret = file_attach(s, f, &e);
+	if (!ret)
+		rfs_file_made(f->file); /* O_EXCL: ours */
 	if (ret) {
 		release_handle(s, f->ino, f->handle);
 		f->ino = 0;
@@ -264,9 +266,9 @@ static int rdmafs_finish(struct cp_side *s, struct cp_file *f, uint64_t size)
 	/* a tail of zeros was skipped, not written: the size still covers it */
 	if (size)
 		ret = rfs_file_fallocate(f->file, &s->cred, f->handle, 0, 0, size);
-	/* fuse's flush: commit the daemons written to, then the size and st_blocks */
+	/* as fsync (a copy is durable when it ends): commit, then the size and st_blocks */
 	if (!ret)
-		ret = rfs_file_sync(f->file, &s->cred, true);
+		ret = rfs_file_sync(f->file, &s->cred, RFS_SYNC_FSYNC);
 	return ret;
 }
 

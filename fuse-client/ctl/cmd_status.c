@@ -512,6 +512,9 @@ static void print_stats(const struct ctl_daemon *d, const Rdmafs__DaemonStatsRes
 	printf("  run on receipt %" PRIu64 " (handed on to a worker %" PRIu64
 	       ", cold blocks fetched there %" PRIu64 ")\n",
 	       s->run_on_receipt, s->handed_on, s->fetched);
+	printf("  commits at close deferred %" PRIu64 "  data flushes %" PRIu64
+	       "  failed flushes %" PRIu64 "\n",
+	       s->commits_deferred, s->data_flushes, s->data_flush_errors);
 	printf("  %-16s %10s %8s %10s %9s %9s %9s\n", "OP", "COUNT", "ERRORS", "BYTES", "p50",
 	       "p90", "p99");
 	for (size_t i = 0; i < s->n_ops; i++) {
@@ -554,6 +557,9 @@ static void json_stats(const struct ctl_daemon *d, const Rdmafs__DaemonStatsResp
 	ctl_json_u64("run_on_receipt", s->run_on_receipt);
 	ctl_json_u64("handed_on", s->handed_on);
 	ctl_json_u64("fetched", s->fetched);
+	ctl_json_u64("commits_deferred", s->commits_deferred);
+	ctl_json_u64("data_flushes", s->data_flushes);
+	ctl_json_u64("data_flush_errors", s->data_flush_errors);
 	ctl_json_begin_array("latency_bounds_us");
 	for (size_t i = 0; i < s->n_latency_bounds_us; i++)
 		ctl_json_u64(NULL, s->latency_bounds_us[i]);

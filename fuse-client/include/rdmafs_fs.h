@@ -523,25 +523,49 @@ int rfs_file_read(struct rfs_file *f, uint64_t off, size_t len, void *dst, size_
  * grows the size we know. *@size_due: the service should hear of the new
  * size now (once a second while a file grows, the first time a second
  * after it began to: a file written and closed at once sends its size only
- * at close): call rfs_file_sync(f, cred, false), after answering the writer
+ * at close): call rfs_file_sync(f, cred, RFS_SYNC_SIZE), after answering the writer
  * if you like.
  * -EFBIG past the largest offset.
  */
 int rfs_file_write(struct rfs_file *f, uint64_t off, size_t len, const void *src, bool sync,
 		   bool *size_due);
 
-/*
- * Makes our writes durable and our size known: with @commit (close, fsync)
- * a commit on the daemons that got writes and UPDATE_SIZE with the mtime our
- * writes earned; without it only the size. What fails stays due for the next
- * call. The commit's reports also give the service st_blocks.
- */
-int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *cred, bool commit);
+/* What rfs_file_sync() makes of our writes. */
+enum rfs_sync_kind {
+	RFS_SYNC_SIZE,	/* only the size: the batched update of a growing file */
+	RFS_SYNC_CLOSE, /* a close: commit, which a daemon with data_sync = batch defers */
+	RFS_SYNC_FSYNC, /* commit, on the daemons' disks before it returns */
+};
 
 /*
- * fsync(2): rfs_file_sync() with @commit, then rfs_meta_sync(), so that the
- * size, the mtime and the file's very existence are on the service's disk
- * too, not only its data on the daemons'.
+ * Makes our writes committed and our size known: with RFS_SYNC_CLOSE or
+ * RFS_SYNC_FSYNC a commit on the daemons that got writes and UPDATE_SIZE
+ * with the mtime our writes earned; with RFS_SYNC_SIZE only the size. What
+ * fails stays due for the next call. The commit's reports also give the
+ * service st_blocks.
+ * A close's commit may be answered before the daemons flushed it (their
+ * data_sync = batch: on disk within data_sync_ms, ChunkCommitResp). Until
+ * then the file keeps it due for RFS_SYNC_FSYNC, which commits it again,
+ * durably; so does a @f made less than RFS_CLOSE_SYNC_MAX_MS ago, for
+ * every daemon of its layout, since a close through an earlier rfs_file of
+ * the inode may have left it so.
+ */
+int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *cred, enum rfs_sync_kind kind);
+
+/* The longest a daemon may defer a close's commit: data_sync_ms's bound. */
+#define RFS_CLOSE_SYNC_MAX_MS 60000u
+
+/*
+ * @f's inode was just made (CREATE made it): no close through an earlier
+ * rfs_file of it can have left a commit deferred, so an fsync commits only
+ * what went through @f.
+ */
+void rfs_file_made(struct rfs_file *f);
+
+/*
+ * fsync(2): rfs_file_sync() with RFS_SYNC_FSYNC, then rfs_meta_sync(), so
+ * that the size, the mtime and the file's very existence are on the
+ * service's disk too, not only its data on the daemons'.
  */
 int rfs_file_fsync(struct rfs_file *f, const struct rfs_cred *cred);
 
@@ -621,18 +645,27 @@ int rfs_commit(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t
 struct rfs_alloc_report {
 	uint64_t allocated[RFS_MAX_STRIPE]; /* bytes, by daemon index in the layout */
 	uint64_t known;			    /* bit d: allocated[d] was answered */
+	/* 0: on every daemon's disk; else the most any daemon said it defers it */
+	uint32_t durable_within_ms;
+};
+
+/* What rfs_commit_alloc() asks of the daemons. */
+enum rfs_commit_kind {
+	RFS_COMMIT_REPORT,  /* only what they hold: nothing is synced (an older daemon does) */
+	RFS_COMMIT_CLOSE,   /* a close's: data_sync = batch defers it (durable_within_ms) */
+	RFS_COMMIT_DURABLE, /* on disk before the answer */
 };
 
 /*
- * rfs_commit() that also collects in @report (may be NULL) what each daemon
- * answered has been allocated to @ino (all its chunks, holes excluded); a
- * daemon too old to say stays unknown. Without @durable the daemons only
- * report, nothing is synced (an older daemon commits anyway). When the
- * layout changed, every daemon of the new one is asked and @report indexes
- * the new *@layout: attach it with that one.
+ * rfs_commit() of @kind that also collects in @report (may be NULL) what
+ * each daemon answered has been allocated to @ino (all its chunks, holes
+ * excluded); a daemon too old to say stays unknown. When the layout changed,
+ * every daemon of the new one is asked and @report indexes the new
+ * *@layout: attach it with that one.
  */
 int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t daemon_mask,
-		     uint64_t first_index, bool durable, struct rfs_alloc_report *report);
+		     uint64_t first_index, enum rfs_commit_kind kind,
+		     struct rfs_alloc_report *report);
 
 /*
  * UPDATE_SIZE of @ino: the size the writer knows (the service keeps the
@@ -924,6 +957,8 @@ struct rfs_daemon_stats {
 	/* requests the receiving thread ran; of those, handed to a worker (RDMA, O_SYNC, disk) */
 	uint64_t run_on_receipt, handed_on;
 	uint64_t fetched; /* of those, cold blocks the receiving thread fetched, not handed on */
+	/* data_sync = batch: close's commits answered before their flush; flushes; failed ones */
+	uint64_t commits_deferred, data_flushes, data_flush_errors;
 };
 
 int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out);

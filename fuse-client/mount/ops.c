@@ -533,6 +533,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		ret = -ENOMEM;
 		goto err_release;
 	}
+	if (created)
+		rfs_file_made(n->file);
 	rfs_file_merge(n->file, &entry, &e.attr, NULL, RFS_SEQ_NOW);
 	if (created)
 		nocaps_known(fs, n);
@@ -668,7 +670,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	fuse_reply_write(req, size);
 	op_replied(0);
 	if (size_due)
-		rfs_file_sync(f, &c, false);
+		rfs_file_sync(f, &c, RFS_SYNC_SIZE);
 }
 
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -677,7 +679,7 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct rfs_cred c;
 
 	cred_fill(req, &c);
-	reply_error(req, rfs_file_sync(h->node->file, &c, true));
+	reply_error(req, rfs_file_sync(h->node->file, &c, RFS_SYNC_CLOSE));
 }
 
 static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -698,7 +700,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 	cred_fill(req, &c);
 	/* normally flush did it; writes through a still-mapped file may remain */
-	ret = rfs_file_sync(h->node->file, &c, true);
+	ret = rfs_file_sync(h->node->file, &c, RFS_SYNC_CLOSE);
 	if (ret)
 		rdmafs_log(RDMAFS_LOG_WARN, "inode %" PRIu64 ": size or commit lost at release: %s",
 			   (uint64_t)ino, strerror(fs_errno(ret)));

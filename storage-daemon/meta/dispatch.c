@@ -724,79 +724,11 @@ static int check_format(struct meta *m, struct meta_txn *t)
 	return ret;
 }
 
-/* metadata_sync = batch with sync_interval_ms: the thread that flushes. */
-struct meta_flusher {
-	struct meta *m;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	bool stopping;
-};
-
-static void *flusher_main(void *arg)
+/* metadata_sync = batch with sync_interval_ms: what the flusher runs every interval. */
+static int flush_new(void *arg)
 {
-	struct meta_flusher *f = arg;
-	uint32_t ms = f->m->opts.sync_interval_ms;
-	struct timespec until;
-
-	pthread_mutex_lock(&f->lock);
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	while (!f->stopping) {
-		until.tv_sec += ms / 1000;
-		until.tv_nsec += (long)(ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		while (!f->stopping &&
-		       pthread_cond_timedwait(&f->wake, &f->lock, &until) != ETIMEDOUT)
-			;
-		pthread_mutex_unlock(&f->lock);
-		meta_store_sync_new(f->m);
-		pthread_mutex_lock(&f->lock);
-	}
-	pthread_mutex_unlock(&f->lock);
-	return NULL;
-}
-
-static int flusher_start(struct meta *m)
-{
-	struct meta_flusher *f = calloc(1, sizeof(*f));
-	pthread_condattr_t attr;
-	int ret;
-
-	if (!f)
-		return -ENOMEM;
-	f->m = m;
-	pthread_mutex_init(&f->lock, NULL);
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&f->wake, &attr);
-	pthread_condattr_destroy(&attr);
-	ret = -pthread_create(&f->thread, NULL, flusher_main, f);
-	if (ret) {
-		pthread_cond_destroy(&f->wake);
-		pthread_mutex_destroy(&f->lock);
-		free(f);
-		return ret;
-	}
-	m->flusher = f;
+	meta_store_sync_new(arg);
 	return 0;
-}
-
-/* Stops the flusher (meta_store_close() makes the last flush). NULL is a no-op. */
-static void flusher_stop(struct meta_flusher *f)
-{
-	if (!f)
-		return;
-	pthread_mutex_lock(&f->lock);
-	f->stopping = true;
-	pthread_cond_signal(&f->wake);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->thread, NULL);
-	pthread_cond_destroy(&f->wake);
-	pthread_mutex_destroy(&f->lock);
-	free(f);
 }
 
 int meta_open(const char *dir, const struct meta_options *opts, struct meta **out)
@@ -852,7 +784,8 @@ int meta_open(const char *dir, const struct meta_options *opts, struct meta **ou
 	if (!ret)
 		ret = meta_store_sync(m);
 	if (!ret && !m->opts.sync_always && m->opts.sync_interval_ms)
-		ret = flusher_start(m);
+		ret = rdmafs_flusher_start(m->opts.sync_interval_ms, true, flush_new, m,
+					   &m->flusher);
 	if (ret)
 		goto err_close_store;
 	*out = m;
@@ -875,7 +808,7 @@ void meta_close(struct meta *m)
 {
 	if (!m)
 		return;
-	flusher_stop(m->flusher);
+	rdmafs_flusher_stop(m->flusher); /* meta_store_close() makes the last flush */
 	close_handles(m);
 	meta_store_close(m);
 	meta_handles_destroy(m);

@@ -1451,6 +1451,12 @@ static int test_config(void)
 	write_file(conf, "[daemon]\nmax_chunk_size = 1000\n");
 	expect_refused("unaligned chunk size", (const char *[]){"--config", conf, NULL},
 		       "daemon.conf:2: max_chunk_size = 1000: must be a multiple of 4096");
+	write_file(conf, "[daemon]\ndata_sync = sometimes\n");
+	expect_refused("bad data_sync", (const char *[]){"--config", conf, NULL},
+		       "daemon.conf:2: data_sync = sometimes: must be always or batch");
+	write_file(conf, "[daemon]\ndata_sync_ms = 5\n");
+	expect_refused("data_sync_ms too short", (const char *[]){"--config", conf, NULL},
+		       "daemon.conf:2: data_sync_ms = 5: must be 10..60000");
 	write_file(conf, "[store]\ndata_dir = /x\n");
 	expect_refused("unknown section", (const char *[]){"--config", conf, NULL},
 		       "unknown section [store]");

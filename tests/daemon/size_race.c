@@ -110,7 +110,7 @@ static void *writer_main(void *arg)
 	w->ret = rfs_file_write(w->f, w->off, w->len, buf, false, &due);
 	/* as if due: a file that grows for a second sends its update so */
 	if (!w->ret)
-		w->ret = rfs_file_sync(w->f, NULL, false);
+		w->ret = rfs_file_sync(w->f, NULL, RFS_SYNC_SIZE);
 	free(buf);
 	return NULL;
 }
@@ -213,13 +213,13 @@ static void due_schedule(struct rfs *fs)
 	nanosleep(&pause, NULL);
 	REQUIRE(rfs_file_write(f, 100, sizeof(data), data, false, &due) == 0, "second write");
 	CHECK(due, "a write 1.1 s after the file began to grow is not due a size update");
-	REQUIRE(rfs_file_sync(f, NULL, false) == 0, "the size update");
+	REQUIRE(rfs_file_sync(f, NULL, RFS_SYNC_SIZE) == 0, "the size update");
 	t0 = rdmafs_now_ms();
 	REQUIRE(rfs_file_write(f, 200, sizeof(data), data, false, &due) == 0, "third write");
 	/* only if this thread was not stalled for most of a second */
 	if (rdmafs_now_ms() - t0 < 500)
 		CHECK(!due, "a write right after the size update is due another");
-	REQUIRE(rfs_file_sync(f, NULL, true) == 0, "close's sync");
+	REQUIRE(rfs_file_sync(f, NULL, RFS_SYNC_CLOSE) == 0, "close's sync");
 	REQUIRE(rfs_getattr(fs, NULL, ino, &e) == 0 && e.attr.st_size == 300,
 		"the service's size after close: %lld", (long long)e.attr.st_size);
 	REQUIRE(rfs_release(fs, NULL, ino, set.handle, NULL) == 0, "release");

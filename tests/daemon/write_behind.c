@@ -159,7 +159,7 @@ static void test_order(struct rfs *fs)
 	      "order: at most %u writes in flight, want 2 to %u", most_in_flight,
 	      rfs_write_behind(fs));
 	pthread_mutex_unlock(&lock);
-	ret = rfs_file_sync(f, NULL, true);
+	ret = rfs_file_sync(f, NULL, RFS_SYNC_FSYNC);
 	REQUIRE(ret == 0, "order: fsync: %s", strerror(-ret));
 
 	REQUIRE(rfs_file_create(fs, ino, &reader) == 0, "rfs_file_create");
@@ -260,14 +260,14 @@ static void test_errors(struct rfs *fs, struct daemon_proc *victim, const char *
 	REQUIRE(ret == 0, "errors: a write to the service's daemon: %s", strerror(-ret));
 	ret = file_write(f, dead * chunk, data, sizeof(data));
 	REQUIRE(ret == 0, "errors: a write to the storage daemon: %s", strerror(-ret));
-	ret = rfs_file_sync(f, NULL, true);
+	ret = rfs_file_sync(f, NULL, RFS_SYNC_FSYNC);
 	REQUIRE(ret == 0, "errors: fsync with both daemons up: %s", strerror(-ret));
 
 	daemon_stop(victim, SIGKILL);
 	ret = file_write(f, dead * chunk + BLOCK, data, sizeof(data));
 	CHECK(ret == 0, "errors: a write behind to a killed daemon was not answered at once: %s",
 	      strerror(-ret));
-	ret = rfs_file_sync(f, NULL, true);
+	ret = rfs_file_sync(f, NULL, RFS_SYNC_FSYNC);
 	CHECK(ret != 0, "errors: fsync after a write to a killed daemon succeeded");
 
 	/* settled by a stat (which answers as it can), reported by the next write */
@@ -277,7 +277,7 @@ static void test_errors(struct rfs *fs, struct daemon_proc *victim, const char *
 	rfs_file_getattr(fs, f, NULL, ino, &(struct stat){0});
 	ret = file_write(f, live * chunk + BLOCK, data, sizeof(data));
 	CHECK(ret != 0, "errors: a write after a settled write failed succeeded");
-	ret = rfs_file_sync(f, NULL, true);
+	ret = rfs_file_sync(f, NULL, RFS_SYNC_FSYNC);
 	CHECK(ret != 0, "errors: fsync after a settled write failed succeeded");
 
 	rfs_release(fs, NULL, ino, handle, NULL);

@@ -171,7 +171,7 @@ static int meta_update(struct rfs *fs, uint64_t ino, uint64_t size, struct rfs_l
 	int ret;
 
 	/* as rdmafs-fuse after a shift: commit every daemon, report what they hold */
-	ret = rfs_commit_alloc(fs, ino, layout, all, 0, true, &report);
+	ret = rfs_commit_alloc(fs, ino, layout, all, 0, RFS_COMMIT_DURABLE, &report);
 	if (ret)
 		return ret;
 	return rfs_update_size(fs, NULL, ino, size, NULL, &report, layout, &e);
