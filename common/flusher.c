@@ -10,7 +10,7 @@
 struct rdmafs_flusher {
 	unsigned interval_ms;
 	bool periodic;
-	int (*flush)(void *arg);
+	rdmafs_flush_cb flush;
 	void *arg;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -18,6 +18,8 @@ struct rdmafs_flusher {
 	bool due;	     /* noted since the last flush began */
 	bool stopping;
 	struct timespec due_at; /* when the first of those notes must be flushed */
+	/* counts.notes when the last flush that succeeded began; UINT64_MAX: none yet */
+	uint64_t flushed;
 	struct rdmafs_flusher_counts counts;
 };
 
@@ -32,6 +34,23 @@ static void deadline(struct timespec *ts, unsigned ms)
 	}
 }
 
+/* Calls the flush, lock held across all but the call: every note before it is covered. */
+static int flush_locked(struct rdmafs_flusher *f)
+{
+	uint64_t upto = f->counts.notes;
+	int ret;
+
+	pthread_mutex_unlock(&f->lock);
+	ret = f->flush(f->arg);
+	pthread_mutex_lock(&f->lock);
+	f->counts.flushes++;
+	if (ret)
+		f->counts.errors++;
+	else if (f->flushed == UINT64_MAX || upto > f->flushed)
+		f->flushed = upto;
+	return ret;
+}
+
 /* Waits, lock held, for stop or @until; false once stopping. */
 static bool wait_until(struct rdmafs_flusher *f, const struct timespec *until)
 {
@@ -44,12 +63,18 @@ static void *flusher_main(void *arg)
 {
 	struct rdmafs_flusher *f = arg;
 	struct timespec until;
-	int ret;
 
 	pthread_mutex_lock(&f->lock);
+	deadline(&until, 0);
 	for (;;) {
 		if (f->periodic) {
-			deadline(&until, f->interval_ms);
+			/* a fixed schedule: a slow flush does not push the next one back */
+			until.tv_sec += f->interval_ms / 1000;
+			until.tv_nsec += (long)(f->interval_ms % 1000) * 1000000L;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
 			if (!wait_until(f, &until))
 				break;
 		} else {
@@ -61,18 +86,17 @@ static void *flusher_main(void *arg)
 			wait_until(f, &until); /* stopping: flush what is due now */
 		}
 		f->due = false;
-		pthread_mutex_unlock(&f->lock);
-		ret = f->flush(f->arg);
-		pthread_mutex_lock(&f->lock);
-		f->counts.flushes++;
-		if (ret)
-			f->counts.errors++;
+		/* a failed flush is due again: the next one may succeed */
+		if (flush_locked(f) && !f->periodic && !f->stopping && !f->due) {
+			f->due = true;
+			deadline(&f->due_at, f->interval_ms);
+		}
 	}
 	pthread_mutex_unlock(&f->lock);
 	return NULL;
 }
 
-int rdmafs_flusher_start(unsigned interval_ms, bool periodic, int (*flush)(void *arg), void *arg,
+int rdmafs_flusher_start(unsigned interval_ms, bool periodic, rdmafs_flush_cb flush, void *arg,
 			 struct rdmafs_flusher **out)
 {
 	struct rdmafs_flusher *f = calloc(1, sizeof(*f));
@@ -85,6 +109,7 @@ int rdmafs_flusher_start(unsigned interval_ms, bool periodic, int (*flush)(void 
 	f->periodic = periodic;
 	f->flush = flush;
 	f->arg = arg;
+	f->flushed = UINT64_MAX;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -111,6 +136,17 @@ void rdmafs_flusher_note(struct rdmafs_flusher *f)
 		pthread_cond_signal(&f->wake);
 	}
 	pthread_mutex_unlock(&f->lock);
+}
+
+int rdmafs_flusher_sync(struct rdmafs_flusher *f)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->flushed != f->counts.notes)
+		ret = flush_locked(f);
+	pthread_mutex_unlock(&f->lock);
+	return ret;
 }
 
 void rdmafs_flusher_counts(struct rdmafs_flusher *f, struct rdmafs_flusher_counts *out)

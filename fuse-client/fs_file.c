@@ -45,12 +45,12 @@ struct rfs_file {
 	uint64_t dirty_mask;  /* layout daemons holding uncommitted writes */
 	uint64_t dirty_first; /* lowest chunk index written since the last commit */
 	/*
-	 * Committed at a close but maybe not on disk yet, until lazy_until_ms
-	 * (the daemons' data_sync = batch): an fsync commits them again. A new
-	 * file starts with every daemon so, for RFS_CLOSE_SYNC_MAX_MS
-	 * (rfs_file_sync() in rdmafs_fs.h).
+	 * Layout daemons that deferred a close's commit (their data_sync =
+	 * batch): due a durable commit at the next fsync, which makes them
+	 * flush whatever they deferred, whatever chunks it names. A new file
+	 * object starts with every daemon so (rfs_file_sync() in rdmafs_fs.h).
 	 */
-	uint64_t lazy_mask, lazy_first, lazy_until_ms;
+	uint64_t lazy_mask;
 	uint64_t alloc_seq;  /* bumped whenever our calls change chunks */
 	uint64_t alloc_told; /* the alloc_seq the service has allocations for */
 	/*
@@ -108,8 +108,6 @@ int rfs_file_create(struct rfs *fs, uint64_t ino, struct rfs_file **out)
 	f->ino = ino;
 	f->dirty_first = UINT64_MAX;
 	f->lazy_mask = ~0ull;
-	f->lazy_first = 0;
-	f->lazy_until_ms = rdmafs_now_ms() + RFS_CLOSE_SYNC_MAX_MS;
 	f->wb_tail = &f->wb_head;
 	f->wb_max = rfs_write_behind(fs);
 	pthread_mutex_init(&f->size_lock, NULL);
@@ -211,7 +209,6 @@ void rfs_file_made(struct rfs_file *f)
 {
 	pthread_mutex_lock(&f->lock);
 	f->lazy_mask = 0;
-	f->lazy_first = UINT64_MAX;
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -474,53 +471,33 @@ out_unlock:
 
 /*
  * The commit rfs_file_sync() of @kind owes, taken from @f (lock held): the
- * daemons with writes since the last commit, and for an fsync those whose
- * close's commit may not be on disk yet. 0: none.
+ * daemons with writes since the last commit, from chunk *@first, and for an
+ * fsync those that deferred a close's commit (*@lazy; from no chunk when
+ * none was written: the durable commit flushes what they deferred). 0: none.
  */
-static uint64_t take_commit_locked(struct rfs_file *f, enum rfs_sync_kind kind, uint64_t *first)
+static uint64_t take_commit_locked(struct rfs_file *f, enum rfs_sync_kind kind, uint64_t *first,
+				   uint64_t *lazy)
 {
-	uint64_t mask = 0;
+	uint64_t mask = f->dirty_mask;
 
-	*first = UINT64_MAX;
+	*first = f->dirty_first;
+	*lazy = 0;
 	if (kind == RFS_SYNC_SIZE || !f->has_layout)
 		return 0;
 	if (kind == RFS_SYNC_FSYNC) {
-		if (rdmafs_now_ms() < f->lazy_until_ms) {
-			mask = f->lazy_mask;
-			*first = f->lazy_first;
-		}
+		*lazy = f->lazy_mask;
 		f->lazy_mask = 0;
-		f->lazy_first = UINT64_MAX;
 	}
-	mask |= f->dirty_mask;
-	if (f->dirty_first < *first)
-		*first = f->dirty_first;
 	f->dirty_mask = 0;
 	f->dirty_first = UINT64_MAX;
-	return mask;
-}
-
-/* A close's commit of @mask from @first answered as deferred for @ms: due again for fsync. */
-static void note_lazy_locked(struct rfs_file *f, uint64_t mask, uint64_t first, uint32_t ms)
-{
-	uint64_t now = rdmafs_now_ms();
-
-	if (now >= f->lazy_until_ms) { /* what was deferred before is on disk */
-		f->lazy_mask = 0;
-		f->lazy_first = UINT64_MAX;
-	}
-	f->lazy_mask |= mask;
-	if (first < f->lazy_first)
-		f->lazy_first = first;
-	if (now + ms > f->lazy_until_ms)
-		f->lazy_until_ms = now + ms;
+	return mask | *lazy;
 }
 
 int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, enum rfs_sync_kind kind)
 {
 	struct rfs_alloc_report report = {.known = 0};
 	struct rfs_layout layout;
-	uint64_t mask, first, size, alloc_seq, generation = 0, seq;
+	uint64_t mask, first, lazy, size, alloc_seq, generation = 0, seq;
 	bool size_dirty, mtime_dirty, commit = kind != RFS_SYNC_SIZE;
 	struct timespec now;
 	struct rfs_entry e;
@@ -533,7 +510,7 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, enum rfs_sync_ki
 	pthread_mutex_lock(&f->size_lock);
 	pthread_mutex_lock(&f->lock);
 	alloc_seq = f->alloc_seq;
-	mask = take_commit_locked(f, kind, &first);
+	mask = take_commit_locked(f, kind, &first, &lazy);
 	if (mask) {
 		layout = f->layout;
 		generation = layout.generation;
@@ -557,9 +534,9 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, enum rfs_sync_ki
 			kind == RFS_SYNC_CLOSE ? RFS_COMMIT_CLOSE : RFS_COMMIT_DURABLE, &report);
 		pthread_mutex_lock(&f->lock);
 		keep_layout_locked(f, &layout);
+		/* deferred: due again at the next fsync */
 		if (!ret && report.durable_within_ms)
-			note_lazy_locked(f, layout.generation == generation ? mask : ~0ull, first,
-					 report.durable_within_ms);
+			f->lazy_mask |= layout.generation == generation ? mask : ~0ull;
 		pthread_mutex_unlock(&f->lock);
 		if (ret)
 			goto err_redirty;
@@ -592,8 +569,10 @@ int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *c, enum rfs_sync_ki
 
 err_redirty:
 	pthread_mutex_lock(&f->lock);
-	if (mask) /* layout is set only with a mask */
-		note_written_locked(f, &layout, mask);
+	if (mask & ~lazy) /* layout is set only with a mask */
+		note_written_locked(f, &layout, mask & ~lazy);
+	if (lazy)
+		f->lazy_mask |= layout.generation == f->layout.generation ? lazy : ~0ull;
 	if (first < f->dirty_first)
 		f->dirty_first = first;
 	f->mtime_dirty |= mtime_dirty;

@@ -284,9 +284,10 @@ int store_commit(struct store_io *io, const struct store_selection *sel);
  * system its chunks are on (every chunk file and directory), then the
  * index's journal, wherever it is. What store_commit() does for some chunks,
  * for every chunk written before the call: the flush of commits deferred
- * with data_sync = batch (server.c). @st is a void * for rdmafs_flusher.
+ * with data_sync = batch (server.c). Needs Linux 5.8 or later to hear of a
+ * failed writeback from syncfs().
  */
-int store_flush(void *st);
+int store_flush(struct store *st);
 int store_remove(struct store_io *io, const struct store_selection *sel, uint64_t *removed,
 		 uint64_t *bytes_freed);
 int store_stat(struct store *st, struct store_chunk_id id, struct store_chunk_info *info);

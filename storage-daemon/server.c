@@ -794,9 +794,13 @@ out_free:
  * A close's commit with data_sync = batch (on_close, a flusher running) is
  * answered at once, on receipt too: the writes it covers were answered, so
  * they are in the page cache, and the flusher's next store_flush(), which
- * starts after the note, takes them to the disk within data_sync_ms (the
- * answer says so). Any other commit flushes its chunks before its answer,
- * on a worker.
+ * begins after the note and within data_sync_ms, takes them to the disk
+ * (the answer's durable_within_ms). Any other commit runs on a worker: a
+ * durable one flushes its chunks, and then every close's commit deferred
+ * and not yet flushed (rdmafs_flusher_sync()), before its answer. So an
+ * fsync that reaches this daemon, whatever chunks it names, leaves nothing
+ * a close deferred here off the disk, and answers the flush's error if it
+ * fails.
  */
 static int do_commit(struct worker *w, const void *body, size_t len, size_t *reply_len)
 {
@@ -810,8 +814,8 @@ static int do_commit(struct worker *w, const void *body, size_t len, size_t *rep
 	if (!m)
 		return -EBADMSG;
 	later = m->on_close && !m->report_only && srv->flusher;
-	if (on_receipt(w) && !later && !m->report_only) {
-		ret = -EAGAIN; /* a flush waits for the disk */
+	if (on_receipt(w) && !later) {
+		ret = -EAGAIN; /* a flush, or the index's checkpoint for a report, waits */
 		goto out_free;
 	}
 	ret = selection_from(m->chunks, &sel);
@@ -825,6 +829,8 @@ static int do_commit(struct worker *w, const void *body, size_t len, size_t *rep
 			resp.durable_within_ms = srv->data_sync_ms;
 		} else if (!m->report_only) {
 			ret = store_commit(w->io, &sel);
+			if (!ret && srv->flusher)
+				ret = rdmafs_flusher_sync(srv->flusher);
 		}
 		STAT_ADD(srv->disk_commit_ns, rdmafs_now_ns() - t);
 		/*
@@ -1864,23 +1870,30 @@ static int lane_start(struct server *srv, struct lane *lane, unsigned workers, u
 	return 0;
 }
 
+static int flush_store(void *arg)
+{
+	return store_flush(arg);
+}
+
 /*
  * data_sync = batch. What a daemon stopped by a kill (or a crash) had
  * deferred is flushed first: in the page cache still, but not yet on disk.
- * A flusher that cannot start leaves every commit to flush at once.
+ * If that flush fails, the next durable commit makes it again
+ * (rdmafs_flusher_sync()). A flusher that cannot start leaves
+ * every commit to flush at once.
  */
 static void flusher_start(struct server *srv, unsigned interval_ms)
 {
-	int ret;
+	int ret = rdmafs_flusher_start(interval_ms, false, flush_store, srv->store, &srv->flusher);
 
-	store_flush(srv->store);
-	ret = rdmafs_flusher_start(interval_ms, false, store_flush, srv->store, &srv->flusher);
-	if (ret)
+	if (ret) {
 		rdmafs_log(RDMAFS_LOG_WARN,
 			   "no data flusher (%s): a close's commit flushes before its answer",
 			   strerror(-ret));
-	else
-		srv->data_sync_ms = interval_ms;
+		return;
+	}
+	srv->data_sync_ms = interval_ms;
+	rdmafs_flusher_sync(srv->flusher);
 }
 
 int server_create(const struct server_params *p, struct server **out)

@@ -2022,9 +2022,8 @@ int store_commit(struct store_io *io, const struct store_selection *sel)
 	return ret;
 }
 
-int store_flush(void *arg)
+int store_flush(struct store *st)
 {
-	struct store *st = arg;
 	int ret = syncfs(st->chunks_fd) ? -errno : 0;
 
 	if (!ret)

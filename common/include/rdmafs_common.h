@@ -403,15 +403,17 @@ const char *rdmafs_key_strerror(const char *path, int err, char *buf, size_t siz
 
 /*
  * A thread that calls @flush(@arg) for a store whose durability is batched.
- * Noted (@periodic false): within @interval_ms of the first
- * rdmafs_flusher_note() since its last call began, so that whatever was done
- * before a note is flushed by a call that starts after it; at
- * rdmafs_flusher_stop(), once more when a note is due. Periodic: every
- * @interval_ms, notes or not, and never at stop (the store's close makes
- * its own last flush). @flush returns 0 or -errno; a failure is counted,
- * and the next note calls it again. -errno if the thread cannot start.
+ * Noted (@periodic false): a call begins within @interval_ms of the first
+ * rdmafs_flusher_note() since the last call began, so that whatever was
+ * done before a note is flushed by a call that begins after it; a call
+ * that fails is made again @interval_ms later; at rdmafs_flusher_stop(),
+ * once more when a note is due. Periodic: a call every @interval_ms, on a
+ * fixed schedule, notes or not, and none at stop (the store's close makes
+ * its own last flush). @flush returns 0 or -errno; a failure is counted.
+ * -errno if the thread cannot start.
  */
 struct rdmafs_flusher;
+typedef int (*rdmafs_flush_cb)(void *arg);
 
 struct rdmafs_flusher_counts {
 	uint64_t notes;	  /* rdmafs_flusher_note() calls */
@@ -419,9 +421,17 @@ struct rdmafs_flusher_counts {
 	uint64_t errors;  /* of those, failed */
 };
 
-int rdmafs_flusher_start(unsigned interval_ms, bool periodic, int (*flush)(void *arg), void *arg,
+int rdmafs_flusher_start(unsigned interval_ms, bool periodic, rdmafs_flush_cb flush, void *arg,
 			 struct rdmafs_flusher **out);
 void rdmafs_flusher_note(struct rdmafs_flusher *f);
+/*
+ * Returns once every note made before the call is covered by a call of
+ * @flush that succeeded: at once when one began after the last note, else
+ * after calling it on this thread. Until one succeeds, none counts as
+ * made: the first sync flushes whatever the store held at start. 0, or the error of that call (the
+ * notes stay uncovered). For a caller that must not answer before then.
+ */
+int rdmafs_flusher_sync(struct rdmafs_flusher *f);
 void rdmafs_flusher_counts(struct rdmafs_flusher *f, struct rdmafs_flusher_counts *out);
 /* Stops and frees @f (NULL: nothing), after its last flush if one is due. */
 void rdmafs_flusher_stop(struct rdmafs_flusher *f);

@@ -544,16 +544,14 @@ enum rfs_sync_kind {
  * fails stays due for the next call. The commit's reports also give the
  * service st_blocks.
  * A close's commit may be answered before the daemons flushed it (their
- * data_sync = batch: on disk within data_sync_ms, ChunkCommitResp). Until
- * then the file keeps it due for RFS_SYNC_FSYNC, which commits it again,
- * durably; so does a @f made less than RFS_CLOSE_SYNC_MAX_MS ago, for
- * every daemon of its layout, since a close through an earlier rfs_file of
- * the inode may have left it so.
+ * data_sync = batch: a flush begins within data_sync_ms, ChunkCommitResp).
+ * The file keeps those daemons due for the next RFS_SYNC_FSYNC, which sends
+ * them a durable commit: a daemon answers one only once every close's
+ * commit it deferred is flushed, or with the flush's error. A new @f holds
+ * every daemon of its layout so, since a close through an earlier rfs_file
+ * of the inode may have left a commit deferred.
  */
 int rfs_file_sync(struct rfs_file *f, const struct rfs_cred *cred, enum rfs_sync_kind kind);
-
-/* The longest a daemon may defer a close's commit: data_sync_ms's bound. */
-#define RFS_CLOSE_SYNC_MAX_MS 60000u
 
 /*
  * @f's inode was just made (CREATE made it): no close through an earlier

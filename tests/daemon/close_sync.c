@@ -2,13 +2,16 @@
 /*
  * A close's commit (rdmafs_fs.h, rfs_file_sync(); rdmafs-daemon's data_sync):
  *
- *   batch:  with data_sync = batch a close's commit is answered before its
- *           flush (the daemon counts it deferred) and the daemon's flusher
- *           makes it durable; an fsync after it commits again, durably, and a
+ *   batch:  with data_sync = batch (data_sync_ms a minute, so that only the
+ *           fsync flushes here) a close's commit is answered before its
+ *           flush (the daemon counts it deferred); an fsync after it commits
+ *           again, durably, and the daemon flushes before it answers; a
  *           second fsync sends nothing; a file object made after a close
  *           through another one (a forgotten inode looked up again) commits
  *           every daemon at its first fsync; a file CREATE made commits only
  *           what it wrote;
+ *   timed:  with data_sync_ms = 10 the daemon's flusher flushes a close's
+ *           commit by itself;
  *   always: with data_sync = always the close's commit is on disk before
  *           its answer, so the fsync after it sends nothing.
  *
@@ -93,12 +96,25 @@ static void write_block(struct rfs_file *f, uint64_t off, int byte)
 	REQUIRE(ret == 0, "write at %llu: %s", (unsigned long long)off, strerror(-ret));
 }
 
+/* Checks that the daemon flushed @want times since @before (the counts then). */
+static void expect_flushes(struct rfs_daemon *c, struct rfs_daemon_stats *before, const char *what,
+			   uint64_t want)
+{
+	struct rfs_daemon_stats ds = daemon_counts(c);
+
+	CHECK(ds.data_flushes - before->data_flushes == want && ds.data_flush_errors == 0,
+	      "%s: the daemon flushed %llu times (want %llu), %llu failed", what,
+	      (unsigned long long)(ds.data_flushes - before->data_flushes),
+	      (unsigned long long)want, (unsigned long long)ds.data_flush_errors);
+	*before = ds;
+}
+
 static void test_batch(struct rfs *fs, struct rfs_daemon *c)
 {
-	uint64_t deferred = daemon_counts(c).commits_deferred, handle;
-	struct rfs_daemon_stats ds;
+	struct rfs_daemon_stats ds = daemon_counts(c), now;
 	struct rfs_file *f, *g;
 	struct rfs_entry e;
+	uint64_t handle;
 
 	fs_create_file(fs, "batch", &handle, &e);
 	f = file_of(fs, &e);
@@ -106,34 +122,52 @@ static void test_batch(struct rfs *fs, struct rfs_daemon *c)
 	sync_sends(f, RFS_SYNC_FSYNC, "batch: an fsync of a file made and not written", 0, 0);
 	write_block(f, 0, 0x11);
 	sync_sends(f, RFS_SYNC_CLOSE, "batch: a close", 1, 0);
-	ds = daemon_counts(c);
-	/* fatal: the wait for a flush below needs one */
-	REQUIRE(ds.commits_deferred == deferred + 1,
+	now = daemon_counts(c);
+	REQUIRE(now.commits_deferred == ds.commits_deferred + 1,
 		"batch: the daemon deferred %llu commits at the close (want 1)",
-		(unsigned long long)(ds.commits_deferred - deferred));
+		(unsigned long long)(now.commits_deferred - ds.commits_deferred));
+	expect_flushes(c, &ds, "batch: after the close", 0);
 	sync_sends(f, RFS_SYNC_FSYNC, "batch: an fsync after the close", 0, 1);
+	expect_flushes(c, &ds, "batch: the fsync after the close", 1);
 	sync_sends(f, RFS_SYNC_FSYNC, "batch: a second fsync", 0, 0);
-	CHECK(daemon_counts(c).commits_deferred == deferred + 1,
-	      "batch: an fsync's commit was deferred");
+	expect_flushes(c, &ds, "batch: a second fsync", 0);
+	CHECK(ds.commits_deferred == now.commits_deferred, "batch: an fsync's commit was deferred");
 
 	/* a close through f, then an fsync through a file object made after it */
 	write_block(f, BLOCK, 0x22);
 	sync_sends(f, RFS_SYNC_CLOSE, "batch: a second close", 1, 0);
 	g = file_of(fs, &e);
 	sync_sends(g, RFS_SYNC_FSYNC, "batch: an fsync through a new file object", 0, 1);
+	expect_flushes(c, &ds, "batch: that fsync", 1);
 	sync_sends(g, RFS_SYNC_FSYNC, "batch: its second fsync", 0, 0);
 	rfs_file_destroy(g);
 	rfs_file_destroy(f);
 	rfs_release(fs, NULL, (uint64_t)e.attr.st_ino, handle, NULL);
+	printf("batch: a close's commit deferred; the fsync after it durable, flushed first\n");
+}
 
-	/* the flusher made them durable; waited for, not timed (the hang guard bounds it) */
-	for (ds = daemon_counts(c); ds.data_flushes == 0; ds = daemon_counts(c))
-		usleep(20000);
-	CHECK(ds.data_flush_errors == 0, "batch: %llu data flushes failed",
-	      (unsigned long long)ds.data_flush_errors);
-	printf("batch: a close's commit deferred and flushed (%llu flushes), an fsync after it"
-	       " durable\n",
-	       (unsigned long long)ds.data_flushes);
+static void test_timed(struct rfs *fs, struct rfs_daemon *c)
+{
+	struct rfs_daemon_stats ds = daemon_counts(c), now;
+	struct rfs_file *f;
+	struct rfs_entry e;
+	uint64_t handle;
+
+	fs_create_file(fs, "timed", &handle, &e);
+	f = file_of(fs, &e);
+	rfs_file_made(f);
+	write_block(f, 0, 0x44);
+	sync_sends(f, RFS_SYNC_CLOSE, "timed: a close", 1, 0);
+	REQUIRE(daemon_counts(c).commits_deferred == ds.commits_deferred + 1,
+		"timed: the daemon did not defer the close's commit");
+	/* waited for, not timed: the hang guard bounds it */
+	for (now = daemon_counts(c); now.data_flushes == ds.data_flushes; now = daemon_counts(c))
+		usleep(10000);
+	CHECK(now.data_flush_errors == 0, "timed: %llu data flushes failed",
+	      (unsigned long long)now.data_flush_errors);
+	rfs_file_destroy(f);
+	rfs_release(fs, NULL, (uint64_t)e.attr.st_ino, handle, NULL);
+	printf("timed: the flusher flushed a close's commit by itself\n");
 }
 
 static void test_always(struct rfs *fs, struct rfs_daemon *c)
@@ -148,8 +182,6 @@ static void test_always(struct rfs *fs, struct rfs_daemon *c)
 	write_block(f, 0, 0x33);
 	sync_sends(f, RFS_SYNC_CLOSE, "always: a close", 1, 0);
 	sync_sends(f, RFS_SYNC_FSYNC, "always: an fsync after the close", 0, 0);
-	CHECK(daemon_counts(c).commits_deferred == 0,
-	      "always: the daemon deferred a close's commit");
 	rfs_file_destroy(f);
 	rfs_release(fs, NULL, (uint64_t)e.attr.st_ino, handle, NULL);
 	printf("always: a close's commit was durable, nothing left for fsync\n");
@@ -182,7 +214,8 @@ static void with_daemon(const char *name, const char *conf_text,
 int main(int argc, char **argv)
 {
 	harness_client_test(argc, argv, "close-sync", HANG_SECS);
-	with_daemon("batch", "[daemon]\ndata_sync = batch\ndata_sync_ms = 100\n", test_batch);
+	with_daemon("batch", "[daemon]\ndata_sync = batch\ndata_sync_ms = 60000\n", test_batch);
+	with_daemon("timed", "[daemon]\ndata_sync_ms = 10\n", test_timed);
 	with_daemon("always", "[daemon]\ndata_sync = always\n", test_always);
 	return check_exit_status();
 }
