@@ -85,6 +85,26 @@ static struct rfs_file *file_of(struct rfs *fs, const struct rfs_entry *e)
 	return f;
 }
 
+/* A new file as the mount has one after its CREATE: made here, so nothing deferred before. */
+static struct rfs_file *made_file(struct rfs *fs, const char *name, uint64_t *handle,
+				  struct rfs_entry *e)
+{
+	struct rfs_file *f;
+
+	fs_create_file(fs, name, handle, e);
+	f = file_of(fs, e);
+	rfs_file_made(f);
+	return f;
+}
+
+/* Closes @f's handle and drops it, as the mount does at release and forget. */
+static void file_done(struct rfs *fs, struct rfs_file *f, const struct rfs_entry *e,
+		      uint64_t handle)
+{
+	rfs_file_destroy(f);
+	rfs_release(fs, NULL, (uint64_t)e->attr.st_ino, handle, NULL);
+}
+
 static void write_block(struct rfs_file *f, uint64_t off, int byte)
 {
 	uint8_t data[BLOCK];
@@ -116,9 +136,7 @@ static void test_batch(struct rfs *fs, struct rfs_daemon *c)
 	struct rfs_entry e;
 	uint64_t handle;
 
-	fs_create_file(fs, "batch", &handle, &e);
-	f = file_of(fs, &e);
-	rfs_file_made(f);
+	f = made_file(fs, "batch", &handle, &e);
 	sync_sends(f, RFS_SYNC_FSYNC, "batch: an fsync of a file made and not written", 0, 0);
 	write_block(f, 0, 0x11);
 	sync_sends(f, RFS_SYNC_CLOSE, "batch: a close", 1, 0);
@@ -141,8 +159,7 @@ static void test_batch(struct rfs *fs, struct rfs_daemon *c)
 	expect_flushes(c, &ds, "batch: that fsync", 1);
 	sync_sends(g, RFS_SYNC_FSYNC, "batch: its second fsync", 0, 0);
 	rfs_file_destroy(g);
-	rfs_file_destroy(f);
-	rfs_release(fs, NULL, (uint64_t)e.attr.st_ino, handle, NULL);
+	file_done(fs, f, &e, handle);
 	printf("batch: a close's commit deferred; the fsync after it durable, flushed first\n");
 }
 
@@ -153,9 +170,7 @@ static void test_timed(struct rfs *fs, struct rfs_daemon *c)
 	struct rfs_entry e;
 	uint64_t handle;
 
-	fs_create_file(fs, "timed", &handle, &e);
-	f = file_of(fs, &e);
-	rfs_file_made(f);
+	f = made_file(fs, "timed", &handle, &e);
 	write_block(f, 0, 0x44);
 	sync_sends(f, RFS_SYNC_CLOSE, "timed: a close", 1, 0);
 	REQUIRE(daemon_counts(c).commits_deferred == ds.commits_deferred + 1,
@@ -165,8 +180,7 @@ static void test_timed(struct rfs *fs, struct rfs_daemon *c)
 		usleep(10000);
 	CHECK(now.data_flush_errors == 0, "timed: %llu data flushes failed",
 	      (unsigned long long)now.data_flush_errors);
-	rfs_file_destroy(f);
-	rfs_release(fs, NULL, (uint64_t)e.attr.st_ino, handle, NULL);
+	file_done(fs, f, &e, handle);
 	printf("timed: the flusher flushed a close's commit by itself\n");
 }
 
@@ -176,14 +190,11 @@ static void test_always(struct rfs *fs, struct rfs_daemon *c)
 	struct rfs_entry e;
 	uint64_t handle;
 
-	fs_create_file(fs, "always", &handle, &e);
-	f = file_of(fs, &e);
-	rfs_file_made(f);
+	f = made_file(fs, "always", &handle, &e);
 	write_block(f, 0, 0x33);
 	sync_sends(f, RFS_SYNC_CLOSE, "always: a close", 1, 0);
 	sync_sends(f, RFS_SYNC_FSYNC, "always: an fsync after the close", 0, 0);
-	rfs_file_destroy(f);
-	rfs_release(fs, NULL, (uint64_t)e.attr.st_ino, handle, NULL);
+	file_done(fs, f, &e, handle);
 	printf("always: a close's commit was durable, nothing left for fsync\n");
 }
 
