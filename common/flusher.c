@@ -23,15 +23,20 @@ struct rdmafs_flusher {
 	struct rdmafs_flusher_counts counts;
 };
 
-static void deadline(struct timespec *ts, unsigned ms)
+static void add_ms(struct timespec *ts, unsigned ms)
 {
-	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += ms / 1000;
 	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (ts->tv_nsec >= 1000000000L) {
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000L;
 	}
+}
+
+static void deadline(struct timespec *ts, unsigned ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	add_ms(ts, ms);
 }
 
 /* Calls the flush, lock held across all but the call: every note before it is covered. */
@@ -69,12 +74,7 @@ static void *flusher_main(void *arg)
 	for (;;) {
 		if (f->periodic) {
 			/* a fixed schedule: a slow flush does not push the next one back */
-			until.tv_sec += f->interval_ms / 1000;
-			until.tv_nsec += (long)(f->interval_ms % 1000) * 1000000L;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
+			add_ms(&until, f->interval_ms);
 			if (!wait_until(f, &until))
 				break;
 		} else {

@@ -116,6 +116,19 @@ static void write_block(struct rfs_file *f, uint64_t off, int byte)
 	REQUIRE(ret == 0, "write at %llu: %s", (unsigned long long)off, strerror(-ret));
 }
 
+/* made_file() with one block of @byte written and closed: the commit sent as a close's. */
+static struct rfs_file *closed_file(struct rfs *fs, const char *name, int byte, uint64_t *handle,
+				    struct rfs_entry *e)
+{
+	struct rfs_file *f = made_file(fs, name, handle, e);
+	char what[64];
+
+	write_block(f, 0, byte);
+	snprintf(what, sizeof(what), "%s: a close", name);
+	sync_sends(f, RFS_SYNC_CLOSE, what, 1, 0);
+	return f;
+}
+
 /* Checks that the daemon flushed @want times since @before (the counts then). */
 static void expect_flushes(struct rfs_daemon *c, struct rfs_daemon_stats *before, const char *what,
 			   uint64_t want)
@@ -170,9 +183,7 @@ static void test_timed(struct rfs *fs, struct rfs_daemon *c)
 	struct rfs_entry e;
 	uint64_t handle;
 
-	f = made_file(fs, "timed", &handle, &e);
-	write_block(f, 0, 0x44);
-	sync_sends(f, RFS_SYNC_CLOSE, "timed: a close", 1, 0);
+	f = closed_file(fs, "timed", 0x44, &handle, &e);
 	REQUIRE(daemon_counts(c).commits_deferred == ds.commits_deferred + 1,
 		"timed: the daemon did not defer the close's commit");
 	/* waited for, not timed: the hang guard bounds it */
@@ -190,9 +201,7 @@ static void test_always(struct rfs *fs, struct rfs_daemon *c)
 	struct rfs_entry e;
 	uint64_t handle;
 
-	f = made_file(fs, "always", &handle, &e);
-	write_block(f, 0, 0x33);
-	sync_sends(f, RFS_SYNC_CLOSE, "always: a close", 1, 0);
+	f = closed_file(fs, "always", 0x33, &handle, &e);
 	sync_sends(f, RFS_SYNC_FSYNC, "always: an fsync after the close", 0, 0);
 	file_done(fs, f, &e, handle);
 	printf("always: a close's commit was durable, nothing left for fsync\n");
