@@ -51,7 +51,7 @@ struct daemon_config {
 	bool data_sync_always;	    /* data_sync = always (else batch) */
 	unsigned data_sync_ms;	    /* batch: a close's commit is on disk within this */
 	unsigned queue_depth;	    /* requests queued for the workers, then -EBUSY */
-	int busy_poll_us;	    /* verbs: spin on completions this long; -1: libxprt's */
+	int busy_poll_us;	    /* poll this long before sleeping; -1: libxprt's */
 	uint32_t max_chunk_size;    /* largest chunk served; sizes the buffers */
 	uint64_t lmdb_map_size;
 	enum rdmafs_log_level log_level;

@@ -5,6 +5,7 @@
  * operation bookkeeping, timeouts and idle probes.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,8 @@
 #define PING_MISSES 3u
 /* How often the progress thread checks deadlines; bounds how late a timeout fires. */
 #define TIMER_PERIOD_MS 10
-/* Busy-poll this long after the last completion before sleeping (verbs latency). */
-#define DEFAULT_BUSY_POLL_US 20u
+/* Poll this long before sleeping (xprt.h, busy_poll_us): a wake-up outlasts a VM's round trip. */
+#define DEFAULT_BUSY_POLL_US 100u
 /* How long a rejected or erring peer gets to read our last word before we cut it. */
 #define DOOM_GRACE_MS 500u
 #define EPOLL_BATCH   32
@@ -1096,18 +1097,37 @@ static void sync_cb_done(void *arg, int status, const void *body, size_t len)
 static int backends_progress(struct xprt_ctx *ctx);
 
 /*
+ * Whether a spin may start, by the spins before it (xprt.h, busy_poll_us):
+ * after XPRT_SPIN_MISSES in a row that missed, only every XPRT_SPIN_RETRY-th.
+ */
+static bool spin_due(uint32_t misses, uint32_t *skipped)
+{
+	if (misses >= XPRT_SPIN_MISSES && ++*skipped < XPRT_SPIN_RETRY)
+		return false;
+	*skipped = 0;
+	return true;
+}
+
+/* A spin ended, with what it waited for (@hit) or without: the misses in a row. */
+static uint32_t spin_misses_after(uint32_t misses, bool hit)
+{
+	if (hit)
+		return 0;
+	return misses < XPRT_SPIN_MISSES ? misses + 1 : misses;
+}
+
+/*
  * How long a wait on @c spins first: busy_poll_us where the backend has
- * queues to poll, unless @c's recent spins missed their answers
- * (xprt.h, XPRT_SPIN_MISSES); then only every XPRT_SPIN_RETRY-th wait.
+ * queues to poll (verbs) or its own events to spin on (tcp), unless @c's
+ * recent spins missed their answers.
  */
 static uint64_t spin_budget_ns(struct xprt_conn *c)
 {
 	/* a thread waiting in ops->wait() handles @c's completions: a spin would not see them */
-	if (!c->ops->progress || !c->ctx->opts.busy_poll_us || c->waiting)
+	if ((!c->ops->progress && !c->ops->spin) || !c->ctx->opts.busy_poll_us || c->waiting)
 		return 0;
-	if (c->spin_misses >= XPRT_SPIN_MISSES && ++c->spins_skipped < XPRT_SPIN_RETRY)
+	if (!spin_due(c->spin_misses, &c->spins_skipped))
 		return 0;
-	c->spins_skipped = 0;
 	return (uint64_t)c->ctx->opts.busy_poll_us * 1000u;
 }
 
@@ -1115,23 +1135,19 @@ static uint64_t spin_budget_ns(struct xprt_conn *c)
 static void spin_account(struct xprt_conn *c, bool hit)
 {
 	c->stats.spins++;
-	if (hit) {
+	if (hit)
 		c->stats.spin_hits++;
-		c->spin_misses = 0;
-	} else if (c->spin_misses < XPRT_SPIN_MISSES) {
-		c->spin_misses++;
-	}
+	c->spin_misses = spin_misses_after(c->spin_misses, hit);
 }
 
 /*
- * Waits for @w, a call or op on @c, under ctx->lock. First, where @c's
- * backend has completion queues to poll (verbs), the caller drives progress
- * itself for up to busy_poll_us: an answer then completes on this thread,
- * which saves the hand-off from the progress thread (a futex wake and a
- * context switch, the bulk of a small RPC's round trip). Then it sleeps on
- * @c's own events where the backend lets it (tcp: its socket, and tcp never
- * spins, its answer coming on that socket, not on another backend's queues;
- * verbs: its completion channel), so what wakes it is handled on this thread
+ * Waits for @w, a call or op on @c, under ctx->lock. First the caller drives
+ * progress itself for up to busy_poll_us, where @c's backend has completion
+ * queues to poll (verbs) or its own events to spin on (tcp: its socket): an
+ * answer then completes on this thread with no sleep, which saves the wake-up
+ * (a futex or socket wake and a context switch, the bulk of a small RPC's
+ * round trip). Then it sleeps on @c's own events where the backend lets it
+ * (tcp: its socket; verbs: its completion channel), so what wakes it is handled on this thread
  * too, waking every TIMER_PERIOD_MS to see whether the progress thread's
  * timers ended the wait; else (another thread already waits so) on its
  * condition, and the progress thread enforces the deadline. Leaving, it
@@ -1144,6 +1160,11 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 	uint64_t until = xprt_now_ns() + spin;
 
 	while (!w->done && xprt_now_ns() < until) {
+		if (c->ops->spin) {
+			if (c->ops->spin(c, until) < 0)
+				break;
+			continue;
+		}
 		if (backends_progress(ctx) < 0)
 			break;
 		if (w->done)
@@ -1533,6 +1554,8 @@ void xprt_ctx_stats(struct xprt_ctx *ctx, struct xprt_ctx_stats *out)
 		else if (c->ops->kind <= XPRT_KIND_TCP)
 			out->served[c->ops->kind]++;
 	}
+	out->progress_spins = ctx->spins;
+	out->progress_spin_hits = ctx->spin_hits;
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -1713,6 +1736,34 @@ static int backends_progress(struct xprt_ctx *ctx)
 	return n;
 }
 
+/*
+ * The progress thread handled something (@busy_until: 0, or while it spun,
+ * when that spin ends), under ctx->lock: until when it now spins, polling without sleeping
+ * for the next event (busy_poll_us; 0: it sleeps), since the next message of
+ * a conversation tends to follow soon (a caller's next request, a peer's
+ * next completion). As a caller's wait, it stops spinning but every
+ * XPRT_SPIN_RETRY-th time after XPRT_SPIN_MISSES spins in a row found
+ * nothing (progress_spin_missed()).
+ */
+static uint64_t progress_spin(struct xprt_ctx *ctx, uint64_t busy_until)
+{
+	if (busy_until) {
+		ctx->spin_hits++;
+		ctx->spin_misses = spin_misses_after(ctx->spin_misses, true);
+	}
+	if (!ctx->opts.busy_poll_us || !spin_due(ctx->spin_misses, &ctx->spins_skipped))
+		return 0;
+	ctx->spins++;
+	return xprt_now_ns() + (uint64_t)ctx->opts.busy_poll_us * 1000u;
+}
+
+/* The progress thread's spin ended with nothing: it sleeps now. */
+static uint64_t progress_spin_missed(struct xprt_ctx *ctx)
+{
+	ctx->spin_misses = spin_misses_after(ctx->spin_misses, false);
+	return 0;
+}
+
 static void *progress_thread(void *arg)
 {
 	struct xprt_ctx *ctx = arg;
@@ -1731,11 +1782,15 @@ static void *progress_thread(void *arg)
 		run_timers(ctx);
 		reap_conns(ctx);
 		reap_watches(ctx, false);
-		pthread_mutex_unlock(&ctx->lock);
 		if (done > 0)
-			busy_until = xprt_now_ns() + (uint64_t)ctx->opts.busy_poll_us * 1000u;
+			busy_until = progress_spin(ctx, busy_until);
+		else if (busy_until && xprt_now_ns() >= busy_until)
+			busy_until = progress_spin_missed(ctx);
+		pthread_mutex_unlock(&ctx->lock);
 		n = epoll_wait(ctx->epoll_fd, events, EPOLL_BATCH,
-			       xprt_now_ns() < busy_until ? 0 : TIMER_PERIOD_MS);
+			       busy_until ? 0 : TIMER_PERIOD_MS);
+		if (n == 0 && busy_until)
+			sched_yield();
 		if (n <= 0)
 			continue;
 		pthread_mutex_lock(&ctx->lock);
@@ -1752,6 +1807,7 @@ static void *progress_thread(void *arg)
 			p->fn(p, events[i].events);
 		}
 		xprt_core_batch_end(ctx);
+		busy_until = progress_spin(ctx, busy_until);
 		pthread_mutex_unlock(&ctx->lock);
 	}
 	return NULL;

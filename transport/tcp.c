@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -830,7 +831,12 @@ static void tcp_shutdown(struct xprt_conn *c)
  * thread would, and gives the socket back. A reference keeps @c from being
  * reaped while the lock is down.
  */
-static int tcp_wait(struct xprt_conn *c, int timeout_ms)
+/*
+ * tcp_wait() and tcp_spin(): takes @c's socket over from the progress thread
+ * and polls it, sleeping up to @timeout_ms, or (@until_ns not 0) without
+ * sleeping until xprt_now_ns() reaches @until_ns; then handles what came.
+ */
+static int wait_socket(struct xprt_conn *c, int timeout_ms, uint64_t until_ns)
 {
 	struct tcp_conn *tc = c->backend;
 	struct pollfd pfd;
@@ -846,7 +852,12 @@ static int tcp_wait(struct xprt_conn *c, int timeout_ms)
 	pfd.events = POLLIN | (list_empty(&tc->txq) ? 0 : POLLOUT);
 	c->refs++;
 	pthread_mutex_unlock(&c->ctx->lock);
-	n = poll(&pfd, 1, timeout_ms);
+	if (until_ns) {
+		while ((n = poll(&pfd, 1, 0)) == 0 && xprt_now_ns() < until_ns)
+			sched_yield();
+	} else {
+		n = poll(&pfd, 1, timeout_ms);
+	}
 	pthread_mutex_lock(&c->ctx->lock);
 	c->refs--;
 	c->waiting = false;
@@ -863,6 +874,16 @@ static int tcp_wait(struct xprt_conn *c, int timeout_ms)
 	if (c->state != XPRT_CONN_DEAD && tc->rx_state != RX_STOPPED)
 		set_events(tc, EPOLLIN | (list_empty(&tc->txq) ? 0 : EPOLLOUT));
 	return n > 0;
+}
+
+static int tcp_wait(struct xprt_conn *c, int timeout_ms)
+{
+	return wait_socket(c, timeout_ms, 0);
+}
+
+static int tcp_spin(struct xprt_conn *c, uint64_t until_ns)
+{
+	return wait_socket(c, 0, until_ns ? until_ns : 1);
 }
 
 static bool tcp_sends_pending(const struct xprt_conn *c)
@@ -913,6 +934,7 @@ const struct xprt_backend_ops xprt_tcp_ops = {
 	.send = tcp_send,
 	.flush_held = tcp_flush_held,
 	.wait = tcp_wait,
+	.spin = tcp_spin,
 	.rdma = tcp_rdma,
 	.shutdown = tcp_shutdown,
 	.sends_pending = tcp_sends_pending,

@@ -329,6 +329,9 @@ struct xprt_ctx {
 	void *verbs;				    /* the verbs backend's context state */
 	void *tcp;				    /* the tcp backend's context state */
 	uint64_t last_timer_ns;
+	/* the progress thread's spins (busy_poll_us): in a row that found nothing, skipped since */
+	uint32_t spin_misses, spins_skipped;
+	uint64_t spins, spin_hits; /* xprt_ctx_stats */
 };
 
 /* ---- the ops table of a backend ------------------------------------------------- */
@@ -391,6 +394,15 @@ struct xprt_backend_ops {
 	 * May be NULL.
 	 */
 	int (*wait)(struct xprt_conn *c, int timeout_ms);
+
+	/*
+	 * As wait(), but polling @c's events without sleeping until one comes
+	 * or xprt_now_ns() reaches @until_ns, for a backend whose events are
+	 * its own (tcp: its socket), where no progress() sees them. Returns
+	 * 1 when events came (and were handled), 0 when the time ran out,
+	 * -EBUSY as wait(). May be NULL.
+	 */
+	int (*spin)(struct xprt_conn *c, uint64_t until_ns);
 
 	/* Posts a one-sided op; completion through xprt_core_rdma_done(). -EAGAIN: no slot. */
 	int (*rdma)(struct xprt_conn *c, struct xprt_rdma_op *op);

@@ -773,7 +773,7 @@ static void late_ok(struct xprt_conn *c, uint32_t delay_us)
 /*
  * xprt.h, busy_poll_us: waits whose spins keep missing their answers stop
  * spinning, all but every XPRT_SPIN_RETRY-th, and the first spin that gets
- * its answer makes every wait spin again. Over tcp no wait spins. The misses
+ * its answer makes every wait spin again, over either backend. The misses
  * are certain: the server answers 30 ms after it took the call, the client
  * spins 10 ms. The hit is looked for over 20 retries of an echo.
  */
@@ -790,10 +790,6 @@ static void test_spin_adapts(void **state)
 	for (unsigned i = 0; i < XPRT_SPIN_MISSES + XPRT_SPIN_RETRY; i++)
 		late_ok(c, 30000);
 	assert_int_equal(xprt_conn_stats(c, &cs), 0);
-	if (!strcmp(kind_name, "tcp")) {
-		assert_int_equal(cs.spins, 0);
-		goto out;
-	}
 	/* XPRT_SPIN_MISSES spun and missed, XPRT_SPIN_RETRY - 1 slept at once, the last spun */
 	assert_int_equal(cs.spins, XPRT_SPIN_MISSES + 1);
 	assert_int_equal(cs.spin_hits, 0);
@@ -810,9 +806,77 @@ static void test_spin_adapts(void **state)
 		echo_ok(c, 8);
 	assert_int_equal(xprt_conn_stats(c, &cs), 0);
 	assert_int_equal(cs.spins, spins + 4);
-out:
 	xprt_conn_close(c);
 	xprt_ctx_destroy(ctx);
+}
+
+/* xprt.h, xprt_options_init(): the defaults it promises. */
+static void test_option_defaults(void **state)
+{
+	struct xprt_options o;
+
+	xprt_options_init(&o);
+	assert_int_equal(o.recv_credits, 64);
+	assert_int_equal(o.max_msg_size, 16 * 1024);
+	assert_int_equal(o.call_timeout_ms, 10000);
+	assert_int_equal(o.ping_interval_ms, 2000);
+	assert_int_equal(o.busy_poll_us, 100);
+}
+
+/*
+ * xprt.h, busy_poll_us: the progress thread spins after it handled
+ * something, and adapts as a caller's wait does. A server whose spins last
+ * 50 ms, and a client that does not spin: calls 150 ms apart find the
+ * server's spins missing, so after XPRT_SPIN_MISSES in a row it spins once
+ * more in the XPRT_SPIN_RETRY calls after them, not at each (over tcp, where
+ * a call is the server's only event; over verbs a reply's completion is one
+ * too, and can end a spin); calls back to back each end the spin the one
+ * before started (a hit), once a retried spin has hit.
+ */
+static void test_progress_spin_adapts(void **state)
+{
+	struct xprt_ctx *srv = make_ctx_poll(SECRET, 0, NULL, 50000);
+	struct xprt_ctx *cli = make_ctx_poll(SECRET, 0, NULL, 0);
+	struct xprt_ctx_stats a, b;
+	struct xprt_listener *l;
+	uint64_t spaced, hits;
+	struct xprt_conn *c;
+	char uri[128];
+
+	assert_non_null(srv);
+	assert_non_null(cli);
+	snprintf(uri, sizeof(uri), "%s://%s:0", kind_name, test_addr);
+	assert_int_equal(xprt_listen(srv, uri, serve, NULL, &l), 0);
+	snprintf(uri, sizeof(uri), "%s://%s:%u", kind_name, test_addr, xprt_listener_port(l));
+	c = connect_ok(cli, uri);
+	echo_ok(c, 8);
+	xprt_ctx_stats(srv, &a);
+	for (unsigned i = 0; i < XPRT_SPIN_MISSES + XPRT_SPIN_RETRY; i++) {
+		usleep(150000);
+		echo_ok(c, 8);
+	}
+	xprt_ctx_stats(srv, &b);
+	spaced = b.progress_spins - a.progress_spins;
+	/* the server's spins, back to back: a retried one hits, then each does */
+	for (unsigned i = 0; i <= XPRT_SPIN_RETRY; i++)
+		echo_ok(c, 8);
+	xprt_ctx_stats(srv, &a);
+	for (unsigned i = 0; i < 16; i++)
+		echo_ok(c, 8);
+	xprt_ctx_stats(srv, &b);
+	hits = b.progress_spin_hits - a.progress_spin_hits;
+	printf("progress spins: %" PRIu64 " for %u calls 150 ms apart; %" PRIu64
+	       " hits for 16 calls back to back\n",
+	       spaced, XPRT_SPIN_MISSES + XPRT_SPIN_RETRY, hits);
+	if (!strcmp(kind_name, "tcp"))
+		assert_true(spaced <= XPRT_SPIN_MISSES + 2);
+	else
+		assert_true(spaced < XPRT_SPIN_MISSES + XPRT_SPIN_RETRY);
+	assert_true(hits >= 16);
+	xprt_conn_close(c);
+	xprt_listener_close(l);
+	xprt_ctx_destroy(cli);
+	xprt_ctx_destroy(srv);
 }
 
 /* A bad one-sided access kills that connection (same error on both backends) and no other. */
@@ -1276,6 +1340,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sync_callers),
 		cmocka_unit_test(test_call_wait_caller),
 		cmocka_unit_test(test_spin_adapts),
+		cmocka_unit_test(test_progress_spin_adapts),
+		cmocka_unit_test(test_option_defaults),
 		cmocka_unit_test(test_batch_end),
 		cmocka_unit_test(test_watch),
 		cmocka_unit_test(test_wrong_key),

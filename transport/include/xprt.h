@@ -135,13 +135,18 @@ struct xprt_options {
 	uint32_t max_rdma_inflight; /* one-sided operations in flight per connection */
 	const char *name;	    /* our name, sent in HELLO (for the peer's logs) */
 	/*
-	 * Spin on completions this long before sleeping (verbs): the progress
-	 * thread after it handled some, and a caller waiting for its answer. A
-	 * connection whose last XPRT_SPIN_MISSES waits' spins each ended
-	 * without their answer stops spinning: its waits sleep at once, all but
-	 * every XPRT_SPIN_RETRY-th, which spins again, and the first spin that
-	 * gets its answer starts spinning on every wait again
-	 * (xprt_conn_stats.spins, .spin_hits).
+	 * Poll this long without sleeping before sleeping, over both backends
+	 * (verbs: the completion queues; tcp: the socket), yielding the core to
+	 * any other runnable thread between polls: a caller waiting for its
+	 * answer, and the progress thread after it handled something (a
+	 * message, a completion), for the next. A sleeping thread's wake-up is
+	 * most of a small RPC's round trip on a virtual machine. A connection
+	 * whose last XPRT_SPIN_MISSES waits' spins each ended without their
+	 * answer stops spinning: its waits sleep at once, all but every
+	 * XPRT_SPIN_RETRY-th, which spins again, and the first spin that gets
+	 * its answer starts spinning on every wait again (xprt_conn_stats.spins,
+	 * .spin_hits); the progress thread's spins adapt the same way, counted
+	 * per context (xprt_ctx_stats.progress_spins, .progress_spin_hits).
 	 */
 	uint32_t busy_poll_us;
 };
@@ -154,7 +159,7 @@ struct xprt_options {
 
 /*
  * Fills @opts with the defaults: 64 credits of 16 KiB, 10 s calls, 2 s pings,
- * 20 us of busy polling (raise it for latency on a host with cores to spare).
+ * 100 us of busy polling (raise it for latency on a host with cores to spare).
  */
 void xprt_options_init(struct xprt_options *opts);
 
@@ -326,7 +331,7 @@ int xprt_call_async(struct xprt_conn *conn, uint32_t method, const void *req, si
  * (on this thread, or on another that read the answer), or a negative errno
  * as xprt_call_async() does, and then @cb never runs. The caller reads the
  * connection itself while it waits (tcp: its socket; verbs: its completion
- * queue, polled for up to busy_poll_us, then slept on), so the answer needs
+ * queue; each polled for up to busy_poll_us, then slept on), so the answer needs
  * no hand-off from the progress thread: with one caller on the connection,
  * an answer that comes while it waits runs @cb on the calling thread, over
  * tcp always and over verbs when busy_poll_us is 0 (while the caller
@@ -502,9 +507,14 @@ struct xprt_ctx_stats {
 	uint32_t served[XPRT_KIND_TCP + 1];
 	uint32_t handshaking; /* accepted, HELLO not finished yet */
 	uint32_t outgoing;    /* its own connections (xprt_connect()) that are alive */
+	/*
+	 * The progress thread's spins (busy_poll_us) since the context was
+	 * made, and those that ended because something came.
+	 */
+	uint64_t progress_spins, progress_spin_hits;
 };
 
-/* Counts @ctx's live connections now. Any thread; takes the context's lock. */
+/* Counts @ctx's live connections now, and its spins. Any thread; takes the context's lock. */
 void xprt_ctx_stats(struct xprt_ctx *ctx, struct xprt_ctx_stats *out);
 
 /* Logging: the library writes through this (default: stderr, level WARN). */
