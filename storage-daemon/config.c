@@ -22,14 +22,16 @@
  *   data_sync = batch                 ; always: a close's commit on disk before its answer
  *   data_sync_ms = 1000               ; batch: a close's commit is on disk within this
  *   queue_depth = 256
- *   busy_poll_us = 100                ; poll (verbs: completions; tcp: sockets) this long before
- * sleeping max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB lmdb_map_size =
- * 1073741824 log_level = info                  ; debug, info, warning, error metadata = yes ; host
- * the metadata service (one daemon per cluster) metadata_uri = tcp://meta1:7471   ; register there
- * instead (needed with metadata = no) advertise = rdma://10.0.0.2:7471  ; repeatable: addresses
- * clients use (default: listen) port_file = /run/rdmafs/daemon/port metrics_listen = 127.0.0.1:9471
- * ; Prometheus /metrics (HOST:PORT, port 0: any); empty: off metrics_port_file =
- * /run/rdmafs/daemon/metrics-port
+ *   busy_poll_us = 100                ; poll this long before sleeping (verbs, tcp)
+ *   max_chunk_size = 1048576          ; multiple of 4096, 4 KiB .. 64 MiB
+ *   lmdb_map_size = 1073741824
+ *   log_level = info                  ; debug, info, warning, error
+ *   metadata = yes                    ; host the metadata service (one daemon per cluster)
+ *   metadata_uri = tcp://meta1:7471   ; register there instead (needed with metadata = no)
+ *   advertise = rdma://10.0.0.2:7471  ; repeatable: addresses clients use (default: listen)
+ *   port_file = /run/rdmafs/daemon/port
+ *   metrics_listen = 127.0.0.1:9471  ; Prometheus /metrics (HOST:PORT, port 0: any); empty: off
+ *   metrics_port_file = /run/rdmafs/daemon/metrics-port
  *
  * Every error names where the setting came from ("daemon.conf:12: workers =
  * 0: must be 1..64", or the flag) and what is allowed, and all of them are

@@ -831,6 +831,7 @@ static void handle_request(struct xprt_conn *c, const struct xprt_hdr *h, const 
 	c->refs++;
 	l->delivered = true;
 	c->ctx->delivered = true;
+	c->ctx->requests++;
 	l->cb(req, l->cb_arg);
 }
 
@@ -1123,7 +1124,8 @@ static uint32_t spin_misses_after(uint32_t misses, bool hit)
  */
 static uint64_t spin_budget_ns(struct xprt_conn *c)
 {
-	/* a thread waiting in ops->wait() handles @c's completions: a spin would not see them */
+	/* a thread in ops->wait() or ops->spin() handles @c's completions: a spin would not see
+	 * them */
 	if ((!c->ops->progress && !c->ops->spin) || !c->ctx->opts.busy_poll_us || c->waiting)
 		return 0;
 	if (!spin_due(c->spin_misses, &c->spins_skipped))
@@ -1158,22 +1160,25 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 	struct xprt_ctx *ctx = c->ctx;
 	uint64_t spin = spin_budget_ns(c);
 	uint64_t until = xprt_now_ns() + spin;
+	bool spun = false; /* a poll ran: the spin counts */
 
 	while (!w->done && xprt_now_ns() < until) {
 		if (c->ops->spin) {
 			if (c->ops->spin(c, until) < 0)
 				break;
+			spun = true;
 			continue;
 		}
 		if (backends_progress(ctx) < 0)
 			break;
+		spun = true;
 		if (w->done)
 			break;
 		pthread_mutex_unlock(&ctx->lock);
-		__builtin_ia32_pause();
+		sched_yield();
 		pthread_mutex_lock(&ctx->lock);
 	}
-	if (spin)
+	if (spun)
 		spin_account(c, w->done);
 	list_add_tail(&w->link, &c->sync_waits);
 	while (!w->done) {
@@ -1737,12 +1742,12 @@ static int backends_progress(struct xprt_ctx *ctx)
 }
 
 /*
- * The progress thread handled something (@busy_until: 0, or while it spun,
- * when that spin ends), under ctx->lock: until when it now spins, polling without sleeping
- * for the next event (busy_poll_us; 0: it sleeps), since the next message of
- * a conversation tends to follow soon (a caller's next request, a peer's
- * next completion). As a caller's wait, it stops spinning but every
- * XPRT_SPIN_RETRY-th time after XPRT_SPIN_MISSES spins in a row found
+ * The progress thread delivered a request or handled completions
+ * (@busy_until: 0, or while it spun, when that spin ends), under ctx->lock:
+ * until when it now spins, polling without sleeping for the next event
+ * (busy_poll_us; 0: it sleeps), since the next message of a conversation
+ * tends to follow soon (a caller's next request, a peer's next completion). As a caller's wait, it
+ * stops spinning but every XPRT_SPIN_RETRY-th time after XPRT_SPIN_MISSES spins in a row found
  * nothing (progress_spin_missed()).
  */
 static uint64_t progress_spin(struct xprt_ctx *ctx, uint64_t busy_until)
@@ -1772,6 +1777,7 @@ static void *progress_thread(void *arg)
 
 	for (;;) {
 		int n, done;
+		uint64_t requests;
 
 		pthread_mutex_lock(&ctx->lock);
 		if (ctx->stopping) {
@@ -1794,6 +1800,7 @@ static void *progress_thread(void *arg)
 		if (n <= 0)
 			continue;
 		pthread_mutex_lock(&ctx->lock);
+		requests = ctx->requests;
 		for (int i = 0; i < n; i++) {
 			struct xprt_poller *p = events[i].data.ptr;
 
@@ -1807,7 +1814,12 @@ static void *progress_thread(void *arg)
 			p->fn(p, events[i].events);
 		}
 		xprt_core_batch_end(ctx);
-		busy_until = progress_spin(ctx, busy_until);
+		/*
+		 * A request delivered: the next of its conversation tends to follow.
+		 * Answers to our own calls are no reason: their callers spin themselves.
+		 */
+		if (ctx->requests != requests)
+			busy_until = progress_spin(ctx, busy_until);
 		pthread_mutex_unlock(&ctx->lock);
 	}
 	return NULL;

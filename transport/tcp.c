@@ -826,15 +826,12 @@ static void tcp_shutdown(struct xprt_conn *c)
 }
 
 /*
- * The caller's own wait (xprt_i.h): the progress thread stops watching the
- * socket for input, the caller polls it, handles what came as the progress
- * thread would, and gives the socket back. A reference keeps @c from being
- * reaped while the lock is down.
- */
-/*
- * tcp_wait() and tcp_spin(): takes @c's socket over from the progress thread
- * and polls it, sleeping up to @timeout_ms, or (@until_ns not 0) without
- * sleeping until xprt_now_ns() reaches @until_ns; then handles what came.
+ * The caller's own wait and spin (xprt_i.h, tcp_wait() and tcp_spin()): the
+ * progress thread stops watching the socket for input, the caller polls it,
+ * sleeping up to @timeout_ms, or (@until_ns not 0) without sleeping until
+ * xprt_now_ns() reaches @until_ns, handles what came as the progress thread
+ * would, and gives the socket back. A reference keeps @c from being reaped
+ * while the lock is down.
  */
 static int wait_socket(struct xprt_conn *c, int timeout_ms, uint64_t until_ns)
 {

@@ -279,8 +279,9 @@ struct xprt_conn {
 	/* busy_poll_us: waits in a row whose spin missed (to XPRT_SPIN_MISSES), skipped since */
 	uint32_t spin_misses, spins_skipped;
 	/*
-	 * A caller sleeps on its events in ops->wait(), which sets and clears
-	 * it: the progress thread leaves them to it, no other thread spins.
+	 * A caller sleeps on its events in ops->wait(), or spins on them in
+	 * ops->spin(), which set and clear it: the progress thread leaves them
+	 * to it, no other thread spins.
 	 */
 	bool waiting;
 	struct list_head sync_waits; /* threads blocked on its calls and ops (core.c) */
@@ -332,6 +333,7 @@ struct xprt_ctx {
 	/* the progress thread's spins (busy_poll_us): in a row that found nothing, skipped since */
 	uint32_t spin_misses, spins_skipped;
 	uint64_t spins, spin_hits; /* xprt_ctx_stats */
+	uint64_t requests;	   /* delivered to listeners: what makes the progress thread spin */
 };
 
 /* ---- the ops table of a backend ------------------------------------------------- */
@@ -396,11 +398,13 @@ struct xprt_backend_ops {
 	int (*wait)(struct xprt_conn *c, int timeout_ms);
 
 	/*
-	 * As wait(), but polling @c's events without sleeping until one comes
-	 * or xprt_now_ns() reaches @until_ns, for a backend whose events are
-	 * its own (tcp: its socket), where no progress() sees them. Returns
-	 * 1 when events came (and were handled), 0 when the time ran out,
-	 * -EBUSY as wait(). May be NULL.
+	 * As wait(), but polling @c's events without sleeping (yielding the
+	 * core between polls) until one comes or xprt_now_ns() reaches
+	 * @until_ns, for a backend whose events are its own (tcp: its socket),
+	 * where no progress() sees them. Returns -EBUSY as wait(), without
+	 * polling; else 1 when the poll found events (handled, unless @c died
+	 * meanwhile), 0 when it found none (the time ran out, or the poll was
+	 * interrupted). May be NULL.
 	 */
 	int (*spin)(struct xprt_conn *c, uint64_t until_ns);
 

@@ -87,9 +87,10 @@ struct rfs_options {
 	 */
 	unsigned write_behind;
 	/*
-	 * Over verbs: how long (us) a thread waiting for its answer, or the
-	 * transport's thread after a completion, polls the completion queue
-	 * before it sleeps; -1: libxprt's default [20]. No effect on tcp.
+	 * How long (us) a thread waiting for its answer, or the transport's
+	 * thread after it handled completions, polls before it
+	 * sleeps (verbs: the completion queue; tcp: the socket); -1: libxprt's
+	 * default [100] (xprt.h, busy_poll_us).
 	 */
 	int busy_poll_us;
 };

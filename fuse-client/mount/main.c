@@ -56,7 +56,7 @@ struct mount_opts {
 	char *metrics_port_file; /* metrics_port_file=FILE: write the port bound there */
 	unsigned readahead_kb;
 	int write_behind; /* write_behind=N: writes of a file in flight; 0: none */
-	int busy_poll_us; /* busy_poll_us=N (verbs); INT_MIN: not given */
+	int busy_poll_us; /* busy_poll_us=N; INT_MIN: not given */
 	int server_permissions;
 	double attr_timeout, entry_timeout, negative_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */

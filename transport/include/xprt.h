@@ -137,14 +137,14 @@ struct xprt_options {
 	/*
 	 * Poll this long without sleeping before sleeping, over both backends
 	 * (verbs: the completion queues; tcp: the socket), yielding the core to
-	 * any other runnable thread between polls: a caller waiting for its
-	 * answer, and the progress thread after it handled something (a
-	 * message, a completion), for the next. A sleeping thread's wake-up is
-	 * most of a small RPC's round trip on a virtual machine. A connection
-	 * whose last XPRT_SPIN_MISSES waits' spins each ended without their
-	 * answer stops spinning: its waits sleep at once, all but every
-	 * XPRT_SPIN_RETRY-th, which spins again, and the first spin that gets
-	 * its answer starts spinning on every wait again (xprt_conn_stats.spins,
+	 * any other thread queued on it between polls: a caller waiting for its
+	 * answer, and the progress thread after it delivered a request to a
+	 * listener or handled completions, for the next (answers to this
+	 * context's own calls do not make it spin: their callers spin). A sleeping thread's wake-up
+	 * is most of a small RPC's round trip on a virtual machine. A connection whose last
+	 * XPRT_SPIN_MISSES waits' spins each ended without their answer stops spinning: its waits
+	 * sleep at once, all but every XPRT_SPIN_RETRY-th, which spins again, and the first spin
+	 * that gets its answer starts spinning on every wait again (xprt_conn_stats.spins,
 	 * .spin_hits); the progress thread's spins adapt the same way, counted
 	 * per context (xprt_ctx_stats.progress_spins, .progress_spin_hits).
 	 */
