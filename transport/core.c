@@ -1124,8 +1124,7 @@ static uint32_t spin_misses_after(uint32_t misses, bool hit)
  */
 static uint64_t spin_budget_ns(struct xprt_conn *c)
 {
-	/* a thread in ops->wait() or ops->spin() handles @c's completions: a spin would not see
-	 * them */
+	/* a thread in ops->wait() or ops->spin() has @c's events: a spin would not see them */
 	if ((!c->ops->progress && !c->ops->spin) || !c->ctx->opts.busy_poll_us || c->waiting)
 		return 0;
 	if (!spin_due(c->spin_misses, &c->spins_skipped))
@@ -1149,8 +1148,8 @@ static void spin_account(struct xprt_conn *c, bool hit)
  * answer then completes on this thread with no sleep, which saves the wake-up
  * (a futex or socket wake and a context switch, the bulk of a small RPC's
  * round trip). Then it sleeps on @c's own events where the backend lets it
- * (tcp: its socket; verbs: its completion channel), so what wakes it is handled on this thread
- * too, waking every TIMER_PERIOD_MS to see whether the progress thread's
+ * (tcp: its socket; verbs: its completion channel), so what wakes it is
+ * handled on this thread too, waking every TIMER_PERIOD_MS to see whether the progress thread's
  * timers ended the wait; else (another thread already waits so) on its
  * condition, and the progress thread enforces the deadline. Leaving, it
  * wakes the first thread still blocked on @c to wait on @c in its place.
@@ -1746,9 +1745,9 @@ static int backends_progress(struct xprt_ctx *ctx)
  * (@busy_until: 0, or while it spun, when that spin ends), under ctx->lock:
  * until when it now spins, polling without sleeping for the next event
  * (busy_poll_us; 0: it sleeps), since the next message of a conversation
- * tends to follow soon (a caller's next request, a peer's next completion). As a caller's wait, it
- * stops spinning but every XPRT_SPIN_RETRY-th time after XPRT_SPIN_MISSES spins in a row found
- * nothing (progress_spin_missed()).
+ * tends to follow soon (a caller's next request, a peer's next completion).
+ * As a caller's wait, it stops spinning but every XPRT_SPIN_RETRY-th time
+ * after XPRT_SPIN_MISSES spins in a row found nothing (progress_spin_missed()).
  */
 static uint64_t progress_spin(struct xprt_ctx *ctx, uint64_t busy_until)
 {
