@@ -315,7 +315,8 @@ static struct xprt_conn *conn_alloc(struct xprt_ctx *ctx, const struct xprt_back
  */
 static bool conn_reapable(const struct xprt_conn *c)
 {
-	return c->refs <= 0 && c->state == XPRT_CONN_DEAD && list_empty(&c->rdma_posted);
+	return __atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) <= 0 && c->state == XPRT_CONN_DEAD &&
+	       list_empty(&c->rdma_posted);
 }
 
 static void conn_free(struct xprt_conn *c)
@@ -341,26 +342,13 @@ static void reap_conns(struct xprt_ctx *ctx)
 
 void xprt_conn_get(struct xprt_conn *conn)
 {
-	pthread_mutex_lock(&conn->ctx->lock);
-	conn->refs++;
-	pthread_mutex_unlock(&conn->ctx->lock);
-}
-
-static void conn_put_locked(struct xprt_conn *c)
-{
-	c->refs--;
+	conn_ref(conn);
 }
 
 void xprt_conn_put(struct xprt_conn *conn)
 {
-	struct xprt_ctx *ctx;
-
-	if (!conn)
-		return;
-	ctx = conn->ctx;
-	pthread_mutex_lock(&ctx->lock);
-	conn_put_locked(conn);
-	pthread_mutex_unlock(&ctx->lock);
+	if (conn)
+		conn_unref(conn);
 }
 
 struct xprt_conn *xprt_core_conn_new(struct xprt_listener *l)
@@ -428,7 +416,7 @@ static void conn_fail(struct xprt_conn *c, int err)
 	}
 	pthread_cond_broadcast(&c->state_cond);
 	if (c->is_server)
-		conn_put_locked(c); /* the server side's own reference */
+		conn_unref(c); /* the server side's own reference */
 }
 
 void xprt_core_set_peer_addr(struct xprt_conn *c, const char *addr)
@@ -828,7 +816,7 @@ static void handle_request(struct xprt_conn *c, const struct xprt_hdr *h, const 
 	req->len = len;
 	if (len)
 		memcpy(req->body, body, len);
-	c->refs++;
+	conn_ref(c);
 	l->delivered = true;
 	c->ctx->delivered = true;
 	c->ctx->requests++;
@@ -1118,14 +1106,14 @@ static uint32_t spin_misses_after(uint32_t misses, bool hit)
 }
 
 /*
- * How long a wait on @c spins first: busy_poll_us where the backend has
- * queues to poll (verbs) or its own events to spin on (tcp), unless @c's
- * recent spins missed their answers.
+ * How long a wait on @c spins first: busy_poll_us where the backend can
+ * spin on @c's events (ops->spin), unless @c's recent spins missed their
+ * answers.
  */
 static uint64_t spin_budget_ns(struct xprt_conn *c)
 {
 	/* a thread in ops->wait() or ops->spin() has @c's events: a spin would not see them */
-	if ((!c->ops->progress && !c->ops->spin) || !c->ctx->opts.busy_poll_us || c->waiting)
+	if (!c->ops->spin || !c->ctx->opts.busy_poll_us || c->waiting)
 		return 0;
 	if (!spin_due(c->spin_misses, &c->spins_skipped))
 		return 0;
@@ -1142,11 +1130,11 @@ static void spin_account(struct xprt_conn *c, bool hit)
 }
 
 /*
- * Waits for @w, a call or op on @c, under ctx->lock. First the caller drives
- * progress itself for up to busy_poll_us, where @c's backend has completion
- * queues to poll (verbs) or its own events to spin on (tcp: its socket): an
- * answer then completes on this thread with no sleep, which saves the wake-up
- * (a futex or socket wake and a context switch, the bulk of a small RPC's
+ * Waits for @w, a call or op on @c, under ctx->lock. First the caller polls
+ * @c's events itself for up to busy_poll_us (ops->spin; tcp: its socket;
+ * verbs: its CQ): an answer then completes on this thread with no sleep, and
+ * wakes no progress thread, which saves the wake-ups (a futex, socket or
+ * completion channel wake and a context switch, the bulk of a small RPC's
  * round trip). Then it sleeps on @c's own events where the backend lets it
  * (tcp: its socket; verbs: its completion channel), so what wakes it is
  * handled on this thread too, waking every TIMER_PERIOD_MS to see whether the progress thread's
@@ -1161,22 +1149,8 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 	uint64_t until = xprt_now_ns() + spin;
 	bool spun = false; /* a poll ran: the spin counts */
 
-	while (!w->done && xprt_now_ns() < until) {
-		if (c->ops->spin) {
-			if (c->ops->spin(c, until) < 0)
-				break;
-			spun = true;
-			continue;
-		}
-		if (backends_progress(ctx) < 0)
-			break;
+	while (!w->done && xprt_now_ns() < until && c->ops->spin(c, until) >= 0)
 		spun = true;
-		if (w->done)
-			break;
-		pthread_mutex_unlock(&ctx->lock);
-		sched_yield();
-		pthread_mutex_lock(&ctx->lock);
-	}
 	if (spun)
 		spin_account(c, w->done);
 	list_add_tail(&w->link, &c->sync_waits);
@@ -1378,7 +1352,7 @@ int xprt_reply(struct xprt_req *req, int status, const void *body, size_t len)
 	}
 	ret = send_msg(c, XPRT_MSG_RESPONSE, 0, req->id, req->method, status, len ? body : NULL,
 		       len);
-	conn_put_locked(c);
+	conn_unref(c);
 	pthread_mutex_unlock(&ctx->lock);
 	free(req);
 	return ret;
@@ -1428,7 +1402,7 @@ int xprt_connect(struct xprt_ctx *ctx, const char *uri, struct xprt_conn **out)
 	goto out_unlock;
 
 err_put:
-	conn_put_locked(c);
+	conn_unref(c);
 out_unlock:
 	pthread_mutex_unlock(&ctx->lock);
 	return ret;
@@ -1486,7 +1460,7 @@ void xprt_conn_close(struct xprt_conn *conn)
 			close_wait_sent(conn, &until);
 	}
 	conn_fail(conn, -ECONNRESET);
-	conn_put_locked(conn);
+	conn_unref(conn);
 	pthread_mutex_unlock(&ctx->lock);
 }
 

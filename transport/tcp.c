@@ -847,7 +847,7 @@ static int wait_socket(struct xprt_conn *c, int timeout_ms, uint64_t until_ns)
 	set_events(tc, EPOLLIN | (list_empty(&tc->txq) ? 0 : EPOLLOUT));
 	pfd.fd = tc->poller.fd;
 	pfd.events = POLLIN | (list_empty(&tc->txq) ? 0 : POLLOUT);
-	c->refs++;
+	conn_ref(c);
 	pthread_mutex_unlock(&c->ctx->lock);
 	if (until_ns) {
 		while ((n = poll(&pfd, 1, 0)) == 0 && xprt_now_ns() < until_ns)
@@ -856,7 +856,7 @@ static int wait_socket(struct xprt_conn *c, int timeout_ms, uint64_t until_ns)
 		n = poll(&pfd, 1, timeout_ms);
 	}
 	pthread_mutex_lock(&c->ctx->lock);
-	c->refs--;
+	conn_unref(c);
 	c->waiting = false;
 	if (c->state == XPRT_CONN_DEAD || tc->rx_state == RX_STOPPED)
 		return n > 0;

@@ -43,6 +43,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1920,35 +1921,38 @@ static void verbs_shutdown(struct xprt_conn *c)
 }
 
 /*
- * The caller's own wait (xprt_i.h): the progress thread stops watching @c's
- * completion channel and polling its CQ; the caller sleeps on the channel,
- * handles what completed as the progress thread would, and gives the channel
- * back. The CQ is armed whenever the channel is watched (verbs_cq_poll() ends
- * so), so a completion that comes while the caller sleeps wakes it. A
- * reference keeps @c from being reaped while the lock is down.
+ * A caller takes @c's completion channel from the progress thread
+ * (verbs_wait(), verbs_spin()): the progress thread stops watching it and
+ * polling @c's CQ (c->waiting), and a reference keeps @c from being reaped
+ * while the caller drops the lock. -EBUSY where @c cannot be taken.
  */
-static int verbs_wait(struct xprt_conn *c, int timeout_ms)
+static int verbs_take_channel(struct xprt_conn *c)
 {
 	struct verbs_conn *vc = c->backend;
-	struct xprt_ctx *ctx = c->ctx;
-	struct pollfd pfd;
-	int n;
 
 	if (!vc || c->waiting || !vc->cq_polled || !vc->established || vc->shut || vc->failed ||
 	    c->state == XPRT_CONN_DEAD)
 		return -EBUSY;
-	if (xprt_core_poll_mod(ctx, &vc->cq_poller, 0))
+	if (xprt_core_poll_mod(c->ctx, &vc->cq_poller, 0))
 		return -EBUSY;
 	c->waiting = true;
-	pfd.fd = vc->comp_channel->fd;
-	pfd.events = POLLIN;
-	c->refs++;
-	pthread_mutex_unlock(&ctx->lock);
-	n = poll(&pfd, 1, timeout_ms);
-	pthread_mutex_lock(&ctx->lock);
-	c->refs--;
+	conn_ref(c);
+	return 0;
+}
+
+/*
+ * Gives @c's channel back: first takes the events that came meanwhile,
+ * arms the CQ again and polls it (verbs_cq_poll()), as the progress thread
+ * would have, so no event left behind wakes it.
+ */
+static void verbs_give_channel(struct xprt_conn *c)
+{
+	struct verbs_conn *vc = c->backend;
+	struct xprt_ctx *ctx = c->ctx;
+
+	conn_unref(c);
 	c->waiting = false;
-	if (n > 0 && vc->cq) {
+	if (vc->cq) {
 		verbs_cq_poll(&vc->cq_poller, EPOLLIN);
 		xprt_core_batch_end(ctx);
 	}
@@ -1957,6 +1961,51 @@ static int verbs_wait(struct xprt_conn *c, int timeout_ms)
 			 vc->peer);
 		verbs_conn_fail(vc, -EIO);
 	}
+}
+
+/*
+ * The caller's own wait (xprt_i.h): it sleeps on @c's completion channel and
+ * handles what completed as the progress thread would. The CQ is armed
+ * whenever the channel is watched (verbs_cq_poll() ends so), so a completion
+ * that comes while the caller sleeps wakes it.
+ */
+static int verbs_wait(struct xprt_conn *c, int timeout_ms)
+{
+	struct verbs_conn *vc = c->backend;
+	struct pollfd pfd;
+	int n;
+
+	if (verbs_take_channel(c))
+		return -EBUSY;
+	pfd.fd = vc->comp_channel->fd;
+	pfd.events = POLLIN;
+	pthread_mutex_unlock(&c->ctx->lock);
+	n = poll(&pfd, 1, timeout_ms);
+	pthread_mutex_lock(&c->ctx->lock);
+	verbs_give_channel(c);
+	return n > 0;
+}
+
+/*
+ * The caller's spin (xprt_i.h): it polls @c's CQ itself, yielding the core
+ * (and the lock) between polls, with the channel taken, so the completion it
+ * waits for wakes no progress thread (a wake-up costs more than the round
+ * trip of a small RPC), and takes the channel's events before it gives it
+ * back.
+ */
+static int verbs_spin(struct xprt_conn *c, uint64_t until_ns)
+{
+	struct verbs_conn *vc = c->backend;
+	int n = 0;
+
+	if (verbs_take_channel(c))
+		return -EBUSY;
+	while (vc->cq && !(n = verbs_conn_poll(vc, INT_MAX)) && xprt_now_ns() < until_ns) {
+		pthread_mutex_unlock(&c->ctx->lock);
+		sched_yield();
+		pthread_mutex_lock(&c->ctx->lock);
+	}
+	verbs_give_channel(c);
 	return n > 0;
 }
 
@@ -2094,6 +2143,7 @@ const struct xprt_backend_ops xprt_verbs_ops = {
 	.send = verbs_send,
 	.flush_held = verbs_flush_held,
 	.wait = verbs_wait,
+	.spin = verbs_spin,
 	.rdma = verbs_rdma,
 	.shutdown = verbs_shutdown,
 	.sends_pending = verbs_sends_pending,

@@ -252,7 +252,7 @@ struct xprt_conn {
 	const struct xprt_backend_ops *ops;
 	void *backend;			/* the backend's own per-connection state */
 	struct xprt_listener *listener; /* server side: where it came from; NULL on a client */
-	int refs;
+	int refs;			/* atomic: conn_ref(), conn_unref() */
 	enum xprt_conn_state state;
 	int error;	  /* why it died (negative errno) */
 	bool closing;	  /* CLOSE sent or received */
@@ -297,6 +297,23 @@ struct xprt_conn {
 
 	struct xprt_conn_stats stats;
 };
+
+/*
+ * A connection's references are atomic, so taking and dropping one costs no
+ * ctx->lock. Freeing still happens only under ctx->lock, on the progress
+ * thread (reap_conns()), once the count is 0 and the connection dead: a
+ * reference is only ever taken by someone who holds one already, or under
+ * ctx->lock before the reaper could see 0.
+ */
+static inline void conn_ref(struct xprt_conn *c)
+{
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+}
+
+static inline void conn_unref(struct xprt_conn *c)
+{
+	__atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELEASE);
+}
 
 struct xprt_listener {
 	struct list_head link; /* ctx->listeners */
@@ -400,11 +417,10 @@ struct xprt_backend_ops {
 	/*
 	 * As wait(), but polling @c's events without sleeping (yielding the
 	 * core between polls) until one comes or xprt_now_ns() reaches
-	 * @until_ns, for a backend whose events are its own (tcp: its socket),
-	 * where no progress() sees them. Returns -EBUSY as wait(), without
-	 * polling; else 1 when the poll found events (handled, unless @c died
-	 * meanwhile), 0 when it found none (the time ran out, or the poll was
-	 * interrupted). May be NULL.
+	 * @until_ns (tcp: its socket; verbs: its CQ, with its completion
+	 * channel taken from the progress thread, which it would wake). Returns -EBUSY as wait(),
+	 * without polling; else 1 when the poll found events (handled, unless @c died meanwhile), 0
+	 * when it found none (the time ran out, or the poll was interrupted). May be NULL.
 	 */
 	int (*spin)(struct xprt_conn *c, uint64_t until_ns);
 

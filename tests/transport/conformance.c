@@ -702,6 +702,43 @@ static void test_sync_callers(void **state)
 	xprt_conn_close(c);
 }
 
+/* Takes and drops references to one connection, over and over. */
+static void *ref_churn_main(void *arg)
+{
+	struct xprt_conn *c = arg;
+
+	for (uint32_t i = 0; i < 200000; i++) {
+		xprt_conn_get(c);
+		xprt_conn_put(c);
+	}
+	return NULL;
+}
+
+/*
+ * xprt.h, xprt_conn_get(): references taken and dropped on many threads
+ * while calls run all count, and a reference keeps a closed connection
+ * valid (dead, failing calls) past the reaper's passes, until it is
+ * dropped. A lost count shows as a use after free under ASan.
+ */
+static void test_conn_refs(void **state)
+{
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	pthread_t t[4];
+
+	for (uint32_t i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, ref_churn_main, c), 0);
+	for (uint32_t i = 0; i < 200; i++)
+		echo_ok(c, 64);
+	for (uint32_t i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	xprt_conn_get(c);
+	xprt_conn_close(c);
+	usleep(50000); /* five of the progress thread's passes, each a reap */
+	assert_false(xprt_conn_alive(c));
+	assert_int_not_equal(xprt_call(c, M_ECHO, "x", 1, NULL, 0, NULL, 1000), 0);
+	xprt_conn_put(c);
+}
+
 /* What xprt_call_wait()'s callback saw, and on which thread (test_call_wait_caller()). */
 struct wait_seen {
 	int status;
@@ -1343,6 +1380,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_many_rpcs),
 		cmocka_unit_test(test_sync_callers),
 		cmocka_unit_test(test_call_wait_caller),
+		cmocka_unit_test(test_conn_refs),
 		cmocka_unit_test(test_spin_adapts),
 		cmocka_unit_test(test_progress_spin_adapts),
 		cmocka_unit_test(test_option_defaults),

@@ -292,7 +292,12 @@ int xprt_conn_identity(const struct xprt_conn *conn, struct xprt_identity *out);
 /* Largest body a message on @conn can carry. */
 size_t xprt_conn_max_body(const struct xprt_conn *conn);
 
-/* Takes and drops references (for server code keeping a connection). */
+/*
+ * Takes and drops references (for server code keeping a connection). Take
+ * one only while holding one (a request's, or the owner's). A connection
+ * stays valid, though dead once closed, until its last reference is
+ * dropped. Any thread; neither takes the context's lock.
+ */
 void xprt_conn_get(struct xprt_conn *conn);
 void xprt_conn_put(struct xprt_conn *conn);
 
