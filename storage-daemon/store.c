@@ -126,7 +126,8 @@ struct store {
 	MDB_dbi dbi;
 	uint32_t max_chunk_size;
 	uint32_t max_blocks;
-	int direct_ok; /* cleared (atomically) when the file system refuses O_DIRECT */
+	int direct_ok;	/* cleared (atomically) when the file system refuses O_DIRECT */
+	int noatime_ok; /* cleared (atomically) when O_NOATIME is refused (files not ours) */
 	pthread_rwlock_t locks[LOCK_STRIPES];
 	MDB_env *fence_env;
 	MDB_dbi fence_dbi;
@@ -419,7 +420,12 @@ static bool direct_allowed(struct store *st)
 	return __atomic_load_n(&st->direct_ok, __ATOMIC_RELAXED);
 }
 
-/* Opens a chunk file; O_DIRECT is dropped for good where the file system refuses it. */
+/*
+ * Opens a chunk file; O_DIRECT is dropped for good where the file system
+ * refuses it. O_NOATIME: a chunk's access time means nothing, and keeping it
+ * would dirty the inode on a read after every write (relatime); dropped for
+ * good where it is refused (a data directory whose files another user owns).
+ */
 static int chunk_open(struct store *st, struct store_chunk_id id, bool create, bool direct,
 		      int *fd_out)
 {
@@ -428,11 +434,20 @@ static int chunk_open(struct store *st, struct store_chunk_id id, bool create, b
 	int fd;
 
 	chunk_path(id, path, sizeof(path));
-	for (int attempt = 0; attempt < 3; attempt++) {
-		fd = openat(st->chunks_fd, path, flags | (direct ? O_DIRECT : 0), 0640);
+	for (int attempt = 0; attempt < 4; attempt++) {
+		bool noatime = __atomic_load_n(&st->noatime_ok, __ATOMIC_RELAXED);
+
+		fd = openat(st->chunks_fd, path,
+			    flags | (direct ? O_DIRECT : 0) | (noatime ? O_NOATIME : 0), 0640);
 		if (fd >= 0) {
 			*fd_out = fd;
 			return 0;
+		}
+		if (errno == EPERM && noatime) {
+			if (__atomic_exchange_n(&st->noatime_ok, 0, __ATOMIC_RELAXED))
+				rdmafs_log(RDMAFS_LOG_INFO, "chunk files refuse O_NOATIME"
+							    " (not ours); keeping access times");
+			continue;
 		}
 		if (errno == EINVAL && direct) {
 			if (__atomic_exchange_n(&st->direct_ok, 0, __ATOMIC_RELAXED))
@@ -1280,6 +1295,7 @@ int store_open(int dir_fd, uint32_t max_chunk_size, uint64_t map_size, struct st
 	st->max_chunk_size = max_chunk_size;
 	st->max_blocks = div_up(max_chunk_size, BS);
 	st->direct_ok = 1;
+	st->noatime_ok = 1;
 	for (int i = 0; i < LOCK_STRIPES; i++)
 		pthread_rwlock_init(&st->locks[i], NULL);
 	pthread_mutex_init(&st->fd_lock, NULL);

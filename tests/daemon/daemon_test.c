@@ -901,6 +901,75 @@ static void rewrite_check_file(uint32_t index, const uint8_t *want, const char *
 	close(fd);
 }
 
+/* Sets @path's access time to 1 s past the epoch, its modification time as it is. */
+static void atime_set_old(const char *path)
+{
+	struct timespec ts[2] = {{.tv_sec = 1}, {.tv_nsec = UTIME_OMIT}};
+
+	if (utimensat(AT_FDCWD, path, ts, 0))
+		check_error("utimensat %s: %s", path, strerror(errno));
+}
+
+static time_t atime_of(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		check_error("stat %s: %s", path, strerror(errno));
+	return st.st_atim.tv_sec;
+}
+
+/*
+ * Whether a plain read of a file in @dir updates its access time once it is
+ * older than the modification time (the relatime rule), as the check of
+ * test_rewrite() needs; false on a noatime mount, where it tells nothing.
+ */
+static bool reads_touch_atime(const char *dir)
+{
+	char path[400], c = 'x';
+	bool touched;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/atime-probe", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || pwrite(fd, &c, 1, 0) != 1)
+		check_error("atime probe %s: %s", path, strerror(errno));
+	close(fd);
+	atime_set_old(path);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || pread(fd, &c, 1, 0) != 1)
+		check_error("atime probe %s: %s", path, strerror(errno));
+	close(fd);
+	touched = atime_of(path) != 1;
+	unlink(path);
+	return touched;
+}
+
+/*
+ * The chunk's access time, set far back, as a read by the daemon left it:
+ * store.c opens chunk files O_NOATIME, so a read dirties no inode.
+ */
+static void rewrite_check_atime(struct rfs_daemon *c, uint32_t index)
+{
+	char path[400];
+	uint8_t got[RW_LEN];
+	uint32_t bytes, clen;
+	int ret;
+
+	if (!reads_touch_atime(data_path("rw"))) {
+		printf("rewrite: access times not checked: this file system does not update them"
+		       " on a read\n");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", data_path("rw"),
+		 (unsigned long long)RW_INODE, (unsigned long long)index);
+	atime_set_old(path);
+	ret = rfs_chunk_read(c, (struct rfs_chunk_id){RW_INODE, index}, 0, got, RW_LEN, &bytes,
+			     &clen);
+	REQUIRE(ret == 0, "chunk %u read: %s", index, strerror(-ret));
+	REQUIRE(atime_of(path) == 1, "a read by the daemon updated chunk %u's access time", index);
+}
+
 /*
  * store.c keeps chunk files open: a chunk removed and written again must land
  * in the new file (the daemon's data directory shows it), not in the unlinked
@@ -948,6 +1017,9 @@ static int test_rewrite(void)
 			fill_pattern(buf, RW_LEN, round * 1000003ull + i);
 			rewrite_check_file(i, buf, what);
 		}
+		/* one open still, one evicted and opened again */
+		rewrite_check_atime(c, round % 2 ? 0 : RW_CHUNKS - 1);
+		rewrite_check_atime(c, round % 2 ? RW_CHUNKS - 1 : 0);
 		ret = rfs_chunk_remove(c, &sel, &removed, &freed);
 		REQUIRE(ret == 0 && removed == RW_CHUNKS, "%s: remove: %s, %llu removed", what,
 			strerror(-ret), (unsigned long long)removed);
