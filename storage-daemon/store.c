@@ -424,29 +424,31 @@ static bool direct_allowed(struct store *st)
  * Opens a chunk file; O_DIRECT is dropped for good where the file system
  * refuses it. O_NOATIME: a chunk's access time means nothing, and keeping it
  * would dirty the inode on a read after every write (relatime); dropped for
- * good where it is refused (a data directory whose files another user owns).
+ * good once an open it failed (EPERM: a file another user owns) succeeds
+ * without it, so an EPERM of another cause stays the open's error.
  */
 static int chunk_open(struct store *st, struct store_chunk_id id, bool create, bool direct,
 		      int *fd_out)
 {
 	char path[64], dir[32];
 	int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+	bool noatime = __atomic_load_n(&st->noatime_ok, __ATOMIC_RELAXED), refused = false;
 	int fd;
 
 	chunk_path(id, path, sizeof(path));
 	for (int attempt = 0; attempt < 4; attempt++) {
-		bool noatime = __atomic_load_n(&st->noatime_ok, __ATOMIC_RELAXED);
-
 		fd = openat(st->chunks_fd, path,
 			    flags | (direct ? O_DIRECT : 0) | (noatime ? O_NOATIME : 0), 0640);
 		if (fd >= 0) {
+			if (refused && __atomic_exchange_n(&st->noatime_ok, 0, __ATOMIC_RELAXED))
+				rdmafs_log(RDMAFS_LOG_INFO, "chunk files refuse O_NOATIME"
+							    " (not ours); keeping access times");
 			*fd_out = fd;
 			return 0;
 		}
 		if (errno == EPERM && noatime) {
-			if (__atomic_exchange_n(&st->noatime_ok, 0, __ATOMIC_RELAXED))
-				rdmafs_log(RDMAFS_LOG_INFO, "chunk files refuse O_NOATIME"
-							    " (not ours); keeping access times");
+			noatime = false;
+			refused = true;
 			continue;
 		}
 		if (errno == EINVAL && direct) {

@@ -1149,7 +1149,8 @@ static void sync_wait_done(struct xprt_conn *c, struct sync_wait *w)
 	uint64_t until = xprt_now_ns() + spin;
 	bool spun = false; /* a poll ran: the spin counts */
 
-	while (!w->done && xprt_now_ns() < until && c->ops->spin(c, until) >= 0)
+	while (c->ops->spin && !w->done && xprt_now_ns() < until &&
+	       c->ops->spin(c, until, &w->done) >= 0)
 		spun = true;
 	if (spun)
 		spin_account(c, w->done);

@@ -36,7 +36,7 @@
  * Everything here runs with ctx->lock held: ops are called with it and the
  * pollers run with it, on the progress thread or, for a connection's CQ, on
  * a caller waiting for its answer (verbs_wait(), which drops the lock only
- * while it sleeps).
+ * while it sleeps, and verbs_spin(), between polls).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1267,7 +1267,8 @@ static int verbs_progress(struct xprt_ctx *ctx)
 	list_for_each_safe (pos, tmp, &vctx->conns) {
 		struct verbs_conn *vc = list_entry(pos, struct verbs_conn, link);
 
-		/* A caller waiting on this connection handles its completions (verbs_wait). */
+		/* A caller waiting on this connection handles its completions (verbs_wait,
+		 * verbs_spin). */
 		if (!vc->c->waiting)
 			total += verbs_conn_poll(vc, VERBS_PROGRESS_BUDGET);
 		if (vc->flush_deadline_ns && !vc->failed && xprt_now_ns() > vc->flush_deadline_ns)
@@ -1950,7 +1951,6 @@ static void verbs_give_channel(struct xprt_conn *c)
 	struct verbs_conn *vc = c->backend;
 	struct xprt_ctx *ctx = c->ctx;
 
-	conn_unref(c);
 	c->waiting = false;
 	if (vc->cq) {
 		verbs_cq_poll(&vc->cq_poller, EPOLLIN);
@@ -1961,6 +1961,7 @@ static void verbs_give_channel(struct xprt_conn *c)
 			 vc->peer);
 		verbs_conn_fail(vc, -EIO);
 	}
+	conn_unref(c);
 }
 
 /*
@@ -1993,14 +1994,19 @@ static int verbs_wait(struct xprt_conn *c, int timeout_ms)
  * trip of a small RPC), and takes the channel's events before it gives it
  * back.
  */
-static int verbs_spin(struct xprt_conn *c, uint64_t until_ns)
+static int verbs_spin(struct xprt_conn *c, uint64_t until_ns, const bool *done)
 {
 	struct verbs_conn *vc = c->backend;
 	int n = 0;
 
 	if (verbs_take_channel(c))
 		return -EBUSY;
-	while (vc->cq && !(n = verbs_conn_poll(vc, INT_MAX)) && xprt_now_ns() < until_ns) {
+	/* other completions (a signalled SEND, another caller's answer) keep it spinning */
+	for (;;) {
+		n += verbs_conn_poll(vc, INT_MAX);
+		if (*done || !vc->cq || vc->failed || vc->shut || c->state == XPRT_CONN_DEAD ||
+		    xprt_now_ns() >= until_ns)
+			break;
 		pthread_mutex_unlock(&c->ctx->lock);
 		sched_yield();
 		pthread_mutex_lock(&c->ctx->lock);

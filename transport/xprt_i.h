@@ -301,7 +301,8 @@ struct xprt_conn {
 /*
  * A connection's references are atomic, so taking and dropping one costs no
  * ctx->lock. Freeing still happens only under ctx->lock, on the progress
- * thread (reap_conns()), once the count is 0 and the connection dead: a
+ * thread (reap_conns()), once the count is 0 and the connection dead (or
+ * in xprt_ctx_destroy(), whatever the count): a
  * reference is only ever taken by someone who holds one already, or under
  * ctx->lock before the reaper could see 0.
  */
@@ -416,13 +417,15 @@ struct xprt_backend_ops {
 
 	/*
 	 * As wait(), but polling @c's events without sleeping (yielding the
-	 * core between polls) until one comes or xprt_now_ns() reaches
-	 * @until_ns (tcp: its socket; verbs: its CQ, with its completion
-	 * channel taken from the progress thread, which it would wake). Returns -EBUSY as wait(),
-	 * without polling; else 1 when the poll found events (handled, unless @c died meanwhile), 0
-	 * when it found none (the time ran out, or the poll was interrupted). May be NULL.
+	 * core and the lock between polls) until xprt_now_ns() reaches
+	 * @until_ns or, at the latest, *@done is set (tcp: its socket, until
+	 * events come; verbs: its CQ, with the completion channel taken from
+	 * the progress thread, which it would wake, until *@done or @c dies).
+	 * Returns -EBUSY as wait(), without polling; else 1 when the polls
+	 * found events (handled, unless @c died meanwhile), 0 when they found
+	 * none (the time ran out, or the poll was interrupted). May be NULL.
 	 */
-	int (*spin)(struct xprt_conn *c, uint64_t until_ns);
+	int (*spin)(struct xprt_conn *c, uint64_t until_ns, const bool *done);
 
 	/* Posts a one-sided op; completion through xprt_core_rdma_done(). -EAGAIN: no slot. */
 	int (*rdma)(struct xprt_conn *c, struct xprt_rdma_op *op);

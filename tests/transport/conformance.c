@@ -702,7 +702,7 @@ static void test_sync_callers(void **state)
 	xprt_conn_close(c);
 }
 
-/* Takes and drops references to one connection, over and over. */
+/* Takes and drops references to one connection, over and over, holding one of its own. */
 static void *ref_churn_main(void *arg)
 {
 	struct xprt_conn *c = arg;
@@ -711,26 +711,44 @@ static void *ref_churn_main(void *arg)
 		xprt_conn_get(c);
 		xprt_conn_put(c);
 	}
+	xprt_conn_put(c);
 	return NULL;
+}
+
+static void ref_churn_start(struct xprt_conn *c, pthread_t *t, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		xprt_conn_get(c);
+		assert_int_equal(pthread_create(&t[i], NULL, ref_churn_main, c), 0);
+	}
 }
 
 /*
  * xprt.h, xprt_conn_get(): references taken and dropped on many threads
- * while calls run all count, and a reference keeps a closed connection
- * valid (dead, failing calls) past the reaper's passes, until it is
- * dropped. A lost count shows as a use after free under ASan.
+ * while calls run all count, and while the owner closes the connection and
+ * the reaper looks at it; a reference keeps a closed connection valid (dead,
+ * failing calls) past the reaper's passes, until it is dropped. A lost
+ * count shows as a use after free under ASan (the asan build runs this
+ * suite).
  */
 static void test_conn_refs(void **state)
 {
-	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri);
+	struct xprt_conn *c = connect_ok(cli_ctx, srv_uri), *other;
 	pthread_t t[4];
 
-	for (uint32_t i = 0; i < 4; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, ref_churn_main, c), 0);
+	ref_churn_start(c, t, 4);
 	for (uint32_t i = 0; i < 200; i++)
 		echo_ok(c, 64);
 	for (uint32_t i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
+	/* the owner closes while the others churn, then they drop theirs */
+	other = connect_ok(cli_ctx, srv_uri);
+	echo_ok(other, 64);
+	ref_churn_start(other, t, 4);
+	xprt_conn_close(other);
+	for (uint32_t i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	/* the first, still counted right: held past its close and the reaper's passes */
 	xprt_conn_get(c);
 	xprt_conn_close(c);
 	usleep(50000); /* five of the progress thread's passes, each a reap */

@@ -136,7 +136,8 @@ struct xprt_options {
 	const char *name;	    /* our name, sent in HELLO (for the peer's logs) */
 	/*
 	 * Poll this long without sleeping before sleeping, over both backends
-	 * (verbs: the completion queues; tcp: the socket), yielding the core to
+	 * (a caller: its connection's CQ or socket; the progress thread: every
+	 * CQ over verbs, its sockets over tcp), yielding the core to
 	 * any other thread queued on it between polls: a caller waiting for its
 	 * answer, and the progress thread after it delivered a request to a
 	 * listener or handled completions, for the next (answers to this
