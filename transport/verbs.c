@@ -1267,8 +1267,7 @@ static int verbs_progress(struct xprt_ctx *ctx)
 	list_for_each_safe (pos, tmp, &vctx->conns) {
 		struct verbs_conn *vc = list_entry(pos, struct verbs_conn, link);
 
-		/* A caller waiting on this connection handles its completions (verbs_wait,
-		 * verbs_spin). */
+		/* a caller waiting on it handles its completions (verbs_wait, verbs_spin) */
 		if (!vc->c->waiting)
 			total += verbs_conn_poll(vc, VERBS_PROGRESS_BUDGET);
 		if (vc->flush_deadline_ns && !vc->failed && xprt_now_ns() > vc->flush_deadline_ns)
