@@ -630,6 +630,7 @@ int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out)
 	out->commits_deferred = resp->commits_deferred;
 	out->data_flushes = resp->data_flushes;
 	out->data_flush_errors = resp->data_flush_errors;
+	out->pending_reads = resp->pending_reads;
 	for (size_t i = 0; i < resp->n_ops; i++)
 		out->ops_total += resp->ops[i]->count;
 	rdmafs__daemon_stats_resp__free_unpacked(resp, NULL);

@@ -335,6 +335,12 @@ int store_list(struct store *st, const struct store_chunk_id *after, struct stor
 	       size_t max, size_t *count, bool *done);
 uint64_t store_chunk_count(struct store *st);
 /*
+ * Blocks read back to settle the CRCs a short overwrite left pending: by a
+ * later change of a chunk whose overwrite this process did not see complete
+ * (written before a restart, or through a file since closed).
+ */
+uint64_t store_pending_reads(const struct store *st);
+/*
  * The bytes of every chunk (their lengths), summed by a walk of the chunk
  * index: O(chunks), for the agent's capacity report. 0 or -errno.
  */
@@ -808,6 +814,7 @@ struct server_stats {
 	 */
 	uint64_t commits_deferred, data_flushes, data_flush_errors;
 	uint64_t batched; /* metadata changes served at their batch's end (server_batch_end()) */
+	uint64_t pending_reads;				      /* store_pending_reads() */
 	uint64_t rdma_read_ns, rdma_write_ns;		      /* one-sided transfers */
 	uint64_t disk_read_ns, disk_write_ns, disk_commit_ns; /* the chunk store */
 	uint32_t connections;				      /* served, past HELLO */

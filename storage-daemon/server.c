@@ -1132,6 +1132,7 @@ void server_stats_get(struct server *srv, struct server_stats *out)
 	out->run_on_receipt = STAT_GET(srv->run_on_receipt);
 	out->handed_on = STAT_GET(srv->handed_on);
 	out->fetched = STAT_GET(srv->fetched);
+	out->pending_reads = srv->store ? store_pending_reads(srv->store) : 0;
 	if (srv->flusher) {
 		struct rdmafs_flusher_counts fc;
 
@@ -1224,6 +1225,7 @@ static int do_stats(struct worker *w, const void *body, size_t len, size_t *repl
 	resp.commits_deferred = st->commits_deferred;
 	resp.data_flushes = st->data_flushes;
 	resp.data_flush_errors = st->data_flush_errors;
+	resp.pending_reads = st->pending_reads;
 	ret = pack_reply(w, &resp.base, reply_len);
 	free(st);
 	return ret;

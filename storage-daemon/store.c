@@ -41,10 +41,12 @@
  * old ones, so a block found with either content verifies after a kill -9 in
  * the middle (an append that shares a block with committed data must not
  * turn that data into EIO). The next write or truncate of the chunk reads the
- * pending blocks back and keeps whichever CRC matches. A write shorter than
- * DIRECT_MIN that neither grows the chunk nor fails stops there (one commit,
- * the version bumped with the pending CRCs); any other write commits again
- * after its data, with the new CRCs in place. A block torn inside (power loss
+ * pending blocks back and keeps whichever CRC matches, or, when this process
+ * wrote them through the file it still holds open and nothing changed the
+ * chunk since, takes the pending CRCs unread (settle_pending()). A write
+ * shorter than DIRECT_MIN that neither grows the chunk nor fails stops there
+ * (one commit, the version bumped with the pending CRCs); any other write
+ * commits again after its data, with the new CRCs in place. A block torn inside (power loss
  * in mid-write) fails its CRC: EIO, never bad data.
  *
  * Concurrency: a striped reader/writer lock per chunk keeps a chunk's data
@@ -140,10 +142,17 @@ struct store {
 		unsigned users; /* holders now: a slot in use is never closed */
 		bool recent;	/* the clock's second chance */
 		int next;	/* the next slot of its hash chain; -1 ends it */
+		/*
+		 * The chunk's version after a short overwrite written through
+		 * this file (settle_later): its pending CRCs are the blocks'
+		 * content while the version is that one. 0: none known.
+		 */
+		uint64_t settled;
 	} * fds;
 	unsigned fd_count, fd_hand;
 	int *fd_heads; /* the first slot of each hash chain (fd_mask + 1 of them) */
 	unsigned fd_mask;
+	uint64_t pending_reads; /* blocks read back to settle their CRCs (atomic) */
 };
 
 struct store_io {
@@ -1535,6 +1544,28 @@ static int resolve_pending(struct store_io *io, int fd, struct chunk_meta *m)
 	}
 	m->pending_count = 0;
 	m->pending_first = 0;
+	__atomic_add_fetch(&io->st->pending_reads, count, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/*
+ * Settles @m's pending CRCs before a change of the chunk, under its lock
+ * held exclusively. When the short overwrite that left them went through
+ * @slot's file and nothing changed the chunk since (the version is the one
+ * it left), its data reached the file and the pending CRCs are the blocks'
+ * content: they are taken without reading the blocks back (what a read-back
+ * would find in the page cache). Otherwise (another process's write, one
+ * killed, a file since evicted) resolve_pending() reads them.
+ */
+static int settle_pending(struct store_io *io, int fd, const struct fd_slot *slot,
+			  struct chunk_meta *m)
+{
+	if (!slot || slot->settled != m->version)
+		return resolve_pending(io, fd, m);
+	for (uint32_t i = 0; i < m->pending_count; i++)
+		m->crc[m->pending_first + i] = m->crc[m->block_count + i];
+	m->pending_count = 0;
+	m->pending_first = 0;
 	return 0;
 }
 
@@ -1587,7 +1618,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (fresh)
 		ret = trim_leftover(fd, old_len);
 	if (!ret && m->pending_count)
-		ret = resolve_pending(io, fd, m);
+		ret = settle_pending(io, fd, slot, m);
 	if (ret)
 		goto out_close;
 
@@ -1684,6 +1715,8 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 		ret = meta_put(st, id, m);
 	if (!ret && sync)
 		ret = index_sync(st);
+	if (!ret && settle_later && slot)
+		slot->settled = m->version;
 	if (!ret)
 		info_from_meta(m, true, info);
 out_close:
@@ -1832,7 +1865,7 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	if (ret)
 		goto out_unlock;
 	if (m->pending_count) {
-		ret = resolve_pending(io, fd, m);
+		ret = settle_pending(io, fd, slot, m);
 		if (ret)
 			goto out_close;
 	}
@@ -2246,6 +2279,11 @@ int store_bytes(struct store *st, uint64_t *out)
 		return lmdb_errno(rc);
 	*out = sum;
 	return 0;
+}
+
+uint64_t store_pending_reads(const struct store *st)
+{
+	return __atomic_load_n(&st->pending_reads, __ATOMIC_RELAXED);
 }
 
 uint64_t store_chunk_count(struct store *st)

@@ -557,6 +557,7 @@ static void json_stats(const struct ctl_daemon *d, const Rdmafs__DaemonStatsResp
 	ctl_json_u64("run_on_receipt", s->run_on_receipt);
 	ctl_json_u64("handed_on", s->handed_on);
 	ctl_json_u64("fetched", s->fetched);
+	ctl_json_u64("pending_reads", s->pending_reads);
 	ctl_json_u64("commits_deferred", s->commits_deferred);
 	ctl_json_u64("data_flushes", s->data_flushes);
 	ctl_json_u64("data_flush_errors", s->data_flush_errors);

@@ -958,6 +958,8 @@ struct rfs_daemon_stats {
 	uint64_t fetched; /* of those, cold blocks the receiving thread fetched, not handed on */
 	/* data_sync = batch: close's commits answered before their flush; flushes; failed ones */
 	uint64_t commits_deferred, data_flushes, data_flush_errors;
+	/* blocks read back to settle CRCs an overwrite this daemon did not see complete left */
+	uint64_t pending_reads;
 };
 
 int rfs_daemon_stats(struct rfs_daemon *d, struct rfs_daemon_stats *out);

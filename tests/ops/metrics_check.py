@@ -52,6 +52,7 @@ COMMON = {
     "rdmafs_requests_run_on_receipt": "counter",
     "rdmafs_requests_handed_on": "counter",
     "rdmafs_requests_fetched": "counter",
+    "rdmafs_pending_reads": "counter",
     "rdmafs_requests_batched": "counter",
     "rdmafs_commits_deferred": "counter",
     "rdmafs_data_flushes": "counter",
