@@ -16,20 +16,23 @@ export RDMAFS_FAULT_WAIT=${RDMAFS_FAULT_WAIT:-600}
 cluster=("$here/../lib/cluster.sh" --transport "$kind" --build "$build" --timeout 1800)
 status=77
 echo "--- fault-drain over $kind"
+start=$SECONDS
 "${cluster[@]}" --mounts 2 -- "$here/drain.sh" %MOUNT% %MOUNT2% \
 	"$build/tests/fault/fault-writer" "$build/fuse-client/ctl/rdmafsctl"
 rc=$?
-echo "--- fault-drain over $kind: exit $rc"
+echo "--- fault-drain over $kind: exit $rc ($((SECONDS - start)) s)"
 status=$(check_merge "$status" "$rc")
 echo "--- fault-replication over $kind"
+start=$SECONDS
 "${cluster[@]}" --storage 3 -- "$here/replication.sh" %MOUNT%
 rc=$?
-echo "--- fault-replication over $kind: exit $rc"
+echo "--- fault-replication over $kind: exit $rc ($((SECONDS - start)) s)"
 status=$(check_merge "$status" "$rc")
 echo "--- crash-soak over $kind"
+start=$SECONDS
 "$here/crash-soak.sh" --build "$build" --transport "$kind" --trials "${RDMAFS_SOAK_TRIALS:-2}" \
 	--seed "${RDMAFS_SOAK_SEED:-1000}"
 rc=$?
-echo "--- crash-soak over $kind: exit $rc"
+echo "--- crash-soak over $kind: exit $rc ($((SECONDS - start)) s)"
 status=$(check_merge "$status" "$rc")
-exit $status
+exit "$status"

@@ -21,12 +21,12 @@ status=77
 # options in the array run_opts)
 run_opts=()
 run() {
-	local name=$1 limit=$2 rc
+	local name=$1 limit=$2 rc start=$SECONDS
 	shift 2
 	echo "--- ops-$name over $kind"
 	"${cluster[@]}" "${run_opts[@]}" --timeout "$limit" -- "$@"
 	rc=$?
-	echo "--- ops-$name over $kind: exit $rc"
+	echo "--- ops-$name over $kind: exit $rc ($((SECONDS - start)) s)"
 	status=$(check_merge "$status" "$rc")
 }
 # The guest runs under TCG, about 10x slower than the host: ten times the host's limits.
