@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/capability.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -1037,6 +1039,86 @@ static void rewrite_check_atime(struct rfs_daemon *c, uint32_t index)
 	REQUIRE(atime_of(path) == 1, "a read by the daemon updated chunk %u's access time", index);
 }
 
+/* Whether process @pid holds capability @cap in its effective set (/proc/PID/status). */
+static bool proc_has_cap(pid_t pid, unsigned cap)
+{
+	char path[64], line[256];
+	unsigned long long eff = ~0ull;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		check_error("%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return eff >> cap & 1;
+}
+
+/*
+ * store.c opens chunk files O_NOATIME, which only their owner (or
+ * CAP_FOWNER) may: a chunk file another user owns (a data directory copied
+ * in by hand) is opened without it, and reads back. The daemon is started
+ * without CAP_FOWNER (dropped from this process's bounding set: it stays
+ * dropped for the rest of this test process), after chunk @index's file was
+ * given to nobody.
+ */
+static void rewrite_check_foreign(struct daemon_proc *d, uint32_t index, const uint8_t *want)
+{
+	char path[400], line[512];
+	uint8_t got[RW_LEN];
+	uint32_t bytes, clen;
+	struct rfs_daemon *c;
+	bool said = false;
+	FILE *log;
+	int ret;
+
+	if (geteuid() != 0) {
+		printf("rewrite: a chunk file of another user not checked: giving it away needs"
+		       " root\n");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", data_path("rw"),
+		 (unsigned long long)RW_INODE, (unsigned long long)index);
+	if (chown(path, 65534, 65534))
+		check_error("chown %s: %s", path, strerror(errno));
+	atime_set_old(path);
+	if (prctl(PR_CAPBSET_DROP, CAP_FOWNER, 0, 0, 0))
+		check_error("dropping CAP_FOWNER: %s", strerror(errno));
+	REQUIRE(daemon_start(d, data_path("rw"), NULL) == 0, "daemon start");
+	if (proc_has_cap(d->pid, CAP_FOWNER)) {
+		printf("rewrite: a chunk file of another user not checked: the daemon kept"
+		       " CAP_FOWNER (inherited)\n");
+		daemon_stop(d, SIGTERM);
+		return;
+	}
+	c = client_of(d, MAX_CHUNK);
+	ret = rfs_chunk_read(c, (struct rfs_chunk_id){RW_INODE, index}, 0, got, RW_LEN, &bytes,
+			     &clen);
+	REQUIRE(ret == 0 && bytes == RW_LEN && memcmp(got, want, RW_LEN) == 0,
+		"a chunk file nobody owns, read by a daemon without CAP_FOWNER: %s",
+		ret ? strerror(-ret) : "wrong bytes");
+	rfs_daemon_close(c);
+	REQUIRE(WEXITSTATUS(daemon_stop(d, SIGTERM)) == 0, "clean stop");
+	/* opened without O_NOATIME: the read kept the access time, where reads do */
+	if (reads_touch_atime(harness_dir()))
+		CHECK(atime_of(path) != 1,
+		      "the read of chunk %u left its access time alone:"
+		      " was it opened O_NOATIME?",
+		      index);
+	log = fopen(d->log_path, "r");
+	if (!log)
+		check_error("%s: %s", d->log_path, strerror(errno));
+	while (!said && fgets(line, sizeof(line), log))
+		said = strstr(line, "refuse O_NOATIME") != NULL;
+	fclose(log);
+	CHECK(said, "the daemon's log says chunk files refuse O_NOATIME");
+	printf("rewrite: a chunk file nobody owns reads back through a daemon without"
+	       " CAP_FOWNER, opened without O_NOATIME\n");
+}
+
 /*
  * store.c keeps chunk files open: a chunk removed and written again must land
  * in the new file (the daemon's data directory shows it), not in the unlinked
@@ -1091,8 +1173,13 @@ static int test_rewrite(void)
 		REQUIRE(ret == 0 && removed == RW_CHUNKS, "%s: remove: %s, %llu removed", what,
 			strerror(-ret), (unsigned long long)removed);
 	}
+	fill_pattern(buf, RW_LEN, 77);
+	ret = rfs_chunk_write(c, (struct rfs_chunk_id){RW_INODE, 0}, MAX_CHUNK, 0, buf, RW_LEN,
+			      false, NULL);
+	REQUIRE(ret == 0, "write chunk 0: %s", strerror(-ret));
 	rfs_daemon_close(c);
 	REQUIRE(WEXITSTATUS(daemon_stop(&d, SIGTERM)) == 0, "clean stop");
+	rewrite_check_foreign(&d, 0, buf);
 	printf("rewrite: 3 rounds of %u chunks written, checked in the data directory, removed\n",
 	       RW_CHUNKS);
 	return 0;
