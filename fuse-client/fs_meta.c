@@ -74,6 +74,12 @@ static int attr_from_wire(const Rdmafs__Attr *a, struct stat *st, uint64_t *gene
 	return 0;
 }
 
+/* A directory's attributes after a change of its entries, when the reply has them. */
+static void dir_after_from_wire(const Rdmafs__Attr *a, struct rfs_dir_after *out)
+{
+	out->valid = a && attr_from_wire(a, &out->attr, NULL) == 0 && S_ISDIR(out->attr.st_mode);
+}
+
 /* An entry's attributes and, for a regular file, its layout. */
 static int entry_from_wire(const Rdmafs__Attr *a, const Rdmafs__Layout *layout,
 			   struct rfs_entry *out)
@@ -82,6 +88,7 @@ static int entry_from_wire(const Rdmafs__Attr *a, const Rdmafs__Layout *layout,
 
 	if (ret)
 		return ret;
+	out->parent.valid = false;
 	out->has_layout = false;
 	if (layout && S_ISREG(a->mode)) {
 		ret = rfs_layout_parse(layout, &out->layout);
@@ -166,6 +173,8 @@ static int entry_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *r
 		return ret;
 	resp = (Rdmafs__EntryResp *)msg;
 	ret = entry_from_wire(resp->attr, resp->layout, out);
+	if (!ret)
+		dir_after_from_wire(resp->parent, &out->parent);
 	rfs_meta_free(msg);
 	return ret;
 }
@@ -319,7 +328,7 @@ int rfs_link(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint64_t
 }
 
 int rfs_unlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
-	       struct rfs_freed *freed)
+	       struct rfs_freed *freed, struct rfs_dir_after *dir)
 {
 	Rdmafs__UnlinkReq r = RDMAFS__UNLINK_REQ__INIT;
 	ProtobufCMessage *msg;
@@ -334,6 +343,8 @@ int rfs_unlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, con
 	if (ret)
 		return ret;
 	freed_out(fs, ((Rdmafs__UnlinkResp *)msg)->freed, freed);
+	if (dir)
+		dir_after_from_wire(((Rdmafs__UnlinkResp *)msg)->parent, dir);
 	rfs_meta_free(msg);
 	return 0;
 }
@@ -437,6 +448,7 @@ int rfs_create_file(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent
 		rfs_held_add(fs, resp->handle, out->attr.st_ino, flags);
 		if (created)
 			*created = resp->created;
+		dir_after_from_wire(resp->parent, &out->parent);
 	}
 	rfs_meta_free(msg);
 	return ret;

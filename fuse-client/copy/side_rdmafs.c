@@ -397,7 +397,7 @@ static int rdmafs_rename(struct cp_side *s, const struct cp_loc *dir, const char
 
 static int rdmafs_unlink(struct cp_side *s, const struct cp_loc *dir, const char *name)
 {
-	return rfs_unlink(s->rfs, &s->cred, dir->ino, name, NULL);
+	return rfs_unlink(s->rfs, &s->cred, dir->ino, name, NULL, NULL);
 }
 
 static int rdmafs_set_attr(struct cp_side *s, const struct cp_loc *loc, const struct cp_attr *a,

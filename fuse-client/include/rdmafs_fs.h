@@ -271,11 +271,22 @@ struct rfs_cred {
  * (st_blksize is RFS_BLOCK_SIZE), the generation that tells apart inodes that
  * reused a number, and a regular file's layout.
  */
+/*
+ * A directory's attributes as a change of its entries left them (valid: the
+ * service sent them), for a client that answers the kernel's next GETATTR
+ * of it, which the change made the kernel ask, without a round trip.
+ */
+struct rfs_dir_after {
+	bool valid;
+	struct stat attr;
+};
+
 struct rfs_entry {
 	struct stat attr;
 	uint64_t generation;
 	bool has_layout;
 	struct rfs_layout layout;
+	struct rfs_dir_after parent; /* mknod, mkdir, symlink, link, a create that created */
 };
 
 /*
@@ -348,9 +359,12 @@ int rfs_symlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, co
 int rfs_link(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint64_t new_parent,
 	     const char *new_name, struct rfs_entry *out);
 
-/* UNLINK; @freed (may be NULL: the data is freed before returning) says what to free. */
+/*
+ * UNLINK; @freed (may be NULL: the data is freed before returning) says what
+ * to free; @dir (may be NULL) gets the directory as the unlink left it.
+ */
 int rfs_unlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name,
-	       struct rfs_freed *freed);
+	       struct rfs_freed *freed, struct rfs_dir_after *dir);
 
 /* RMDIR of an empty directory. */
 int rfs_rmdir(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, const char *name);

@@ -101,6 +101,10 @@ static void render_fuse(const struct mount_stats *st, FILE *f)
 			   load(&st->read_bytes));
 	rdmafs_prom_sample(f, "rdmafs_client_fuse_bytes_total", "op=\"write\"",
 			   load(&st->write_bytes));
+	rdmafs_prom_counter(f, "rdmafs_client_dir_attr_hits_total",
+			    "GETATTRs of a directory answered with the attributes this mount's "
+			    "last change of its entries left, with no round trip.",
+			    load(&st->dir_attr_hits));
 }
 
 typedef uint64_t (*method_value_fn)(const struct rfs_method_stats *ms);

@@ -43,8 +43,16 @@ struct node {
 	uint64_t nlookup;	  /* under fs.table_lock */
 	uint32_t opens;		  /* under fs.table_lock */
 	struct rfs_file *file;	  /* its size, layout and writes: the client core's */
-	pthread_mutex_t lock;	  /* guards nocaps_until_ms */
+	pthread_mutex_t lock;	  /* guards nocaps_until_ms and the dir_ fields */
 	uint64_t nocaps_until_ms; /* security.capability known absent until then */
+	/*
+	 * A directory's attributes as this mount's last change of its entries
+	 * left them, answered to the kernel's GETATTR until dir_until_ms (the
+	 * attribute timeout from that change); dir_gen counts the changes of
+	 * its attributes this mount made that leave none (dir_watch()).
+	 */
+	struct stat dir_attr;
+	uint64_t dir_until_ms, dir_gen;
 };
 
 struct handle {
@@ -105,6 +113,7 @@ struct mount_stats {
 	} ops[MOUNT_OPS];
 	uint64_t read_bytes, write_bytes; /* answered to reads, taken from writes */
 	uint64_t in_flight;		  /* requests being handled */
+	uint64_t dir_attr_hits; /* GETATTRs of a directory answered from its copy (dir_after()) */
 };
 
 struct fs {

@@ -258,6 +258,82 @@ static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 }
 
 /* GETATTR of @ino into @st, merged with what we know locally. */
+/*
+ * Directory attributes after this mount's own changes. The kernel drops a
+ * directory's cached attributes at every change of its entries and asks for
+ * them again (GETATTR) at the next permission check in it: a second round
+ * trip per create or unlink. The service sends the directory as the change
+ * left it; the mount answers that GETATTR with it for an attribute timeout,
+ * as the kernel would have answered from its own cache (another client's
+ * change shows after the timeout, as it does there). A change of the
+ * directory's attributes that leaves no copy (setattr, xattrs, rmdir and
+ * rename, which send none) drops the copy before and after its call, and a
+ * copy from a call begun before such a change is not kept (dir_gen).
+ */
+static uint64_t dir_watch(struct fs *fs, fuse_ino_t dir)
+{
+	struct node *n = node_find(fs, dir);
+	uint64_t gen = 0;
+
+	if (n) {
+		pthread_mutex_lock(&n->lock);
+		gen = n->dir_gen;
+		pthread_mutex_unlock(&n->lock);
+	}
+	return gen;
+}
+
+/* Keeps @after, from a call begun at dir_watch()'s @gen, unless a later copy is kept. */
+static void dir_after(struct fs *fs, fuse_ino_t dir, uint64_t gen,
+		      const struct rfs_dir_after *after)
+{
+	struct node *n;
+
+	if (!after->valid || (uint64_t)after->attr.st_ino != dir || !(n = node_find(fs, dir)))
+		return;
+	pthread_mutex_lock(&n->lock);
+	if (n->dir_gen == gen &&
+	    (!n->dir_until_ms || n->dir_attr.st_ctim.tv_sec < after->attr.st_ctim.tv_sec ||
+	     (n->dir_attr.st_ctim.tv_sec == after->attr.st_ctim.tv_sec &&
+	      n->dir_attr.st_ctim.tv_nsec <= after->attr.st_ctim.tv_nsec))) {
+		n->dir_attr = after->attr;
+		n->dir_until_ms = rdmafs_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Drops @ino's copy: its attributes change by a call that sends none back. */
+static void dir_forget(struct fs *fs, fuse_ino_t ino)
+{
+	struct node *n = node_find(fs, ino);
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	n->dir_gen++;
+	n->dir_until_ms = 0;
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* @ino's copy while it is good, and the seconds it stays so; false: none. */
+static bool dir_cached(struct fs *fs, fuse_ino_t ino, struct stat *st, double *timeout)
+{
+	struct node *n = node_find(fs, ino);
+	uint64_t now = rdmafs_now_ms();
+	bool hit = false;
+
+	if (!n)
+		return false;
+	pthread_mutex_lock(&n->lock);
+	if (n->dir_until_ms > now) {
+		*st = n->dir_attr;
+		*timeout = (double)(n->dir_until_ms - now) / 1000;
+		hit = true;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return hit;
+}
+
 static int do_getattr(struct fs *fs, const struct rfs_cred *c, uint64_t ino, struct stat *st)
 {
 	struct node *n = node_find(fs, ino);
@@ -272,7 +348,14 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct rfs_cred c;
 	int ret;
 
+	double timeout = fs->attr_timeout;
+
 	readahead_tune(fs);
+	if (dir_cached(fs, ino, &st, &timeout)) {
+		mount_count(&fs->stats.dir_attr_hits, 1);
+		fuse_reply_attr(req, &st, timeout);
+		return;
+	}
 	cred_fill(req, &c);
 	ret = do_getattr(fs, &c, ino, &st);
 	if (ret)
@@ -313,7 +396,9 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (fi && fi->fh)
 			set.handle = ((struct handle *)(uintptr_t)fi->fh)->server;
 	}
+	dir_forget(fs, ino);
 	ret = rfs_file_setattr(fs->rfs, n ? n->file : NULL, &c, ino, &set, &st);
+	dir_forget(fs, ino);
 	if (ret)
 		reply_error(req, ret);
 	else
@@ -342,8 +427,12 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct rfs_cred c;
 	int ret;
 
+	uint64_t gen = dir_watch(fs, parent);
+
 	cred_fill(req, &c);
 	ret = rfs_mknod(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, rdev, &e);
+	if (!ret)
+		dir_after(fs, parent, gen, &e.parent);
 	reply_entry(req, fs, ret, &e);
 }
 
@@ -355,8 +444,12 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct rfs_cred c;
 	int ret;
 
+	uint64_t gen = dir_watch(fs, parent);
+
 	cred_fill(req, &c);
 	ret = rfs_mkdir(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, &e);
+	if (!ret)
+		dir_after(fs, parent, gen, &e.parent);
 	reply_entry(req, fs, ret, &e);
 }
 
@@ -368,8 +461,12 @@ static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	struct rfs_cred c;
 	int ret;
 
+	uint64_t gen = dir_watch(fs, parent);
+
 	cred_fill(req, &c);
 	ret = rfs_symlink(fs->rfs, &c, parent, name, link, ctx->uid, ctx->gid, &e);
+	if (!ret)
+		dir_after(fs, parent, gen, &e.parent);
 	reply_entry(req, fs, ret, &e);
 }
 
@@ -380,20 +477,28 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	struct rfs_cred c;
 	int ret;
 
+	uint64_t gen = dir_watch(fs, newparent);
+
 	cred_fill(req, &c);
 	ret = rfs_link(fs->rfs, &c, ino, newparent, newname, &e);
+	if (!ret)
+		dir_after(fs, newparent, gen, &e.parent);
 	reply_entry(req, fs, ret, &e);
 }
 
 static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
+	uint64_t gen = dir_watch(fs, parent);
+	struct rfs_dir_after after;
 	struct rfs_freed freed;
 	struct rfs_cred c;
 	int ret;
 
 	cred_fill(req, &c);
-	ret = rfs_unlink(fs->rfs, &c, parent, name, &freed);
+	ret = rfs_unlink(fs->rfs, &c, parent, name, &freed, &after);
+	if (!ret)
+		dir_after(fs, parent, gen, &after);
 	reply_error(req, ret);
 	/* inode numbers are never reused, so the chunks may go after the reply */
 	if (!ret)
@@ -402,10 +507,15 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct fs *fs = req_fs(req);
 	struct rfs_cred c;
+	int ret;
 
 	cred_fill(req, &c);
-	reply_error(req, rfs_rmdir(req_fs(req)->rfs, &c, parent, name));
+	dir_forget(fs, parent);
+	ret = rfs_rmdir(fs->rfs, &c, parent, name);
+	dir_forget(fs, parent);
+	reply_error(req, ret);
 }
 
 static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -422,7 +532,11 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	}
 	cred_fill(req, &c);
 	/* RENAME_NOREPLACE and RENAME_EXCHANGE are RFS_RENAME_NOREPLACE and _EXCHANGE */
+	dir_forget(fs, parent);
+	dir_forget(fs, newparent);
 	ret = rfs_rename(fs->rfs, &c, parent, name, newparent, newname, flags, &freed);
+	dir_forget(fs, parent);
+	dir_forget(fs, newparent);
 	reply_error(req, ret);
 	if (!ret)
 		rfs_free_data(fs->rfs, &freed);
@@ -514,18 +628,20 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fs *fs = req_fs(req);
 	struct fuse_entry_param e;
 	struct rfs_entry entry;
-	uint64_t server, ino;
+	uint64_t server, ino, gen;
 	struct handle *h;
 	struct node *n;
 	struct rfs_cred c;
 	bool created;
 	int ret;
 
+	gen = dir_watch(fs, parent);
 	cred_fill(req, &c);
 	ret = rfs_create_file(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, fi->flags,
 			      &server, &created, &entry);
 	if (ret)
 		goto out_reply;
+	dir_after(fs, parent, gen, &entry.parent);
 	ino = (uint64_t)entry.attr.st_ino;
 	memset(&e, 0, sizeof(e));
 	n = node_ref(fs, ino, 1, 1);
@@ -918,8 +1034,11 @@ static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		return;
 	}
 	cred_fill(req, &c);
+	/* a directory's ACL is its mode too */
+	dir_forget(req_fs(req), ino);
 	/* XATTR_CREATE and XATTR_REPLACE are RFS_XATTR_CREATE and _REPLACE */
 	ret = rfs_setxattr(req_fs(req)->rfs, &c, ino, name, value, size, flags);
+	dir_forget(req_fs(req), ino);
 	if (is_caps_name(name))
 		forget_nocaps(req_fs(req), ino);
 	reply_error(req, ret);
@@ -990,10 +1109,15 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	struct fs *fs = req_fs(req);
 	struct rfs_cred c;
+	int ret;
 
 	cred_fill(req, &c);
-	reply_error(req, rfs_removexattr(req_fs(req)->rfs, &c, ino, name));
+	dir_forget(fs, ino);
+	ret = rfs_removexattr(fs->rfs, &c, ino, name);
+	dir_forget(fs, ino);
+	reply_error(req, ret);
 }
 
 /* access(2): the permission bits against the caller, as the service checks them. */

@@ -204,7 +204,9 @@ int meta_layout_out(struct meta_txn *t, const struct inode *in, Rdmafs__Layout *
 	return 0;
 }
 
-static int entry_resp(struct meta_txn *t, const struct inode *in, ProtobufCMessage **resp)
+/* An EntryResp of @in; @dir (NULL: none) the directory a new entry went into. */
+static int entry_resp(struct meta_txn *t, const struct inode *in, const struct inode *dir,
+		      ProtobufCMessage **resp)
 {
 	Rdmafs__EntryResp *out = meta_alloc(t, sizeof(*out));
 	int ret;
@@ -213,7 +215,7 @@ static int entry_resp(struct meta_txn *t, const struct inode *in, ProtobufCMessa
 		return -ENOMEM;
 	rdmafs__entry_resp__init(out);
 	out->attr = attr_out(t, in);
-	if (!out->attr)
+	if (!out->attr || (dir && !(out->parent = attr_out(t, dir))))
 		return -ENOMEM;
 	ret = meta_layout_out(t, in, &out->layout);
 	*resp = &out->base;
@@ -509,7 +511,7 @@ int meta_op_lookup(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	ret = meta_store_inode_get(t, ino, &in);
 	if (ret)
 		return ret == -ENOENT ? -EIO : ret; /* an entry without its inode */
-	return entry_resp(t, &in, resp);
+	return entry_resp(t, &in, NULL, resp);
 }
 
 int meta_op_getattr(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
@@ -778,6 +780,8 @@ int meta_op_create(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		if (!ret)
 			ret = link_new(t, &dir, &req->name, &in);
 		out->created = true;
+		if (!ret && !(out->parent = attr_out(t, &dir)))
+			ret = -ENOMEM;
 	}
 	if (ret)
 		return ret;
@@ -827,7 +831,7 @@ int meta_op_mknod(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMess
 		ret = link_new(t, &dir, &req->name, &in);
 	if (ret)
 		return ret;
-	return entry_resp(t, &in, resp);
+	return entry_resp(t, &in, &dir, resp);
 }
 
 int meta_op_mkdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
@@ -845,7 +849,7 @@ int meta_op_mkdir(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMess
 		ret = link_new(t, &dir, &req->name, &in);
 	if (ret)
 		return ret;
-	return entry_resp(t, &in, resp);
+	return entry_resp(t, &in, &dir, resp);
 }
 
 int meta_op_symlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)
@@ -871,7 +875,7 @@ int meta_op_symlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 		ret = link_new(t, &dir, &req->name, &in);
 	if (ret)
 		return ret;
-	return entry_resp(t, &in, resp);
+	return entry_resp(t, &in, &dir, resp);
 }
 
 /*
@@ -921,6 +925,8 @@ int meta_op_unlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		return ret;
 	touch_dir(t, &dir);
 	ret = meta_store_inode_put(t, &dir);
+	if (!ret && !(out->parent = attr_out(t, &dir)))
+		ret = -ENOMEM;
 	*resp = &out->base;
 	return ret;
 }
@@ -1204,7 +1210,7 @@ int meta_op_link(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessa
 	ret = link_new(t, &dir, &req->new_name, &in);
 	if (ret)
 		return ret;
-	return entry_resp(t, &in, resp);
+	return entry_resp(t, &in, &dir, resp);
 }
 
 int meta_op_readlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMessage **resp)

@@ -70,7 +70,7 @@ static int one_rdmafs(struct run *r, unsigned i)
 		ret = rfs_open(r->fs, NULL, r->inos[i], O_RDONLY, &handle, &e);
 		return ret ? ret : rfs_release(r->fs, NULL, r->inos[i], handle, NULL);
 	default:
-		return rfs_unlink(r->fs, NULL, r->dir, name, NULL);
+		return rfs_unlink(r->fs, NULL, r->dir, name, NULL, NULL);
 	}
 }
 

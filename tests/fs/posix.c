@@ -201,6 +201,70 @@ static void test_mkdir_rmdir(void)
 	REQUIRE(count_in_dir(".", "d", NULL) == 0, "removed d still listed");
 }
 
+static int ts_cmp(struct timespec a, struct timespec b)
+{
+	return a.tv_sec != b.tv_sec	? (a.tv_sec < b.tv_sec ? -1 : 1)
+	       : a.tv_nsec != b.tv_nsec ? (a.tv_nsec < b.tv_nsec ? -1 : 1)
+					: 0;
+}
+
+/* @path's attributes after a change of its entries: links @nlink, mode @mode, times not back. */
+static void dir_check(const char *path, struct stat *last, nlink_t nlink, mode_t mode,
+		      const char *after)
+{
+	struct stat st;
+
+	REQUIRE_OK(stat(path, &st));
+	REQUIRE(st.st_nlink == nlink && (st.st_mode & 07777) == mode,
+		"%s after %s: %lu links, mode %o; want %lu, %o", path, after,
+		(unsigned long)st.st_nlink, st.st_mode & 07777, (unsigned long)nlink, mode);
+	REQUIRE(ts_cmp(st.st_mtim, last->st_mtim) >= 0 && ts_cmp(st.st_ctim, last->st_ctim) >= 0,
+		"%s after %s: its mtime or ctime went back", path, after);
+	*last = st;
+}
+
+/*
+ * A directory's attributes right after this mount's own changes of its
+ * entries, which the client answers from what the service's reply carried
+ * (fuse-client/mount/ops.c dir_after()): the link count follows mkdir and
+ * rmdir, times never go back, and a chmod shows at once, also in the copy a
+ * create after it leaves, and after a rename that sends no copy.
+ */
+static void test_dir_attrs(void)
+{
+	struct stat last;
+
+	REQUIRE_OK(mkdir("da", 0755));
+	REQUIRE_OK(stat("da", &last));
+	REQUIRE_OK(mkdir("da/s1", 0755));
+	dir_check("da", &last, 3, 0755, "mkdir");
+	REQUIRE_OK(put("da/f", "x"));
+	dir_check("da", &last, 3, 0755, "a create");
+	REQUIRE_OK(symlink("f", "da/l"));
+	dir_check("da", &last, 3, 0755, "symlink");
+	REQUIRE_OK(link("da/f", "da/g"));
+	dir_check("da", &last, 3, 0755, "link");
+	REQUIRE_OK(chmod("da", 0700));
+	dir_check("da", &last, 3, 0700, "chmod");
+	REQUIRE_OK(put("da/h", "x"));
+	dir_check("da", &last, 3, 0700, "a create after the chmod");
+	REQUIRE_OK(rename("da/h", "da/i"));
+	dir_check("da", &last, 3, 0700, "rename");
+	REQUIRE_OK(mkdir("da/s2", 0755));
+	dir_check("da", &last, 4, 0700, "a second mkdir");
+	REQUIRE_OK(rmdir("da/s1"));
+	dir_check("da", &last, 3, 0700, "rmdir");
+	REQUIRE_OK(chmod("da", 0750));
+	REQUIRE_OK(unlink("da/i"));
+	dir_check("da", &last, 3, 0750, "a chmod, then an unlink");
+	REQUIRE_OK(rmdir("da/s2"));
+	REQUIRE_OK(unlink("da/g"));
+	REQUIRE_OK(unlink("da/l"));
+	REQUIRE_OK(unlink("da/f"));
+	dir_check("da", &last, 2, 0750, "the last unlink");
+	REQUIRE_OK(rmdir("da"));
+}
+
 static void test_rename(void)
 {
 	struct stat st, before;
@@ -964,6 +1028,7 @@ int main(int argc, char **argv)
 	static const struct fs_test tests[] = {
 		{"create_open", test_create_open},
 		{"mkdir_rmdir", test_mkdir_rmdir},
+		{"dir_attrs", test_dir_attrs},
 		{"rename", test_rename},
 		{"links", test_links},
 		{"symlink", test_symlink},

@@ -65,7 +65,11 @@ work_on_mount() {
 		cmp "$d/A" "$work/A" &&
 		ls -l "$d" >/dev/null &&
 		! stat "$d/no-such-name" 2>/dev/null &&
-		echo x >"$d/B" && mv "$d/B" "$d/C" && rm "$d/C"
+		echo x >"$d/B" && mv "$d/B" "$d/C" && rm "$d/C" &&
+		# the directory's attributes right after a create and an unlink of this
+		# mount's, in one process: answered from the copies those replies left
+		"$python" -c 'import os, sys; d = sys.argv[1]; open(d + "/D", "w").close()
+os.stat(d); os.unlink(d + "/D"); os.stat(d)' "$d"
 }
 check_run "file work on the mount" work_on_mount
 "$python" "$checker" work "$url" "$mnt" "$work/work.json" "$((4 * MIB + 4321))"
