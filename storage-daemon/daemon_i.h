@@ -336,8 +336,10 @@ int store_list(struct store *st, const struct store_chunk_id *after, struct stor
 uint64_t store_chunk_count(struct store *st);
 /*
  * Blocks read back to settle the CRCs a short overwrite left pending: by a
- * later change of a chunk whose overwrite this process did not see complete
- * (written before a restart, or through a file since closed).
+ * later change of the chunk, unless this process saw that overwrite complete
+ * through the cached file the change gets too (not after a restart, nor once
+ * the file was closed, nor for an O_DIRECT write, which opens its own), and
+ * after a write that failed.
  */
 uint64_t store_pending_reads(const struct store *st);
 /*

@@ -172,11 +172,11 @@ static void render_server(const struct server_stats *st, FILE *f)
 	rdmafs_prom_counter(f, "rdmafs_inline_reads_total",
 			    "Small reads answered with the data inside the reply (no RDMA WRITE).",
 			    st->inline_reads);
-	rdmafs_prom_counter(
-		f, "rdmafs_pending_reads_total",
-		"Blocks read back to settle the checksums a short overwrite left "
-		"pending (one written before a restart, or through a file closed since).",
-		st->pending_reads);
+	rdmafs_prom_counter(f, "rdmafs_pending_reads_total",
+			    "Blocks read back to settle the checksums a short overwrite left "
+			    "pending (one written before a restart, through a file closed since, "
+			    "settled by an O_DIRECT write or after a failed write).",
+			    st->pending_reads);
 	rdmafs_prom_counter(f, "rdmafs_requests_run_on_receipt_total",
 			    "Requests run by the thread that received them, with no hand-off.",
 			    st->run_on_receipt);

@@ -42,8 +42,8 @@
  * the middle (an append that shares a block with committed data must not
  * turn that data into EIO). The next write or truncate of the chunk reads the
  * pending blocks back and keeps whichever CRC matches, or, when this process
- * wrote them through the file it still holds open and nothing changed the
- * chunk since, takes the pending CRCs unread (settle_pending()). A write
+ * wrote them through the file it still holds open (the cache's) and nothing
+ * changed the chunk since, takes the pending CRCs unread (settle_pending()). A write
  * shorter than DIRECT_MIN that neither grows the chunk nor fails stops there
  * (one commit, the version bumped with the pending CRCs); any other write
  * commits again after its data, with the new CRCs in place. A block torn inside (power loss
@@ -1550,17 +1550,20 @@ static int resolve_pending(struct store_io *io, int fd, struct chunk_meta *m)
 
 /*
  * Settles @m's pending CRCs before a change of the chunk, under its lock
- * held exclusively. When the short overwrite that left them went through
- * @slot's file and nothing changed the chunk since (the version is the one
- * it left), its data reached the file and the pending CRCs are the blocks'
- * content: they are taken without reading the blocks back (what a read-back
- * would find in the page cache). Otherwise (another process's write, one
- * killed, a file since evicted) resolve_pending() reads them.
+ * held exclusively. @settled is what the chunk's cached file recorded
+ * (fd_slot.settled, taken and cleared by the caller; 0: none). When the
+ * short overwrite that left the CRCs completed through that file and
+ * nothing changed the chunk since (the version is the one it left), its data
+ * is in the file and the pending CRCs are the blocks' content: they are
+ * taken without reading the blocks back, as a read-back from the page cache
+ * would find them (a block whose writeback then failed and was evicted fails
+ * its CRC: EIO, never bad data). Otherwise (a daemon restarted since, the
+ * file closed, no cached file: an O_DIRECT write's own, or one the cache
+ * could not keep) resolve_pending() reads them.
  */
-static int settle_pending(struct store_io *io, int fd, const struct fd_slot *slot,
-			  struct chunk_meta *m)
+static int settle_pending(struct store_io *io, int fd, uint64_t settled, struct chunk_meta *m)
 {
-	if (!slot || slot->settled != m->version)
+	if (!settled || settled != m->version)
 		return resolve_pending(io, fd, m);
 	for (uint32_t i = 0; i < m->pending_count; i++)
 		m->crc[m->pending_first + i] = m->crc[m->block_count + i];
@@ -1596,6 +1599,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	uint32_t old_len, new_len, wstart = b0 * BS, wend, done, head_block = UINT32_MAX;
 	bool exists, direct, fresh = true, settle_later = false;
 	struct fd_slot *slot = NULL;
+	uint64_t settled;
 	int fd, ret;
 
 	if (len == 0 || end > st->max_chunk_size || end < offset)
@@ -1617,8 +1621,12 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	/* A file kept open has no leftover: any failure below closes it. */
 	if (fresh)
 		ret = trim_leftover(fd, old_len);
+	/* only a short overwrite that completes records one again, below */
+	settled = slot ? slot->settled : 0;
+	if (slot)
+		slot->settled = 0;
 	if (!ret && m->pending_count)
-		ret = settle_pending(io, fd, slot, m);
+		ret = settle_pending(io, fd, settled, m);
 	if (ret)
 		goto out_close;
 
@@ -1851,6 +1859,7 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	pthread_rwlock_t *lock = chunk_lock(st, id);
 	uint32_t old_len, lb;
 	struct fd_slot *slot;
+	uint64_t settled;
 	bool exists, fresh;
 	int fd, ret;
 
@@ -1864,8 +1873,11 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	ret = chunk_get(st, id, true, &fd, &slot, &fresh);
 	if (ret)
 		goto out_unlock;
+	settled = slot ? slot->settled : 0;
+	if (slot)
+		slot->settled = 0;
 	if (m->pending_count) {
-		ret = settle_pending(io, fd, slot, m);
+		ret = settle_pending(io, fd, settled, m);
 		if (ret)
 			goto out_close;
 	}
