@@ -1599,7 +1599,8 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	uint32_t old_len, new_len, wstart = b0 * BS, wend, done, head_block = UINT32_MAX;
 	bool exists, direct, fresh = true, settle_later = false;
 	struct fd_slot *slot = NULL;
-	uint64_t settled;
+	bool touched = false; /* the chunk's file or metadata changed */
+	uint64_t settled = 0;
 	int fd, ret;
 
 	if (len == 0 || end > st->max_chunk_size || end < offset)
@@ -1621,7 +1622,11 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	/* A file kept open has no leftover: any failure below closes it. */
 	if (fresh)
 		ret = trim_leftover(fd, old_len);
-	/* only a short overwrite that completes records one again, below */
+	/*
+	 * Only a short overwrite that completes records one again, below; a
+	 * write that stops before it changed anything (-EAGAIN: a block to
+	 * fetch) leaves it as it was.
+	 */
 	settled = slot ? slot->settled : 0;
 	if (slot)
 		slot->settled = 0;
@@ -1656,6 +1661,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 		memcpy(buf + (end - wstart), old + (end - tb * BS), wend - end);
 	}
 
+	touched = true;
 	/*
 	 * Blocks that hold data now may hold either content until the metadata
 	 * says. A short write inside the chunk leaves it at that: its one commit
@@ -1728,6 +1734,8 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	if (!ret)
 		info_from_meta(m, true, info);
 out_close:
+	if (slot && !touched)
+		slot->settled = settled;
 	if (ret && direct)
 		chunk_forget(st, id); /* the cached file may now have a leftover */
 	chunk_put(st, fd, slot, ret != 0 && ret != -EAGAIN);

@@ -257,7 +257,6 @@ static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
-/* GETATTR of @ino into @st, merged with what we know locally. */
 /*
  * Directory attributes after this mount's own changes. The kernel drops a
  * directory's cached attributes at every change of its entries and asks for
@@ -334,6 +333,7 @@ static bool dir_cached(struct fs *fs, fuse_ino_t ino, struct stat *st, double *t
 	return hit;
 }
 
+/* GETATTR of @ino into @st, merged with what we know locally. */
 static int do_getattr(struct fs *fs, const struct rfs_cred *c, uint64_t ino, struct stat *st)
 {
 	struct node *n = node_find(fs, ino);
@@ -345,10 +345,9 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct fs *fs = req_fs(req);
 	struct stat st;
+	double timeout = fs->attr_timeout;
 	struct rfs_cred c;
 	int ret;
-
-	double timeout = fs->attr_timeout;
 
 	readahead_tune(fs);
 	if (dir_cached(fs, ino, &st, &timeout)) {
@@ -423,11 +422,10 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs *fs = req_fs(req);
+	uint64_t gen = dir_watch(fs, parent);
 	struct rfs_entry e;
 	struct rfs_cred c;
 	int ret;
-
-	uint64_t gen = dir_watch(fs, parent);
 
 	cred_fill(req, &c);
 	ret = rfs_mknod(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, rdev, &e);
@@ -440,11 +438,10 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs *fs = req_fs(req);
+	uint64_t gen = dir_watch(fs, parent);
 	struct rfs_entry e;
 	struct rfs_cred c;
 	int ret;
-
-	uint64_t gen = dir_watch(fs, parent);
 
 	cred_fill(req, &c);
 	ret = rfs_mkdir(fs->rfs, &c, parent, name, mode, ctx->uid, ctx->gid, &e);
@@ -457,11 +454,10 @@ static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs *fs = req_fs(req);
+	uint64_t gen = dir_watch(fs, parent);
 	struct rfs_entry e;
 	struct rfs_cred c;
 	int ret;
-
-	uint64_t gen = dir_watch(fs, parent);
 
 	cred_fill(req, &c);
 	ret = rfs_symlink(fs->rfs, &c, parent, name, link, ctx->uid, ctx->gid, &e);
@@ -473,11 +469,10 @@ static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct fs *fs = req_fs(req);
+	uint64_t gen = dir_watch(fs, newparent);
 	struct rfs_entry e;
 	struct rfs_cred c;
 	int ret;
-
-	uint64_t gen = dir_watch(fs, newparent);
 
 	cred_fill(req, &c);
 	ret = rfs_link(fs->rfs, &c, ino, newparent, newname, &e);

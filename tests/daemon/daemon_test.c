@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,7 +22,6 @@
 #include <unistd.h>
 #include <linux/capability.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -1057,16 +1057,37 @@ static bool proc_has_cap(pid_t pid, unsigned cap)
 	return eff >> cap & 1;
 }
 
+/* Whether @prog is an executable file in a directory of PATH. */
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char dir[PATH_MAX], file[PATH_MAX + 64];
+
+	while (path && *path) {
+		size_t len = strcspn(path, ":");
+
+		snprintf(dir, sizeof(dir), "%.*s", (int)len, path);
+		snprintf(file, sizeof(file), "%s/%s", len ? dir : ".", prog);
+		if (access(file, X_OK) == 0)
+			return true;
+		path += len + (path[len] == ':');
+	}
+	return false;
+}
+
 /*
  * store.c opens chunk files O_NOATIME, which only their owner (or
  * CAP_FOWNER) may: a chunk file another user owns (a data directory copied
  * in by hand) is opened without it, and reads back. The daemon is started
- * without CAP_FOWNER (dropped from this process's bounding set: it stays
- * dropped for the rest of this test process), after chunk @index's file was
- * given to nobody.
+ * without CAP_FOWNER (setpriv(1) drops it from its bounding and inheritable
+ * sets; this process keeps its own: over verbs a process whose credentials
+ * change can no longer use the devices it opened), after chunk @index's file
+ * was given to nobody.
  */
 static void rewrite_check_foreign(struct daemon_proc *d, uint32_t index, const uint8_t *want)
 {
+	static const char *const drop_fowner[] = {"setpriv", "--bounding-set=-fowner",
+						  "--inh-caps=-fowner", "--", NULL};
 	char path[400], line[512];
 	uint8_t got[RW_LEN];
 	uint32_t bytes, clen;
@@ -1075,9 +1096,9 @@ static void rewrite_check_foreign(struct daemon_proc *d, uint32_t index, const u
 	FILE *log;
 	int ret;
 
-	if (geteuid() != 0) {
-		printf("rewrite: a chunk file of another user not checked: giving it away needs"
-		       " root\n");
+	if (geteuid() != 0 || !in_path("setpriv")) {
+		printf("rewrite: a chunk file of another user not checked: %s\n",
+		       geteuid() ? "giving it away needs root" : "no setpriv(1) in PATH");
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", data_path("rw"),
@@ -1085,9 +1106,10 @@ static void rewrite_check_foreign(struct daemon_proc *d, uint32_t index, const u
 	if (chown(path, 65534, 65534))
 		check_error("chown %s: %s", path, strerror(errno));
 	atime_set_old(path);
-	if (prctl(PR_CAPBSET_DROP, CAP_FOWNER, 0, 0, 0))
-		check_error("dropping CAP_FOWNER: %s", strerror(errno));
-	REQUIRE(daemon_start(d, data_path("rw"), NULL) == 0, "daemon start");
+	harness_daemon_wrap = drop_fowner;
+	ret = daemon_start(d, data_path("rw"), NULL);
+	harness_daemon_wrap = NULL;
+	REQUIRE(ret == 0, "daemon start through setpriv");
 	if (proc_has_cap(d->pid, CAP_FOWNER)) {
 		printf("rewrite: a chunk file of another user not checked: the daemon kept"
 		       " CAP_FOWNER (inherited)\n");

@@ -25,6 +25,7 @@
 extern char **environ;
 
 const char *harness_daemon_path;
+const char *const *harness_daemon_wrap;
 const char *harness_kind = "tcp";
 
 static char scratch[256];
@@ -286,6 +287,8 @@ int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const 
 	snprintf(port_file, sizeof(port_file), "%s/port", harness_dir());
 	snprintf(d->log_path, sizeof(d->log_path), "%s/daemon.log", harness_dir());
 	unlink(port_file);
+	for (unsigned i = 0; harness_daemon_wrap && harness_daemon_wrap[i] && i < 8; i++)
+		argv[n++] = harness_daemon_wrap[i];
 	argv[n++] = harness_daemon_path;
 	argv[n++] = "--data-dir";
 	argv[n++] = data_dir;
@@ -302,7 +305,7 @@ int daemon_start(struct daemon_proc *d, const char *data_dir, const char *const 
 
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 2, d->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	if (posix_spawn(&d->pid, harness_daemon_path, &fa, NULL, (char **)argv, environ)) {
+	if (posix_spawnp(&d->pid, argv[0], &fa, NULL, (char **)argv, environ)) {
 		posix_spawn_file_actions_destroy(&fa);
 		perror("posix_spawn");
 		return -1;

@@ -39,6 +39,12 @@ const char *harness_dir(void);
 extern const char *harness_daemon_path;
 extern const char *harness_kind;
 /*
+ * A command daemon_start() runs the daemon through (NULL-terminated, its
+ * first word found in PATH; at most 8 words), such as setpriv(1) to start it
+ * with fewer capabilities; NULL: none.
+ */
+extern const char *const *harness_daemon_wrap;
+/*
  * The address daemons listen on, as in cluster.sh: RDMAFS_TEST_ADDR, else
  * RDMAFS_VM_RDMA_ADDR (rdma_cm cannot route 127.0.0.1 over soft-RoCE), else
  * 127.0.0.1.
