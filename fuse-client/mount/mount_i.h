@@ -53,6 +53,7 @@ struct node {
 	 */
 	struct stat dir_attr;
 	uint64_t dir_until_ms, dir_gen;
+	uint64_t dir_epoch; /* fs.dir_epoch when the copy was made */
 };
 
 struct handle {
@@ -128,6 +129,8 @@ struct fs {
 	pthread_mutex_t table_lock;
 	struct node *buckets[NODE_BUCKETS];
 	struct mount_stats stats;
+	/* bumped (atomic) by every rmdir and rename: every directory's copy goes (dir_after()) */
+	uint64_t dir_epoch;
 };
 
 /* ---- the inode table (node.c) ---- */

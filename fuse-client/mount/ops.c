@@ -133,11 +133,101 @@ static void cred_fill(fuse_req_t req, struct rfs_cred *c)
 }
 
 /*
- * Takes the service's attributes into @n (layout too, when given) and
- * returns in @st what the kernel should see: our size while we hold writes
- * the service does not know of yet. Tells *@changed whether size or mtime
- * moved since we last looked (someone else wrote).
+ * Directory attributes after this mount's own changes. The kernel drops a
+ * directory's cached attributes at every change of its entries and asks for
+ * them again (GETATTR) at the next permission check in it: a second round
+ * trip per create or unlink. The service sends the directory as the change
+ * left it; the mount answers that GETATTR with it for an attribute timeout,
+ * as the kernel would have answered from its own cache (another client's
+ * change shows after the timeout, as it does there). A change of a
+ * directory's attributes that leaves no copy drops it before and after its
+ * call: a setattr or an xattr of the directory its own (dir_gen); an rmdir
+ * or a rename, which may move or remove a directory holding a copy, every
+ * copy (fs.dir_epoch). A copy from a call begun before such a change is not
+ * kept, nor one older (by ctime) than a copy kept, which then goes too, and
+ * a LOOKUP or READDIRPLUS that brings the kernel the directory drops it.
  */
+struct dir_mark {
+	uint64_t gen, epoch;
+};
+
+static struct dir_mark dir_watch(struct fs *fs, fuse_ino_t dir)
+{
+	struct node *n = node_find(fs, dir);
+	struct dir_mark m = {.epoch = __atomic_load_n(&fs->dir_epoch, __ATOMIC_ACQUIRE)};
+
+	if (n) {
+		pthread_mutex_lock(&n->lock);
+		m.gen = n->dir_gen;
+		pthread_mutex_unlock(&n->lock);
+	}
+	return m;
+}
+
+/* Keeps @after, from a call begun at dir_watch()'s @m, unless a later copy is kept. */
+static void dir_after(struct fs *fs, fuse_ino_t dir, struct dir_mark m,
+		      const struct rfs_dir_after *after)
+{
+	uint64_t now = rdmafs_now_ms();
+	struct node *n;
+	bool older;
+
+	if (!after->valid || (uint64_t)after->attr.st_ino != dir || !(n = node_find(fs, dir)))
+		return;
+	pthread_mutex_lock(&n->lock);
+	older = n->dir_attr.st_ctim.tv_sec > after->attr.st_ctim.tv_sec ||
+		(n->dir_attr.st_ctim.tv_sec == after->attr.st_ctim.tv_sec &&
+		 n->dir_attr.st_ctim.tv_nsec > after->attr.st_ctim.tv_nsec);
+	if (n->dir_gen != m.gen || __atomic_load_n(&fs->dir_epoch, __ATOMIC_ACQUIRE) != m.epoch) {
+		/* a change that leaves no copy came meanwhile */
+	} else if (n->dir_until_ms > now && n->dir_epoch == m.epoch && older) {
+		n->dir_until_ms = 0; /* which of the two is newer is not sure: neither */
+	} else {
+		n->dir_attr = after->attr;
+		n->dir_epoch = m.epoch;
+		n->dir_until_ms = now + (uint64_t)(fs->attr_timeout * 1000);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Drops @ino's copy: its attributes change by a call that sends none back. */
+static void dir_forget(struct fs *fs, fuse_ino_t ino)
+{
+	struct node *n = node_find(fs, ino);
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	n->dir_gen++;
+	n->dir_until_ms = 0;
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Drops every directory's copy: an rmdir or a rename, before and after its call. */
+static void dir_forget_all(struct fs *fs)
+{
+	__atomic_add_fetch(&fs->dir_epoch, 1, __ATOMIC_ACQ_REL);
+}
+
+/* @ino's copy while it is good, and the seconds it stays so; false: none. */
+static bool dir_cached(struct fs *fs, fuse_ino_t ino, struct stat *st, double *timeout)
+{
+	struct node *n = node_find(fs, ino);
+	uint64_t now = rdmafs_now_ms();
+	bool hit = false;
+
+	if (!n)
+		return false;
+	pthread_mutex_lock(&n->lock);
+	if (n->dir_until_ms > now &&
+	    n->dir_epoch == __atomic_load_n(&fs->dir_epoch, __ATOMIC_ACQUIRE)) {
+		*st = n->dir_attr;
+		*timeout = (double)(n->dir_until_ms - now) / 1000;
+		hit = true;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return hit;
+}
 
 /* Replies to a call that returned an entry, counting the kernel's new lookup. */
 static void reply_entry(fuse_req_t req, struct fs *fs, int ret, const struct rfs_entry *entry)
@@ -154,6 +244,8 @@ static void reply_entry(fuse_req_t req, struct fs *fs, int ret, const struct rfs
 		goto out_error;
 	}
 	rfs_file_merge(n->file, entry, &e.attr, NULL, RFS_SEQ_NOW);
+	if (S_ISDIR(entry->attr.st_mode)) /* the kernel gets its attributes: fresher */
+		dir_forget(fs, (fuse_ino_t)entry->attr.st_ino);
 	e.ino = entry->attr.st_ino;
 	e.generation = entry->generation;
 	e.attr_timeout = fs->attr_timeout;
@@ -257,82 +349,6 @@ static void fs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
-/*
- * Directory attributes after this mount's own changes. The kernel drops a
- * directory's cached attributes at every change of its entries and asks for
- * them again (GETATTR) at the next permission check in it: a second round
- * trip per create or unlink. The service sends the directory as the change
- * left it; the mount answers that GETATTR with it for an attribute timeout,
- * as the kernel would have answered from its own cache (another client's
- * change shows after the timeout, as it does there). A change of the
- * directory's attributes that leaves no copy (setattr, xattrs, rmdir and
- * rename, which send none) drops the copy before and after its call, and a
- * copy from a call begun before such a change is not kept (dir_gen).
- */
-static uint64_t dir_watch(struct fs *fs, fuse_ino_t dir)
-{
-	struct node *n = node_find(fs, dir);
-	uint64_t gen = 0;
-
-	if (n) {
-		pthread_mutex_lock(&n->lock);
-		gen = n->dir_gen;
-		pthread_mutex_unlock(&n->lock);
-	}
-	return gen;
-}
-
-/* Keeps @after, from a call begun at dir_watch()'s @gen, unless a later copy is kept. */
-static void dir_after(struct fs *fs, fuse_ino_t dir, uint64_t gen,
-		      const struct rfs_dir_after *after)
-{
-	struct node *n;
-
-	if (!after->valid || (uint64_t)after->attr.st_ino != dir || !(n = node_find(fs, dir)))
-		return;
-	pthread_mutex_lock(&n->lock);
-	if (n->dir_gen == gen &&
-	    (!n->dir_until_ms || n->dir_attr.st_ctim.tv_sec < after->attr.st_ctim.tv_sec ||
-	     (n->dir_attr.st_ctim.tv_sec == after->attr.st_ctim.tv_sec &&
-	      n->dir_attr.st_ctim.tv_nsec <= after->attr.st_ctim.tv_nsec))) {
-		n->dir_attr = after->attr;
-		n->dir_until_ms = rdmafs_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
-	}
-	pthread_mutex_unlock(&n->lock);
-}
-
-/* Drops @ino's copy: its attributes change by a call that sends none back. */
-static void dir_forget(struct fs *fs, fuse_ino_t ino)
-{
-	struct node *n = node_find(fs, ino);
-
-	if (!n)
-		return;
-	pthread_mutex_lock(&n->lock);
-	n->dir_gen++;
-	n->dir_until_ms = 0;
-	pthread_mutex_unlock(&n->lock);
-}
-
-/* @ino's copy while it is good, and the seconds it stays so; false: none. */
-static bool dir_cached(struct fs *fs, fuse_ino_t ino, struct stat *st, double *timeout)
-{
-	struct node *n = node_find(fs, ino);
-	uint64_t now = rdmafs_now_ms();
-	bool hit = false;
-
-	if (!n)
-		return false;
-	pthread_mutex_lock(&n->lock);
-	if (n->dir_until_ms > now) {
-		*st = n->dir_attr;
-		*timeout = (double)(n->dir_until_ms - now) / 1000;
-		hit = true;
-	}
-	pthread_mutex_unlock(&n->lock);
-	return hit;
-}
-
 /* GETATTR of @ino into @st, merged with what we know locally. */
 static int do_getattr(struct fs *fs, const struct rfs_cred *c, uint64_t ino, struct stat *st)
 {
@@ -422,7 +438,7 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs *fs = req_fs(req);
-	uint64_t gen = dir_watch(fs, parent);
+	struct dir_mark gen = dir_watch(fs, parent);
 	struct rfs_entry e;
 	struct rfs_cred c;
 	int ret;
@@ -438,7 +454,7 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs *fs = req_fs(req);
-	uint64_t gen = dir_watch(fs, parent);
+	struct dir_mark gen = dir_watch(fs, parent);
 	struct rfs_entry e;
 	struct rfs_cred c;
 	int ret;
@@ -454,7 +470,7 @@ static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs *fs = req_fs(req);
-	uint64_t gen = dir_watch(fs, parent);
+	struct dir_mark gen = dir_watch(fs, parent);
 	struct rfs_entry e;
 	struct rfs_cred c;
 	int ret;
@@ -469,7 +485,7 @@ static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct fs *fs = req_fs(req);
-	uint64_t gen = dir_watch(fs, newparent);
+	struct dir_mark gen = dir_watch(fs, newparent);
 	struct rfs_entry e;
 	struct rfs_cred c;
 	int ret;
@@ -484,7 +500,7 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
-	uint64_t gen = dir_watch(fs, parent);
+	struct dir_mark gen = dir_watch(fs, parent);
 	struct rfs_dir_after after;
 	struct rfs_freed freed;
 	struct rfs_cred c;
@@ -507,9 +523,9 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret;
 
 	cred_fill(req, &c);
-	dir_forget(fs, parent);
+	dir_forget_all(fs);
 	ret = rfs_rmdir(fs->rfs, &c, parent, name);
-	dir_forget(fs, parent);
+	dir_forget_all(fs);
 	reply_error(req, ret);
 }
 
@@ -527,11 +543,9 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	}
 	cred_fill(req, &c);
 	/* RENAME_NOREPLACE and RENAME_EXCHANGE are RFS_RENAME_NOREPLACE and _EXCHANGE */
-	dir_forget(fs, parent);
-	dir_forget(fs, newparent);
+	dir_forget_all(fs);
 	ret = rfs_rename(fs->rfs, &c, parent, name, newparent, newname, flags, &freed);
-	dir_forget(fs, parent);
-	dir_forget(fs, newparent);
+	dir_forget_all(fs);
 	reply_error(req, ret);
 	if (!ret)
 		rfs_free_data(fs->rfs, &freed);
@@ -623,7 +637,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fs *fs = req_fs(req);
 	struct fuse_entry_param e;
 	struct rfs_entry entry;
-	uint64_t server, ino, gen;
+	struct dir_mark gen;
+	uint64_t server, ino;
 	struct handle *h;
 	struct node *n;
 	struct rfs_cred c;
@@ -901,6 +916,8 @@ static int dir_fill_one(void *arg, const struct rfs_dirent *d)
 		n = node_ref(f->fs, d->ino, 1, 0);
 		if (n)
 			rfs_file_merge(n->file, &entry, &e.attr, NULL, RFS_SEQ_NOW);
+		if (n && S_ISDIR(d->attr.st_mode)) /* as for a LOOKUP: the kernel's are fresher */
+			dir_forget(f->fs, d->ino);
 		e.ino = d->ino;
 		e.generation = d->generation;
 		e.attr_timeout = f->fs->attr_timeout;

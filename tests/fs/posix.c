@@ -232,7 +232,8 @@ static void dir_check(const char *path, struct stat *last, nlink_t nlink, mode_t
  */
 static void test_dir_attrs(void)
 {
-	struct stat last;
+	struct stat last, st;
+	int fd;
 
 	REQUIRE_OK(mkdir("da", 0755));
 	REQUIRE_OK(stat("da", &last));
@@ -262,6 +263,27 @@ static void test_dir_attrs(void)
 	REQUIRE_OK(unlink("da/l"));
 	REQUIRE_OK(unlink("da/f"));
 	dir_check("da", &last, 2, 0750, "the last unlink");
+	/* a subdirectory moved to another directory: both link counts */
+	REQUIRE_OK(mkdir("db", 0755));
+	REQUIRE_OK(mkdir("da/m", 0755));
+	REQUIRE_OK(put("da/m/f", "x"));
+	REQUIRE_OK(rename("da/m", "db/m"));
+	REQUIRE_OK(stat("db", &st));
+	REQUIRE(st.st_nlink == 3, "db after a directory moved in: %lu links, want 3",
+		(unsigned long)st.st_nlink);
+	dir_check("da", &last, 2, 0750, "a directory moved out");
+	/* a directory removed while open, whose last change left a copy: not 2 links */
+	fd = open("db/m", O_RDONLY | O_DIRECTORY);
+	REQUIRE(fd >= 0, "open db/m: %s", check_errno_name(errno));
+	REQUIRE_OK(unlink("db/m/f"));
+	REQUIRE_OK(fstat(fd, &st));
+	REQUIRE(st.st_nlink == 2, "db/m after its last unlink: %lu links, want 2",
+		(unsigned long)st.st_nlink);
+	REQUIRE_OK(rmdir("db/m"));
+	REQUIRE(fstat(fd, &st) != 0 || st.st_nlink == 0,
+		"a removed directory, still open, shows %lu links", (unsigned long)st.st_nlink);
+	close(fd);
+	REQUIRE_OK(rmdir("db"));
 	REQUIRE_OK(rmdir("da"));
 }
 

@@ -170,9 +170,6 @@ def check_work(families, url, mount, size):
           value(families, "rdmafs_client_cluster_map_fetches") >= 1,
           "cluster map epoch > 0, fetched at least once")
     check(value(families, "rdmafs_client_buffers", "") > 0, "buffers > 0")
-    hits = value(families, "rdmafs_client_dir_attr_hits")
-    check(hits >= 2, "the directory's GETATTRs right after a create and an unlink were answered "
-          "from the attributes their replies carried", f"{hits} answered so")
 
 
 def check_restart(families, before):
