@@ -1548,6 +1548,16 @@ static int resolve_pending(struct store_io *io, int fd, struct chunk_meta *m)
 	return 0;
 }
 
+/* @slot's record of a completed short overwrite (0: none, or no slot), cleared. */
+static uint64_t slot_take_settled(struct fd_slot *slot)
+{
+	uint64_t settled = slot ? slot->settled : 0;
+
+	if (slot)
+		slot->settled = 0;
+	return settled;
+}
+
 /*
  * Settles @m's pending CRCs before a change of the chunk, under its lock
  * held exclusively. @settled is what the chunk's cached file recorded
@@ -1627,9 +1637,7 @@ int store_write(struct store_io *io, struct store_chunk_id id, uint32_t offset, 
 	 * write that stops before it changed anything (-EAGAIN: a block to
 	 * fetch) leaves it as it was.
 	 */
-	settled = slot ? slot->settled : 0;
-	if (slot)
-		slot->settled = 0;
+	settled = slot_take_settled(slot);
 	if (!ret && m->pending_count)
 		ret = settle_pending(io, fd, settled, m);
 	if (ret)
@@ -1881,9 +1889,7 @@ int store_truncate(struct store_io *io, struct store_chunk_id id, uint32_t lengt
 	ret = chunk_get(st, id, true, &fd, &slot, &fresh);
 	if (ret)
 		goto out_unlock;
-	settled = slot ? slot->settled : 0;
-	if (slot)
-		slot->settled = 0;
+	settled = slot_take_settled(slot);
 	if (m->pending_count) {
 		ret = settle_pending(io, fd, settled, m);
 		if (ret)
