@@ -30,18 +30,29 @@
  *   at each later hop, so a test that holds the next
  *   daemon's pull at its gate has all the time it needs to kill the head
  *   while the forward is on its way, on a slow machine too (fs-headkill,
- *   fs-headswap).
+ *   fs-headswap);
+ * - RDMAFS_TEST_NOWAIT_RESIDENT=1 fails each RWF_NOWAIT read of a chunk file
+ *   (io_uring_submit_and_wait(), the store's reads on receipt) with -EAGAIN
+ *   when a page it would read is out of the page cache as mincore(2) sees it
+ *   at submission, without reading: the kernel's own answer to such a read
+ *   may be the data, when the readahead it starts for it is done before it
+ *   looks again, so a test could not say whether the daemon would fetch
+ *   (test receipt).
  * Unset, the daemon is the ordinary one.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 
 #include <liburing.h>
 
@@ -117,6 +128,68 @@ ssize_t __wrap_pwrite64(int fd, const void *buf, size_t n, off_t off)
 int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
 int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
 
+/* Whether a page of [@off, @off + @len) of @fd, within its size, is out of the page cache. */
+static bool range_cold(int fd, uint64_t off, uint32_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned char vec[64];
+	uint64_t first, end;
+	struct stat sb;
+	bool cold = false;
+	void *map;
+
+	if (fstat(fd, &sb) || off >= (uint64_t)sb.st_size)
+		return false; /* at the end of the file: nothing to read */
+	end = off + len < (uint64_t)sb.st_size ? off + len : (uint64_t)sb.st_size;
+	first = off / page * page;
+	for (uint64_t at = first; at < end && !cold; at += sizeof(vec) * page) {
+		size_t span = end - at < sizeof(vec) * page ? end - at : sizeof(vec) * page;
+
+		map = mmap(NULL, span, PROT_READ, MAP_SHARED, fd, (off_t)at);
+		if (map == MAP_FAILED)
+			return false;
+		if (!mincore(map, span, vec))
+			for (size_t i = 0; i < (span + page - 1) / page; i++)
+				cold |= !(vec[i] & 1);
+		munmap(map, span);
+	}
+	return cold;
+}
+
+/* An empty pipe, its reading end non-blocking: a read of it answers -EAGAIN. */
+static int empty_pipe[2] = {-1, -1};
+
+static void empty_pipe_open(void)
+{
+	if (pipe2(empty_pipe, O_NONBLOCK | O_CLOEXEC))
+		empty_pipe[0] = -1;
+}
+
+/*
+ * RDMAFS_TEST_NOWAIT_RESIDENT: each RWF_NOWAIT read of a chunk file queued on
+ * @ring that would read a page out of the page cache reads an empty
+ * non-blocking pipe instead, which answers -EAGAIN at once.
+ */
+static void nowait_from_resident(struct io_uring *ring)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct io_uring_sq *sq = &ring->sq;
+
+	if (!getenv("RDMAFS_TEST_NOWAIT_RESIDENT"))
+		return;
+	pthread_once(&once, empty_pipe_open);
+	if (empty_pipe[0] < 0)
+		return;
+	for (unsigned i = sq->sqe_head; i != sq->sqe_tail; i++) {
+		struct io_uring_sqe *sqe = &sq->sqes[i & sq->ring_mask];
+
+		if ((sqe->opcode == IORING_OP_READ || sqe->opcode == IORING_OP_READ_FIXED) &&
+		    (sqe->rw_flags & RWF_NOWAIT) && !(sqe->flags & IOSQE_FIXED_FILE) &&
+		    chunk_file(sqe->fd) && range_cold(sqe->fd, sqe->off, sqe->len))
+			sqe->fd = empty_pipe[0];
+	}
+}
+
 int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
 {
 	static long calls;
@@ -131,6 +204,7 @@ int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
 		if (calls >= first && calls < first + count)
 			return -EAGAIN;
 	}
+	nowait_from_resident(ring);
 	return __real_io_uring_submit_and_wait(ring, wait_nr);
 }
 
