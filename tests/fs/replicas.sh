@@ -269,7 +269,8 @@ dd if="$local_dir/d1" of="$mnt/r/d1" bs=1M conv=fsync status=none ||
 	check_fail "writing d1 with daemon 2 down"
 head -c 100000 /dev/urandom >"$local_dir/patch" || check_error "making the patch"
 for f in "$mnt/r/g" "$local_dir/g"; do
-	dd if="$local_dir/patch" of="$f" bs=1 seek=$((MIB - 5000)) conv=notrunc,fsync status=none ||
+	dd if="$local_dir/patch" of="$f" bs=100000 seek=$((MIB - 5000)) oflag=seek_bytes \
+		conv=notrunc,fsync status=none ||
 		check_fail "overwriting $f with daemon 2 down"
 done
 truncate -s $((5 * MIB + 9)) "$mnt/r/many" || check_fail "truncating many with daemon 2 down"
