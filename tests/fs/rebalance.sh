@@ -39,6 +39,8 @@ local_dir=$(mktemp -d "${TMPDIR:-/tmp}/rebalance.XXXXXX") ||
 	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
 trap 'rm -rf "$local_dir"' EXIT
 DAEMONS="meta 1 2 3"
+# shellcheck disable=SC2086 # the daemons' names, one word each
+check_datadirs_load $DAEMONS
 live="live1 live2 live3 live4"
 
 # the inode number of FILE
@@ -79,7 +81,7 @@ for n in $live; do
 	dd if=/dev/zero of="$mnt/r/$n" bs=1M count=4 conv=fsync status=none || check_fail "writing r/$n"
 done
 chunks3() {
-	find "$("$ctl" ctl datadir 3)/chunks" -type f | wc -l
+	find "${check_datadirs[3]}/chunks" -type f | wc -l
 }
 [ "$(chunks3)" = 0 ] || check_fail "files were made on the drained storage 3"
 "$rdmafsctl" undrain "$victim" >"$local_dir/undrain" 2>&1 ||

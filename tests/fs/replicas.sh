@@ -41,26 +41,25 @@ xattr() {
 	getfattr --absolute-names --only-values -n "$2" "$1" 2>&1
 }
 DAEMONS="meta 1 2 3"
+# shellcheck disable=SC2086 # the daemons' names, one word each
+check_datadirs_load $DAEMONS
 # the chunk file of chunk INDEX of inode INO on daemon I, if it holds one
 chunk_file() {
-	local dir
-	dir=$("$ctl" ctl datadir "$1") || check_error "cluster.sh ctl datadir $1"
-	printf '%s/chunks/%016x/%016x' "$dir" "$2" "$3"
+	check_chunk_path "$@"
+	echo "$check_path"
 }
 # how many daemons hold chunk INDEX of inode INO (their data directories' layout)
 copies_of() {
-	local i n=0 dir
-	for i in $DAEMONS; do
-		dir=$("$ctl" ctl datadir "$i") || check_error "cluster.sh ctl datadir $i"
-		[ -f "$(printf '%s/chunks/%016x/%016x' "$dir" "$1" "$2")" ] && n=$((n + 1))
-	done
-	echo "$n"
+	local held
+	# shellcheck disable=SC2086 # the daemons' names, one word each
+	read -r -a held <<<"$(check_holders "$1" "$2" $DAEMONS)"
+	echo "${#held[@]}"
 }
 # the chunk files of inode INO on every daemon together
 chunk_files() {
 	local i n=0 dir
 	for i in $DAEMONS; do
-		dir=$(printf '%s/chunks/%016x' "$("$ctl" ctl datadir "$i")" "$1")
+		dir=$(printf '%s/chunks/%016x' "${check_datadirs[$i]}" "$1")
 		[ -d "$dir" ] && n=$((n + $(find "$dir" -mindepth 1 -maxdepth 1 | wc -l)))
 	done
 	echo "$n"

@@ -12,6 +12,7 @@
 daemons=(meta storage1 storage2 storage3)
 names=(meta 1 2 3) # cluster.sh ctl's, in the same order
 pids=()
+check_datadirs_load "${names[@]}" # for copy_of in subshells
 
 # at exit: every daemon's gate open, the scratch directory gone
 scene_cleanup() {
@@ -82,8 +83,8 @@ name_of() {
 
 # copy_of NAME: the path of NAME's copy of the file's first chunk
 copy_of() {
-	printf '%s/chunks/%016x/%016x' "$("$ctl" ctl datadir "$1")" "$ino" 0 ||
-		check_error "cluster.sh ctl datadir $1"
+	check_chunk_path "$1" "$ino" 0
+	echo "$check_path"
 }
 
 # holds NAME FILE: NAME's copy holds FILE's bytes (and only those)

@@ -107,15 +107,38 @@ check_gate_wait() {
 	return 1
 }
 
+# The data directories of the cluster's daemons by cluster.sh ctl name, asked of
+# cluster.sh once each (a daemon keeps its directory for the cluster's life; a
+# cluster.sh call is a second or more of the rdma-vm guest's time).
+declare -gA check_datadirs=()
+# check_datadirs_load NAME...: asks cluster.sh for each daemon NAME's data
+# directory now, so that subshells ($(...)) find it in check_datadirs.
+check_datadirs_load() {
+	local i
+	for i in "$@"; do
+		[ -n "${check_datadirs[$i]:-}" ] && continue
+		check_datadirs[$i]=$("$RDMAFS_CLUSTER_CTL" ctl datadir "$i") ||
+			check_error "cluster.sh ctl datadir $i"
+	done
+}
+
+# check_chunk_path NAME INO INDEX: sets check_path to where daemon NAME (cluster.sh
+# ctl names: meta, 1, 2, ...) keeps chunk INDEX of inode INO.
+check_path=
+check_chunk_path() {
+	check_datadirs_load "$1"
+	printf -v check_path '%s/chunks/%016x/%016x' "${check_datadirs[$1]}" "$2" "$3"
+}
+
 # check_holders INO INDEX NAME...: which of the cluster's daemons NAME (cluster.sh
 # ctl names: meta, 1, 2, ...) hold chunk INDEX of inode INO in their data
 # directories, printed as "NAME NAME ... " in the order given.
 check_holders() {
-	local ino=$1 index=$2 i dir
+	local ino=$1 index=$2 i
 	shift 2
 	for i in "$@"; do
-		dir=$("$RDMAFS_CLUSTER_CTL" ctl datadir "$i") || check_error "cluster.sh ctl datadir $i"
-		[ -f "$(printf '%s/chunks/%016x/%016x' "$dir" "$ino" "$index")" ] && printf '%s ' "$i"
+		check_chunk_path "$i" "$ino" "$index"
+		[ -f "$check_path" ] && printf '%s ' "$i"
 	done
 }
 
@@ -126,8 +149,8 @@ check_chunk_copies() {
 	local what=$1 ino=$2 index=$3 copies=$4 first=$5 i f n=0
 	shift 5
 	for i in "$@"; do
-		f=$(printf '%s/chunks/%016x/%016x' "$("$RDMAFS_CLUSTER_CTL" ctl datadir "$i")" "$ino" "$index") ||
-			check_error "cluster.sh ctl datadir $i"
+		check_chunk_path "$i" "$ino" "$index"
+		f=$check_path
 		[ -f "$f" ] || continue
 		n=$((n + 1))
 		if [ -z "$first" ]; then
@@ -171,7 +194,11 @@ check_readable() {
 check_said=
 check_cmp() {
 	local got=$1 want=$2 secs=${3:-120} out rc
-	check_readable "$want" "comparing $got"
+	# WANT read whole only when cmp is in trouble (below): once per compare
+	# was a second read of every reference, a process or two each in the guest
+	if [ ! -r "$want" ] || [ -d "$want" ]; then
+		check_error "comparing $got: the test's own file $want is missing or unreadable"
+	fi
 	out=$(timeout "$secs" cmp -- "$got" "$want" 2>&1)
 	rc=$?
 	check_said=$out
