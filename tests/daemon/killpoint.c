@@ -37,7 +37,7 @@
  *   at submission, without reading: the kernel's own answer to such a read
  *   may be the data, when the readahead it starts for it is done before it
  *   looks again, so a test could not say whether the daemon would fetch
- *   (test receipt).
+ *   (test receipt); the daemon's log says whether it can, and through what.
  * Unset, the daemon is the ordinary one.
  */
 #include <errno.h>
@@ -51,6 +51,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
@@ -125,7 +126,6 @@ ssize_t __wrap_pwrite64(int fd, const void *buf, size_t n, off_t off)
 	return killable(__real_pwrite64, fd, buf, n, off);
 }
 
-int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
 int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
 
 /* Whether a page of [@off, @off + @len) of @fd, within its size, is out of the page cache. */
@@ -156,29 +156,84 @@ static bool range_cold(int fd, uint64_t off, uint32_t len)
 	return cold;
 }
 
-/* An empty pipe, its reading end non-blocking: a read of it answers -EAGAIN. */
-static int empty_pipe[2] = {-1, -1};
+int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
 
-static void empty_pipe_open(void)
+/* Whether a RWF_NOWAIT read of @fd through an io_uring fails with -EAGAIN. */
+static bool nowait_read_says_eagain(int fd)
 {
-	if (pipe2(empty_pipe, O_NONBLOCK | O_CLOEXEC))
-		empty_pipe[0] = -1;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct io_uring ring;
+	char bytes[8];
+	int res = 0;
+
+	if (io_uring_queue_init(2, &ring, 0))
+		return false;
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_read(sqe, fd, bytes, sizeof(bytes), 0);
+	sqe->rw_flags = RWF_NOWAIT;
+	if (__real_io_uring_submit_and_wait(&ring, 1) == 1 && !io_uring_peek_cqe(&ring, &cqe))
+		res = cqe->res;
+	io_uring_queue_exit(&ring);
+	return res == -EAGAIN;
+}
+
+/*
+ * The reading end of an empty pipe, else of an empty socket pair, both
+ * non-blocking, whose RWF_NOWAIT read through io_uring fails with -EAGAIN
+ * at once (a pipe's from Linux 6.4; before, -EOPNOTSUPP); -1 when neither's
+ * does. The daemon's log says which (the test reads it).
+ */
+static int nowait_eagain_fd = -1;
+
+static void nowait_eagain_open(void)
+{
+	int p[2];
+
+	if (!pipe2(p, O_NONBLOCK | O_CLOEXEC)) {
+		if (nowait_read_says_eagain(p[0])) {
+			nowait_eagain_fd = p[0]; /* p[1] stays open: no end of file */
+			fprintf(stderr, "killpoint: cold RWF_NOWAIT reads fail through a pipe\n");
+			return;
+		}
+		close(p[0]);
+		close(p[1]);
+	}
+	if (!socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p)) {
+		if (nowait_read_says_eagain(p[0])) {
+			nowait_eagain_fd = p[0];
+			fprintf(stderr, "killpoint: cold RWF_NOWAIT reads fail through a socket\n");
+			return;
+		}
+		close(p[0]);
+		close(p[1]);
+	}
+	fprintf(stderr, "killpoint: cannot fail a cold RWF_NOWAIT read: neither a pipe's nor a "
+			"socket's answers -EAGAIN here\n");
 }
 
 /*
  * RDMAFS_TEST_NOWAIT_RESIDENT: each RWF_NOWAIT read of a chunk file queued on
- * @ring that would read a page out of the page cache reads an empty
- * non-blocking pipe instead, which answers -EAGAIN at once.
+ * @ring that would read a page out of the page cache reads nowait_eagain_fd
+ * instead, which answers -EAGAIN at once.
  */
+static pthread_once_t nowait_once = PTHREAD_ONCE_INIT;
+
+/* at start-up, so that the log says it before the daemon serves */
+__attribute__((constructor)) static void nowait_from_resident_setup(void)
+{
+	if (getenv("RDMAFS_TEST_NOWAIT_RESIDENT"))
+		pthread_once(&nowait_once, nowait_eagain_open);
+}
+
 static void nowait_from_resident(struct io_uring *ring)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct io_uring_sq *sq = &ring->sq;
 
 	if (!getenv("RDMAFS_TEST_NOWAIT_RESIDENT"))
 		return;
-	pthread_once(&once, empty_pipe_open);
-	if (empty_pipe[0] < 0)
+	pthread_once(&nowait_once, nowait_eagain_open);
+	if (nowait_eagain_fd < 0)
 		return;
 	for (unsigned i = sq->sqe_head; i != sq->sqe_tail; i++) {
 		struct io_uring_sqe *sqe = &sq->sqes[i & sq->ring_mask];
@@ -186,7 +241,7 @@ static void nowait_from_resident(struct io_uring *ring)
 		if ((sqe->opcode == IORING_OP_READ || sqe->opcode == IORING_OP_READ_FIXED) &&
 		    (sqe->rw_flags & RWF_NOWAIT) && !(sqe->flags & IOSQE_FIXED_FILE) &&
 		    chunk_file(sqe->fd) && range_cold(sqe->fd, sqe->off, sqe->len))
-			sqe->fd = empty_pipe[0];
+			sqe->fd = nowait_eagain_fd;
 	}
 }
 

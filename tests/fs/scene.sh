@@ -12,7 +12,6 @@
 daemons=(meta storage1 storage2 storage3)
 names=(meta 1 2 3) # cluster.sh ctl's, in the same order
 pids=()
-check_datadirs_load "${names[@]}" # for copy_of in subshells
 
 # at exit: every daemon's gate open, the scratch directory gone
 scene_cleanup() {
@@ -21,6 +20,7 @@ scene_cleanup() {
 	rm -rf "$local_dir"
 }
 trap scene_cleanup EXIT
+check_datadirs_load "${names[@]}" # for copy_of in subshells
 
 # the daemons' pids, in the order of names (a restarted one's is new; a
 # killed one, whose pid file cluster.sh removed, is "killed")
