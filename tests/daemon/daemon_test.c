@@ -2168,9 +2168,9 @@ static bool nowait_supported(const char *dir)
  * page out of the cache with the data when the readahead it starts for it
  * is done first (on a busy machine, often), so which request finds its
  * block cold would otherwise be the kernel's timing, not the daemon's.
- * Where that daemon cannot fail a read (a kernel before 6.4 whose sockets
- * refuse RWF_NOWAIT too; its log says so), a cold request counts as fetched
- * or as answered at once, and never as handed on.
+ * Where that daemon cannot fail a read (no pipe, eventfd or socket of this
+ * kernel answers a RWF_NOWAIT read with -EAGAIN; its log says so), a cold
+ * request counts as fetched or as answered at once, and never as handed on.
  */
 static int test_receipt(void)
 {

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -179,37 +180,44 @@ static bool nowait_read_says_eagain(int fd)
 }
 
 /*
- * The reading end of an empty pipe, else of an empty socket pair, both
- * non-blocking, whose RWF_NOWAIT read through io_uring fails with -EAGAIN
- * at once (a pipe's from Linux 6.4; before, -EOPNOTSUPP); -1 when neither's
- * does. The daemon's log says which (the test reads it).
+ * A descriptor whose RWF_NOWAIT read through io_uring fails with -EAGAIN at
+ * once: the reading end of an empty pipe (Linux 6.4 on; before, such a read
+ * says -EOPNOTSUPP), else an eventfd at zero (5.12 on), else one end of an
+ * empty socket pair, all non-blocking; -1 when none's does. The daemon's log
+ * says which (the test reads it).
  */
 static int nowait_eagain_fd = -1;
 
+/* Keeps @fd (of @what) if its RWF_NOWAIT read fails with -EAGAIN, else closes it and @other. */
+static bool nowait_eagain_take(int fd, int other, const char *what)
+{
+	if (fd >= 0 && nowait_read_says_eagain(fd)) {
+		nowait_eagain_fd = fd; /* @other stays open: no end of file */
+		fprintf(stderr, "killpoint: cold RWF_NOWAIT reads fail through %s\n", what);
+		return true;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (other >= 0)
+		close(other);
+	return false;
+}
+
 static void nowait_eagain_open(void)
 {
-	int p[2];
+	int p[2] = {-1, -1}, s[2] = {-1, -1};
 
-	if (!pipe2(p, O_NONBLOCK | O_CLOEXEC)) {
-		if (nowait_read_says_eagain(p[0])) {
-			nowait_eagain_fd = p[0]; /* p[1] stays open: no end of file */
-			fprintf(stderr, "killpoint: cold RWF_NOWAIT reads fail through a pipe\n");
-			return;
-		}
-		close(p[0]);
-		close(p[1]);
-	}
-	if (!socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p)) {
-		if (nowait_read_says_eagain(p[0])) {
-			nowait_eagain_fd = p[0];
-			fprintf(stderr, "killpoint: cold RWF_NOWAIT reads fail through a socket\n");
-			return;
-		}
-		close(p[0]);
-		close(p[1]);
-	}
-	fprintf(stderr, "killpoint: cannot fail a cold RWF_NOWAIT read: neither a pipe's nor a "
-			"socket's answers -EAGAIN here\n");
+	if (pipe2(p, O_NONBLOCK | O_CLOEXEC))
+		p[0] = p[1] = -1;
+	if (nowait_eagain_take(p[0], p[1], "a pipe") ||
+	    nowait_eagain_take(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), -1, "an eventfd"))
+		return;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, s))
+		s[0] = s[1] = -1;
+	if (!nowait_eagain_take(s[0], s[1], "a socket"))
+		fprintf(stderr,
+			"killpoint: cannot fail a cold RWF_NOWAIT read: no pipe's, eventfd's "
+			"or socket's answers -EAGAIN here\n");
 }
 
 /*
