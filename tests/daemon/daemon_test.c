@@ -21,7 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/capability.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -33,6 +32,7 @@
 #include "rdmafs_fs.h"
 #include "rdmafs_common.h"
 #include "harness.h"
+#include "page_cache.h"
 
 #define MiB	  (1u << 20)
 #define CHUNK	  MiB
@@ -2090,23 +2090,9 @@ static void expect_receipt(struct rfs_daemon *c, struct receipt_counts *r, const
 	*r = (struct receipt_counts){ds.run_on_receipt, ds.handed_on, ds.fetched};
 }
 
-/* Whether the first page of @fd (@len bytes long) is in the page cache (mincore(2)). */
-static bool first_page_cached(int fd, size_t len, const char *path)
-{
-	unsigned char vec = 0;
-	void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-
-	if (map == MAP_FAILED)
-		check_error("mmap %s: %s", path, strerror(errno));
-	if (mincore(map, 1, &vec))
-		check_error("mincore %s: %s", path, strerror(errno));
-	munmap(map, len);
-	return vec & 1;
-}
-
 /*
  * Drops chunk @id's file of @d from the page cache (its pages made clean
- * first), and sees that its first page left: under load a page another CPU
+ * first), and sees that its first block left: under load a page another CPU
  * still holds for a moment stays (POSIX_FADV_DONTNEED drops only what no one
  * holds), so it asks again, up to 100 times, 10 ms apart. A page that never
  * leaves is the test's own trouble, no verdict on the daemon.
@@ -2114,20 +2100,21 @@ static bool first_page_cached(int fd, size_t len, const char *path)
 static void evict_chunk(const struct daemon_proc *d, struct rfs_chunk_id id)
 {
 	char path[512];
-	struct stat sb;
-	int fd, tries = 0;
+	int fd, cold, tries = 0;
 
 	snprintf(path, sizeof(path), "%s/chunks/%016llx/%016llx", d->data_dir,
 		 (unsigned long long)id.inode, (unsigned long long)id.index);
 	fd = open(path, O_RDONLY);
 	REQUIRE(fd >= 0, "open %s: %s", path, strerror(errno));
-	REQUIRE(fstat(fd, &sb) == 0 && sb.st_size > 0, "stat %s", path);
 	REQUIRE(fdatasync(fd) == 0, "fdatasync %s: %s", path, strerror(errno));
 	do {
 		if (tries)
 			usleep(10000);
 		REQUIRE(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0, "fadvise %s", path);
-	} while (first_page_cached(fd, (size_t)sb.st_size, path) && ++tries < 100);
+		cold = page_cache_cold(fd, 0, 4096); /* the block the test reads and writes */
+		if (cold < 0)
+			check_error("mincore of %s: %s", path, strerror(-cold));
+	} while (!cold && ++tries < 100);
 	close(fd);
 	if (tries == 100)
 		check_error("%s stays in the page cache after 100 POSIX_FADV_DONTNEED", path);

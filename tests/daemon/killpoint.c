@@ -43,7 +43,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdbool.h>
@@ -51,9 +50,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 
 #include <liburing.h>
@@ -62,6 +59,7 @@
 #include "xprt.h"
 #include "rdmafs.pb-c.h"
 #include "daemon_i.h"
+#include "page_cache.h"
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t __real_pwrite64(int fd, const void *buf, size_t n, off_t off);
@@ -129,34 +127,6 @@ ssize_t __wrap_pwrite64(int fd, const void *buf, size_t n, off_t off)
 
 int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
 
-/* Whether a page of [@off, @off + @len) of @fd, within its size, is out of the page cache. */
-static bool range_cold(int fd, uint64_t off, uint32_t len)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	unsigned char vec[64];
-	uint64_t first, end;
-	struct stat sb;
-	bool cold = false;
-	void *map;
-
-	if (fstat(fd, &sb) || off >= (uint64_t)sb.st_size)
-		return false; /* at the end of the file: nothing to read */
-	end = off + len < (uint64_t)sb.st_size ? off + len : (uint64_t)sb.st_size;
-	first = off / page * page;
-	for (uint64_t at = first; at < end && !cold; at += sizeof(vec) * page) {
-		size_t span = end - at < sizeof(vec) * page ? end - at : sizeof(vec) * page;
-
-		map = mmap(NULL, span, PROT_READ, MAP_SHARED, fd, (off_t)at);
-		if (map == MAP_FAILED)
-			return false;
-		if (!mincore(map, span, vec))
-			for (size_t i = 0; i < (span + page - 1) / page; i++)
-				cold |= !(vec[i] & 1);
-		munmap(map, span);
-	}
-	return cold;
-}
-
 int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr);
 
 /* Whether a RWF_NOWAIT read of @fd through an io_uring fails with -EAGAIN. */
@@ -220,27 +190,22 @@ static void nowait_eagain_open(void)
 			"or socket's answers -EAGAIN here\n");
 }
 
-/*
- * RDMAFS_TEST_NOWAIT_RESIDENT: each RWF_NOWAIT read of a chunk file queued on
- * @ring that would read a page out of the page cache reads nowait_eagain_fd
- * instead, which answers -EAGAIN at once.
- */
-static pthread_once_t nowait_once = PTHREAD_ONCE_INIT;
-
-/* at start-up, so that the log says it before the daemon serves */
+/* RDMAFS_TEST_NOWAIT_RESIDENT: set up before main(), so the log says it before the daemon serves */
 __attribute__((constructor)) static void nowait_from_resident_setup(void)
 {
 	if (getenv("RDMAFS_TEST_NOWAIT_RESIDENT"))
-		pthread_once(&nowait_once, nowait_eagain_open);
+		nowait_eagain_open();
 }
 
+/*
+ * With RDMAFS_TEST_NOWAIT_RESIDENT: each RWF_NOWAIT read of a chunk file
+ * queued on @ring that would read a page out of the page cache reads
+ * nowait_eagain_fd instead, which answers -EAGAIN at once.
+ */
 static void nowait_from_resident(struct io_uring *ring)
 {
 	struct io_uring_sq *sq = &ring->sq;
 
-	if (!getenv("RDMAFS_TEST_NOWAIT_RESIDENT"))
-		return;
-	pthread_once(&nowait_once, nowait_eagain_open);
 	if (nowait_eagain_fd < 0)
 		return;
 	for (unsigned i = sq->sqe_head; i != sq->sqe_tail; i++) {
@@ -248,7 +213,7 @@ static void nowait_from_resident(struct io_uring *ring)
 
 		if ((sqe->opcode == IORING_OP_READ || sqe->opcode == IORING_OP_READ_FIXED) &&
 		    (sqe->rw_flags & RWF_NOWAIT) && !(sqe->flags & IOSQE_FIXED_FILE) &&
-		    chunk_file(sqe->fd) && range_cold(sqe->fd, sqe->off, sqe->len))
+		    chunk_file(sqe->fd) && page_cache_cold(sqe->fd, sqe->off, sqe->len) == 1)
 			sqe->fd = nowait_eagain_fd;
 	}
 }
