@@ -16,6 +16,8 @@ struct rdmafs_flusher {
 	pthread_mutex_t lock;
 	pthread_cond_t wake; /* on CLOCK_MONOTONIC: a note, or stop */
 	bool due;	     /* noted since the last flush began */
+	bool kicked;	     /* rdmafs_flusher_kick(): a call at once */
+	bool flushing;	     /* a call of @flush runs */
 	bool stopping;
 	struct timespec due_at; /* when the first of those notes must be flushed */
 	/* counts.notes when the last flush that succeeded began; UINT64_MAX: none yet */
@@ -45,9 +47,11 @@ static int flush_locked(struct rdmafs_flusher *f)
 	uint64_t upto = f->counts.notes;
 	int ret;
 
+	f->flushing = true;
 	pthread_mutex_unlock(&f->lock);
 	ret = f->flush(f->arg);
 	pthread_mutex_lock(&f->lock);
+	f->flushing = false;
 	f->counts.flushes++;
 	if (ret)
 		f->counts.errors++;
@@ -56,10 +60,11 @@ static int flush_locked(struct rdmafs_flusher *f)
 	return ret;
 }
 
-/* Waits, lock held, for stop or @until; false once stopping. */
+/* Waits, lock held, for stop, a kick or @until; false once stopping. */
 static bool wait_until(struct rdmafs_flusher *f, const struct timespec *until)
 {
-	while (!f->stopping && pthread_cond_timedwait(&f->wake, &f->lock, until) != ETIMEDOUT)
+	while (!f->stopping && !f->kicked &&
+	       pthread_cond_timedwait(&f->wake, &f->lock, until) != ETIMEDOUT)
 		;
 	return !f->stopping;
 }
@@ -68,23 +73,34 @@ static void *flusher_main(void *arg)
 {
 	struct rdmafs_flusher *f = arg;
 	struct timespec until;
+	bool scheduled = false; /* periodic: @until is a call not made yet */
 
 	pthread_mutex_lock(&f->lock);
 	deadline(&until, 0);
 	for (;;) {
 		if (f->periodic) {
-			/* a fixed schedule: a slow flush does not push the next one back */
-			add_ms(&until, f->interval_ms);
+			/* a fixed schedule: a slow flush or a kick does not move the next one */
+			if (!scheduled)
+				add_ms(&until, f->interval_ms);
+			scheduled = true;
 			if (!wait_until(f, &until))
 				break;
+			if (!f->kicked)
+				scheduled = false;
 		} else {
-			while (!f->due && !f->stopping)
+			while (!f->due && !f->kicked && !f->stopping)
 				pthread_cond_wait(&f->wake, &f->lock);
-			if (!f->due)
+			if (!f->due && !f->kicked)
 				break;
 			until = f->due_at;
-			wait_until(f, &until); /* stopping: flush what is due now */
+			if (!f->kicked)
+				wait_until(f, &until); /* stopping: flush what is due now */
+			if (!f->kicked && f->flushed == f->counts.notes) {
+				f->due = false; /* rdmafs_flusher_sync() covered the notes */
+				continue;
+			}
 		}
+		f->kicked = false;
 		f->due = false;
 		/* a failed flush is due again: the next one may succeed */
 		if (flush_locked(f) && !f->periodic && !f->stopping && !f->due) {
@@ -133,6 +149,17 @@ void rdmafs_flusher_note(struct rdmafs_flusher *f)
 	if (!f->due) {
 		f->due = true;
 		deadline(&f->due_at, f->interval_ms);
+		pthread_cond_signal(&f->wake);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+void rdmafs_flusher_kick(struct rdmafs_flusher *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->counts.kicks++;
+	if (!f->flushing && !f->kicked) {
+		f->kicked = true;
 		pthread_cond_signal(&f->wake);
 	}
 	pthread_mutex_unlock(&f->lock);

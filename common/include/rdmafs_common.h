@@ -405,9 +405,10 @@ const char *rdmafs_key_strerror(const char *path, int err, char *buf, size_t siz
  * A thread that calls @flush(@arg) for a store whose durability is batched.
  * Noted (@periodic false): a call begins within @interval_ms of the first
  * rdmafs_flusher_note() since the last call began, so that whatever was
- * done before a note is flushed by a call that begins after it; a call
- * that fails is made again @interval_ms later; at rdmafs_flusher_stop(),
- * once more when a note is due. Periodic: a call every @interval_ms, on a
+ * done before a note is flushed by a call that begins after it (none
+ * when rdmafs_flusher_sync() covered the notes first); a call that fails
+ * is made again @interval_ms later; at rdmafs_flusher_stop(), once more
+ * when a note is due. Periodic: a call every @interval_ms, on a
  * fixed schedule, notes or not, and none at stop (the store's close makes
  * its own last flush). @flush returns 0 or -errno; a failure is counted.
  * -errno if the thread cannot start.
@@ -417,6 +418,7 @@ typedef int (*rdmafs_flush_cb)(void *arg);
 
 struct rdmafs_flusher_counts {
 	uint64_t notes;	  /* rdmafs_flusher_note() calls */
+	uint64_t kicks;	  /* rdmafs_flusher_kick() calls */
 	uint64_t flushes; /* calls of @flush */
 	uint64_t errors;  /* of those, failed */
 };
@@ -424,6 +426,14 @@ struct rdmafs_flusher_counts {
 int rdmafs_flusher_start(unsigned interval_ms, bool periodic, rdmafs_flush_cb flush, void *arg,
 			 struct rdmafs_flusher **out);
 void rdmafs_flusher_note(struct rdmafs_flusher *f);
+/*
+ * Asks for a call of @flush at once, in either mode, for a caller that must
+ * not wait for it (a writer whose store has grown past a bound). A kick
+ * while a call runs is dropped: that call covers what came before its
+ * start, and the caller kicks again if what came after is too much. A
+ * periodic flusher keeps its schedule: the kicked call is an extra one.
+ */
+void rdmafs_flusher_kick(struct rdmafs_flusher *f);
 /*
  * Returns once every note made before the call is covered by a call of
  * @flush that succeeded: at once when one began after the last note, else

@@ -809,6 +809,7 @@ void meta_close(struct meta *m)
 	if (!m)
 		return;
 	rdmafs_flusher_stop(m->flusher); /* meta_store_close() makes the last flush */
+	m->flusher = NULL;		 /* close_handles() commits: its leader flushes itself */
 	close_handles(m);
 	meta_store_close(m);
 	meta_handles_destroy(m);

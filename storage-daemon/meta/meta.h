@@ -235,7 +235,8 @@ int meta_tick(struct meta *m, uint64_t now_sec);
 
 /*
  * How many times the store was flushed: for a request that needed it (SYNC,
- * ...), by the flusher or meta_tick(), or past LMDB_GUARD_LAG commits.
+ * ...), by the flusher (kicked past LMDB_GUARD_LAG commits) or
+ * meta_tick(), or by a request past META_STORE_HARD_LAG.
  */
 uint64_t meta_sync_count(struct meta *m);
 

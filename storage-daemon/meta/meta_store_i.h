@@ -263,10 +263,14 @@ int meta_store_sync(struct meta *m);
  * metadata_sync = batch, for a caller holding no transaction; no-ops with
  * always. The guard counts the commits since the last flush, whoever made
  * them (requests, ticks, sweeps). meta_store_sync_new() flushes when there
- * is any (the flusher, meta_tick()); meta_store_bound_growth() when there
- * are more than LMDB_GUARD_LAG (a group's leader), so that a burst between
- * two of the flusher's rounds cannot grow the store to its map size.
+ * is any (the flusher, meta_tick()). meta_store_bound_growth() (a group's
+ * leader) acts when there are more than LMDB_GUARD_LAG, so that a burst
+ * between two of the flusher's rounds cannot grow the store to its map
+ * size: it kicks the flusher (rdmafs_flusher_kick()), so that requests do
+ * not wait for the flush, and flushes itself past META_STORE_HARD_LAG or
+ * when there is no flusher.
  */
+#define META_STORE_HARD_LAG (4 * LMDB_GUARD_LAG)
 void meta_store_sync_new(struct meta *m);
 void meta_store_bound_growth(struct meta *m);
 

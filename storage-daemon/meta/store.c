@@ -951,7 +951,15 @@ void meta_store_sync_new(struct meta *m)
 
 void meta_store_bound_growth(struct meta *m)
 {
-	if (m->store->guard && lmdb_guard_lagging(m->store->guard))
+	uint64_t unflushed;
+
+	if (!m->store->guard || !lmdb_guard_lagging(m->store->guard))
+		return;
+	unflushed = lmdb_guard_unflushed(m->store->guard);
+	/* the flusher flushes beside the requests; past the hard bound they outran it */
+	if (m->flusher && unflushed <= META_STORE_HARD_LAG)
+		rdmafs_flusher_kick(m->flusher);
+	else
 		meta_store_sync(m);
 }
 

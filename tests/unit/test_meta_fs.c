@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <lmdb.h>
 
+#include "lmdb_guard.h"
 #include "test_meta_util.h"
 
 #define ROOT 1
@@ -1523,6 +1524,53 @@ static void test_sync_interval(void **state)
 	tm_teardown(&e);
 }
 
+/* Directories "b@from" .. "b@to - 1": one commit each. */
+static void mkdirs(struct meta *m, unsigned from, unsigned to)
+{
+	char name[32];
+
+	for (unsigned i = from; i < to; i++) {
+		snprintf(name, sizeof(name), "b%u", i);
+		assert_int_equal(tm_mkdir(m, NULL, ROOT, name, 0755, NULL), 0);
+	}
+}
+
+/*
+ * metadata_sync = batch bounds the commits past the last flush
+ * (LMDB_GUARD_LAG, the store's growth): without a flusher the request
+ * that crosses the bound flushes before its answer; with one, it kicks the
+ * flusher, whose interval is an hour here, so that only the kick can make
+ * the flush that follows.
+ */
+static void test_sync_bound(void **state)
+{
+	struct tm_env e;
+	uint64_t n;
+	int waited_ms = 0;
+
+	(void)state;
+	tm_setup_with(&e, 0, &(struct meta_options){0});
+	n = meta_sync_count(e.m); /* the open flushed: nothing is unflushed */
+	mkdirs(e.m, 0, LMDB_GUARD_LAG);
+	assert_int_equal(meta_sync_count(e.m), n);
+	mkdirs(e.m, LMDB_GUARD_LAG, LMDB_GUARD_LAG + 1);
+	assert_int_equal(meta_sync_count(e.m), n + 1);
+	tm_teardown(&e);
+
+	tm_setup_with(&e, 0, &(struct meta_options){.sync_interval_ms = 3600000});
+	n = meta_sync_count(e.m);
+	mkdirs(e.m, 0, LMDB_GUARD_LAG + 1);
+	/* not a speed check: the bound only ends a test whose kick is lost */
+	while (meta_sync_count(e.m) == n && waited_ms < 30000) {
+		usleep(5000);
+		waited_ms += 5;
+	}
+	if (meta_sync_count(e.m) == n)
+		fail_msg("no flush 30 s after %u commits with the flusher's interval an hour",
+			 LMDB_GUARD_LAG + 1);
+	tm_teardown(&e);
+}
+
 /* SETATTR of @ino's size alone. */
 static int set_size(struct meta *m, uint64_t ino, uint64_t size)
 {
@@ -1886,6 +1934,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sync, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_before_destroying, setup, teardown),
 		cmocka_unit_test(test_sync_interval),
+		cmocka_unit_test(test_sync_bound),
 		cmocka_unit_test_setup_teardown(test_layout_generation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_emsgsize, setup, teardown),
