@@ -142,6 +142,19 @@ void rfs_free_data(struct rfs *fs, const struct rfs_freed *freed)
 
 	if (!freed || !freed->freed)
 		return;
+	/*
+	 * The service answered without a flush (flush_before_free): the file must
+	 * not come back over removed chunks after its power loss. Callers freeing at
+	 * once share the flush (the service batches SYNCs).
+	 */
+	ret = rfs_meta_sync(fs);
+	if (ret) {
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "inode %" PRIu64 ": chunks not removed: the metadata service did not "
+			   "flush its removal (%s); fsck will find them",
+			   freed->ino, xprt_strerror(ret));
+		return;
+	}
 	layout = freed->layout;
 	ret = rfs_remove_data(fs, freed->ino, &layout);
 	if (ret)
@@ -338,6 +351,7 @@ int rfs_unlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, con
 	r.parent = parent;
 	r.name = bytes_of(name);
 	r.cred = cred_to_wire(cred, &w);
+	r.flush_before_free = true; /* rfs_free_data() */
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_UNLINK, &r.base,
 			    &rdmafs__unlink_resp__descriptor, false, &msg);
 	if (ret)
@@ -376,6 +390,7 @@ int rfs_rename(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, con
 	r.new_name = bytes_of(new_name);
 	r.flags = flags;
 	r.cred = cred_to_wire(cred, &w);
+	r.flush_before_free = true; /* rfs_free_data() */
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_RENAME, &r.base,
 			    &rdmafs__rename_resp__descriptor, false, &msg);
 	if (ret)
@@ -466,6 +481,7 @@ int rfs_release(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint6
 	r.handle = handle;
 	r.ino = ino;
 	r.cred = cred_to_wire(cred, &w);
+	r.flush_before_free = true; /* rfs_free_data() */
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_RELEASE, &r.base,
 			    &rdmafs__release_resp__descriptor, false, &msg);
 	if (ret)

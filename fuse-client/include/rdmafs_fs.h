@@ -398,7 +398,13 @@ int rfs_create_file(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent
 int rfs_release(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint64_t handle,
 		struct rfs_freed *freed);
 
-/* Removes the data of a freed file (see struct rfs_freed). Logs what it could not. */
+/*
+ * Removes the data of a freed file (see struct rfs_freed): first a SYNC of the
+ * metadata service, which answered the call that freed it without a flush
+ * (flush_before_free), so that the file cannot come back over removed chunks
+ * after the service's power loss; no chunk is removed when that fails. Logs
+ * what it could not do (fsck finds the chunks left).
+ */
 void rfs_free_data(struct rfs *fs, const struct rfs_freed *freed);
 
 /* READLINK into @buf (@size bytes), NUL-terminated; -ENAMETOOLONG when it does not fit. */

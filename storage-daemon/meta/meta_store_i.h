@@ -201,6 +201,7 @@ struct meta_txn {
 	size_t resp_cap;	  /* room for the packed reply */
 	struct handle_undo *undo; /* handles.c: this request's changes of the table, newest first */
 	bool durable;		  /* answer only once the store is flushed (SYNC, ...) */
+	bool caller_flushes;	  /* flush_before_free: freeing a file does not set @durable */
 };
 
 /* ---- the log and reply memory of every layer ---- */

@@ -350,8 +350,8 @@ static int free_inode(struct meta_txn *t, const struct inode *in, Rdmafs__FreedI
 
 	if (S_ISREG(in->r.mode) && freed) {
 		/* the caller removes its chunks next: the file must not come back after a power
-		 * loss */
-		if (in->r.size)
+		 * loss. Unless it flushes first itself (SYNC, FreedInode), the answer waits. */
+		if (in->r.size && !t->caller_flushes)
 			t->durable = true;
 		f = meta_alloc(t, sizeof(*f));
 		if (!f)
@@ -918,6 +918,7 @@ int meta_op_unlink(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 	if (!out)
 		return -ENOMEM;
 	rdmafs__unlink_resp__init(out);
+	t->caller_flushes = req->flush_before_free;
 	ret = meta_store_dirent_delete(t, dir.ino, req->name.data, req->name.len);
 	if (!ret)
 		ret = drop_link(t, &in, &out->freed);
@@ -1120,6 +1121,7 @@ int meta_op_rename(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMes
 		return -ENOMEM;
 	rdmafs__rename_resp__init(out);
 	*resp = &out->base;
+	t->caller_flushes = req->flush_before_free;
 
 	ret = get_dir(t, req->old_parent, &s->old_dir);
 	if (ret)
@@ -1383,6 +1385,7 @@ int meta_op_release(struct meta_txn *t, const ProtobufCMessage *msg, ProtobufCMe
 	if (ret)
 		return ret;
 	/* an unlinked file's last handle frees it; anything else writes nothing */
+	t->caller_flushes = req->flush_before_free;
 	if (in.r.nlink == 0 && may_free(t->m, h.ino))
 		return free_inode(t, &in, &out->freed);
 	return 0;

@@ -13,7 +13,7 @@
 # cold 1 MiB read; 4 KiB random read and write with 4 psync jobs at QD1 and
 # one io_uring job at QD32; create, stat, list, unlink of N files in one
 # directory, and create/stat/unlink by 4 processes in 4 directories;
-# unpacking a tarball of small files and a stat walk of that tree.
+# unpacking a tarball of small files, a stat walk of that tree and its rm -rf.
 # A benchmark, not a test: it prints a table and writes JSON with every
 # figure and, for every rdmafs row, its ratio against glusterfs (the aim of
 # the issue), bindfs and local.

@@ -241,9 +241,22 @@ def main():
             raise RuntimeError(f"the walk found {n} entries, not {args.tree_files}")
         return n / (time.monotonic() - t), "entries/s"
 
+    def rm_tree():
+        top = os.path.join(base, "tree")
+        if not os.path.isdir(top):
+            raise RuntimeError("no tree to remove: rm-tree runs after untar")
+        t = time.monotonic()
+        # as a user would remove it; sync: the removals must be on the filesystem
+        subprocess.run(["rm", "-rf", top], check=True)
+        os.sync()
+        if os.path.exists(top):
+            raise RuntimeError(f"{top} is still there after rm -rf")
+        return args.tree_files / (time.monotonic() - t), "files/s"
+
     if args.tarball:
         run("untar", untar)
         run("stat-walk", stat_walk)
+        run("rm-tree", rm_tree)
     shutil.rmtree(base, ignore_errors=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)

@@ -1619,6 +1619,76 @@ static void test_sync_before_destroying(void **state)
 	assert_int_equal(meta_sync_count(e->m), n + 3);
 }
 
+/* The inode a reply's FreedInode names (0: none); frees the reply. */
+static uint64_t freed_of(ProtobufCMessage *resp, Rdmafs__FreedInode *f)
+{
+	uint64_t ino = f ? f->ino : 0;
+
+	protobuf_c_message_free_unpacked(resp, NULL);
+	return ino;
+}
+
+/*
+ * flush_before_free (rdmafs.proto, FreedInode): a caller that SYNCs before
+ * it removes a freed file's chunks gets the answer of the unlink, the
+ * rename over a file or the last release that frees one with bytes without
+ * a flush; the file is freed all the same.
+ */
+static void test_free_flushed_by_caller(void **state)
+{
+	Rdmafs__UnlinkReq u = RDMAFS__UNLINK_REQ__INIT;
+	Rdmafs__RenameReq r = RDMAFS__RENAME_REQ__INIT;
+	Rdmafs__ReleaseReq rel = RDMAFS__RELEASE_REQ__INIT;
+	Rdmafs__UnlinkResp *ur = NULL;
+	Rdmafs__RenameResp *rr = NULL;
+	Rdmafs__ReleaseResp *relr = NULL;
+	struct tm_env *e = *state;
+	int64_t a, b, t;
+	struct tm_attr c;
+	uint64_t n, h, freed = 1;
+
+	a = tm_mkfile(e->m, NULL, ROOT, "a", 0644);
+	b = tm_mkfile(e->m, NULL, ROOT, "b", 0644);
+	t = tm_mkfile(e->m, NULL, ROOT, "t", 0644);
+	assert_true(a > 0 && b > 0 && t > 0);
+	assert_int_equal(
+		tm_create(e->m, NULL, ROOT, "c", S_IFREG | 0644, true, O_RDWR, &c, &h, NULL), 0);
+	assert_int_equal(tm_update_size(e->m, (uint64_t)a, 4096, NULL, NULL), 0);
+	assert_int_equal(tm_update_size(e->m, (uint64_t)b, 4096, NULL, NULL), 0);
+	assert_int_equal(tm_update_size(e->m, c.ino, 4096, NULL, NULL), 0);
+	/* c stays open: its unlink frees nothing, its release does */
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "c", &freed), 0);
+	assert_int_equal(freed, 0);
+	meta_tick(e->m, 100);
+	n = meta_sync_count(e->m);
+
+	u.parent = ROOT;
+	u.name = (ProtobufCBinaryData){1, (uint8_t *)"a"};
+	u.flush_before_free = true;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_UNLINK, &u,
+				 &rdmafs__unlink_resp__descriptor, (void **)&ur),
+			 0);
+	assert_int_equal(freed_of(&ur->base, ur->freed), (uint64_t)a);
+	r.old_parent = r.new_parent = ROOT;
+	r.old_name = (ProtobufCBinaryData){1, (uint8_t *)"t"};
+	r.new_name = (ProtobufCBinaryData){1, (uint8_t *)"b"};
+	r.flush_before_free = true;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_RENAME, &r,
+				 &rdmafs__rename_resp__descriptor, (void **)&rr),
+			 0);
+	assert_int_equal(freed_of(&rr->base, rr->freed), (uint64_t)b);
+	rel.handle = h;
+	rel.ino = c.ino;
+	rel.flush_before_free = true;
+	assert_int_equal(tm_call(e->m, RDMAFS__METHOD__METHOD_RELEASE, &rel,
+				 &rdmafs__release_resp__descriptor, (void **)&relr),
+			 0);
+	assert_int_equal(freed_of(&relr->base, relr->freed), c.ino);
+	assert_int_equal(meta_sync_count(e->m), n);
+	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "a", NULL), -ENOENT);
+	assert_int_equal(tm_getattr(e->m, NULL, c.ino, &c), -ENOENT);
+}
+
 /* GETATTR of @ino with its layout; the caller frees the reply. */
 static Rdmafs__AttrResp *getattr_layout(struct meta *m, uint64_t ino)
 {
@@ -1933,6 +2003,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_before_destroying, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_flushed_by_caller, setup, teardown),
 		cmocka_unit_test(test_sync_interval),
 		cmocka_unit_test(test_sync_bound),
 		cmocka_unit_test_setup_teardown(test_layout_generation, setup, teardown),
