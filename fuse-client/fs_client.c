@@ -409,6 +409,16 @@ static int meta_conn_check(struct rfs *fs, struct xprt_conn *conn, const char *u
 	return ret;
 }
 
+uint64_t rfs_service_run(struct rfs *fs)
+{
+	uint64_t run;
+
+	pthread_rwlock_rdlock(&fs->map_lock);
+	run = fs->service_run;
+	pthread_rwlock_unlock(&fs->map_lock);
+	return run;
+}
+
 /* This thread's slot among a peer's connections: numbered at its first call. */
 static unsigned thread_slot(void)
 {

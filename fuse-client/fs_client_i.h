@@ -38,6 +38,9 @@ int rfs_meta_call(struct rfs *fs, uint32_t method, const ProtobufCMessage *req,
 /* Frees a reply of rfs_meta_call(). NULL is a no-op. */
 void rfs_meta_free(ProtobufCMessage *resp);
 
+/* The metadata service's run as the last connection to it found it (0: none yet). */
+uint64_t rfs_service_run(struct rfs *fs);
+
 /*
  * The open handles we hold (fs_meta.c's open, create and release keep the
  * list): after a restart of the metadata service, the first new connection

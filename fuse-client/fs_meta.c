@@ -155,6 +155,13 @@ void rfs_free_data(struct rfs *fs, const struct rfs_freed *freed)
 			   freed->ino, xprt_strerror(ret));
 		return;
 	}
+	if (freed->service_run && rfs_service_run(fs) != freed->service_run) {
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "inode %" PRIu64 ": chunks not removed: the metadata service restarted "
+			   "after freeing it, and may not have kept that; fsck will find them",
+			   freed->ino);
+		return;
+	}
 	layout = freed->layout;
 	ret = rfs_remove_data(fs, freed->ino, &layout);
 	if (ret)
@@ -166,9 +173,10 @@ void rfs_free_data(struct rfs *fs, const struct rfs_freed *freed)
 /* Hands @f to the caller, or frees the data now when the caller did not ask. */
 static void freed_out(struct rfs *fs, const Rdmafs__FreedInode *f, struct rfs_freed *out)
 {
-	struct rfs_freed local;
+	struct rfs_freed local, *o = out ? out : &local;
 
-	freed_from_wire(f, out ? out : &local);
+	freed_from_wire(f, o);
+	o->service_run = rfs_service_run(fs);
 	if (!out)
 		rfs_free_data(fs, &local);
 }

@@ -299,6 +299,7 @@ struct rfs_freed {
 	bool freed; /* false: nothing to free */
 	uint64_t ino;
 	struct rfs_layout layout;
+	uint64_t service_run; /* the metadata service's run that answered (0: unknown) */
 };
 
 /* LOOKUP of @name in directory @parent. */
@@ -402,8 +403,10 @@ int rfs_release(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint6
  * Removes the data of a freed file (see struct rfs_freed): first a SYNC of the
  * metadata service, which answered the call that freed it without a flush
  * (flush_before_free), so that the file cannot come back over removed chunks
- * after the service's power loss; no chunk is removed when that fails. Logs
- * what it could not do (fsck finds the chunks left).
+ * after the service's power loss. No chunk is removed when that SYNC fails,
+ * or when a service of another run answered it (the freeing answer's run may
+ * not have reached the disk). Logs what it could not do (fsck finds the
+ * chunks left).
  */
 void rfs_free_data(struct rfs *fs, const struct rfs_freed *freed);
 
