@@ -14,7 +14,7 @@ struct rdmafs_flusher {
 	void *arg;
 	pthread_t thread;
 	pthread_mutex_t lock;
-	pthread_cond_t wake; /* on CLOCK_MONOTONIC: a note, or stop */
+	pthread_cond_t wake; /* on CLOCK_MONOTONIC: a note, a kick, or stop */
 	bool due;	     /* noted since the last flush began */
 	bool kicked;	     /* rdmafs_flusher_kick(): a call at once */
 	bool flushing;	     /* a call of @flush runs */

@@ -307,6 +307,16 @@ static int reclaim_batch(struct rfs *fs, struct xprt_conn *conn, Rdmafs__Reclaim
 	return ret;
 }
 
+uint64_t rfs_service_run(struct rfs *fs)
+{
+	uint64_t run;
+
+	pthread_rwlock_rdlock(&fs->map_lock);
+	run = fs->service_run;
+	pthread_rwlock_unlock(&fs->map_lock);
+	return run;
+}
+
 /*
  * The service on @conn restarted and forgot our handles: names them all to
  * it again (RECLAIM), in batches, before the connection serves any call.
@@ -396,9 +406,7 @@ static int meta_conn_check(struct rfs *fs, struct xprt_conn *conn, const char *u
 	free(reply);
 	if (ret || !run)
 		return ret;
-	pthread_rwlock_rdlock(&fs->map_lock);
-	known = fs->service_run;
-	pthread_rwlock_unlock(&fs->map_lock);
+	known = rfs_service_run(fs);
 	if (known && known != run)
 		ret = reclaim_handles(fs, conn);
 	if (!ret) {
@@ -407,16 +415,6 @@ static int meta_conn_check(struct rfs *fs, struct xprt_conn *conn, const char *u
 		pthread_rwlock_unlock(&fs->map_lock);
 	}
 	return ret;
-}
-
-uint64_t rfs_service_run(struct rfs *fs)
-{
-	uint64_t run;
-
-	pthread_rwlock_rdlock(&fs->map_lock);
-	run = fs->service_run;
-	pthread_rwlock_unlock(&fs->map_lock);
-	return run;
 }
 
 /* This thread's slot among a peer's connections: numbered at its first call. */

@@ -170,13 +170,19 @@ void rfs_free_data(struct rfs *fs, const struct rfs_freed *freed)
 			   freed->ino, xprt_strerror(ret));
 }
 
-/* Hands @f to the caller, or frees the data now when the caller did not ask. */
-static void freed_out(struct rfs *fs, const Rdmafs__FreedInode *f, struct rfs_freed *out)
+/*
+ * Hands @f to the caller, or frees the data now when the caller did not ask.
+ * @run: the service's run as known before the call was sent; a call answered
+ * by a later run then keeps the chunks (rfs_free_data()), never the reverse.
+ */
+static void freed_out(struct rfs *fs, const Rdmafs__FreedInode *f, uint64_t run,
+		      struct rfs_freed *out)
 {
 	struct rfs_freed local, *o = out ? out : &local;
 
 	freed_from_wire(f, o);
-	o->service_run = rfs_service_run(fs);
+	/* 0: the call made the first connection, which learnt the run */
+	o->service_run = run ? run : rfs_service_run(fs);
 	if (!out)
 		rfs_free_data(fs, &local);
 }
@@ -354,17 +360,19 @@ int rfs_unlink(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, con
 	Rdmafs__UnlinkReq r = RDMAFS__UNLINK_REQ__INIT;
 	ProtobufCMessage *msg;
 	struct wire_cred w;
+	uint64_t run;
 	int ret;
 
 	r.parent = parent;
 	r.name = bytes_of(name);
 	r.cred = cred_to_wire(cred, &w);
 	r.flush_before_free = true; /* rfs_free_data() */
+	run = rfs_service_run(fs);
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_UNLINK, &r.base,
 			    &rdmafs__unlink_resp__descriptor, false, &msg);
 	if (ret)
 		return ret;
-	freed_out(fs, ((Rdmafs__UnlinkResp *)msg)->freed, freed);
+	freed_out(fs, ((Rdmafs__UnlinkResp *)msg)->freed, run, freed);
 	if (dir)
 		dir_after_from_wire(((Rdmafs__UnlinkResp *)msg)->parent, dir);
 	rfs_meta_free(msg);
@@ -388,6 +396,7 @@ int rfs_rename(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, con
 	Rdmafs__RenameReq r = RDMAFS__RENAME_REQ__INIT;
 	ProtobufCMessage *msg;
 	struct wire_cred w;
+	uint64_t run;
 	int ret;
 
 	if (flags & ~(RFS_RENAME_NOREPLACE | RFS_RENAME_EXCHANGE))
@@ -399,11 +408,12 @@ int rfs_rename(struct rfs *fs, const struct rfs_cred *cred, uint64_t parent, con
 	r.flags = flags;
 	r.cred = cred_to_wire(cred, &w);
 	r.flush_before_free = true; /* rfs_free_data() */
+	run = rfs_service_run(fs);
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_RENAME, &r.base,
 			    &rdmafs__rename_resp__descriptor, false, &msg);
 	if (ret)
 		return ret;
-	freed_out(fs, ((Rdmafs__RenameResp *)msg)->freed, freed);
+	freed_out(fs, ((Rdmafs__RenameResp *)msg)->freed, run, freed);
 	rfs_meta_free(msg);
 	return 0;
 }
@@ -483,6 +493,7 @@ int rfs_release(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint6
 	Rdmafs__ReleaseReq r = RDMAFS__RELEASE_REQ__INIT;
 	ProtobufCMessage *msg;
 	struct wire_cred w;
+	uint64_t run;
 	int ret;
 
 	rfs_held_remove(fs, handle);
@@ -490,11 +501,12 @@ int rfs_release(struct rfs *fs, const struct rfs_cred *cred, uint64_t ino, uint6
 	r.ino = ino;
 	r.cred = cred_to_wire(cred, &w);
 	r.flush_before_free = true; /* rfs_free_data() */
+	run = rfs_service_run(fs);
 	ret = rfs_meta_call(fs, RDMAFS__METHOD__METHOD_RELEASE, &r.base,
 			    &rdmafs__release_resp__descriptor, false, &msg);
 	if (ret)
 		return ret;
-	freed_out(fs, ((Rdmafs__ReleaseResp *)msg)->freed, freed);
+	freed_out(fs, ((Rdmafs__ReleaseResp *)msg)->freed, run, freed);
 	rfs_meta_free(msg);
 	return 0;
 }

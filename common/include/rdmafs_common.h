@@ -429,9 +429,10 @@ void rdmafs_flusher_note(struct rdmafs_flusher *f);
 /*
  * Asks for a call of @flush at once, in either mode, for a caller that must
  * not wait for it (a writer whose store has grown past a bound). A kick
- * while a call runs is dropped: that call covers what came before its
- * start, and the caller kicks again if what came after is too much. A
- * periodic flusher keeps its schedule: the kicked call is an extra one.
+ * while a call runs is dropped, not queued: a caller whose bound is still
+ * passed once that call returned kicks again (so a burst makes no call
+ * right after another). A periodic flusher keeps its schedule: the kicked
+ * call is an extra one.
  */
 void rdmafs_flusher_kick(struct rdmafs_flusher *f);
 /*

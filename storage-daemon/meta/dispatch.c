@@ -809,7 +809,7 @@ void meta_close(struct meta *m)
 	if (!m)
 		return;
 	rdmafs_flusher_stop(m->flusher); /* meta_store_close() makes the last flush */
-	m->flusher = NULL;		 /* close_handles() commits: its leader flushes itself */
+	m->flusher = NULL;		 /* nothing may kick it any more */
 	close_handles(m);
 	meta_store_close(m);
 	meta_handles_destroy(m);
@@ -834,4 +834,10 @@ int meta_tick(struct meta *m, uint64_t now_sec)
 uint64_t meta_sync_count(struct meta *m)
 {
 	return __atomic_load_n(&m->syncs, __ATOMIC_RELAXED);
+}
+
+void meta_growth_stats(struct meta *m, uint64_t *kicks, uint64_t *flushes)
+{
+	*kicks = __atomic_load_n(&m->growth_kicks, __ATOMIC_RELAXED);
+	*flushes = __atomic_load_n(&m->growth_flushes, __ATOMIC_RELAXED);
 }

@@ -84,9 +84,11 @@ int lmdb_guard_flush(struct lmdb_guard *g);
 
 /*
  * Transactions a writer may commit past the last flushed snapshot before it
- * flushes itself (lmdb_guard_unflushed()): LMDB reuses no page freed since the
- * pinned snapshot, so without flushes a store that is rewritten over and
- * over would grow to its map size and fail with ENOSPC.
+ * has a flush made (lmdb_guard_unflushed()): LMDB reuses no page freed since
+ * the pinned snapshot, so without flushes a store that is rewritten over and
+ * over would grow to its map size and fail with ENOSPC. The chunk index
+ * flushes itself then; the metadata service kicks its flusher, and flushes
+ * itself only past four times this (meta_store_bound_growth()).
  */
 #define LMDB_GUARD_LAG 512
 

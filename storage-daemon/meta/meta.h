@@ -51,7 +51,8 @@ struct meta_options {
 	 * Otherwise (batch, the default) a commit is answered once it is in
 	 * the store, and meta_tick() within a second, or a request that needs
 	 * it (SYNC, a change whose answer leads a client to remove or cut
-	 * chunks, an administration change), flushes it: a kill -9 loses
+	 * chunks unless the request says flush_before_free, an administration
+	 * change), flushes it: a kill -9 loses
 	 * nothing, a power loss can undo the commits since the last flush and
 	 * never corrupts the store (lmdb_guard.h).
 	 */
@@ -100,7 +101,8 @@ bool meta_method_quick(uint32_t method);
  * or with the changes that came with it: meta_handle_many()): its own
  * transaction, whose commit writes to the page cache and flushes nothing
  * (unless the change must be on disk before its answer, as a removal whose
- * chunks go next: then it flushes on that thread), so handing it to another
+ * chunks go next without the client's own SYNC: then it flushes on that
+ * thread), so handing it to another
  * thread would cost more than running it. A change that arrives while a
  * group runs or waits goes to the workers and joins the next group, so
  * concurrent clients still share one transaction. With metadata_sync =
@@ -239,5 +241,13 @@ int meta_tick(struct meta *m, uint64_t now_sec);
  * meta_tick(), or by a request past META_STORE_HARD_LAG.
  */
 uint64_t meta_sync_count(struct meta *m);
+
+/*
+ * What the bound on commits past the last flush did (metadata_sync = batch):
+ * *@kicks of the flusher past LMDB_GUARD_LAG, and *@flushes a request's
+ * group made itself before its answer (past four times that, or with no
+ * flusher).
+ */
+void meta_growth_stats(struct meta *m, uint64_t *kicks, uint64_t *flushes);
 
 #endif

@@ -75,9 +75,10 @@ struct meta {
 	uint64_t first_tick;		     /* now_sec of the first tick of this run, 0 before */
 	/* dispatch.c's, one per method of its table, for meta_method_stats() */
 	struct meta_method_counters *method_counters;
-	struct meta_group *group;	/* group.c: the write requests waiting to commit */
-	struct meta_handles *handles;	/* handles.c: the open handles */
-	uint64_t syncs;			/* meta_store_sync() calls that flushed (atomic) */
+	struct meta_group *group;	       /* group.c: the write requests waiting to commit */
+	struct meta_handles *handles;	       /* handles.c: the open handles */
+	uint64_t syncs;			       /* meta_store_sync() calls that flushed (atomic) */
+	uint64_t growth_kicks, growth_flushes; /* meta_growth_stats() (atomic) */
 	struct rdmafs_flusher *flusher; /* dispatch.c: batch's flushes every sync_interval_ms */
 	struct meta_reports *reports;	/* cluster.c: the daemons' last miss reports, in memory */
 };

@@ -957,10 +957,13 @@ void meta_store_bound_growth(struct meta *m)
 		return;
 	unflushed = lmdb_guard_unflushed(m->store->guard);
 	/* the flusher flushes beside the requests; past the hard bound they outran it */
-	if (m->flusher && unflushed <= META_STORE_HARD_LAG)
+	if (m->flusher && unflushed <= META_STORE_HARD_LAG) {
+		__atomic_add_fetch(&m->growth_kicks, 1, __ATOMIC_RELAXED);
 		rdmafs_flusher_kick(m->flusher);
-	else
+	} else {
+		__atomic_add_fetch(&m->growth_flushes, 1, __ATOMIC_RELAXED);
 		meta_store_sync(m);
+	}
 }
 
 void meta_store_close(struct meta *m)

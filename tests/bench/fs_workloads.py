@@ -246,7 +246,9 @@ def main():
         if not os.path.isdir(top):
             raise RuntimeError("no tree to remove: rm-tree runs after untar")
         t = time.monotonic()
-        # as a user would remove it; sync: the removals must be on the filesystem
+        # as a user would remove it; sync: the removals must be on the filesystem.
+        # On rdmafs a removed file's chunks go after the unlink's answer (a SYNC
+        # of the service, then CHUNK_REMOVE): that work is not in this time
         subprocess.run(["rm", "-rf", top], check=True)
         os.sync()
         if os.path.exists(top):

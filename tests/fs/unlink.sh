@@ -11,7 +11,11 @@
 #   close of one unlinked while open and written after, a sparse file, one
 #   truncated to nothing first) leave no chunk: the daemons hold 0 chunks
 #   once the removals run (they run after the answer: waited for, 30 s at
-#   most) and fsck finds nothing.
+#   most) and fsck finds nothing;
+# - with cluster.sh --metrics, the mount flushes the metadata service (SYNC)
+#   itself once per file with data before removing its chunks, and never
+#   for an empty one (flush_before_free, rfs_free_data()): its SYNC count
+#   moves by exactly that.
 # Usage: unlink.sh DIR
 # Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test itself could not
 # check (tests/lib/check.sh).
@@ -39,6 +43,42 @@ daemons = json.load(open(sys.argv[1]))["daemons"]
 removes = sum(op["count"] for d in daemons for op in d["ops"] if op["method"] == "chunk_remove")
 print(removes, sum(d["chunks"] for d in daemons))
 PYEOF
+}
+
+# The mount's SYNC calls so far (its metrics), or "none" without --metrics.
+metrics_port=$RDMAFS_CLUSTER_DIR/fuse1.metrics-port
+syncs() {
+	if [ ! -e "$metrics_port" ]; then
+		echo none
+		return
+	fi
+	local addr port url
+	addr=$(. "$RDMAFS_CLUSTER_DIR/cluster.env" && echo "$addr")
+	port=$(cat "$metrics_port") || check_error "cannot read $metrics_port"
+	case $addr in
+	*:*) url="http://[$addr]:$port/metrics" ;;
+	*) url="http://$addr:$port/metrics" ;;
+	esac
+	python3 - "$url" <<'PYEOF' || check_error "cannot read the mount's metrics at $url"
+import sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+n = 0
+for line in text.splitlines():
+    if line.startswith("rdmafs_client_rpc_requests_total{") and 'op="SYNC"' in line:
+        n += int(float(line.rsplit(" ", 1)[1]))
+print(n)
+PYEOF
+}
+
+# check_syncs BEFORE AFTER WANT WHAT: the mount's SYNCs moved by WANT
+check_syncs() {
+	if [ "$1" = none ]; then
+		echo "skip SYNC count of $4: the cluster has no --metrics"
+		return
+	fi
+	[ $(($2 - $1)) = "$3" ] ||
+		check_fail "$4: the mount sent $(($2 - $1)) SYNCs (want $3: one per file with data)"
+	echo "ok   $4: $3 SYNCs from the mount"
 }
 
 # holder FILE: opens FILE, unlinks it, writes 3 MiB at 1 MiB and closes
@@ -70,6 +110,7 @@ unlinked_while_open() {
 # 1. empty files
 read -r removes0 chunks0 <<<"$(totals)"
 [ "$chunks0" = 0 ] || check_error "the fresh cluster holds $chunks0 chunks already"
+syncs0=$(syncs)
 for i in $(seq 20); do : >"$w/e$i" || check_fail "create $w/e$i"; done
 for i in $(seq 10); do rm "$w/e$i" || check_fail "unlink $w/e$i"; done
 for i in $(seq 11 15); do mv "$w/e$i" "$w/e$((i + 5))" || check_fail "rename over $w/e$((i + 5))"; done
@@ -78,6 +119,7 @@ unlinked_while_open "$w/e-open" 0
 read -r removes1 _ <<<"$(totals)"
 [ "$removes1" = "$removes0" ] ||
 	check_fail "removing 21 empty files sent $((removes1 - removes0)) CHUNK_REMOVEs (want none)"
+check_syncs "$syncs0" "$(syncs)" 0 "21 empty files removed"
 echo "ok   21 empty files removed (unlink, rename over, last close): no daemon asked"
 
 # 2. files with data
@@ -91,6 +133,7 @@ sync
 read -r _ chunks1 <<<"$(totals)"
 # big 3, target 2, sparse 1 (at least: one chunk each for its data)
 [ "$chunks1" -ge 6 ] || check_fail "the daemons hold $chunks1 chunks after writing 6 (want at least 6)"
+syncs1=$(syncs)
 rm "$w/big" || check_fail "unlink $w/big"
 mv "$w/src" "$w/target" || check_fail "rename over $w/target"
 rm "$w/sparse" "$w/cut" "$w/target" || check_fail "unlink $w/sparse, $w/cut, $w/target"
@@ -102,5 +145,7 @@ for _ in $(seq 30); do
 	sleep 1
 done
 [ "$chunks" = 0 ] || check_fail "30 s after removing every file the daemons still hold $chunks chunks"
+# big, target (renamed over), sparse and open have bytes; cut was truncated to nothing
+check_syncs "$syncs1" "$(syncs)" 4 "4 files with data removed"
 "$rdmafsctl" fsck >"$local_dir/fsck" 2>&1 || check_fail "fsck exited $?: $(cat "$local_dir/fsck")"
 echo "ok   files with data removed (unlink, rename over, last close, sparse, truncated): $chunks1 chunks gone, fsck clean"

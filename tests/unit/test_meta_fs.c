@@ -1539,13 +1539,14 @@ static void mkdirs(struct meta *m, unsigned from, unsigned to)
  * metadata_sync = batch bounds the commits past the last flush
  * (LMDB_GUARD_LAG, the store's growth): without a flusher the request
  * that crosses the bound flushes before its answer; with one, it kicks the
- * flusher, whose interval is an hour here, so that only the kick can make
- * the flush that follows.
+ * flusher and flushes nothing itself (meta_growth_stats()), and the
+ * flusher's interval is an hour here, so that only the kick can make the
+ * flush that follows.
  */
 static void test_sync_bound(void **state)
 {
 	struct tm_env e;
-	uint64_t n;
+	uint64_t n, kicks, flushes;
 	int waited_ms = 0;
 
 	(void)state;
@@ -1555,11 +1556,17 @@ static void test_sync_bound(void **state)
 	assert_int_equal(meta_sync_count(e.m), n);
 	mkdirs(e.m, LMDB_GUARD_LAG, LMDB_GUARD_LAG + 1);
 	assert_int_equal(meta_sync_count(e.m), n + 1);
+	meta_growth_stats(e.m, &kicks, &flushes);
+	assert_int_equal(kicks, 0);
+	assert_int_equal(flushes, 1);
 	tm_teardown(&e);
 
 	tm_setup_with(&e, 0, &(struct meta_options){.sync_interval_ms = 3600000});
 	n = meta_sync_count(e.m);
 	mkdirs(e.m, 0, LMDB_GUARD_LAG + 1);
+	meta_growth_stats(e.m, &kicks, &flushes);
+	assert_int_equal(kicks, 1);
+	assert_int_equal(flushes, 0);
 	/* not a speed check: the bound only ends a test whose kick is lost */
 	while (meta_sync_count(e.m) == n && waited_ms < 30000) {
 		usleep(5000);
@@ -1687,6 +1694,24 @@ static void test_free_flushed_by_caller(void **state)
 	assert_int_equal(meta_sync_count(e->m), n);
 	assert_int_equal(tm_lookup(e->m, NULL, ROOT, "a", NULL), -ENOENT);
 	assert_int_equal(tm_getattr(e->m, NULL, c.ino, &c), -ENOENT);
+
+	/* without it, a rename over a file and a last release that free one flush first */
+	b = tm_mkfile(e->m, NULL, ROOT, "b2", 0644);
+	t = tm_mkfile(e->m, NULL, ROOT, "t2", 0644);
+	assert_true(b > 0 && t > 0);
+	assert_int_equal(
+		tm_create(e->m, NULL, ROOT, "c2", S_IFREG | 0644, true, O_RDWR, &c, &h, NULL), 0);
+	assert_int_equal(tm_update_size(e->m, (uint64_t)b, 4096, NULL, NULL), 0);
+	assert_int_equal(tm_update_size(e->m, c.ino, 4096, NULL, NULL), 0);
+	assert_int_equal(tm_unlink(e->m, NULL, ROOT, "c2", &freed), 0);
+	assert_int_equal(freed, 0);
+	n = meta_sync_count(e->m);
+	assert_int_equal(tm_rename(e->m, NULL, ROOT, "t2", ROOT, "b2", 0, &freed), 0);
+	assert_int_equal(freed, (uint64_t)b);
+	assert_int_equal(meta_sync_count(e->m), n + 1);
+	assert_int_equal(tm_release(e->m, h, c.ino, &freed), 0);
+	assert_int_equal(freed, c.ino);
+	assert_int_equal(meta_sync_count(e->m), n + 2);
 }
 
 /* GETATTR of @ino with its layout; the caller frees the reply. */
