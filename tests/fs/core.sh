@@ -38,7 +38,7 @@ run reclaim --reclaim-grace 20 -- "$here/reclaim.sh" %MOUNT%
 run replicas -- "$here/replicas.sh" %MOUNT%
 run domains --daemon-hosts "hostA hostA hostB hostB" -- "$here/domains.sh" %MOUNT%
 run rebalance -- "$here/rebalance.sh" %MOUNT%
-run unlink --metrics -- "$here/unlink.sh" %MOUNT%
+run unlink --metrics -- "$here/unlink.sh" %MOUNT% "$build/tests/fs/fs-free-keep"
 run closes --metrics --mounts 2 -- "$here/closes.sh" %MOUNT% %MOUNT2%
 # the killpoint daemon holds forwards at the test's gates (RDMAFS_TEST_FORWARD_GATE)
 export RDMAFS_TEST_FORWARD_GATE=${TMPDIR:-/tmp}/rdmafs-dirty-gate

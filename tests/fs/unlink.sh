@@ -16,12 +16,15 @@
 #   itself once per file with data before removing its chunks, and never
 #   for an empty one (flush_before_free, rfs_free_data()): its SYNC count
 #   moves by exactly that.
-# Usage: unlink.sh DIR
+# - a removal through the client library whose SYNC a restarted metadata
+#   service answers keeps the file's chunks (fs-free-keep), for fsck.
+# Usage: unlink.sh DIR FS_FREE_KEEP (build/tests/fs/fs-free-keep)
 # Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test itself could not
 # check (tests/lib/check.sh).
 set -u
 . "$(dirname "$(readlink -f "$0")")/../lib/check.sh"
-mnt=${1:?usage: unlink.sh DIR}
+mnt=${1:?usage: unlink.sh DIR FS_FREE_KEEP}
+keeper=${2:-}
 check_cluster unlink.sh
 check_need python3 dd truncate mv
 rdmafsctl=$(. "$RDMAFS_CLUSTER_DIR/cluster.env" && echo "$rdmafsctl")
@@ -149,3 +152,51 @@ done
 check_syncs "$syncs1" "$(syncs)" 4 "4 files with data removed"
 "$rdmafsctl" fsck >"$local_dir/fsck" 2>&1 || check_fail "fsck exited $?: $(cat "$local_dir/fsck")"
 echo "ok   files with data removed (unlink, rename over, last close, sparse, truncated): $chunks1 chunks gone, fsck clean"
+
+# 3. a client's removal (fs-free-keep, its own client) whose SYNC a restarted
+# metadata service answers keeps the file's chunks: that service's run may
+# have lost the removal (a power loss). fsck finds them, --repair removes
+# them. First the same removal with no restart between: its chunks go.
+[ -x "$keeper" ] || check_error "no fs-free-keep at '$keeper'"
+ctl=${RDMAFS_CLUSTER_CTL:?}
+# remove_through_client NAME RESTART: fs-free-keep removes $w/NAME, the
+# metadata daemon killed (-9) and started again between its unlink and its
+# removal of the data when RESTART is 1
+remove_through_client() {
+	local out=''
+	coproc K { "$keeper" "unlink/$1" 2>"$local_dir/keeper.err"; }
+	read -r out <&"${K[0]}"
+	[ "$out" = unlinked ] || check_error "fs-free-keep said '$out': $(cat "$local_dir/keeper.err")"
+	if [ "$2" = 1 ]; then
+		"$ctl" ctl kill meta KILL || check_error "cannot kill the metadata daemon"
+		"$ctl" ctl start meta || check_error "the metadata daemon did not come back"
+	fi
+	echo >&"${K[1]}"
+	read -r out <&"${K[0]}"
+	[ "$out" = "done" ] || check_error "fs-free-keep said '$out': $(cat "$local_dir/keeper.err")"
+	wait "$K_PID" || check_error "fs-free-keep exited $?: $(cat "$local_dir/keeper.err")"
+}
+for name in gone kept; do
+	dd if=/dev/urandom of="$w/$name" bs=1M count=2 status=none || check_fail "write $w/$name"
+done
+sync
+read -r _ chunks2 <<<"$(totals)"
+[ "$chunks2" -ge 2 ] || check_fail "the daemons hold $chunks2 chunks after writing 2 files (want at least 2)"
+remove_through_client gone 0
+read -r _ chunks3 <<<"$(totals)"
+[ "$chunks3" -lt "$chunks2" ] ||
+	check_fail "a client's removal with no restart left every chunk ($chunks3 of $chunks2)"
+remove_through_client kept 1
+read -r _ chunks4 <<<"$(totals)"
+[ "$chunks4" = "$chunks3" ] ||
+	check_fail "a removal whose SYNC a restarted service answered: $chunks4 chunks left of $chunks3 (want all kept)"
+grep -q "metadata service restarted" "$local_dir/keeper.err" ||
+	check_fail "fs-free-keep did not say why it kept the chunks: $(cat "$local_dir/keeper.err")"
+"$rdmafsctl" fsck >"$local_dir/fsck" 2>&1
+rc=$?
+[ $rc = 1 ] || check_fail "fsck exited $rc with $chunks4 orphan chunks (want 1): $(cat "$local_dir/fsck")"
+"$rdmafsctl" fsck --repair >"$local_dir/repair" 2>&1 ||
+	check_fail "fsck --repair exited $?: $(cat "$local_dir/repair")"
+read -r _ chunks5 <<<"$(totals)"
+[ "$chunks5" = 0 ] || check_fail "fsck --repair left $chunks5 chunks (want 0)"
+echo "ok   a removal answered by a restarted service keeps its $chunks4 chunks, fsck --repair removes them"
