@@ -299,7 +299,7 @@ struct rfs_freed {
 	bool freed; /* false: nothing to free */
 	uint64_t ino;
 	struct rfs_layout layout;
-	uint64_t service_run; /* the metadata service's run that answered (0: unknown) */
+	uint64_t service_run; /* the service's run known before the freeing call (0: unknown) */
 };
 
 /* LOOKUP of @name in directory @parent. */
