@@ -951,11 +951,11 @@ void meta_store_sync_new(struct meta *m)
 
 void meta_store_bound_growth(struct meta *m)
 {
-	uint64_t unflushed;
+	uint64_t unflushed = m->store->guard ? lmdb_guard_unflushed(m->store->guard) : 0;
 
-	if (!m->store->guard || !lmdb_guard_lagging(m->store->guard))
+	/* lmdb_guard_lagging(), with the count kept for the hard bound: one look at LMDB a group */
+	if (unflushed <= LMDB_GUARD_LAG)
 		return;
-	unflushed = lmdb_guard_unflushed(m->store->guard);
 	/* the flusher flushes beside the requests; past the hard bound they outran it */
 	if (m->flusher && unflushed <= META_STORE_HARD_LAG) {
 		__atomic_add_fetch(&m->growth_kicks, 1, __ATOMIC_RELAXED);

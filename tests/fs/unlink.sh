@@ -55,22 +55,7 @@ syncs() {
 		echo none
 		return
 	fi
-	local addr port url
-	addr=$(. "$RDMAFS_CLUSTER_DIR/cluster.env" && echo "$addr")
-	port=$(cat "$metrics_port") || check_error "cannot read $metrics_port"
-	case $addr in
-	*:*) url="http://[$addr]:$port/metrics" ;;
-	*) url="http://$addr:$port/metrics" ;;
-	esac
-	python3 - "$url" <<'PYEOF' || check_error "cannot read the mount's metrics at $url"
-import sys, urllib.request
-text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
-n = 0
-for line in text.splitlines():
-    if line.startswith("rdmafs_client_rpc_requests_total{") and 'op="SYNC"' in line:
-        n += int(float(line.rsplit(" ", 1)[1]))
-print(n)
-PYEOF
+	check_metric fuse1 'rdmafs_client_rpc_requests_total{target="meta",op="SYNC"}'
 }
 
 # check_syncs BEFORE AFTER WANT WHAT: the mount's SYNCs moved by WANT
