@@ -17,11 +17,17 @@
 # A benchmark, not a test: it prints a table and writes JSON with every
 # figure and, for every rdmafs row, its ratio against glusterfs (the aim of
 # the issue), bindfs and local.
+# With BENCH_FS_ROUNDS=R the targets run R times, in turn, the order reversed
+# every other round (A B C, C B A, A B C, ...), so that a machine that slows
+# or speeds up during the run weighs on every target alike; each figure is
+# then the median of its R runs (all of them in the JSON's "runs"), and the
+# ratios are of medians.
 #
 #   tests/bench/bench-fs.sh BUILD_DIR [OUT.json]
 # Environment: BENCH_FS_SIZE_MB (per fio job, default 256), BENCH_FS_FILES
 # (metadata files, default 10000), BENCH_FS_TREE_FILES (the tarball's files,
 # default 20000), BENCH_FS_RUNTIME (seconds per random I/O run, default 10),
+# BENCH_FS_ROUNDS (default 1),
 # BENCH_FS_TRANSPORT (tcp|rdma, default tcp), BENCH_FS_ADDR (default
 # 127.0.0.1; an RDMA interface address for rdma), BENCH_FS_TARGETS (a subset
 # of the targets above, in order), BENCH_FS_ONLY (a comma list of workloads).
@@ -35,11 +41,15 @@ size_mb=${BENCH_FS_SIZE_MB:-256}
 nfiles=${BENCH_FS_FILES:-10000}
 tree_files=${BENCH_FS_TREE_FILES:-20000}
 runtime=${BENCH_FS_RUNTIME:-10}
+rounds=${BENCH_FS_ROUNDS:-1}
 transport=${BENCH_FS_TRANSPORT:-tcp}
 addr=${BENCH_FS_ADDR:-127.0.0.1}
 read -r -a targets <<<"${BENCH_FS_TARGETS:-rdmafs rdmafs-1 glusterfs bindfs local}"
 workloads=$top/tests/bench/fs_workloads.py
 
+case $rounds in
+'' | *[!0-9]* | 0) echo "bench-fs: BENCH_FS_ROUNDS must be a number of rounds, 1 or more" >&2; exit 2 ;;
+esac
 for tool in fio bindfs python3 fusermount3 tar; do
 	command -v "$tool" >/dev/null || { echo "bench-fs: $tool is missing (scripts/install-deps.sh)" >&2; exit 77; }
 done
@@ -72,6 +82,8 @@ gluster_up() {
 		gl_started=1
 		for _ in $(seq 50); do gluster --mode=script volume list >/dev/null 2>&1 && break; sleep 0.2; done
 	fi
+	# a brick directory keeps its old volume's marks: every round gets a new one
+	rm -rf "$work/gl-brick"
 	mkdir -p "$work/gl-brick" "$m"
 	# force: the brick is on the root filesystem, which GlusterFS warns about
 	gluster --mode=script volume create "$gl_volume" "$(hostname):$work/gl-brick" force >&2 || return 1
@@ -90,6 +102,11 @@ gluster_down() {
 	if [ "$gl_started" = 1 ]; then
 		pkill -x glusterd || true
 		pkill -x glusterfsd || true
+		# gone before the next round's gluster_up looks for a glusterd
+		for _ in $(seq 100); do
+			pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null || break
+			sleep 0.1
+		done
 	fi
 	gl_mounted=0 gl_created=0 gl_started=0
 }
@@ -101,76 +118,105 @@ run_workloads() { # DIR OUT.json
 		--tarball "$work/tree.tar" --tree-files "$tree_files" --only "${BENCH_FS_ONLY:-}"
 }
 
-run_rdmafs() { # TARGET STORAGE_DAEMONS [REPLICAS]
+run_rdmafs() { # TARGET STORAGE_DAEMONS OUT.json [REPLICAS]
 	# the one test cluster harness; its data, like the workloads' files, on /var/tmp's disk
 	# shellcheck disable=SC2016 # expanded by the command cluster.sh runs
 	TMPDIR=/var/tmp "$top/tests/lib/cluster.sh" --build "$build" --transport "$transport" \
 		--addr "$addr" --storage "$2" --timeout 7200 -- \
 		bash -c 'setfattr -n rdmafs.replicas -v "$1" "$RDMAFS_MOUNT" && shift && exec "$@"' \
-		replicas "${3:-1}" \
-		python3 "$workloads" %MOUNT% "$work/$1.json" --size-mb "$size_mb" --files "$nfiles" \
+		replicas "${4:-1}" \
+		python3 "$workloads" %MOUNT% "$3" --size-mb "$size_mb" --files "$nfiles" \
 		--runtime "$runtime" --tarball "$work/tree.tar" --tree-files "$tree_files" \
 		--only "${BENCH_FS_ONLY:-}" >&2
 }
 
 python3 "$workloads" --make-tarball "$work/tree.tar" "$tree_files"
-for t in "${targets[@]}"; do
-	echo "bench-fs: $t ($(date +%T))" >&2
-	case $t in
-	rdmafs) run_rdmafs rdmafs 3 ;;
-	rdmafs-1) run_rdmafs rdmafs-1 0 ;;
-	rdmafs-r3) run_rdmafs rdmafs-r3 3 3 ;;
+# run_target TARGET OUT.json: one run of every workload on TARGET
+run_target() {
+	case $1 in
+	rdmafs) run_rdmafs rdmafs 3 "$2" ;;
+	rdmafs-1) run_rdmafs rdmafs-1 0 "$2" ;;
+	rdmafs-r3) run_rdmafs rdmafs-r3 3 "$2" 3 ;;
 	glusterfs)
 		rc=0
 		if gluster_up "$work/gluster"; then
-			run_workloads "$work/gluster" "$work/glusterfs.json" || rc=$?
+			run_workloads "$work/gluster" "$2" || rc=$?
 		else
 			echo "bench-fs: glusterfs could not be set up" >&2
 			rc=1
 		fi
 		gluster_down
-		[ $rc = 0 ]
+		return $rc
 		;;
 	bindfs)
+		rm -rf "$work/bindfs-src"
 		mkdir -p "$work/bindfs-src" "$work/bindfs"
 		bindfs "$work/bindfs-src" "$work/bindfs"
 		rc=0
-		run_workloads "$work/bindfs" "$work/bindfs.json" || rc=$?
+		run_workloads "$work/bindfs" "$2" || rc=$?
 		fusermount3 -u "$work/bindfs"
-		[ $rc = 0 ]
+		return $rc
 		;;
 	local)
+		rm -rf "$work/local"
 		mkdir -p "$work/local"
-		run_workloads "$work/local" "$work/local.json"
+		run_workloads "$work/local" "$2"
 		;;
+	*) echo "bench-fs: unknown target $1" >&2; exit 2 ;;
+	esac
+}
+
+for t in "${targets[@]}"; do
+	case $t in rdmafs | rdmafs-1 | rdmafs-r3 | glusterfs | bindfs | local) ;;
 	*) echo "bench-fs: unknown target $t" >&2; exit 2 ;;
-	esac || echo "bench-fs: $t failed; its column stays empty" >&2
+	esac
+done
+order=("${targets[@]}")
+for ((r = 1; r <= rounds; r++)); do
+	for t in "${order[@]}"; do
+		echo "bench-fs: round $r/$rounds: $t ($(date +%T))" >&2
+		run_target "$t" "$work/$t.r$r.json" ||
+			echo "bench-fs: $t failed in round $r; its figures of that round stay empty" >&2
+	done
+	# the next round the other way round: a drift of the machine weighs on all alike
+	for ((i = 0; i < ${#order[@]} / 2; i++)); do
+		swap=${order[i]}
+		order[i]=${order[${#order[@]} - 1 - i]}
+		order[${#order[@]} - 1 - i]=$swap
+	done
 done
 
-python3 - "$json_out" "$work" "$transport" "${targets[@]}" <<'PY'
-import json, os, sys
-out, work, transport, targets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-res = {}
+python3 - "$json_out" "$work" "$transport" "$rounds" "${targets[@]}" <<'PY'
+import json, os, statistics, sys
+out, work, transport, rounds, targets = (sys.argv[1], sys.argv[2], sys.argv[3],
+                                         int(sys.argv[4]), sys.argv[5:])
+runs = {}  # target -> [that round's {metric: {"value", "unit"}} or {} when it failed]
 for t in targets:
-    p = os.path.join(work, t + ".json")
-    res[t] = json.load(open(p)) if os.path.exists(p) else {}
+    runs[t] = []
+    for r in range(1, rounds + 1):
+        p = os.path.join(work, f"{t}.r{r}.json")
+        runs[t].append(json.load(open(p)) if os.path.exists(p) else {})
 metrics = []
 for t in targets:
-    for m in res[t]:
-        if m not in metrics:
-            metrics.append(m)
+    for res in runs[t]:
+        for m in res:
+            if m not in metrics:
+                metrics.append(m)
 rows = []
 for m in metrics:
-    unit = next(res[t][m]["unit"] for t in targets if m in res[t])
+    unit = next(res[m]["unit"] for t in targets for res in runs[t] if m in res)
     row = {"metric": m, "unit": unit}
     for t in targets:
-        row[t] = res[t].get(m, {}).get("value")
+        vals = [res[m]["value"] for res in runs[t] if m in res and res[m]["value"] is not None]
+        row[t] = statistics.median(vals) if vals else None
+        if rounds > 1:
+            row[t + "_runs"] = [res.get(m, {}).get("value") for res in runs[t]]
     for t in (x for x in targets if x.startswith("rdmafs")):
         for base in ("glusterfs", "bindfs", "local") + (("rdmafs",) if t == "rdmafs-r3" else ()):
             if base in targets and row[t] is not None and row.get(base):
                 row[f"{t}_vs_{base}"] = round(row[t] / row[base], 3)
     rows.append(row)
-json.dump({"transport": transport, "targets": targets, "results": rows},
+json.dump({"transport": transport, "targets": targets, "rounds": rounds, "results": rows},
           open(out, "w"), indent=1)
 w = 12
 head = f"{'metric':28}" + "".join(f"{t:>{w}}" for t in targets)
@@ -179,7 +225,7 @@ ratios = [f"{t}/{b}" for t in targets if t.startswith("rdmafs") for b in ("glust
 ratios += ["rdmafs-r3/rdmafs"] if "rdmafs-r3" in targets and "rdmafs" in targets else []
 head += "".join(f"{r:>{len(r) + 2}}" for r in ratios)
 print(f"\nbench-fs ({transport}; rdmafs: 4 daemons, rdmafs-1: one, rdmafs-r3: 4 daemons and 3 copies;"
-      " ratios are rdmafs/peer)")
+      " ratios are rdmafs/peer" + (f"; medians of {rounds} rounds)" if rounds > 1 else ")"))
 print(head)
 for row in rows:
     line = f"{row['metric'] + ' ' + row['unit']:28}"
