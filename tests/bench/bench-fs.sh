@@ -20,8 +20,9 @@
 # With BENCH_FS_ROUNDS=R the targets run R times, in turn, the order reversed
 # every other round (A B C, C B A, A B C, ...), so that a machine that slows
 # or speeds up during the run weighs on every target alike; each figure is
-# then the median of its R runs (all of them in the JSON's "runs"), and the
-# ratios are of medians.
+# then the median of its R runs (each run in the JSON, as TARGET_runs), and
+# the ratios are of medians; a median of fewer runs (a round failed) is named
+# under the table.
 #
 #   tests/bench/bench-fs.sh BUILD_DIR [OUT.json]
 # Environment: BENCH_FS_SIZE_MB (per fio job, default 256), BENCH_FS_FILES
@@ -48,8 +49,13 @@ read -r -a targets <<<"${BENCH_FS_TARGETS:-rdmafs rdmafs-1 glusterfs bindfs loca
 workloads=$top/tests/bench/fs_workloads.py
 
 case $rounds in
-'' | *[!0-9]* | 0) echo "bench-fs: BENCH_FS_ROUNDS must be a number of rounds, 1 or more" >&2; exit 2 ;;
+'' | *[!0-9]* | 0*) echo "bench-fs: BENCH_FS_ROUNDS must be a number of rounds, 1 or more" >&2; exit 2 ;;
 esac
+for t in "${targets[@]}"; do
+	case $t in rdmafs | rdmafs-1 | rdmafs-r3 | glusterfs | bindfs | local) ;;
+	*) echo "bench-fs: unknown target $t" >&2; exit 2 ;;
+	esac
+done
 for tool in fio bindfs python3 fusermount3 tar; do
 	command -v "$tool" >/dev/null || { echo "bench-fs: $tool is missing (scripts/install-deps.sh)" >&2; exit 77; }
 done
@@ -107,6 +113,11 @@ gluster_down() {
 			pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null || break
 			sleep 0.1
 		done
+		if pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null; then
+			echo "bench-fs: glusterd did not stop in 10 s: killed" >&2
+			pkill -9 -x glusterd || true
+			pkill -9 -x glusterfsd || true
+		fi
 	fi
 	gl_mounted=0 gl_created=0 gl_started=0
 }
@@ -133,12 +144,12 @@ run_rdmafs() { # TARGET STORAGE_DAEMONS OUT.json [REPLICAS]
 python3 "$workloads" --make-tarball "$work/tree.tar" "$tree_files"
 # run_target TARGET OUT.json: one run of every workload on TARGET
 run_target() {
+	local rc=0
 	case $1 in
 	rdmafs) run_rdmafs rdmafs 3 "$2" ;;
 	rdmafs-1) run_rdmafs rdmafs-1 0 "$2" ;;
 	rdmafs-r3) run_rdmafs rdmafs-r3 3 "$2" 3 ;;
 	glusterfs)
-		rc=0
 		if gluster_up "$work/gluster"; then
 			run_workloads "$work/gluster" "$2" || rc=$?
 		else
@@ -149,28 +160,21 @@ run_target() {
 		return $rc
 		;;
 	bindfs)
-		rm -rf "$work/bindfs-src"
-		mkdir -p "$work/bindfs-src" "$work/bindfs"
-		bindfs "$work/bindfs-src" "$work/bindfs"
-		rc=0
+		# (set -e does not hold in a function called left of ||: each step is checked)
+		rm -rf "$work/bindfs-src" && mkdir -p "$work/bindfs-src" "$work/bindfs" || return 1
+		bindfs "$work/bindfs-src" "$work/bindfs" || { echo "bench-fs: bindfs failed" >&2; return 1; }
 		run_workloads "$work/bindfs" "$2" || rc=$?
-		fusermount3 -u "$work/bindfs"
+		# the next round removes the source: never while it is still mounted
+		fusermount3 -u "$work/bindfs" || { fusermount3 -uz "$work/bindfs"; rc=1; }
 		return $rc
 		;;
 	local)
-		rm -rf "$work/local"
-		mkdir -p "$work/local"
+		rm -rf "$work/local" && mkdir -p "$work/local" || return 1
 		run_workloads "$work/local" "$2"
 		;;
-	*) echo "bench-fs: unknown target $1" >&2; exit 2 ;;
 	esac
 }
 
-for t in "${targets[@]}"; do
-	case $t in rdmafs | rdmafs-1 | rdmafs-r3 | glusterfs | bindfs | local) ;;
-	*) echo "bench-fs: unknown target $t" >&2; exit 2 ;;
-	esac
-done
 order=("${targets[@]}")
 for ((r = 1; r <= rounds; r++)); do
 	for t in "${order[@]}"; do
@@ -235,5 +239,10 @@ for row in rows:
         v = row.get(f"{t}_vs_{b}")
         line += f"{v:>{len(r) + 2}.2f}" if v is not None else f"{'-':>{len(r) + 2}}"
     print(line)
+short = [f"{t} {row['metric']} ({sum(v is not None for v in row[t + '_runs'])} of {rounds})"
+         for row in rows for t in targets
+         if rounds > 1 and row[t] is not None and None in row[t + "_runs"]]
+if short:
+    print("medians of fewer runs (a round failed): " + ", ".join(short))
 print("JSON in", out)
 PY
