@@ -99,6 +99,10 @@ gluster_up() {
 	gl_mounted=1
 }
 
+gluster_running() {
+	pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null
+}
+
 gluster_down() {
 	[ "$gl_mounted" = 1 ] && { umount "$work/gluster" 2>/dev/null || umount -l "$work/gluster" || true; }
 	if [ "$gl_created" = 1 ]; then
@@ -110,10 +114,10 @@ gluster_down() {
 		pkill -x glusterfsd || true
 		# gone before the next round's gluster_up looks for a glusterd
 		for _ in $(seq 100); do
-			pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null || break
+			gluster_running || break
 			sleep 0.1
 		done
-		if pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null; then
+		if gluster_running; then
 			echo "bench-fs: glusterd did not stop in 10 s: killed" >&2
 			pkill -9 -x glusterd || true
 			pkill -9 -x glusterfsd || true
@@ -124,9 +128,12 @@ gluster_down() {
 
 # --- the targets ------------------------------------------------------------------
 
+# fs_workloads.py's options after DIR OUT.json, the same for every target
+workload_opts=(--size-mb "$size_mb" --files "$nfiles" --runtime "$runtime"
+	--tarball "$work/tree.tar" --tree-files "$tree_files" --only "${BENCH_FS_ONLY:-}")
+
 run_workloads() { # DIR OUT.json
-	python3 "$workloads" "$1" "$2" --size-mb "$size_mb" --files "$nfiles" --runtime "$runtime" \
-		--tarball "$work/tree.tar" --tree-files "$tree_files" --only "${BENCH_FS_ONLY:-}"
+	python3 "$workloads" "$1" "$2" "${workload_opts[@]}"
 }
 
 run_rdmafs() { # TARGET STORAGE_DAEMONS OUT.json [REPLICAS]
@@ -135,10 +142,7 @@ run_rdmafs() { # TARGET STORAGE_DAEMONS OUT.json [REPLICAS]
 	TMPDIR=/var/tmp "$top/tests/lib/cluster.sh" --build "$build" --transport "$transport" \
 		--addr "$addr" --storage "$2" --timeout 7200 -- \
 		bash -c 'setfattr -n rdmafs.replicas -v "$1" "$RDMAFS_MOUNT" && shift && exec "$@"' \
-		replicas "${4:-1}" \
-		python3 "$workloads" %MOUNT% "$3" --size-mb "$size_mb" --files "$nfiles" \
-		--runtime "$runtime" --tarball "$work/tree.tar" --tree-files "$tree_files" \
-		--only "${BENCH_FS_ONLY:-}" >&2
+		replicas "${4:-1}" python3 "$workloads" %MOUNT% "$3" "${workload_opts[@]}" >&2
 }
 
 python3 "$workloads" --make-tarball "$work/tree.tar" "$tree_files"
@@ -175,18 +179,15 @@ run_target() {
 	esac
 }
 
-order=("${targets[@]}")
+# odd rounds in the given order, even ones reversed: a drift of the machine weighs on all alike
+reversed=()
+for t in "${targets[@]}"; do reversed=("$t" "${reversed[@]}"); done
 for ((r = 1; r <= rounds; r++)); do
+	if ((r % 2)); then order=("${targets[@]}"); else order=("${reversed[@]}"); fi
 	for t in "${order[@]}"; do
 		echo "bench-fs: round $r/$rounds: $t ($(date +%T))" >&2
 		run_target "$t" "$work/$t.r$r.json" ||
 			echo "bench-fs: $t failed in round $r; its figures of that round stay empty" >&2
-	done
-	# the next round the other way round: a drift of the machine weighs on all alike
-	for ((i = 0; i < ${#order[@]} / 2; i++)); do
-		swap=${order[i]}
-		order[i]=${order[${#order[@]} - 1 - i]}
-		order[${#order[@]} - 1 - i]=$swap
 	done
 done
 
