@@ -126,13 +126,12 @@ rm "$w/big" || check_fail "unlink $w/big"
 mv "$w/src" "$w/target" || check_fail "rename over $w/target"
 rm "$w/sparse" "$w/cut" "$w/target" || check_fail "unlink $w/sparse, $w/cut, $w/target"
 unlinked_while_open "$w/open" 1
-chunks=$chunks1
-for _ in $(seq 30); do
+# the daemons hold no chunk (their count left in chunks)
+no_chunks() {
 	read -r _ chunks <<<"$(totals)"
-	[ "$chunks" = 0 ] && break
-	sleep 1
-done
-[ "$chunks" = 0 ] || check_fail "30 s after removing every file the daemons still hold $chunks chunks"
+	[ "$chunks" = 0 ]
+}
+check_until 30 no_chunks || check_fail "30 s after removing every file the daemons still hold $chunks chunks"
 # big, target (renamed over), sparse and open have bytes; cut was truncated to nothing
 check_syncs "$syncs1" "$(syncs)" 4 "4 files with data removed"
 "$rdmafsctl" fsck >"$local_dir/fsck" 2>&1 || check_fail "fsck exited $?: $(cat "$local_dir/fsck")"

@@ -62,6 +62,19 @@ check_all_up() {
 	check_fail "$4: the daemons are not all up with every copy in place after $3 s: $(cat "$5")"
 }
 
+# check_until SECS CMD...: runs CMD once a second until it succeeds, SECS times
+# at most; its last status. For what the system does after it answers (a
+# removed file's chunks go after the unlink's answer: rfs_free_data()).
+check_until() {
+	local n=$1 _
+	shift
+	for _ in $(seq "$n"); do
+		"$@" && return 0
+		sleep 1
+	done
+	"$@"
+}
+
 # check_metric NAME METRIC: the value (an integer) of METRIC in the metrics of
 # the cluster's daemon or mount NAME (meta, storageN, fuseM: cluster.sh
 # --metrics writes NAME.metrics-port); ERROR when it cannot be read.
