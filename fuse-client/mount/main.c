@@ -58,6 +58,7 @@ struct mount_opts {
 	int write_behind; /* write_behind=N: writes of a file in flight; 0: none */
 	int busy_poll_us; /* busy_poll_us=N; INT_MIN: not given */
 	int server_permissions;
+	int async_dirops; /* unlinks answered at once, sent in the background */
 	double attr_timeout, entry_timeout, negative_timeout;
 	char *nonopt[2]; /* [SOURCE] MOUNTPOINT */
 	int nonopt_count;
@@ -81,9 +82,10 @@ static const struct fuse_opt mount_spec[] = {
 	/* what the other programs take, for people who start it by hand */
 	MOPT("--log-level %s", log_level), MOPT("readahead=%u", readahead_kb),
 	MOPT("write_behind=%d", write_behind), MOPT("busy_poll_us=%d", busy_poll_us),
-	MOPT("server_permissions", server_permissions), MOPT("attr_timeout=%lf", attr_timeout),
-	MOPT("entry_timeout=%lf", entry_timeout), MOPT("negative_timeout=%lf", negative_timeout),
-	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
+	MOPT("server_permissions", server_permissions), MOPT("async_dirops", async_dirops),
+	MOPT("attr_timeout=%lf", attr_timeout), MOPT("entry_timeout=%lf", entry_timeout),
+	MOPT("negative_timeout=%lf", negative_timeout), FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
 	/* fstab options meant for mount(8) and systemd, not for the kernel */
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD), FUSE_OPT_KEY("nofail", KEY_DISCARD),
 	FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
@@ -141,6 +143,10 @@ static void usage(const char *prog)
 	       "                           mount's new file shows after it) [entry_timeout]\n"
 	       "    server_permissions     no default_permissions: only the service checks\n"
 	       "                           (names the kernel has cached are then not checked)\n"
+	       "    async_dirops           answer an unlink once the kernel's checks pass and\n"
+	       "                           send it in the background (a failure comes with\n"
+	       "                           the next fsync of the directory; not with\n"
+	       "                           server_permissions)\n"
 	       "    log=FILE               append the log to FILE [stderr in the foreground,\n"
 	       "                           syslog (LOG_DAEMON; the journal) in the background]\n"
 	       "    log_level=LEVEL        debug, info, warning or error [info]; also\n"
@@ -467,6 +473,12 @@ int main(int argc, char *argv[])
 			WRITE_BEHIND_MAX, XPRT_BUSY_POLL_MAX_US);
 		goto out_free_cmd;
 	}
+	if (mo.async_dirops && mo.server_permissions) {
+		/* the kernel's own checks are what a background unlink is answered on */
+		fprintf(stderr, "rdmafs-fuse: async_dirops needs the kernel's permission checks:"
+				" not with server_permissions\n");
+		goto out_free_cmd;
+	}
 	if (mo.log_level) {
 		/* fuse_opt's "--log-level %s" hands --log-level=LEVEL over as "=LEVEL" */
 		const char *level = mo.log_level[0] == '=' ? mo.log_level + 1 : mo.log_level;
@@ -560,7 +572,16 @@ int main(int argc, char *argv[])
 			   strerror(-err));
 		goto out_unmount;
 	}
-	rdmafs_log(RDMAFS_LOG_INFO, "mounted %s (metadata service %s)", cmd.mountpoint, meta_uri);
+	if (mo.async_dirops) {
+		err = ops_bg_start(fs);
+		if (err) {
+			rdmafs_log(RDMAFS_LOG_ERR, "async_dirops: cannot start its threads: %s",
+				   strerror(-err));
+			goto out_destroy_rfs;
+		}
+	}
+	rdmafs_log(RDMAFS_LOG_INFO, "mounted %s (metadata service %s%s)", cmd.mountpoint, meta_uri,
+		   mo.async_dirops ? ", async_dirops" : "");
 	if (metrics_listen) {
 		struct mount_metrics_params mp = {
 			.listen = metrics_listen,
@@ -592,6 +613,9 @@ int main(int argc, char *argv[])
 		   cmd.mountpoint, ret ? " with an error" : "");
 out_stop_metrics:
 	mount_metrics_stop(metrics);
+	/* the unlinks answered are sent before the connection goes */
+	bg_stop(fs);
+out_destroy_rfs:
 	rfs_destroy(fs->rfs);
 out_unmount:
 	fuse_session_unmount(fs->se);

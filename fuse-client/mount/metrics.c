@@ -105,6 +105,17 @@ static void render_fuse(const struct mount_stats *st, FILE *f)
 			    "GETATTRs of a directory answered with the attributes this mount's "
 			    "last change of its entries left, with no round trip.",
 			    load(&st->dir_attr_hits));
+	rdmafs_prom_counter(f, "rdmafs_client_background_unlinks_total",
+			    "Unlinks answered at once and sent to the service in the background "
+			    "(async_dirops).",
+			    load(&st->bg_unlinks));
+	rdmafs_prom_counter(f, "rdmafs_client_background_waits_total",
+			    "Requests that waited for the background unlinks before they ran.",
+			    load(&st->bg_waits));
+	rdmafs_prom_counter(f, "rdmafs_client_background_errors_total",
+			    "Background unlinks that failed (ENOENT included: another mount "
+			    "removed the name first).",
+			    load(&st->bg_errors));
 }
 
 typedef uint64_t (*method_value_fn)(const struct rfs_method_stats *ms);

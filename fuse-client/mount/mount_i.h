@@ -10,6 +10,7 @@
  *                its size, layout and uncommitted writes coherent with the
  *                metadata service (rdmafs_fs.h)
  *   readahead.c  the kernel's read-ahead for our mount, through sysfs
+ *   background.c unlinks answered at once and sent after (async_dirops)
  *   stats.c      what the operations count: requests, errors by errno,
  *                latency from the request's arrival to its reply
  *   metrics.c    /metrics: those counts and the client core's (rfs_stats)
@@ -115,7 +116,81 @@ struct mount_stats {
 	uint64_t read_bytes, write_bytes; /* answered to reads, taken from writes */
 	uint64_t in_flight;		  /* requests being handled */
 	uint64_t dir_attr_hits; /* GETATTRs of a directory answered from its copy (dir_after()) */
+	uint64_t bg_unlinks;	/* unlinks answered at once and sent in the background */
+	uint64_t bg_waits;	/* requests that waited for background calls first */
+	uint64_t bg_errors;	/* background calls the service refused or that failed */
 };
+
+/*
+ * Where a call that changes a directory's entries began (ops.c dir_watch()):
+ * its copy of the directory's attributes is kept only if nothing that
+ * leaves none came meanwhile.
+ */
+struct dir_mark {
+	uint64_t gen, epoch;
+};
+
+/* ---- background unlinks (background.c), with async_dirops ---- */
+
+/*
+ * With async_dirops an unlink is answered once the kernel's own checks
+ * passed (default_permissions: the caller's permission, the sticky bit,
+ * the type, on cached attributes) and its UNLINK goes to the service from a
+ * thread of ours. Order: every request that could see a pending call waits
+ * for it first (ops.c op_begin(): all but LOOKUP, GETATTR, UNLINK and the
+ * data path); a LOOKUP waits for a pending call on its name, a GETATTR
+ * answered from a directory's copy waits for nothing. A call the service
+ * refuses (a race with another mount: EACCES, EPERM, EIO...) is logged,
+ * counted, and returned by the next fsync of its directory; ENOENT (another
+ * mount removed it first) is not an error. A mount that dies loses the
+ * calls of its window: other mounts see those names still.
+ */
+#define BG_WINDOW  64 /* calls answered and not yet done */
+#define BG_THREADS 4  /* threads sending them */
+
+enum bg_state { BG_FREE, BG_QUEUED, BG_SENT };
+
+struct bg_call {
+	enum bg_state state; /* under bg.lock */
+	uint64_t parent;
+	char name[256]; /* NAME_MAX + 1 */
+	struct rfs_cred cred;
+	struct dir_mark mark;
+	int err; /* the call's result, set by bg_run_fn */
+};
+
+struct fs;
+
+/* Sends @call and sets call->err (0 or -errno); runs on a thread of background.c. */
+typedef void (*bg_run_fn)(struct fs *fs, struct bg_call *call);
+
+struct bg {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* a call queued, or stopping */
+	pthread_cond_t done; /* a call done: a slot free */
+	struct bg_call calls[BG_WINDOW];
+	unsigned used; /* slots not free; changed under lock, read atomically */
+	bg_run_fn run;
+	pthread_t thread[BG_THREADS];
+	unsigned threads;
+	bool stopping;
+	int err; /* the first failure not yet returned by a fsync, and its directory */
+	uint64_t err_parent;
+};
+
+/* Starts the threads that run @run on each call; after fuse_daemonize(). 0 or -errno. */
+int bg_start(struct fs *fs, bg_run_fn run);
+/* Sends every call still queued, waits for all, stops the threads. No-op when not started. */
+void bg_stop(struct fs *fs);
+/* Queues an unlink of (@parent, @name) by @cred, waiting for a free slot. 0 or -ENAMETOOLONG. */
+int bg_unlink(struct fs *fs, uint64_t parent, const char *name, const struct rfs_cred *cred,
+	      struct dir_mark mark);
+/* Waits until no call is pending. No-op without async_dirops. */
+void bg_drain(struct fs *fs);
+/* Waits until no call on (@parent, @name) is pending. */
+void bg_wait_name(struct fs *fs, uint64_t parent, const char *name);
+/* The failure of a background call in @parent not yet returned (then cleared), or 0. */
+int bg_take_error(struct fs *fs, uint64_t parent);
 
 struct fs {
 	struct rfs *rfs;
@@ -131,6 +206,7 @@ struct fs {
 	struct mount_stats stats;
 	/* bumped (atomic) by every rmdir and rename: every directory's copy goes (dir_after()) */
 	uint64_t dir_epoch;
+	struct bg *bg; /* async_dirops: background unlinks; NULL without */
 };
 
 /* ---- the inode table (node.c) ---- */
@@ -154,6 +230,8 @@ void readahead_tune(struct fs *fs);
 
 /* Every operation is counted in fs.stats (stats.c) around its handler. */
 extern const struct fuse_lowlevel_ops mount_ops;
+/* Starts the background unlinks of async_dirops (bg_start() with ops.c's UNLINK). */
+int ops_bg_start(struct fs *fs);
 
 /* ---- counting (stats.c) ---- */
 

@@ -67,15 +67,37 @@ struct op_clock {
 
 static __thread struct op_clock *op_current;
 
+/*
+ * The requests that wait for the background unlinks before they run
+ * (async_dirops, mount_i.h): every one that could see a pending call's
+ * directory or inode. LOOKUP waits for its name alone, GETATTR when it asks
+ * the service (fs_lookup(), fs_getattr()); UNLINK queues; FORGET, STATFS
+ * and the data path (whose calls an unlinked file's open handle keeps
+ * good) wait for nothing.
+ */
+static const bool op_waits[MOUNT_OPS] = {
+	[MOUNT_OP_SETATTR] = true,     [MOUNT_OP_READLINK] = true,  [MOUNT_OP_MKNOD] = true,
+	[MOUNT_OP_MKDIR] = true,       [MOUNT_OP_RMDIR] = true,	    [MOUNT_OP_SYMLINK] = true,
+	[MOUNT_OP_RENAME] = true,      [MOUNT_OP_LINK] = true,	    [MOUNT_OP_OPEN] = true,
+	[MOUNT_OP_FSYNC] = true,       [MOUNT_OP_OPENDIR] = true,   [MOUNT_OP_READDIR] = true,
+	[MOUNT_OP_READDIRPLUS] = true, [MOUNT_OP_FSYNCDIR] = true,  [MOUNT_OP_SETXATTR] = true,
+	[MOUNT_OP_GETXATTR] = true,    [MOUNT_OP_LISTXATTR] = true, [MOUNT_OP_REMOVEXATTR] = true,
+	[MOUNT_OP_ACCESS] = true,      [MOUNT_OP_CREATE] = true,
+};
+
 static void op_begin(struct op_clock *clk, fuse_req_t req, enum mount_op op)
 {
-	clk->stats = &req_fs(req)->stats;
+	struct fs *fs = req_fs(req);
+
+	clk->stats = &fs->stats;
 	clk->op = op;
 	clk->start_ns = rdmafs_now_ns();
 	clk->replied_ns = 0;
 	clk->err = 0;
 	mount_count(&clk->stats->in_flight, 1);
 	op_current = clk;
+	if (op_waits[op])
+		bg_drain(fs);
 }
 
 /*
@@ -147,10 +169,6 @@ static void cred_fill(fuse_req_t req, struct rfs_cred *c)
  * kept, nor one older (by ctime) than a copy kept, which then goes too, and
  * a LOOKUP or READDIRPLUS that brings the kernel the directory drops it.
  */
-struct dir_mark {
-	uint64_t gen, epoch;
-};
-
 static struct dir_mark dir_watch(struct fs *fs, fuse_ino_t dir)
 {
 	struct node *n = node_find(fs, dir);
@@ -309,6 +327,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret;
 
 	readahead_tune(fs);
+	bg_wait_name(fs, parent, name);
 	cred_fill(req, &c);
 	ret = rfs_lookup(fs->rfs, &c, parent, name, &e);
 	if (ret == -ENOENT && fs->negative_timeout > 0) {
@@ -371,6 +390,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_attr(req, &st, timeout);
 		return;
 	}
+	bg_drain(fs);
 	cred_fill(req, &c);
 	ret = do_getattr(fs, &c, ino, &st);
 	if (ret)
@@ -497,6 +517,50 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	reply_entry(req, fs, ret, &e);
 }
 
+/* async_dirops: the background UNLINK of @call (bg_run_fn), and what fs_unlink() does after */
+static void unlink_run(struct fs *fs, struct bg_call *call)
+{
+	struct rfs_dir_after after;
+	struct rfs_freed freed;
+
+	call->err = rfs_unlink(fs->rfs, &call->cred, call->parent, call->name, &freed, &after);
+	if (call->err) {
+		rdmafs_log(call->err == -ENOENT ? RDMAFS_LOG_INFO : RDMAFS_LOG_WARN,
+			   "background unlink of '%s' in directory %" PRIu64 ": %s%s", call->name,
+			   call->parent, strerror(-call->err),
+			   call->err == -ENOENT ? " (removed by another mount first)"
+						: "; the next fsync of the directory returns it");
+		dir_forget(fs, call->parent); /* dir_touch() advanced it for nothing */
+		return;
+	}
+	dir_after(fs, call->parent, call->mark, &after);
+	rfs_free_data(fs->rfs, &freed);
+}
+
+/*
+ * Advances the mtime and ctime of @dir's copy, if it has one, to now: an
+ * unlink answered before the service made it. The service's copy, once it
+ * answers, replaces it (or, older by this clock, drops both: dir_after()).
+ */
+static void dir_touch(struct fs *fs, fuse_ino_t dir)
+{
+	struct node *n = node_find(fs, dir);
+	struct timespec now;
+
+	if (!n)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&n->lock);
+	n->dir_attr.st_mtim = now;
+	n->dir_attr.st_ctim = now;
+	pthread_mutex_unlock(&n->lock);
+}
+
+int ops_bg_start(struct fs *fs)
+{
+	return bg_start(fs, unlink_run);
+}
+
 static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
@@ -507,6 +571,13 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret;
 
 	cred_fill(req, &c);
+	if (fs->bg) {
+		ret = bg_unlink(fs, parent, name, &c, gen);
+		if (!ret)
+			dir_touch(fs, parent);
+		reply_error(req, ret);
+		return;
+	}
 	ret = rfs_unlink(fs->rfs, &c, parent, name, &freed, &after);
 	if (!ret)
 		dir_after(fs, parent, gen, &after);
@@ -1003,8 +1074,12 @@ static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	struct fs *fs = req_fs(req);
+	/* a background unlink's failure (op_begin() waited for them) */
+	int ret = bg_take_error(fs, ino);
+
 	/* the entries are committed already; on disk, with metadata_sync = batch, after this */
-	reply_error(req, rfs_meta_sync(req_fs(req)->rfs));
+	reply_error(req, ret ? ret : rfs_meta_sync(fs->rfs));
 }
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
