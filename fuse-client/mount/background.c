@@ -13,6 +13,28 @@
 
 #include "mount_i.h"
 
+/* Keeps @err of a call in @parent for the directory's next fsync; the caller holds bg.lock. */
+static void bg_keep_error(struct bg *bg, uint64_t parent, int err)
+{
+	struct bg_error *free_entry = NULL;
+
+	for (unsigned i = 0; i < BG_ERRORS; i++) {
+		if (bg->errors[i].err && bg->errors[i].parent == parent)
+			return; /* the first one in a directory is the one returned */
+		if (!bg->errors[i].err && !free_entry)
+			free_entry = &bg->errors[i];
+	}
+	if (!free_entry) {
+		rdmafs_log(RDMAFS_LOG_WARN,
+			   "background unlink failures in more than %u directories: the one in "
+			   "directory %" PRIu64 " (%s) is only logged",
+			   BG_ERRORS, parent, strerror(-err));
+		return;
+	}
+	free_entry->parent = parent;
+	free_entry->err = err;
+}
+
 static void *bg_thread(void *arg)
 {
 	struct fs *fs = arg;
@@ -21,9 +43,12 @@ static void *bg_thread(void *arg)
 	pthread_mutex_lock(&bg->lock);
 	for (;;) {
 		struct bg_call *call = NULL;
+		struct rfs_freed freed;
 
-		for (unsigned i = 0; i < BG_WINDOW && !call; i++)
-			if (bg->calls[i].state == BG_QUEUED)
+		/* the oldest first: a drain waits for the calls queued before it */
+		for (unsigned i = 0; i < BG_WINDOW; i++)
+			if (bg->calls[i].state == BG_QUEUED &&
+			    (!call || bg->calls[i].seq < call->seq))
 				call = &bg->calls[i];
 		if (!call) {
 			if (bg->stopping)
@@ -36,15 +61,19 @@ static void *bg_thread(void *arg)
 		bg->run(fs, call);
 		if (call->err)
 			mount_count(&fs->stats.bg_errors, 1);
+		node_unref(fs, call->pin, 0, 1);
+		freed = call->freed;
 		pthread_mutex_lock(&bg->lock);
 		/* ENOENT: another mount removed the name first, as this one was asked to */
-		if (call->err && call->err != -ENOENT && !bg->err) {
-			bg->err = call->err;
-			bg->err_parent = call->parent;
-		}
+		if (call->err && call->err != -ENOENT)
+			bg_keep_error(bg, call->parent, call->err);
 		call->state = BG_FREE;
 		__atomic_sub_fetch(&bg->used, 1, __ATOMIC_RELEASE);
 		pthread_cond_broadcast(&bg->done);
+		/* the chunks go after the call is done: no request waits for that */
+		pthread_mutex_unlock(&bg->lock);
+		rfs_free_data(fs->rfs, &freed);
+		pthread_mutex_lock(&bg->lock);
 	}
 	pthread_mutex_unlock(&bg->lock);
 	return NULL;
@@ -85,11 +114,12 @@ void bg_stop(struct fs *fs)
 	pthread_mutex_unlock(&bg->lock);
 	for (unsigned i = 0; i < bg->threads; i++)
 		pthread_join(bg->thread[i], NULL);
-	if (bg->err)
-		rdmafs_log(RDMAFS_LOG_WARN,
-			   "a background unlink in directory %" PRIu64
-			   " failed (%s) and no fsync of it was told",
-			   bg->err_parent, strerror(-bg->err));
+	for (unsigned i = 0; i < BG_ERRORS; i++)
+		if (bg->errors[i].err)
+			rdmafs_log(RDMAFS_LOG_WARN,
+				   "a background unlink in directory %" PRIu64
+				   " failed (%s) and no fsync of it was told",
+				   bg->errors[i].parent, strerror(-bg->errors[i].err));
 	pthread_cond_destroy(&bg->done);
 	pthread_cond_destroy(&bg->work);
 	pthread_mutex_destroy(&bg->lock);
@@ -103,9 +133,14 @@ int bg_unlink(struct fs *fs, uint64_t parent, const char *name, const struct rfs
 	struct bg *bg = fs->bg;
 	struct bg_call *call = NULL;
 	size_t len = strlen(name);
+	struct node *pin;
 
 	if (len >= sizeof(call->name))
 		return -ENAMETOOLONG;
+	/* the kernel holds @parent now, not once it forgets: held until the call is done */
+	pin = node_ref(fs, parent, 0, 1);
+	if (!pin)
+		return -ENOMEM;
 	pthread_mutex_lock(&bg->lock);
 	while (bg->used == BG_WINDOW)
 		pthread_cond_wait(&bg->done, &bg->lock);
@@ -113,11 +148,14 @@ int bg_unlink(struct fs *fs, uint64_t parent, const char *name, const struct rfs
 		if (bg->calls[i].state == BG_FREE)
 			call = &bg->calls[i];
 	call->state = BG_QUEUED;
+	call->seq = ++bg->queued;
 	call->parent = parent;
+	call->pin = pin;
 	memcpy(call->name, name, len + 1);
 	call->cred = *cred;
 	call->mark = mark;
 	call->err = 0;
+	memset(&call->freed, 0, sizeof(call->freed));
 	__atomic_add_fetch(&bg->used, 1, __ATOMIC_RELEASE);
 	pthread_cond_signal(&bg->work);
 	pthread_mutex_unlock(&bg->lock);
@@ -125,20 +163,37 @@ int bg_unlink(struct fs *fs, uint64_t parent, const char *name, const struct rfs
 	return 0;
 }
 
+/* A call of @bg queued at or before @seq not yet done; the caller holds bg.lock. */
+static bool bg_pending_before(struct bg *bg, uint64_t seq)
+{
+	for (unsigned i = 0; i < BG_WINDOW; i++)
+		if (bg->calls[i].state != BG_FREE && bg->calls[i].seq <= seq)
+			return true;
+	return false;
+}
+
+bool bg_busy(struct fs *fs)
+{
+	return fs->bg && __atomic_load_n(&fs->bg->used, __ATOMIC_ACQUIRE);
+}
+
 void bg_drain(struct fs *fs)
 {
 	struct bg *bg = fs->bg;
+	uint64_t seq;
 
-	if (!bg || !__atomic_load_n(&bg->used, __ATOMIC_ACQUIRE))
+	if (!bg_busy(fs))
 		return;
 	mount_count(&fs->stats.bg_waits, 1);
+	/* the calls queued before this request, not those after: unlinks go on meanwhile */
 	pthread_mutex_lock(&bg->lock);
-	while (bg->used)
+	seq = bg->queued;
+	while (bg_pending_before(bg, seq))
 		pthread_cond_wait(&bg->done, &bg->lock);
 	pthread_mutex_unlock(&bg->lock);
 }
 
-/* A call of @bg on (@parent, @name) not yet answered; the caller holds bg.lock. */
+/* A call of @bg on (@parent, @name) not yet done; the caller holds bg.lock. */
 static bool bg_pending(struct bg *bg, uint64_t parent, const char *name)
 {
 	for (unsigned i = 0; i < BG_WINDOW; i++)
@@ -153,7 +208,7 @@ void bg_wait_name(struct fs *fs, uint64_t parent, const char *name)
 	struct bg *bg = fs->bg;
 	bool waited = false;
 
-	if (!bg || !__atomic_load_n(&bg->used, __ATOMIC_ACQUIRE))
+	if (!bg_busy(fs))
 		return;
 	pthread_mutex_lock(&bg->lock);
 	while (bg_pending(bg, parent, name)) {
@@ -165,6 +220,19 @@ void bg_wait_name(struct fs *fs, uint64_t parent, const char *name)
 		mount_count(&fs->stats.bg_waits, 1);
 }
 
+bool bg_pending_in(struct fs *fs, uint64_t parent, const struct bg_call *self)
+{
+	struct bg *bg = fs->bg;
+	bool pending = false;
+
+	pthread_mutex_lock(&bg->lock);
+	for (unsigned i = 0; i < BG_WINDOW && !pending; i++)
+		pending = &bg->calls[i] != self && bg->calls[i].state != BG_FREE &&
+			  bg->calls[i].parent == parent;
+	pthread_mutex_unlock(&bg->lock);
+	return pending;
+}
+
 int bg_take_error(struct fs *fs, uint64_t parent)
 {
 	struct bg *bg = fs->bg;
@@ -173,9 +241,11 @@ int bg_take_error(struct fs *fs, uint64_t parent)
 	if (!bg)
 		return 0;
 	pthread_mutex_lock(&bg->lock);
-	if (bg->err && bg->err_parent == parent) {
-		err = bg->err;
-		bg->err = 0;
+	for (unsigned i = 0; i < BG_ERRORS && !err; i++) {
+		if (bg->errors[i].err && bg->errors[i].parent == parent) {
+			err = bg->errors[i].err;
+			bg->errors[i].err = 0;
+		}
 	}
 	pthread_mutex_unlock(&bg->lock);
 	return err;

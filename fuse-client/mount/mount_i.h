@@ -55,6 +55,7 @@ struct node {
 	struct stat dir_attr;
 	uint64_t dir_until_ms, dir_gen;
 	uint64_t dir_epoch; /* fs.dir_epoch when the copy was made */
+	bool dir_touched;   /* its times moved by this mount's background unlinks (dir_touch()) */
 };
 
 struct handle {
@@ -133,35 +134,49 @@ struct dir_mark {
 /* ---- background unlinks (background.c), with async_dirops ---- */
 
 /*
- * With async_dirops an unlink is answered once the kernel's own checks
- * passed (default_permissions: the caller's permission, the sticky bit,
- * the type, on cached attributes) and its UNLINK goes to the service from a
- * thread of ours. Order: every request that could see a pending call waits
- * for it first (ops.c op_begin(): all but LOOKUP, GETATTR, UNLINK and the
- * data path); a LOOKUP waits for a pending call on its name, a GETATTR
- * answered from a directory's copy waits for nothing. A call the service
- * refuses (a race with another mount: EACCES, EPERM, EIO...) is logged,
- * counted, and returned by the next fsync of its directory; ENOENT (another
- * mount removed it first) is not an error. A mount that dies loses the
- * calls of its window: other mounts see those names still.
+ * With async_dirops an unlink is answered once the kernel's checks passed
+ * (default_permissions: the caller's permission, the sticky bit, the type,
+ * on cached attributes) and its UNLINK goes to the service from a thread of
+ * ours. Order: every request that could see a pending call waits for the
+ * calls queued before it (ops.c op_begin(): all but LOOKUP, GETATTR,
+ * UNLINK, FORGET, STATFS, and the data path: READ, WRITE, FLUSH,
+ * RELEASE, RELEASEDIR, FALLOCATE, LSEEK); a LOOKUP waits for a
+ * pending call on its name, and for all of them when what it found may
+ * show one (a directory, a file of several links); a GETATTR answered from
+ * a directory's copy waits for nothing. A call the service refuses (a race
+ * with another mount: EACCES, EPERM, EIO...) is logged, counted, and
+ * returned by the next fsync of its directory (BG_ERRORS directories at
+ * most); ENOENT (another mount removed it first) is not an error. The
+ * process sends every queued call before it exits; a mount killed loses
+ * the calls of its window: other mounts see those names still.
  */
 #define BG_WINDOW  64 /* calls answered and not yet done */
-#define BG_THREADS 4  /* threads sending them */
+#define BG_THREADS 16 /* threads sending them */
+#define BG_ERRORS  16 /* directories whose failure waits for their fsync */
 
 enum bg_state { BG_FREE, BG_QUEUED, BG_SENT };
 
+struct node;
+
 struct bg_call {
 	enum bg_state state; /* under bg.lock */
+	uint64_t seq;	     /* its place in the queue: bg.queued when it came */
 	uint64_t parent;
-	char name[256]; /* NAME_MAX + 1 */
+	struct node *pin; /* the parent's node, held (an open) until the call is done */
+	char name[RFS_NAME_MAX + 1];
 	struct rfs_cred cred;
 	struct dir_mark mark;
-	int err; /* the call's result, set by bg_run_fn */
+	int err;		/* the call's result, set by bg_run_fn */
+	struct rfs_freed freed; /* what it freed, set by bg_run_fn; removed after it is done */
 };
 
 struct fs;
 
-/* Sends @call and sets call->err (0 or -errno); runs on a thread of background.c. */
+/*
+ * Sends @call, sets call->err (0 or -errno) and call->freed; runs on a
+ * thread of background.c, which then marks it done (unpins the parent) and
+ * removes the freed data (rfs_free_data()) after, so no request waits for that.
+ */
 typedef void (*bg_run_fn)(struct fs *fs, struct bg_call *call);
 
 struct bg {
@@ -169,23 +184,33 @@ struct bg {
 	pthread_cond_t work; /* a call queued, or stopping */
 	pthread_cond_t done; /* a call done: a slot free */
 	struct bg_call calls[BG_WINDOW];
-	unsigned used; /* slots not free; changed under lock, read atomically */
+	unsigned used;	 /* slots not free; changed under lock, read atomically */
+	uint64_t queued; /* calls queued so far */
 	bg_run_fn run;
 	pthread_t thread[BG_THREADS];
 	unsigned threads;
 	bool stopping;
-	int err; /* the first failure not yet returned by a fsync, and its directory */
-	uint64_t err_parent;
+	struct bg_error {
+		uint64_t parent;
+		int err;     /* 0: a free entry */
+	} errors[BG_ERRORS]; /* the first failure in each directory, until its fsync */
 };
 
 /* Starts the threads that run @run on each call; after fuse_daemonize(). 0 or -errno. */
 int bg_start(struct fs *fs, bg_run_fn run);
 /* Sends every call still queued, waits for all, stops the threads. No-op when not started. */
 void bg_stop(struct fs *fs);
-/* Queues an unlink of (@parent, @name) by @cred, waiting for a free slot. 0 or -ENAMETOOLONG. */
+/*
+ * Queues an unlink of (@parent, @name) by @cred, waiting for a free slot;
+ * the kernel holds @parent (its request). 0, -ENAMETOOLONG or -ENOMEM.
+ */
 int bg_unlink(struct fs *fs, uint64_t parent, const char *name, const struct rfs_cred *cred,
 	      struct dir_mark mark);
-/* Waits until no call is pending. No-op without async_dirops. */
+/* Whether any call is pending (a hint: read without the lock). */
+bool bg_busy(struct fs *fs);
+/* Whether a call other than @self in @parent is pending. */
+bool bg_pending_in(struct fs *fs, uint64_t parent, const struct bg_call *self);
+/* Waits until every call queued before it is done. No-op without async_dirops. */
 void bg_drain(struct fs *fs);
 /* Waits until no call on (@parent, @name) is pending. */
 void bg_wait_name(struct fs *fs, uint64_t parent, const char *name);

@@ -198,12 +198,24 @@ static void dir_after(struct fs *fs, fuse_ino_t dir, struct dir_mark m,
 		 n->dir_attr.st_ctim.tv_nsec > after->attr.st_ctim.tv_nsec);
 	if (n->dir_gen != m.gen || __atomic_load_n(&fs->dir_epoch, __ATOMIC_ACQUIRE) != m.epoch) {
 		/* a change that leaves no copy came meanwhile */
+	} else if (n->dir_until_ms > now && n->dir_epoch == m.epoch && older && n->dir_touched) {
+		/*
+		 * Newer by dir_touch(): unlinks answered after this one's, not yet
+		 * done. The service's copy, with their times, which are later.
+		 */
+		struct timespec mtime = n->dir_attr.st_mtim, ctime = n->dir_attr.st_ctim;
+
+		n->dir_attr = after->attr;
+		n->dir_attr.st_mtim = mtime;
+		n->dir_attr.st_ctim = ctime;
+		n->dir_until_ms = now + (uint64_t)(fs->attr_timeout * 1000);
 	} else if (n->dir_until_ms > now && n->dir_epoch == m.epoch && older) {
 		n->dir_until_ms = 0; /* which of the two is newer is not sure: neither */
 	} else {
 		n->dir_attr = after->attr;
 		n->dir_epoch = m.epoch;
 		n->dir_until_ms = now + (uint64_t)(fs->attr_timeout * 1000);
+		n->dir_touched = false;
 	}
 	pthread_mutex_unlock(&n->lock);
 }
@@ -330,6 +342,14 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	bg_wait_name(fs, parent, name);
 	cred_fill(req, &c);
 	ret = rfs_lookup(fs->rfs, &c, parent, name, &e);
+	/*
+	 * A directory (its times, its nlink) or a file of several links (the
+	 * count) may show a pending unlink elsewhere: asked again after them.
+	 */
+	if (!ret && bg_busy(fs) && (S_ISDIR(e.attr.st_mode) || e.attr.st_nlink > 1)) {
+		bg_drain(fs);
+		ret = rfs_lookup(fs->rfs, &c, parent, name, &e);
+	}
 	if (ret == -ENOENT && fs->negative_timeout > 0) {
 		/*
 		 * A negative entry: the kernel answers ENOENT itself until the
@@ -517,13 +537,55 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	reply_entry(req, fs, ret, &e);
 }
 
+/*
+ * Advances the mtime and ctime of @dir's copy, if it has one, to now (or
+ * past its own, by this clock or the service's): an unlink answered before
+ * the service made it. The service's copy, once it answers, replaces it,
+ * keeping these times while they are later and unlinks in @dir are still on
+ * their way (dir_after()), the service's once none is.
+ */
+static void dir_touch(struct fs *fs, fuse_ino_t dir)
+{
+	struct node *n = node_find(fs, dir);
+	struct timespec now, *t;
+
+	if (!n)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&n->lock);
+	t = &n->dir_attr.st_ctim;
+	if (now.tv_sec < t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec <= t->tv_nsec)) {
+		now = *t;
+		if (++now.tv_nsec == 1000000000) {
+			now.tv_sec++;
+			now.tv_nsec = 0;
+		}
+	}
+	n->dir_attr.st_mtim = now;
+	n->dir_attr.st_ctim = now;
+	n->dir_touched = true;
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* The service's copy of @dir wins again (dir_touch()). */
+static void dir_untouch(struct fs *fs, fuse_ino_t dir)
+{
+	struct node *n = node_find(fs, dir);
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&n->lock);
+	n->dir_touched = false;
+	pthread_mutex_unlock(&n->lock);
+}
+
 /* async_dirops: the background UNLINK of @call (bg_run_fn), and what fs_unlink() does after */
 static void unlink_run(struct fs *fs, struct bg_call *call)
 {
 	struct rfs_dir_after after;
-	struct rfs_freed freed;
 
-	call->err = rfs_unlink(fs->rfs, &call->cred, call->parent, call->name, &freed, &after);
+	call->err =
+		rfs_unlink(fs->rfs, &call->cred, call->parent, call->name, &call->freed, &after);
 	if (call->err) {
 		rdmafs_log(call->err == -ENOENT ? RDMAFS_LOG_INFO : RDMAFS_LOG_WARN,
 			   "background unlink of '%s' in directory %" PRIu64 ": %s%s", call->name,
@@ -533,27 +595,10 @@ static void unlink_run(struct fs *fs, struct bg_call *call)
 		dir_forget(fs, call->parent); /* dir_touch() advanced it for nothing */
 		return;
 	}
+	/* the last one in flight there: the service's times are the ones to keep */
+	if (!bg_pending_in(fs, call->parent, call))
+		dir_untouch(fs, call->parent);
 	dir_after(fs, call->parent, call->mark, &after);
-	rfs_free_data(fs->rfs, &freed);
-}
-
-/*
- * Advances the mtime and ctime of @dir's copy, if it has one, to now: an
- * unlink answered before the service made it. The service's copy, once it
- * answers, replaces it (or, older by this clock, drops both: dir_after()).
- */
-static void dir_touch(struct fs *fs, fuse_ino_t dir)
-{
-	struct node *n = node_find(fs, dir);
-	struct timespec now;
-
-	if (!n)
-		return;
-	clock_gettime(CLOCK_REALTIME, &now);
-	pthread_mutex_lock(&n->lock);
-	n->dir_attr.st_mtim = now;
-	n->dir_attr.st_ctim = now;
-	pthread_mutex_unlock(&n->lock);
 }
 
 int ops_bg_start(struct fs *fs)
@@ -572,9 +617,11 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	cred_fill(req, &c);
 	if (fs->bg) {
+		/* before the call is queued: its answer may come at once (dir_after()) */
+		dir_touch(fs, parent);
 		ret = bg_unlink(fs, parent, name, &c, gen);
-		if (!ret)
-			dir_touch(fs, parent);
+		if (ret)
+			dir_forget(fs, parent);
 		reply_error(req, ret);
 		return;
 	}

@@ -5,6 +5,8 @@
 #   rdmafs-1    the single-node default: one daemon serving metadata and data
 #   rdmafs-r3   as rdmafs, every file with 3 copies of each chunk (the mount's
 #               root gets rdmafs.replicas = 3; not in the default list)
+#   rdmafs-1a   as rdmafs-1, mounted with async_dirops (unlinks answered at
+#               once, sent in the background; not in the default list)
 #   glusterfs   GlusterFS, one brick on loopback (Debian's glusterfs-server),
 #               started and stopped here
 #   bindfs      a FUSE passthrough of a local directory
@@ -52,7 +54,7 @@ case $rounds in
 '' | *[!0-9]* | 0*) echo "bench-fs: BENCH_FS_ROUNDS must be a number of rounds, 1 or more" >&2; exit 2 ;;
 esac
 for t in "${targets[@]}"; do
-	case $t in rdmafs | rdmafs-1 | rdmafs-r3 | glusterfs | bindfs | local) ;;
+	case $t in rdmafs | rdmafs-1 | rdmafs-1a | rdmafs-r3 | glusterfs | bindfs | local) ;;
 	*) echo "bench-fs: unknown target $t" >&2; exit 2 ;;
 	esac
 done
@@ -136,10 +138,10 @@ run_workloads() { # DIR OUT.json
 	python3 "$workloads" "$1" "$2" "${workload_opts[@]}"
 }
 
-run_rdmafs() { # TARGET STORAGE_DAEMONS OUT.json [REPLICAS]
+run_rdmafs() { # TARGET STORAGE_DAEMONS OUT.json [REPLICAS [MOUNT_OPTIONS]]
 	# the one test cluster harness; its data, like the workloads' files, on /var/tmp's disk
 	# shellcheck disable=SC2016 # expanded by the command cluster.sh runs
-	TMPDIR=/var/tmp "$top/tests/lib/cluster.sh" --build "$build" --transport "$transport" \
+	RDMAFS_FUSE_OPTS=${5:-} TMPDIR=/var/tmp "$top/tests/lib/cluster.sh" --build "$build" --transport "$transport" \
 		--addr "$addr" --storage "$2" --timeout 7200 -- \
 		bash -c 'setfattr -n rdmafs.replicas -v "$1" "$RDMAFS_MOUNT" && shift && exec "$@"' \
 		replicas "${4:-1}" python3 "$workloads" %MOUNT% "$3" "${workload_opts[@]}" >&2
@@ -152,6 +154,7 @@ run_target() {
 	case $1 in
 	rdmafs) run_rdmafs rdmafs 3 "$2" ;;
 	rdmafs-1) run_rdmafs rdmafs-1 0 "$2" ;;
+	rdmafs-1a) run_rdmafs rdmafs-1a 0 "$2" 1 async_dirops ;;
 	rdmafs-r3) run_rdmafs rdmafs-r3 3 "$2" 3 ;;
 	glusterfs)
 		if gluster_up "$work/gluster"; then
@@ -195,6 +198,7 @@ python3 - "$json_out" "$work" "$transport" "$rounds" "${targets[@]}" <<'PY'
 import json, os, statistics, sys
 out, work, transport, rounds, targets = (sys.argv[1], sys.argv[2], sys.argv[3],
                                          int(sys.argv[4]), sys.argv[5:])
+variant_of = {"rdmafs-r3": ("rdmafs",), "rdmafs-1a": ("rdmafs-1",)}  # ratios against the plain one
 runs = {}  # target -> [that round's {metric: {"value", "unit"}} or {} when it failed]
 for t in targets:
     runs[t] = []
@@ -217,7 +221,7 @@ for m in metrics:
         if rounds > 1:
             row[t + "_runs"] = [res.get(m, {}).get("value") for res in runs[t]]
     for t in (x for x in targets if x.startswith("rdmafs")):
-        for base in ("glusterfs", "bindfs", "local") + (("rdmafs",) if t == "rdmafs-r3" else ()):
+        for base in ("glusterfs", "bindfs", "local") + tuple(b for b in variant_of.get(t, ()) if b in targets):
             if base in targets and row[t] is not None and row.get(base):
                 row[f"{t}_vs_{base}"] = round(row[t] / row[base], 3)
     rows.append(row)
@@ -227,9 +231,10 @@ w = 12
 head = f"{'metric':28}" + "".join(f"{t:>{w}}" for t in targets)
 ratios = [f"{t}/{b}" for t in targets if t.startswith("rdmafs") for b in ("glusterfs", "bindfs")
           if b in targets]
-ratios += ["rdmafs-r3/rdmafs"] if "rdmafs-r3" in targets and "rdmafs" in targets else []
+ratios += [f"{t}/{b}" for t, bs in variant_of.items() for b in bs if t in targets and b in targets]
 head += "".join(f"{r:>{len(r) + 2}}" for r in ratios)
-print(f"\nbench-fs ({transport}; rdmafs: 4 daemons, rdmafs-1: one, rdmafs-r3: 4 daemons and 3 copies;"
+print(f"\nbench-fs ({transport}; rdmafs: 4 daemons, rdmafs-1: one, rdmafs-r3: 4 daemons and 3 copies,"
+      " rdmafs-1a: rdmafs-1 with async_dirops;"
       " ratios are rdmafs/peer" + (f"; medians of {rounds} rounds)" if rounds > 1 else ")"))
 print(head)
 for row in rows:

@@ -10,14 +10,17 @@
 #    and for mount 2 once mount 1's readdir returned; their chunks go (fsck
 #    clean within 30 s);
 # 2. a name unlinked and created again at once, 50 times: each time the new
-#    file, with its own bytes;
+#    file, with its own bytes; a file's other name, which mount 1 never
+#    looked up, has 1 link after the unlink;
 # 3. files unlinked, then their directory removed at once: the rmdir works;
 # 4. a file open, written, unlinked: fstat says 0 links, it reads back, and
 #    its chunks go after the close;
-# 5. an unlink the service refuses (mount 2 made the directory read-only;
-#    mount 1's kernel checked its cached attributes): rm succeeds, the
-#    directory's next fsync returns EACCES, the file stays;
-# 6. unlinks answered just before mount 1 is unmounted reach the service;
+# 5. unlinks the service refuses in two directories (mount 2 made them
+#    read-only; mount 1's kernel checked its cached attributes): rm succeeds,
+#    each directory's next fsync returns EACCES (the one after it, nothing),
+#    the files stay;
+# 6. unlinks pending when mount 1 is unmounted (the service stopped) reach
+#    the service;
 # 7. rdmafs-fuse refuses async_dirops with server_permissions.
 # Usage: asyncdirops.sh DIR1 DIR2
 # Exit: 0 pass, 1 fail, 77 not on a cluster, 99 the test itself could not
@@ -53,9 +56,9 @@ for i in $(seq 300); do
 done
 head -c $((3 * 1024 * 1024)) /dev/urandom >"$w/d1/f300" || check_fail "write d1/f300"
 ls "$mnt2/a/d1" >/dev/null || check_fail "ls d1 on mount 2"
-before=$(background_unlinks)
+before=$(background_unlinks) || exit $?
 (cd "$w/d1" && rm f*) || check_fail "rm d1/f*"
-after=$(background_unlinks)
+after=$(background_unlinks) || exit $?
 [ $((after - before)) = 300 ] ||
 	check_fail "300 unlinks: $((after - before)) went through the background (want 300)"
 left=$(ls -A "$w/d1") || check_fail "ls d1"
@@ -75,6 +78,15 @@ for i in $(seq 50); do
 	[ "$(cat "$w/again")" = "round $i" ] || check_fail "round $i: again reads '$(cat "$w/again")'"
 done
 echo "ok   a name unlinked and created again 50 times: the new file each time"
+
+# 2b. a link mount 1 never looked up: its LOOKUP after the other name's unlink
+# (still on its way) sees one link
+echo two >"$w/two" || check_fail "create two"
+ln "$mnt2/a/two" "$mnt2/a/two-link" || check_fail "ln two two-link on mount 2"
+rm "$w/two" || check_fail "rm two"
+links=$(stat -c %h "$w/two-link") || check_fail "stat two-link"
+[ "$links" = 1 ] || check_fail "two-link after its other name's unlink: $links links (want 1)"
+echo "ok   a file's other name, looked up after an unlink: 1 link"
 
 # 3. unlinked, then the directory removed
 mkdir "$w/d3" || check_fail "mkdir d3"
@@ -103,16 +115,21 @@ PYEOF
 check_until 30 fsck_clean || check_fail "30 s after the close, fsck: $(cat "$local_dir/fsck")"
 echo "ok   a file open, written and unlinked: 0 links, reads back, its chunks gone after the close"
 
-# 5. an unlink the service refuses: mount 1's kernel checks its cached
-# attributes of d5 (its copy from the create, kept 600 s), which mount 2
-# then makes read-only
-mkdir -m 0777 "$w/d5" || check_fail "mkdir d5"
-setpriv --reuid=65534 --regid=65534 --clear-groups touch "$w/d5/v" || check_fail "touch d5/v as uid 65534"
-stat "$w/d5" >/dev/null || check_fail "stat d5"
-chmod 0755 "$mnt2/a/d5" || check_fail "chmod d5 on mount 2"
-setpriv --reuid=65534 --regid=65534 --clear-groups rm "$w/d5/v" 2>"$local_dir/rm.err" ||
-	check_fail "rm d5/v as uid 65534 (mount 1's cached attributes allow it): $(cat "$local_dir/rm.err")"
-python3 - "$w/d5" <<'PYEOF' >"$local_dir/fsync" 2>&1
+# 5. unlinks the service refuses, in two directories: mount 1's kernel checks
+# its cached attributes of each (its copy from the create, kept 600 s), which
+# mount 2 then makes read-only
+for d in d5a d5b; do
+	mkdir -m 0777 "$w/$d" || check_fail "mkdir $d"
+	setpriv --reuid=65534 --regid=65534 --clear-groups touch "$w/$d/v" ||
+		check_fail "touch $d/v as uid 65534"
+	stat "$w/$d" >/dev/null || check_fail "stat $d"
+	chmod 0755 "$mnt2/a/$d" || check_fail "chmod $d on mount 2"
+	setpriv --reuid=65534 --regid=65534 --clear-groups rm "$w/$d/v" 2>"$local_dir/rm.err" ||
+		check_fail "rm $d/v as uid 65534 (mount 1's cached attributes allow it): $(cat "$local_dir/rm.err")"
+done
+# dir_fsync DIR: "fsync: ok" or "fsync: ERRNO" of DIR's fsync
+dir_fsync() {
+	python3 - "$1" <<'PYEOF'
 import errno, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
 try:
@@ -121,19 +138,58 @@ try:
 except OSError as e:
     print("fsync:", errno.errorcode.get(e.errno, e.errno))
 PYEOF
-grep -q "^fsync: EACCES$" "$local_dir/fsync" ||
-	check_fail "the refused unlink: the directory's fsync said $(cat "$local_dir/fsync") (want EACCES)"
-[ -e "$mnt2/a/d5/v" ] || check_fail "mount 2 does not see d5/v, whose unlink the service refused"
-echo "ok   an unlink the service refused: rm answered, the directory's fsync returned EACCES, the file stays"
+}
+for d in d5b d5a; do
+	got=$(dir_fsync "$w/$d" 2>&1)
+	[ "$got" = "fsync: EACCES" ] ||
+		check_fail "the refused unlink in $d: the directory's fsync said $got (want EACCES)"
+	got=$(dir_fsync "$w/$d" 2>&1)
+	[ "$got" = "fsync: ok" ] || check_fail "a second fsync of $d said $got (want ok: told once)"
+	[ -e "$mnt2/a/$d/v" ] || check_fail "mount 2 does not see $d/v, whose unlink the service refused"
+done
+echo "ok   unlinks the service refused in 2 directories: rm answered, each directory's fsync returned EACCES once, the files stay"
 
-# 6. unlinks just before the unmount
+# 6. unlinks pending at the unmount: with the metadata service stopped (SIGSTOP)
+# 50 unlinks are answered (names and attributes cached: rm asks the service
+# nothing) and cannot be done; mount 1 is unmounted while they wait, then the
+# service goes on. Mount 1's calls wait 60 s (timeout=60000) before they fail.
 mkdir "$w/d6" || check_fail "mkdir d6"
-for i in $(seq 100); do : >"$w/d6/g$i" || check_fail "create d6/g$i"; done
-rm "$w"/d6/g* || check_fail "rm d6/g*"
-"$ctl" ctl remount 1 || check_error "remounting mount 1"
+names=()
+for i in $(seq 50); do
+	: >"$w/d6/g$i" || check_fail "create d6/g$i"
+	names+=("$w/d6/g$i")
+done
+resume_meta() {
+	"$ctl" ctl signal meta CONT || check_error "cannot resume the metadata daemon"
+}
+fifty_answered() {
+	[ $(($(background_unlinks) - before)) -ge 50 ]
+}
+unmounted() {
+	! awk -v m="$mnt" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+before=$(background_unlinks) || exit $?
+"$ctl" ctl signal meta STOP || check_error "cannot stop the metadata daemon"
+rm "${names[@]}" 2>"$local_dir/rm6.err" &
+rm_pid=$!
+if ! check_until 30 fifty_answered; then
+	resume_meta
+	check_fail "50 unlinks with the service stopped: $(($(background_unlinks) - before)) answered in 30 s"
+fi
+wait "$rm_pid" || { resume_meta; check_fail "rm d6/g*: $(cat "$local_dir/rm6.err")"; }
+"$ctl" ctl remount 1 >"$local_dir/remount" 2>&1 &
+remount_pid=$!
+if ! check_until 30 unmounted; then
+	resume_meta
+	check_error "mount 1 was not unmounted within 30 s: $(cat "$local_dir/remount")"
+fi
+resume_meta
+wait "$remount_pid" || check_error "remounting mount 1: $(cat "$local_dir/remount")"
 left=$(ls -A "$w/d6") || check_fail "ls d6 after the remount"
-[ -z "$left" ] || check_fail "unlinks answered before the unmount were lost: $left"
-echo "ok   100 unlinks answered just before the unmount reached the service"
+[ -z "$left" ] || check_fail "unlinks pending at the unmount were lost: $left"
+left=$(ls -A "$mnt2/a/d6") || check_fail "ls d6 on mount 2"
+[ -z "$left" ] || check_fail "mount 2 lists d6 after mount 1's unlinks: $left"
+echo "ok   50 unlinks pending at the unmount (the service stopped) reached it"
 
 # 7. not with server_permissions
 mkdir "$local_dir/mp" || check_error "mkdir $local_dir/mp"

@@ -41,7 +41,7 @@ run rebalance -- "$here/rebalance.sh" %MOUNT%
 run unlink --metrics -- "$here/unlink.sh" %MOUNT% "$build/tests/fs/fs-free-keep"
 run closes --metrics --mounts 2 -- "$here/closes.sh" %MOUNT% %MOUNT2%
 # mount 1 answers unlinks at once and keeps attributes and names long, mount 2 not
-export RDMAFS_FUSE_OPTS=async_dirops,attr_timeout=600,entry_timeout=600
+export RDMAFS_FUSE_OPTS=async_dirops,attr_timeout=600,entry_timeout=600,timeout=60000
 export RDMAFS_FUSE_OPTS2=attr_timeout=1,entry_timeout=1
 run asyncdirops --metrics --mounts 2 -- "$here/asyncdirops.sh" %MOUNT% %MOUNT2%
 unset RDMAFS_FUSE_OPTS RDMAFS_FUSE_OPTS2

@@ -62,8 +62,8 @@ check_all_up() {
 	check_fail "$4: the daemons are not all up with every copy in place after $3 s: $(cat "$5")"
 }
 
-# check_until SECS CMD...: runs CMD once a second until it succeeds, SECS times
-# at most; its last status. For what the system does after it answers (a
+# check_until SECS CMD...: runs CMD once a second until it succeeds, for SECS
+# seconds (SECS + 1 runs at most); its last status. For what the system does after it answers (a
 # removed file's chunks go after the unlink's answer: rfs_free_data()).
 check_until() {
 	local n=$1 _
