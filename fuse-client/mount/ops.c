@@ -70,8 +70,9 @@ static __thread struct op_clock *op_current;
 /*
  * The requests that wait for the background unlinks before they run
  * (async_dirops, mount_i.h): every one that could see a pending call's
- * directory or inode. LOOKUP waits for its name alone, GETATTR when it asks
- * the service (fs_lookup(), fs_getattr()); UNLINK queues; FORGET, STATFS
+ * directory or inode. LOOKUP waits for its name (and for all when what it
+ * finds may show one), GETATTR when it asks the service (fs_lookup(),
+ * fs_getattr()); UNLINK queues; FORGET, STATFS
  * and the data path (whose calls an unlinked file's open handle keeps
  * good) wait for nothing.
  */

@@ -44,7 +44,10 @@ run closes --metrics --mounts 2 -- "$here/closes.sh" %MOUNT% %MOUNT2%
 export RDMAFS_FUSE_OPTS=async_dirops,attr_timeout=600,entry_timeout=600,timeout=60000
 export RDMAFS_FUSE_OPTS2=attr_timeout=1,entry_timeout=1
 run asyncdirops --metrics --mounts 2 -- "$here/asyncdirops.sh" %MOUNT% %MOUNT2%
-unset RDMAFS_FUSE_OPTS RDMAFS_FUSE_OPTS2
+unset RDMAFS_FUSE_OPTS2
+export RDMAFS_FUSE_OPTS=async_dirops
+run posix-async -- "$build/tests/fs/fs-posix" %MOUNT%
+unset RDMAFS_FUSE_OPTS
 # the killpoint daemon holds forwards at the test's gates (RDMAFS_TEST_FORWARD_GATE)
 export RDMAFS_TEST_FORWARD_GATE=${TMPDIR:-/tmp}/rdmafs-dirty-gate
 run dirty --daemon "$build/tests/daemon/rdmafs-daemon-killpoint" --metrics --mounts 2 -- \
