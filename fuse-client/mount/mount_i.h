@@ -156,8 +156,6 @@ struct dir_mark {
 
 enum bg_state { BG_FREE, BG_QUEUED, BG_SENT };
 
-struct node;
-
 struct bg_call {
 	enum bg_state state; /* under bg.lock */
 	uint64_t seq;	     /* its place in the queue: bg.queued when it came */

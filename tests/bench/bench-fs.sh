@@ -221,7 +221,7 @@ for m in metrics:
         if rounds > 1:
             row[t + "_runs"] = [res.get(m, {}).get("value") for res in runs[t]]
     for t in (x for x in targets if x.startswith("rdmafs")):
-        for base in ("glusterfs", "bindfs", "local") + tuple(b for b in variant_of.get(t, ()) if b in targets):
+        for base in ("glusterfs", "bindfs", "local") + variant_of.get(t, ()):
             if base in targets and row[t] is not None and row.get(base):
                 row[f"{t}_vs_{base}"] = round(row[t] / row[base], 3)
     rows.append(row)
