@@ -2176,34 +2176,8 @@ int rfs_commit_alloc(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, ui
 	return rdmafs_status_for_caller(ret);
 }
 
-/* Chunks past which holders_of() asks every daemon rather than place more. */
-#define HOLDERS_SCAN 4096
-
-/*
- * The daemons of @layout that can hold chunks of @ino, @size bytes long: those
- * of its chunks' chains (a chunk at or past the end is no file's data, as
- * truncates cut such chunks), every daemon once that many chunks are placed.
- */
-static uint64_t holders_of(const struct rfs_layout *layout, uint64_t ino, uint64_t size)
-{
-	uint64_t all = all_daemons(layout), mask = 0,
-		 chunks = size / layout->chunk_size + (size % layout->chunk_size != 0);
-
-	if (chunks > HOLDERS_SCAN)
-		return all;
-	for (uint64_t i = 0; i < chunks && mask != all; i++) {
-		int chain[RFS_MAX_REPLICAS], n = rfs_layout_chain(layout, ino, i, chain);
-
-		if (n < 0)
-			return all;
-		mask |= chain_mask(chain, n);
-	}
-	return mask;
-}
-
-/* CHUNK_REMOVE of @ino's chunks from @first_index on, on the daemons of @mask. */
 static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *layout,
-		       uint64_t first_index, uint64_t mask)
+		       uint64_t first_index)
 {
 	Rdmafs__ChunkRemoveReq req = RDMAFS__CHUNK_REMOVE_REQ__INIT;
 	Rdmafs__ChunkSelection sel = RDMAFS__CHUNK_SELECTION__INIT;
@@ -2217,19 +2191,13 @@ static int remove_from(struct rfs *fs, uint64_t ino, const struct rfs_layout *la
 	 * A copy DOWN keeps its chunks: a removed file's are orphans (fsck), a
 	 * truncated file's were each cut on the others first (truncate_once()).
 	 */
-	return broadcast(fs, layout, mask & ~down_daemons(fs, layout),
+	return broadcast(fs, layout, all_daemons(layout) & ~down_daemons(fs, layout),
 			 RDMAFS__METHOD__METHOD_CHUNK_REMOVE, &req.base);
 }
 
-int rfs_remove_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size)
+int rfs_remove_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout)
 {
-	/*
-	 * A replicated file's copy that was DOWN for a truncate may keep a chunk
-	 * past the end until it is back (truncate_once()): every daemon is asked.
-	 */
-	int ret = remove_from(fs, ino, layout, 0,
-			      layout->replicas > 1 ? all_daemons(layout)
-						   : holders_of(layout, ino, size));
+	int ret = remove_from(fs, ino, layout, 0);
 
 	/*
 	 * Fenced: a drain is moving the file, which is gone now (a freed inode
@@ -2299,7 +2267,7 @@ static int truncate_once(struct rfs *fs, uint64_t ino, const struct rfs_layout *
 		if (ret)
 			return ret;
 	}
-	return remove_from(fs, ino, layout, index, all_daemons(layout));
+	return remove_from(fs, ino, layout, index);
 }
 
 int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t new_size,

@@ -132,7 +132,6 @@ static void freed_from_wire(const Rdmafs__FreedInode *f, struct rfs_freed *out)
 		return;
 	}
 	out->ino = f->ino;
-	out->size = f->size;
 	out->freed = true;
 }
 
@@ -164,7 +163,7 @@ void rfs_free_data(struct rfs *fs, const struct rfs_freed *freed)
 		return;
 	}
 	layout = freed->layout;
-	ret = rfs_remove_data(fs, freed->ino, &layout, freed->size);
+	ret = rfs_remove_data(fs, freed->ino, &layout);
 	if (ret)
 		rdmafs_log(RDMAFS_LOG_WARN,
 			   "inode %" PRIu64 ": chunks not removed (%s); fsck will find them",

@@ -298,7 +298,6 @@ struct rfs_entry {
 struct rfs_freed {
 	bool freed; /* false: nothing to free */
 	uint64_t ino;
-	uint64_t size; /* its size when freed: the daemons asked are those of its chunks */
 	struct rfs_layout layout;
 	uint64_t service_run; /* the service's run known before the freeing call (0: unknown) */
 };
@@ -711,14 +710,11 @@ int rfs_truncate_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, u
 		      uint64_t old_size);
 
 /*
- * Removes every chunk of @ino, a freed inode of @size bytes, asking only the
- * daemons of @layout that hold a copy of one of its chunks below @size (every
- * daemon of a file of several copies): a chunk at or past a file's end is no
- * file's data, which fsck finds. A daemon that fenced the layout keeps its
- * chunks: the inode is gone, so the drain that fenced it removes them (or
- * fsck finds them).
+ * Removes every chunk of @ino on every daemon of @layout (a freed inode). A
+ * daemon that fenced the layout keeps its chunks: the inode is gone, so the
+ * drain that fenced it removes them (or fsck finds them).
  */
-int rfs_remove_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout, uint64_t size);
+int rfs_remove_data(struct rfs *fs, uint64_t ino, struct rfs_layout *layout);
 
 /*
  * Punches [@off, @off + @len) of a file of @size bytes: whole chunks are

@@ -16,9 +16,6 @@
 #   itself once per file with data before removing its chunks, and never
 #   for an empty one (flush_before_free, rfs_free_data()): its SYNC count
 #   moves by exactly that.
-# - a removed file asks only the daemons that held its chunks: the daemons
-#   whose CHUNK_REMOVE count moves are those whose chunk count fell, for a
-#   4 KiB file (one of the 4 daemons) and one of 6 chunks;
 # - a removal through the client library whose SYNC a restarted metadata
 #   service answers keeps the file's chunks (fs-free-keep), for fsck.
 # Usage: unlink.sh DIR FS_FREE_KEEP (build/tests/fs/fs-free-keep)
@@ -70,13 +67,15 @@ releases() {
 	check_metric fuse1 'rdmafs_client_fuse_requests_total{op="release"}'
 }
 
-# wait_released BEFORE N: waits (30 s at most) until the mount answered N
-# RELEASEs since BEFORE. The kernel sends a close's RELEASE after close(2)
-# returned, and an unlink through another client does not free a file the
-# mount still holds open. Without --metrics there is nothing to wait on.
+# released_since BEFORE N: the mount answered N RELEASEs since BEFORE
 released_since() {
 	[ "$(releases)" -ge $(($1 + $2)) ]
 }
+
+# wait_released BEFORE N: waits (30 s at most) until released_since BEFORE N.
+# The kernel sends a close's RELEASE after close(2) returned, and an unlink
+# through another client does not free a file the mount still holds open.
+# Without --metrics there is nothing to wait on.
 wait_released() {
 	[ "$1" = none ] && return 0
 	check_until 30 released_since "$1" "$2" ||
@@ -162,6 +161,10 @@ check_syncs "$syncs1" "$(syncs)" 4 "4 files with data removed"
 "$rdmafsctl" fsck >"$local_dir/fsck" 2>&1 || check_fail "fsck exited $?: $(cat "$local_dir/fsck")"
 echo "ok   files with data removed (unlink, rename over, last close, sparse, truncated): $chunks1 chunks gone, fsck clean"
 
+# 3. a client's removal (fs-free-keep, its own client) whose SYNC a restarted
+# metadata service answers keeps the file's chunks: that service's run may
+# have lost the removal (a power loss). fsck finds them, --repair removes
+# them. First the same removal with no restart between: its chunks go.
 [ -x "$keeper" ] || check_error "no fs-free-keep at '$keeper'"
 ctl=${RDMAFS_CLUSTER_CTL:?}
 # remove_through_client NAME RESTART: fs-free-keep removes $w/NAME, the
@@ -181,60 +184,6 @@ remove_through_client() {
 	[ "$out" = "done" ] || check_error "fs-free-keep said '$out': $(cat "$local_dir/keeper.err")"
 	wait "$K_PID" || check_error "fs-free-keep exited $?: $(cat "$local_dir/keeper.err")"
 }
-
-# 3. a removed file of one copy asks only the daemons holding its chunks
-# (rfs_remove_data()): for a 4 KiB file and one of 6 chunks removed through
-# fs-free-keep (whose removal is done when it says so), the daemons whose
-# CHUNK_REMOVE count moved are exactly those whose chunks went. Needs
-# several daemons, or every daemon holds every file's chunks, and the
-# mount's metrics, to know it closed the file.
-# per_daemon: a line per daemon, "UUID REMOVES CHUNKS"
-per_daemon() {
-	"$rdmafsctl" stats --json >"$local_dir/stats" 2>&1 ||
-		check_fail "rdmafsctl stats exited $?: $(cat "$local_dir/stats")"
-	python3 - "$local_dir/stats" <<'PYEOF' || check_error "cannot read rdmafsctl stats --json"
-import json, sys
-for d in json.load(open(sys.argv[1]))["daemons"]:
-    removes = sum(op["count"] for op in d["ops"] if op["method"] == "chunk_remove")
-    print(d["uuid"], removes, d["chunks"])
-PYEOF
-}
-# check_holders NAME SIZE: writes $w/NAME (SIZE as dd's bs), removes it, and
-# checks that the daemons asked (their removes moved) are those whose chunks
-# went
-check_holders() {
-	local before after asked held extra released
-	released=$(releases)
-	dd if=/dev/urandom of="$w/$1" bs="$2" count=1 status=none || check_fail "write $w/$1"
-	sync
-	wait_released "$released" 1
-	before=$(per_daemon)
-	remove_through_client "$1" 0
-	after=$(per_daemon)
-	# per daemon: UUID REMOVES0 CHUNKS0 REMOVES1 CHUNKS1
-	read -r asked held extra <<<"$(join <(sort <<<"$before") <(sort <<<"$after") |
-		awk '$4 != $2 { a++ } $5 != $3 { h++ } $4 != $2 && $5 == $3 { x++ }
-		     END { print a + 0, h + 0, x + 0 }')"
-	[ "$held" -ge 1 ] || check_fail "removing $1 took no chunk off any daemon"
-	if [ "$extra" != 0 ] || [ "$asked" != "$held" ]; then
-		check_fail "removing $1 ($2) asked $asked daemons, $extra of them holding none of its chunks ($held held some)"
-	fi
-	echo "ok   $1 ($2) removed: the $asked daemons asked are the $held that held its chunks"
-}
-n_daemons=$(per_daemon | wc -l)
-if [ "$n_daemons" -lt 2 ]; then
-	echo "skip removal asks the holders only: $n_daemons daemon (every one holds every file)"
-elif [ "$(releases)" = none ]; then
-	echo "skip removal asks the holders only: the cluster has no --metrics (the mount's RELEASEs)"
-else
-	check_holders small 4k
-	check_holders six 6M
-fi
-
-# 4. a client's removal (fs-free-keep, its own client) whose SYNC a restarted
-# metadata service answers keeps the file's chunks: that service's run may
-# have lost the removal (a power loss). fsck finds them, --repair removes
-# them. First the same removal with no restart between: its chunks go.
 releases0=$(releases)
 for name in gone kept; do
 	dd if=/dev/urandom of="$w/$name" bs=1M count=2 status=none || check_fail "write $w/$name"
