@@ -16,6 +16,8 @@
 #   itself once per file with data before removing its chunks, and never
 #   for an empty one (flush_before_free, rfs_free_data()): its SYNC count
 #   moves by exactly that.
+# - a file whose truncate failed with one of its daemons away (that daemon
+#   keeps chunks past the new size) leaves none there once removed;
 # - a removal through the client library whose SYNC a restarted metadata
 #   service answers keeps the file's chunks (fs-free-keep), for fsck.
 # Usage: unlink.sh DIR FS_FREE_KEEP (build/tests/fs/fs-free-keep)
@@ -29,6 +31,7 @@ check_cluster unlink.sh
 check_need python3 dd truncate mv
 rdmafsctl=$(. "$RDMAFS_CLUSTER_DIR/cluster.env" && echo "$rdmafsctl")
 [ -x "$rdmafsctl" ] || check_error "no rdmafsctl in cluster.env"
+ctl=${RDMAFS_CLUSTER_CTL:?}
 local_dir=$(mktemp -d "${TMPDIR:-/tmp}/unlink.XXXXXX") ||
 	check_error "cannot make a scratch directory in ${TMPDIR:-/tmp}"
 trap 'rm -rf "$local_dir"' EXIT
@@ -161,12 +164,49 @@ check_syncs "$syncs1" "$(syncs)" 4 "4 files with data removed"
 "$rdmafsctl" fsck >"$local_dir/fsck" 2>&1 || check_fail "fsck exited $?: $(cat "$local_dir/fsck")"
 echo "ok   files with data removed (unlink, rename over, last close, sparse, truncated): $chunks1 chunks gone, fsck clean"
 
-# 3. a client's removal (fs-free-keep, its own client) whose SYNC a restarted
+# 3. a file shrunk while one of its daemons was away: the truncate fails
+# (EIO) after the service took the new size, and that daemon keeps chunks
+# past it. Once it is back, removing the file takes those too: a freed
+# file's size does not bound where its chunks are, so the removal asks
+# every daemon of the layout. 16 chunks, so that a daemon other than chunk
+# 0's holds one of chunks 1-15 (all 15 on chunk 0's: one chance in 4^15).
+dd if=/dev/urandom of="$w/shrunk" bs=1M count=16 status=none || check_fail "write $w/shrunk"
+sync
+ino=$(stat -c %i "$w/shrunk") || check_fail "stat $w/shrunk"
+zero=" $(check_holders "$ino" 0 meta 1 2 3)"
+away=''
+for k in $(seq 15); do
+	for d in $(check_holders "$ino" "$k" 1 2 3); do
+		[[ $zero == *" $d "* ]] || away=$d
+	done
+done
+[ -n "$away" ] || check_error "no storage daemon but chunk 0's (${zero# }) holds one of $w/shrunk's chunks 1-15"
+# away_chunks: how many chunks of the file daemon $away holds
+away_chunks() {
+	check_datadirs_load "$away"
+	find "${check_datadirs[$away]}/chunks/$(printf %016x "$ino")" -type f 2>/dev/null | wc -l
+}
+none_away() {
+	[ "$(away_chunks)" = 0 ]
+}
+"$ctl" ctl kill "$away" KILL || check_error "cannot kill daemon $away"
+if truncate -s 1M "$w/shrunk" 2>"$local_dir/truncate.err"; then
+	"$ctl" ctl start "$away"
+	check_fail "truncate of $w/shrunk with daemon $away (holding its chunks) killed succeeded"
+fi
+"$ctl" ctl start "$away" || check_error "daemon $away did not come back"
+held=$(away_chunks)
+[ "$held" -ge 1 ] || check_error "daemon $away holds none of $w/shrunk's chunks after the failed truncate"
+rm "$w/shrunk" || check_fail "unlink $w/shrunk"
+check_until 30 none_away ||
+	check_fail "30 s after removing $w/shrunk (truncated to 1 MiB while daemon $away was away) it still holds $(away_chunks) of its chunks"
+echo "ok   a file whose truncate failed with daemon $away away ($(cat "$local_dir/truncate.err")): its $held chunks there go with it"
+
+# 4. a client's removal (fs-free-keep, its own client) whose SYNC a restarted
 # metadata service answers keeps the file's chunks: that service's run may
 # have lost the removal (a power loss). fsck finds them, --repair removes
 # them. First the same removal with no restart between: its chunks go.
 [ -x "$keeper" ] || check_error "no fs-free-keep at '$keeper'"
-ctl=${RDMAFS_CLUSTER_CTL:?}
 # remove_through_client NAME RESTART: fs-free-keep removes $w/NAME, the
 # metadata daemon killed (-9) and started again between its unlink and its
 # removal of the data when RESTART is 1
