@@ -168,19 +168,20 @@ echo "ok   files with data removed (unlink, rename over, last close, sparse, tru
 # (EIO) after the service took the new size, and that daemon keeps chunks
 # past it. Once it is back, removing the file takes those too: a freed
 # file's size does not bound where its chunks are, so the removal asks
-# every daemon of the layout. 16 chunks, so that a daemon other than chunk
-# 0's holds one of chunks 1-15 (all 15 on chunk 0's: one chance in 4^15).
-dd if=/dev/urandom of="$w/shrunk" bs=1M count=16 status=none || check_fail "write $w/shrunk"
+# every daemon of the layout. 32 chunks, so that a storage daemon other
+# than chunk 0's holds one of chunks 1-31 (the chance that all 31 are on
+# chunk 0's daemon or the metadata daemon's is at most 1 in 2^31).
+dd if=/dev/urandom of="$w/shrunk" bs=1M count=32 status=none || check_fail "write $w/shrunk"
 sync
 ino=$(stat -c %i "$w/shrunk") || check_fail "stat $w/shrunk"
 zero=" $(check_holders "$ino" 0 meta 1 2 3)"
 away=''
-for k in $(seq 15); do
+for k in $(seq 31); do
 	for d in $(check_holders "$ino" "$k" 1 2 3); do
 		[[ $zero == *" $d "* ]] || away=$d
 	done
 done
-[ -n "$away" ] || check_error "no storage daemon but chunk 0's (${zero# }) holds one of $w/shrunk's chunks 1-15"
+[ -n "$away" ] || check_error "no storage daemon but chunk 0's (${zero# }) holds one of $w/shrunk's chunks 1-31"
 # away_chunks: how many chunks of the file daemon $away holds
 away_chunks() {
 	check_datadirs_load "$away"
