@@ -51,23 +51,22 @@ print(removes, sum(d["chunks"] for d in daemons))
 PYEOF
 }
 
-# The mount's SYNC calls so far (its metrics), or "none" without --metrics.
+# mount_metric METRIC: the value of METRIC in the mount's metrics, or "none"
+# without --metrics.
 metrics_port=$RDMAFS_CLUSTER_DIR/fuse1.metrics-port
-syncs() {
+mount_metric() {
 	if [ ! -e "$metrics_port" ]; then
 		echo none
 		return
 	fi
-	check_metric fuse1 'rdmafs_client_rpc_requests_total{target="meta",op="SYNC"}'
+	check_metric fuse1 "$1"
 }
-
-# The mount's RELEASEs answered so far, or "none" without --metrics.
+# The mount's SYNC calls so far, and its RELEASEs answered.
+syncs() {
+	mount_metric 'rdmafs_client_rpc_requests_total{target="meta",op="SYNC"}'
+}
 releases() {
-	if [ ! -e "$metrics_port" ]; then
-		echo none
-		return
-	fi
-	check_metric fuse1 'rdmafs_client_fuse_requests_total{op="release"}'
+	mount_metric 'rdmafs_client_fuse_requests_total{op="release"}'
 }
 
 # released_since BEFORE N: the mount answered N RELEASEs since BEFORE
@@ -191,11 +190,11 @@ none_away() {
 	[ "$(away_chunks)" = 0 ]
 }
 "$ctl" ctl kill "$away" KILL || check_error "cannot kill daemon $away"
-if truncate -s 1M "$w/shrunk" 2>"$local_dir/truncate.err"; then
-	"$ctl" ctl start "$away"
-	check_fail "truncate of $w/shrunk with daemon $away (holding its chunks) killed succeeded"
-fi
+truncate -s 1M "$w/shrunk" 2>"$local_dir/truncate.err"
+truncated=$?
 "$ctl" ctl start "$away" || check_error "daemon $away did not come back"
+[ "$truncated" != 0 ] ||
+	check_fail "truncate of $w/shrunk with daemon $away (holding its chunks) killed succeeded"
 held=$(away_chunks)
 [ "$held" -ge 1 ] || check_error "daemon $away holds none of $w/shrunk's chunks after the failed truncate"
 rm "$w/shrunk" || check_fail "unlink $w/shrunk"
